@@ -1,0 +1,1 @@
+"""sampan's runtime: task API, systems, stores, checkpoints, coordinator, workers, CLI."""

@@ -1,0 +1,62 @@
+"""Pure grouping and assignment algorithms for sampan: no I/O, no asyncio, deterministic.
+
+SSP groupers (Samza SEP-5) decide which task consumes which input partition and keep a
+key on its task when a stream expands; the assignors (KIP-54, KIP-315, KAFKA-5337,
+KIP-441) place partitions or tasks on group members.
+"""
+
+from groupers.assignors.high_availability import HighAvailabilityTaskAssignor
+from groupers.assignors.lag_aware import LagAwareAssignor, partition_lag
+from groupers.assignors.stream_join import StreamJoinStickyAssignor
+from groupers.assignors.sticky import StickyAssignor
+from groupers.errors import AssignmentError, ExpansionError, GrouperError
+from groupers.expansion import DefaultPartitionExpansionAlgorithm, PartitionExpansionAlgorithm
+from groupers.model import (
+    ClientAssignment,
+    ClientState,
+    JoinAssignment,
+    JoinSubscription,
+    Subscription,
+    SystemStreamPartition,
+    TaskAssignment,
+    TopicPartition,
+)
+from groupers.ssp import (
+    AllSspToSingleTask,
+    GroupByPartition,
+    GroupByPartitionFixedTasks,
+    GroupBySystemStreamPartition,
+    GroupBySystemStreamPartitionFixedTasks,
+    SspGrouper,
+    ssp_task_mapping,
+    task_sort_key,
+)
+
+__all__ = [
+    "AllSspToSingleTask",
+    "AssignmentError",
+    "ClientAssignment",
+    "ClientState",
+    "DefaultPartitionExpansionAlgorithm",
+    "ExpansionError",
+    "GroupByPartition",
+    "GroupByPartitionFixedTasks",
+    "GroupBySystemStreamPartition",
+    "GroupBySystemStreamPartitionFixedTasks",
+    "GrouperError",
+    "HighAvailabilityTaskAssignor",
+    "JoinAssignment",
+    "JoinSubscription",
+    "LagAwareAssignor",
+    "PartitionExpansionAlgorithm",
+    "SspGrouper",
+    "StickyAssignor",
+    "StreamJoinStickyAssignor",
+    "Subscription",
+    "SystemStreamPartition",
+    "TaskAssignment",
+    "TopicPartition",
+    "partition_lag",
+    "ssp_task_mapping",
+    "task_sort_key",
+]

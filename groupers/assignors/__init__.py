@@ -1,0 +1,1 @@
+"""Partition and task assignors: each module implements one source document."""
