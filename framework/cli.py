@@ -1,8 +1,65 @@
-"""The `sampan` command."""
+"""The `sampan` command: one subcommand per job, each with --help."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Sequence
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `sampan` console script."""
-    return 0
+from framework.errors import SampanError
+
+__all__ = ["main"]
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sampan",
+        description="Stateful stream tasks that keep exact results when input streams expand.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    plan = commands.add_parser(
+        "expansion-plan",
+        help="show which task consumes which partition as a stream expands (SEP-5)",
+        description="Group a stream's partitions with the fixed-task grouper through a "
+        "sequence of partition counts and show that every key keeps its task.",
+    )
+    plan.add_argument("--stream", default="local.events", help="SYSTEM.STREAM (default %(default)s)")
+    plan.add_argument(
+        "--partitions", type=int, nargs="+", default=[2, 4, 8], metavar="N",
+        help="partition counts in order, e.g. 2 4 8 (default: %(default)s)",
+    )
+    plan.add_argument(
+        "--naive", action="store_true",
+        help="use the plain GroupByPartition grouper to show keys changing task",
+    )
+    plan.set_defaults(handler=_expansion_plan)
+
+    from framework.worker.main import add_worker_command
+
+    add_worker_command(commands)
+    return parser
+
+
+def _expansion_plan(args: argparse.Namespace) -> int:
+    from framework.expansion_plan import print_expansion_plan
+
+    return print_expansion_plan(args.stream, args.partitions, naive=args.naive)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `sampan` console script; returns the exit status."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.handler(args)
+    except SampanError as error:
+        print(f"sampan {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

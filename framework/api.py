@@ -1,0 +1,153 @@
+"""The task API users write against: StreamTask and what its methods receive."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from groupers import SystemStreamPartition
+
+if TYPE_CHECKING:
+    from framework.config import JobConfig
+
+__all__ = [
+    "Envelope",
+    "KeyValueStore",
+    "MessageCollector",
+    "OutgoingMessage",
+    "StreamTask",
+    "TaskContext",
+    "TaskCoordinator",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class Envelope:
+    """One input record, deserialized with its stream's serdes."""
+
+    ssp: SystemStreamPartition
+    offset: int
+    key: Any
+    value: Any
+    timestamp: int
+    headers: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class OutgoingMessage:
+    """A record a task sent; written to its stream when the task commits."""
+
+    stream: str
+    key: Any
+    value: Any
+    partition: int | None = None
+    timestamp: int | None = None
+    headers: Mapping[str, bytes] | None = None
+
+
+class MessageCollector(Protocol):
+    """Where a task sends output records (``"system.stream"`` names)."""
+
+    def send(
+        self,
+        stream: str,
+        key: Any = None,
+        value: Any = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Mapping[str, bytes] | None = None,
+    ) -> None:
+        """Queue a record; it becomes visible atomically with the task's next commit."""
+        ...
+
+
+class TaskCoordinator(Protocol):
+    """Lets a task ask its worker for a commit soon, or for a clean shutdown."""
+
+    def commit(self) -> None:
+        """Commit this task's progress after the current message."""
+        ...
+
+    def shutdown(self) -> None:
+        """Commit, then stop the worker cleanly."""
+        ...
+
+
+class KeyValueStore(Protocol):
+    """A task's view of one state store; keys and values pass through the store's serdes."""
+
+    def get(self, key: Any) -> Any:
+        """The value for ``key``, or None."""
+        ...
+
+    def put(self, key: Any, value: Any) -> None:
+        """Set ``key`` to ``value`` (None deletes)."""
+        ...
+
+    def delete(self, key: Any) -> None:
+        """Remove ``key``."""
+        ...
+
+    def range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
+        """Entries with ``start <= key < end`` in serialized-key order."""
+        ...
+
+    def prefix(self, prefix: Any) -> Iterator[tuple[Any, Any]]:
+        """Entries whose serialized key starts with the serialized ``prefix``."""
+        ...
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        """Every entry in serialized-key order."""
+        ...
+
+
+class TaskContext(Protocol):
+    """What `StreamTask.init` receives."""
+
+    @property
+    def task_name(self) -> str:
+        """The task's name, e.g. ``"Partition 3"``; stable across expansions."""
+        ...
+
+    @property
+    def ssps(self) -> frozenset[SystemStreamPartition]:
+        """The input partitions this task consumes."""
+        ...
+
+    @property
+    def config(self) -> JobConfig:
+        """The validated job configuration."""
+        ...
+
+    def store(self, name: str) -> KeyValueStore:
+        """The task's instance of the store ``[stores.<name>]``."""
+        ...
+
+
+class StreamTask:
+    """Base class of user tasks. Override `process`; `init`, `window`, `close` are optional.
+
+    `process` and `window` may be ``async def``; the worker awaits them.
+    """
+
+    def init(self, context: TaskContext) -> None | Awaitable[None]:
+        """Called once before the first message, with stores already restored."""
+        return None
+
+    def process(
+        self, envelope: Envelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None | Awaitable[None]:
+        """Handle one input record."""
+        raise NotImplementedError(f"{type(self).__name__} must implement process()")
+
+    def window(
+        self, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None | Awaitable[None]:
+        """Called every ``job.window_interval_ms`` when overridden."""
+        return None
+
+    def close(self) -> None | Awaitable[None]:
+        """Called once when the worker stops cleanly."""
+        return None

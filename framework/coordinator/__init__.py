@@ -1,0 +1,1 @@
+"""The job coordinator: coordinator stream, job-model builder, monitor and supervisor."""

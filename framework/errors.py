@@ -1,0 +1,61 @@
+"""Exceptions of the sampan runtime: one root, one-line subclasses, messages that name the fix."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "FencedError",
+    "JobModelError",
+    "ProcessingError",
+    "SampanError",
+    "SerdeError",
+    "StoreError",
+    "StreamNotFoundError",
+    "SystemUnavailableError",
+    "TaskLoadError",
+    "UnsupportedOperation",
+]
+
+
+class SampanError(Exception):
+    """Root of every error the sampan runtime raises on purpose."""
+
+
+class ConfigError(SampanError, ValueError):
+    """The job file is invalid; the message names the key, the file and line, and the fix."""
+
+
+class TaskLoadError(SampanError):
+    """The task class named by ``job.task`` cannot be imported or is not a StreamTask."""
+
+
+class SerdeError(SampanError, ValueError):
+    """A key or value could not be (de)serialized; names the SSP, offset and serde."""
+
+
+class StreamNotFoundError(SampanError, LookupError):
+    """A stream does not exist in its system; names the stream and how to create it."""
+
+
+class UnsupportedOperation(SampanError):
+    """The system or broker lacks a feature (e.g. CreatePartitions); names the feature."""
+
+
+class SystemUnavailableError(SampanError):
+    """A system could not be reached in time (broker down, database locked too long)."""
+
+
+class FencedError(SampanError):
+    """A worker of an older job-model epoch tried to commit after a newer epoch began."""
+
+
+class StoreError(SampanError):
+    """A state store could not be opened, restored or written."""
+
+
+class ProcessingError(SampanError):
+    """A task failed on a message under ``errors.policy = "fail"``; names SSP and offset."""
+
+
+class JobModelError(SampanError):
+    """No usable job model: none published yet, or it does not match the job file."""

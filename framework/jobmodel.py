@@ -1,0 +1,137 @@
+"""The job model: the immutable plan a coordinator publishes and workers run.
+
+Epoch, config digest, tasks → SSPs, task → changelog partition, task → worker and
+expansion barriers. It serializes to canonical JSON so that equal plans are equal
+bytes, and so that a restarted coordinator can tell when nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.errors import JobModelError
+from groupers import SystemStreamPartition, task_sort_key
+
+__all__ = ["JobModel", "TaskModel", "ssp_from_json", "ssp_to_json"]
+
+
+def ssp_to_json(ssp: SystemStreamPartition) -> list[Any]:
+    """An SSP as ``[system, stream, partition]`` (stream names may contain dots)."""
+    return [ssp.system, ssp.stream, ssp.partition]
+
+
+def ssp_from_json(value: Iterable[Any]) -> SystemStreamPartition:
+    """Inverse of `ssp_to_json`."""
+    system, stream, partition = value
+    return SystemStreamPartition(str(system), str(stream), int(partition))
+
+
+@dataclass(frozen=True)
+class TaskModel:
+    """One task: its inputs, its changelog partition and the worker running it.
+
+    ``barrier`` (after an expansion) maps each of the task's old SSPs to the end offset
+    recorded when the expansion was detected; the SSPs in ``held`` are not consumed
+    until every old SSP has been read up to its barrier, so per-key order holds.
+    """
+
+    name: str
+    ssps: frozenset[SystemStreamPartition]
+    changelog_partition: int
+    worker: int
+    broadcast: frozenset[SystemStreamPartition] = frozenset()
+    barrier: Mapping[SystemStreamPartition, int] = field(default_factory=dict)
+    held: frozenset[SystemStreamPartition] = frozenset()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ssps": [ssp_to_json(s) for s in sorted(self.ssps)],
+            "changelog_partition": self.changelog_partition,
+            "worker": self.worker,
+            "broadcast": [ssp_to_json(s) for s in sorted(self.broadcast)],
+            "barrier": [[*ssp_to_json(s), o] for s, o in sorted(self.barrier.items())],
+            "held": [ssp_to_json(s) for s in sorted(self.held)],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskModel:
+        return cls(
+            name=str(data["name"]),
+            ssps=frozenset(ssp_from_json(s) for s in data["ssps"]),
+            changelog_partition=int(data["changelog_partition"]),
+            worker=int(data["worker"]),
+            broadcast=frozenset(ssp_from_json(s) for s in data.get("broadcast", ())),
+            barrier={ssp_from_json(b[:3]): int(b[3]) for b in data.get("barrier", ())},
+            held=frozenset(ssp_from_json(s) for s in data.get("held", ())),
+        )
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """The whole plan of one epoch of a job."""
+
+    job: str
+    epoch: int
+    config_digest: str
+    workers: int
+    tasks: Mapping[str, TaskModel]
+    partition_counts: Mapping[str, int] = field(default_factory=dict)
+    changelog_partitions: int = 0
+    created_ms: int = 0
+    reason: str = ""
+
+    def tasks_of(self, worker: int) -> list[TaskModel]:
+        """The tasks placed on ``worker``, in task order."""
+        return [t for t in self.ordered_tasks() if t.worker == worker]
+
+    def ordered_tasks(self) -> list[TaskModel]:
+        return [self.tasks[name] for name in sorted(self.tasks, key=task_sort_key)]
+
+    def ssp_task_mapping(self) -> dict[SystemStreamPartition, str]:
+        """SSP → task for the next grouping (broadcast SSPs excluded)."""
+        return {ssp: task.name for task in self.tasks.values() for ssp in task.ssps}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "epoch": self.epoch,
+            "config_digest": self.config_digest,
+            "workers": self.workers,
+            "partition_counts": dict(sorted(self.partition_counts.items())),
+            "changelog_partitions": self.changelog_partitions,
+            "created_ms": self.created_ms,
+            "reason": self.reason,
+            "tasks": [task.to_json() for task in self.ordered_tasks()],
+        }
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobModel:
+        try:
+            tasks = [TaskModel.from_json(t) for t in data["tasks"]]
+            return cls(
+                job=str(data["job"]),
+                epoch=int(data["epoch"]),
+                config_digest=str(data["config_digest"]),
+                workers=int(data["workers"]),
+                tasks={t.name: t for t in tasks},
+                partition_counts={str(k): int(v) for k, v in data["partition_counts"].items()},
+                changelog_partitions=int(data.get("changelog_partitions", 0)),
+                created_ms=int(data.get("created_ms", 0)),
+                reason=str(data.get("reason", "")),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise JobModelError(f"malformed job model: {error!r}") from error
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> JobModel:
+        try:
+            return cls.from_json(json.loads(data))
+        except json.JSONDecodeError as error:
+            raise JobModelError(f"job model is not JSON: {error}") from error

@@ -1,0 +1,177 @@
+"""The System protocol: admin, consumer and producer over partitioned byte streams.
+
+Systems move bytes; serdes live above them. Offsets follow Kafka's convention: the
+offset of a record is its position in its partition, and a *position* (checkpointed
+input offset, end offset) is the offset of the next record to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from groupers import SystemStreamPartition
+
+__all__ = [
+    "Checkpoint",
+    "CommitRequest",
+    "Consumer",
+    "OffsetRange",
+    "ProducerRecord",
+    "Record",
+    "RecordPosition",
+    "System",
+]
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A stored record as a consumer returns it."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: Headers = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRecord:
+    """A record to write. ``partition=None`` means the Kafka default partitioner on ``key``."""
+
+    stream: str
+    key: bytes | None
+    value: bytes | None
+    partition: int | None = None
+    timestamp: int | None = None
+    headers: Headers = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPosition:
+    """Where a produced record landed."""
+
+    stream: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """A partition's oldest retained offset and its end (next offset to be written)."""
+
+    oldest: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A task's committed progress.
+
+    ``inputs`` maps each input SSP to the next offset to read; ``changelogs`` maps each
+    logged store to the changelog position its committed state reflects.
+    """
+
+    task: str
+    epoch: int
+    inputs: Mapping[SystemStreamPartition, int] = field(default_factory=dict)
+    changelogs: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    """Everything one commit writes: outputs, changelog records and checkpoints.
+
+    A system with ``atomic_commit`` writes it all in one transaction and fails with
+    `FencedError` when ``job``'s fenced epoch is newer than ``epoch``; others write the
+    records first, then the checkpoints (at-least-once).
+    """
+
+    job: str
+    epoch: int
+    records: Sequence[ProducerRecord] = ()
+    checkpoints: Sequence[Checkpoint] = ()
+
+
+class Consumer(Protocol):
+    """Reads assigned partitions of a system from given positions."""
+
+    def assign(self, positions: Mapping[SystemStreamPartition, int]) -> None:
+        """Replace the assignment: read each SSP from the given position (next offset)."""
+        ...
+
+    async def fetch(
+        self, max_records: int = 1000, timeout_ms: int = 100
+    ) -> Mapping[SystemStreamPartition, Sequence[Record]]:
+        """Up to ``max_records`` records past the current positions, waiting at most
+        ``timeout_ms`` when none are available; positions advance past what is returned."""
+        ...
+
+    async def close(self) -> None:
+        """Release the consumer's resources."""
+        ...
+
+
+class System(Protocol):
+    """One configured system (``[systems.<name>]``): the local log or a Kafka cluster."""
+
+    name: str
+    atomic_commit: bool
+
+    async def start(self) -> None:
+        """Connect (or open the database); idempotent."""
+        ...
+
+    async def close(self) -> None:
+        """Disconnect; idempotent."""
+        ...
+
+    async def list_streams(self) -> dict[str, int]:
+        """Every stream's name → partition count."""
+        ...
+
+    async def partition_counts(self, streams: Sequence[str]) -> dict[str, int]:
+        """Partition counts of ``streams``; raises StreamNotFoundError for a missing one."""
+        ...
+
+    async def create_stream(
+        self, stream: str, partitions: int, *, compacted: bool = False, exist_ok: bool = False
+    ) -> None:
+        """Create a stream; compacted streams keep only the latest record per key."""
+        ...
+
+    async def expand_stream(self, stream: str, partitions: int) -> None:
+        """Grow a stream to ``partitions``; UnsupportedOperation where the broker cannot."""
+        ...
+
+    async def offsets(self, stream: str) -> dict[int, OffsetRange]:
+        """Per partition: oldest retained offset and end offset."""
+        ...
+
+    def consumer(self) -> Consumer:
+        """A new consumer with no assignment."""
+        ...
+
+    async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
+        """Write records (outside any commit) and return where each landed, in order."""
+        ...
+
+    async def commit(self, request: CommitRequest) -> list[RecordPosition]:
+        """Write a commit (see `CommitRequest`); positions of ``request.records`` in order."""
+        ...
+
+    async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:
+        """The latest checkpoint of every task of ``job``."""
+        ...
+
+    async def fence(self, job: str, epoch: int) -> None:
+        """Record that ``job`` runs at ``epoch`` now; later commits of older epochs fail."""
+        ...
+
+    async def compact(self, stream: str) -> int:
+        """Drop superseded records of a compacted stream; returns how many were dropped."""
+        ...

@@ -1,0 +1,120 @@
+"""One task inside a worker: the user's StreamTask plus its stores, outputs and positions."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from framework.api import Envelope, KeyValueStore, OutgoingMessage, StreamTask
+from framework.config import JobConfig
+from framework.errors import ConfigError
+from framework.systems.base import ProducerRecord
+from groupers import SystemStreamPartition
+
+__all__ = ["TaskInstance"]
+
+
+async def _maybe_await(result: None | Awaitable[None]) -> None:
+    if inspect.isawaitable(result):
+        await result
+
+
+class TaskInstance:
+    """Runs one task and collects what it produced since the last commit.
+
+    It is the task's `MessageCollector`, `TaskCoordinator` and `TaskContext` at once:
+    all three only ever act on this task's own state.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        task: StreamTask,
+        ssps: frozenset[SystemStreamPartition],
+        stores: Mapping[str, Any],
+        config: JobConfig,
+        positions: Mapping[SystemStreamPartition, int] | None = None,
+    ) -> None:
+        self.name = name
+        self.task = task
+        self._ssps = ssps
+        self.stores = dict(stores)
+        self._config = config
+        self.positions: dict[SystemStreamPartition, int] = dict(positions or {})
+        self.outputs: list[OutgoingMessage] = []
+        self.raw_outputs: list[tuple[str, ProducerRecord]] = []  # (system, already-encoded)
+        self.commit_requested = False
+        self.shutdown_requested = False
+        self.has_window = type(task).window is not StreamTask.window
+        self.processed = 0
+        self.skipped = 0
+
+    # TaskContext -------------------------------------------------------------------------
+    @property
+    def task_name(self) -> str:
+        return self.name
+
+    @property
+    def ssps(self) -> frozenset[SystemStreamPartition]:
+        return self._ssps
+
+    @property
+    def config(self) -> JobConfig:
+        return self._config
+
+    def store(self, name: str) -> KeyValueStore:
+        try:
+            store: KeyValueStore = self.stores[name]
+        except KeyError:
+            raise ConfigError(
+                f"task {self.name!r} asked for store {name!r}, which the job file does not "
+                f"declare; add a [stores.{name}] table (declared: {sorted(self.stores)})"
+            ) from None
+        return store
+
+    # MessageCollector --------------------------------------------------------------------
+    def send(
+        self,
+        stream: str,
+        key: Any = None,
+        value: Any = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self._config.stream(stream)  # fail at the send site if the stream is undeclared
+        self.outputs.append(OutgoingMessage(stream, key, value, partition, timestamp, headers))
+
+    # TaskCoordinator ---------------------------------------------------------------------
+    def commit(self) -> None:
+        self.commit_requested = True
+
+    def shutdown(self) -> None:
+        self.shutdown_requested = True
+
+    # Lifecycle ---------------------------------------------------------------------------
+    async def init(self) -> None:
+        await _maybe_await(self.task.init(self))
+
+    async def process(self, envelope: Envelope) -> None:
+        await _maybe_await(self.task.process(envelope, self, self))
+        self.positions[envelope.ssp] = envelope.offset + 1
+        self.processed += 1
+
+    def skip(self, ssp: SystemStreamPartition, offset: int) -> None:
+        """Move past a record that was not processed (errors policy skip/dead-letter)."""
+        self.positions[ssp] = offset + 1
+        self.skipped += 1
+
+    async def window(self) -> None:
+        if self.has_window:
+            await _maybe_await(self.task.window(self, self))
+
+    async def close(self) -> None:
+        await _maybe_await(self.task.close())
+
+    def buffers_full(self) -> bool:
+        """A store's write buffer reached its bound: the worker must commit now."""
+        return any(getattr(store, "is_full", False) for store in self.stores.values())

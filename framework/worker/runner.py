@@ -1,0 +1,254 @@
+"""The worker loop: fetch a batch → process → window on schedule → commit on schedule."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from framework.config import JobConfig
+from framework.coordinator.stream import read_latest_model
+from framework.errors import FencedError, JobModelError, ProcessingError, SerdeError
+from framework.jobmodel import JobModel, TaskModel
+from framework.systems import open_system
+from framework.systems.base import Checkpoint, Consumer, Record, System
+from framework.worker.codec import RecordCodec
+from framework.worker.commit import Committer
+from framework.worker.dead_letter import dead_letter_record
+from framework.worker.instance import TaskInstance
+from framework.worker.state import open_task_stores
+from groupers import SystemStreamPartition
+
+__all__ = ["Worker", "WorkerResult"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerResult:
+    """What a worker did before it stopped."""
+
+    epoch: int
+    processed: int
+    skipped: int
+    commits: int
+    restored: int
+    reason: str
+
+
+class Worker:
+    """Runs the tasks ``model`` places on ``worker_id`` until stopped, fenced or told to."""
+
+    def __init__(
+        self,
+        config: JobConfig,
+        worker_id: int,
+        *,
+        model: JobModel | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        self.config = config
+        self.worker_id = worker_id
+        self.model = model
+        self.stop = stop or asyncio.Event()
+        self.systems: dict[str, System] = {}
+        self.instances: list[TaskInstance] = []
+        self._routes: dict[SystemStreamPartition, list[TaskInstance]] = {}
+        self._held: dict[str, TaskModel] = {}
+        self._consumers: dict[str, Consumer] = {}
+        self._codec = RecordCodec(config)
+        self.restored = 0
+
+    async def run(self) -> WorkerResult:
+        """Open everything, loop until stopped, commit and close; returns a summary."""
+        try:
+            model = await self._load()
+            committer = await self._start_tasks(model)
+            reason = await self._loop(committer)
+            return WorkerResult(model.epoch, sum(i.processed for i in self.instances),
+                                sum(i.skipped for i in self.instances), committer.commits,
+                                self.restored, reason)
+        finally:
+            await self._close()
+
+    async def _load(self) -> JobModel:
+        names = {self.config.metadata_system} | {
+            self.config.stream(s).system
+            for s in (*self.config.inputs, *self.config.broadcast_inputs)}
+        for name in sorted(names):
+            system = open_system(self.config.system(name))
+            await system.start()
+            self.systems[name] = system
+        meta = self.systems[self.config.metadata_system]
+        model = self.model or await read_latest_model(meta, self.config)
+        if model is None:
+            raise JobModelError(
+                f"job {self.config.name!r} has no job model yet in "
+                f"{self.config.coordinator_stream}; start the job with `sampan run "
+                f"{self.config.path}` (it publishes the model and starts workers)")
+        if model.config_digest != self.config.digest:
+            raise JobModelError(
+                f"the job model of epoch {model.epoch} was built from another version of "
+                f"{self.config.path}; restart the coordinator (`sampan run`) so it publishes "
+                f"a model for this config")
+        if not 0 <= self.worker_id < model.workers:
+            raise JobModelError(
+                f"worker {self.worker_id} is not part of epoch {model.epoch}, which has "
+                f"workers 0..{model.workers - 1}")
+        self.model = model
+        return model
+
+    async def _start_tasks(self, model: JobModel) -> Committer:
+        meta = self.systems[self.config.metadata_system]
+        checkpoints = await meta.read_checkpoints(self.config.name)
+        task_class = self.config.load_task_class()
+        changelog_positions: dict[tuple[str, str], int] = {}
+        for task_model in model.tasks_of(self.worker_id):
+            checkpoint = checkpoints.get(task_model.name)
+            stores, positions, restored = await open_task_stores(
+                self.config, task_model, checkpoint, meta)
+            self.restored += restored
+            changelog_positions.update({(task_model.name, s): p for s, p in positions.items()})
+            instance = TaskInstance(
+                task_model.name, task_class(), task_model.ssps | task_model.broadcast,
+                stores, self.config, await self._start_positions(task_model, checkpoint))
+            await instance.init()
+            self.instances.append(instance)
+            if task_model.held:
+                self._held[task_model.name] = task_model
+        self._route()
+        return Committer(
+            self.config, self.systems, self._codec, model.epoch,
+            {t.name: t.changelog_partition for t in model.tasks.values()}, changelog_positions)
+
+    async def _start_positions(
+        self, task: TaskModel, checkpoint: Checkpoint | None
+    ) -> dict[SystemStreamPartition, int]:
+        """Checkpointed positions; SSPs without one start from their oldest offset."""
+        done = dict(checkpoint.inputs) if checkpoint else {}
+        positions = {}
+        for ssp in sorted(task.ssps | task.broadcast):
+            if ssp in done:
+                positions[ssp] = done[ssp]
+                continue
+            ranges = await self.systems[ssp.system].offsets(ssp.stream)
+            positions[ssp] = ranges[ssp.partition].oldest if ssp.partition in ranges else 0
+        return positions
+
+    def _route(self) -> None:
+        """Which instances read each SSP; held SSPs wait behind their barrier."""
+        routes: dict[SystemStreamPartition, list[TaskInstance]] = defaultdict(list)
+        for instance in self.instances:
+            held = self._held.get(instance.name)
+            for ssp in sorted(instance.ssps):
+                if held is None or ssp not in held.held:
+                    routes[ssp].append(instance)
+        self._routes = dict(routes)
+        by_system: dict[str, dict[SystemStreamPartition, int]] = defaultdict(dict)
+        for ssp, readers in self._routes.items():
+            by_system[ssp.system][ssp] = min(r.positions[ssp] for r in readers)
+        for name, positions in by_system.items():
+            if name not in self._consumers:
+                self._consumers[name] = self.systems[name].consumer()
+            self._consumers[name].assign(positions)
+
+    def _release_barriers(self) -> bool:
+        """Release held SSPs of tasks whose old partitions reached their barrier."""
+        released = False
+        for instance in self.instances:
+            held = self._held.get(instance.name)
+            if held is not None and all(instance.positions.get(ssp, 0) >= offset
+                                        for ssp, offset in held.barrier.items()):
+                log.info("task %s passed its expansion barrier; consuming %d new partitions",
+                         instance.name, len(held.held))
+                del self._held[instance.name]
+                released = True
+        if released:
+            self._route()
+        return released
+
+    async def _loop(self, committer: Committer) -> str:
+        interval = self.config.commit_interval_ms / 1000
+        window_interval = self.config.window_interval_ms / 1000
+        next_commit = time.monotonic() + interval
+        next_window = time.monotonic() + window_interval
+        dirty = False
+        self._release_barriers()
+        while True:
+            for consumer in self._consumers.values():
+                batch = await consumer.fetch(self.config.fetch_max_records,
+                                             timeout_ms=50 if not self.stop.is_set() else 0)
+                for ssp, records in batch.items():
+                    await self._dispatch(ssp, records)
+                    dirty = dirty or bool(records)
+            if self._held and self._release_barriers():
+                dirty = True
+            now = time.monotonic()
+            if now >= next_window:
+                for instance in self.instances:
+                    await instance.window()
+                next_window = now + window_interval
+                dirty = dirty or any(i.outputs for i in self.instances)
+            wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
+            stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
+            if (dirty and (now >= next_commit or wanted)) or (stopping and dirty):
+                try:
+                    await committer.commit(self.instances)
+                except FencedError:
+                    log.warning("worker %d of epoch %s fenced: a newer job model exists",
+                                self.worker_id, self.model and self.model.epoch)
+                    raise
+                dirty = False
+                next_commit = time.monotonic() + interval
+            if stopping:
+                for instance in self.instances:
+                    await instance.close()
+                return "stopped" if self.stop.is_set() else "task requested shutdown"
+
+    async def _dispatch(self, ssp: SystemStreamPartition, records: Sequence[Record]) -> None:
+        readers = self._routes.get(ssp, ())
+        for record in records:
+            targets = [r for r in readers if r.positions.get(ssp, 0) <= record.offset]
+            if not targets:
+                continue
+            try:
+                envelope = self._codec.decode(ssp, record)
+            except SerdeError as error:
+                self._bad_record(ssp, record, error, targets)
+                continue
+            for instance in targets:
+                try:
+                    await instance.process(envelope)
+                except Exception as error:
+                    raise ProcessingError(
+                        f"task {instance.name!r} failed on {ssp} offset {record.offset}: "
+                        f"{error!r}; fix the task and restart — the record will be "
+                        f"processed again from the last commit") from error
+
+    def _bad_record(self, ssp: SystemStreamPartition, record: Record, error: SerdeError,
+                    targets: list[TaskInstance]) -> None:
+        policy = self.config.errors.policy
+        if policy == "fail":
+            raise ProcessingError(
+                f"{error}; errors.policy is 'fail' — fix the producer, or set "
+                f"[errors] policy = \"skip\" or \"dead-letter\" to move past bad records")
+        log.warning("%s (errors.policy=%s)", error, policy)
+        for instance in targets:
+            instance.skip(ssp, record.offset)
+        if policy == "dead-letter" and self.config.errors.dead_letter_stream:
+            stream = self.config.stream(self.config.errors.dead_letter_stream)
+            targets[0].raw_outputs.append(
+                (stream.system, dead_letter_record(stream.stream, ssp, record, error)))
+
+    async def _close(self) -> None:
+        for consumer in self._consumers.values():
+            await consumer.close()
+        for instance in self.instances:
+            for store in instance.stores.values():
+                store.close()
+        for system in self.systems.values():
+            await system.close()
+
