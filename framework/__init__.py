@@ -1,1 +1,5 @@
 """sampan's runtime: task API, systems, stores, checkpoints, coordinator, workers, CLI."""
+
+from framework.api import Envelope, MessageCollector, StreamTask, TaskContext, TaskCoordinator
+
+__all__ = ["Envelope", "MessageCollector", "StreamTask", "TaskContext", "TaskCoordinator"]

@@ -132,22 +132,22 @@ class StreamTask:
     `process` and `window` may be ``async def``; the worker awaits them.
     """
 
-    def init(self, context: TaskContext) -> None | Awaitable[None]:
+    def init(self, context: TaskContext) -> Awaitable[None] | None:
         """Called once before the first message, with stores already restored."""
         return None
 
     def process(
         self, envelope: Envelope, collector: MessageCollector, coordinator: TaskCoordinator
-    ) -> None | Awaitable[None]:
+    ) -> Awaitable[None] | None:
         """Handle one input record."""
         raise NotImplementedError(f"{type(self).__name__} must implement process()")
 
     def window(
         self, collector: MessageCollector, coordinator: TaskCoordinator
-    ) -> None | Awaitable[None]:
+    ) -> Awaitable[None] | None:
         """Called every ``job.window_interval_ms`` when overridden."""
         return None
 
-    def close(self) -> None | Awaitable[None]:
+    def close(self) -> Awaitable[None] | None:
         """Called once when the worker stops cleanly."""
         return None

@@ -35,8 +35,16 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     plan.set_defaults(handler=_expansion_plan)
 
+    from framework.commands.drill import add_drill_command
+    from framework.commands.run import add_run_command
+    from framework.commands.status import add_status_command
+    from framework.commands.streams import add_streams_command
     from framework.worker.main import add_worker_command
 
+    add_run_command(commands)
+    add_status_command(commands)
+    add_streams_command(commands)
+    add_drill_command(commands)
     add_worker_command(commands)
     return parser
 

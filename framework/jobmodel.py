@@ -15,7 +15,7 @@ from typing import Any
 from framework.errors import JobModelError
 from groupers import SystemStreamPartition, task_sort_key
 
-__all__ = ["JobModel", "TaskModel", "ssp_from_json", "ssp_to_json"]
+__all__ = ["BarrierStage", "JobModel", "TaskModel", "ssp_from_json", "ssp_to_json"]
 
 
 def ssp_to_json(ssp: SystemStreamPartition) -> list[Any]:
@@ -30,12 +30,37 @@ def ssp_from_json(value: Iterable[Any]) -> SystemStreamPartition:
 
 
 @dataclass(frozen=True)
+class BarrierStage:
+    """After an expansion: ``held`` SSPs wait until every SSP in ``barrier`` reached its offset.
+
+    ``barrier`` maps the task's older SSPs to their end offsets when the expansion was
+    detected, so everything produced before detection is processed before the
+    partitions the keys moved to — per-key order holds across the expansion.
+    """
+
+    barrier: Mapping[SystemStreamPartition, int]
+    held: frozenset[SystemStreamPartition]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "barrier": [[*ssp_to_json(s), o] for s, o in sorted(self.barrier.items())],
+            "held": [ssp_to_json(s) for s in sorted(self.held)],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BarrierStage:
+        return cls(
+            barrier={ssp_from_json(b[:3]): int(b[3]) for b in data["barrier"]},
+            held=frozenset(ssp_from_json(s) for s in data["held"]),
+        )
+
+
+@dataclass(frozen=True)
 class TaskModel:
     """One task: its inputs, its changelog partition and the worker running it.
 
-    ``barrier`` (after an expansion) maps each of the task's old SSPs to the end offset
-    recorded when the expansion was detected; the SSPs in ``held`` are not consumed
-    until every old SSP has been read up to its barrier, so per-key order holds.
+    ``stages`` are expansion barriers, released in order (a second expansion before the
+    first barrier was passed adds a second stage).
     """
 
     name: str
@@ -43,8 +68,12 @@ class TaskModel:
     changelog_partition: int
     worker: int
     broadcast: frozenset[SystemStreamPartition] = frozenset()
-    barrier: Mapping[SystemStreamPartition, int] = field(default_factory=dict)
-    held: frozenset[SystemStreamPartition] = frozenset()
+    stages: tuple[BarrierStage, ...] = ()
+
+    @property
+    def held(self) -> frozenset[SystemStreamPartition]:
+        """Every SSP still behind a barrier."""
+        return frozenset().union(*(stage.held for stage in self.stages))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,8 +82,7 @@ class TaskModel:
             "changelog_partition": self.changelog_partition,
             "worker": self.worker,
             "broadcast": [ssp_to_json(s) for s in sorted(self.broadcast)],
-            "barrier": [[*ssp_to_json(s), o] for s, o in sorted(self.barrier.items())],
-            "held": [ssp_to_json(s) for s in sorted(self.held)],
+            "stages": [stage.to_json() for stage in self.stages],
         }
 
     @classmethod
@@ -65,8 +93,7 @@ class TaskModel:
             changelog_partition=int(data["changelog_partition"]),
             worker=int(data["worker"]),
             broadcast=frozenset(ssp_from_json(s) for s in data.get("broadcast", ())),
-            barrier={ssp_from_json(b[:3]): int(b[3]) for b in data.get("barrier", ())},
-            held=frozenset(ssp_from_json(s) for s in data.get("held", ())),
+            stages=tuple(BarrierStage.from_json(st) for st in data.get("stages", ())),
         )
 
 

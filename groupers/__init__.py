@@ -7,8 +7,8 @@ KIP-441) place partitions or tasks on group members.
 
 from groupers.assignors.high_availability import HighAvailabilityTaskAssignor
 from groupers.assignors.lag_aware import LagAwareAssignor, partition_lag
-from groupers.assignors.stream_join import StreamJoinStickyAssignor
 from groupers.assignors.sticky import StickyAssignor
+from groupers.assignors.stream_join import StreamJoinStickyAssignor
 from groupers.errors import AssignmentError, ExpansionError, GrouperError
 from groupers.expansion import DefaultPartitionExpansionAlgorithm, PartitionExpansionAlgorithm
 from groupers.model import (

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 
 import groupers as G
 from framework.config import JobConfig
-from framework.jobmodel import JobModel, TaskModel
+from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
 
 __all__ = ["build_job_model", "make_grouper"]
@@ -57,22 +58,67 @@ def _changelog_partitions(
     return mapping
 
 
-def _placement(tasks: list[str], workers: int, previous: JobModel | None) -> dict[str, int]:
-    """Task → worker: a task stays on its previous worker while that keeps loads within one."""
-    quota_high = -(-len(tasks) // workers) if tasks else 0
-    load = [0] * workers
-    placed: dict[str, int] = {}
-    for task in tasks:
-        before = previous.tasks.get(task) if previous else None
-        if before is not None and before.worker < workers and load[before.worker] < quota_high:
-            placed[task] = before.worker
-            load[before.worker] += 1
-    for task in tasks:
-        if task not in placed:
-            worker = min(range(workers), key=lambda w: (load[w], w))
-            placed[task] = worker
-            load[worker] += 1
-    return placed
+def _placement(
+    config: JobConfig, changelogs: Mapping[str, int], previous: JobModel | None
+) -> dict[str, int]:
+    """Task → worker through a `groupers` assignor; sticky so restarts move nothing.
+
+    Tasks are presented to the assignor as partitions of one pseudo-topic, numbered by
+    their changelog partition (stable for a task's whole life).
+    """
+    workers = [f"worker-{w}" for w in range(config.workers)]
+    by_number = {number: task for task, number in changelogs.items()}
+    before: dict[str, set[int]] = {w: set() for w in workers}
+    if previous:
+        for task in previous.tasks.values():
+            if task.name in changelogs and f"worker-{task.worker}" in before:
+                before[f"worker-{task.worker}"].add(changelogs[task.name])
+    if config.coordinator.assignor == "high-availability":
+        stateful = config.stateful
+        result = G.HighAvailabilityTaskAssignor().assign(
+            {task: stateful for task in changelogs},
+            {w: G.ClientState(previous_active={by_number[n] for n in before[w]},
+                              task_lags={by_number[n]: 0 for n in before[w]})
+             for w in workers})
+        return {task: int(w.split("-")[1]) for w, a in result.clients.items()
+                for task in a.active}
+    # One pseudo-topic per task numbering; counts cover the highest changelog partition.
+    count = max(changelogs.values(), default=-1) + 1
+    subscriptions = {
+        w: G.Subscription(["tasks"], owned={G.TopicPartition("tasks", n) for n in before[w]},
+                          generation=previous.epoch if previous else -1)
+        for w in workers}
+    assigned = G.StickyAssignor().assign({"tasks": count}, subscriptions)
+    placement = {}
+    for worker, partitions in assigned.items():
+        for tp in partitions:
+            if tp.partition in by_number:
+                placement[by_number[tp.partition]] = int(worker.split("-")[1])
+    return placement
+
+
+def _stages(
+    task: str,
+    ssps: frozenset[SystemStreamPartition],
+    previous: JobModel | None,
+    end_offsets: Mapping[SystemStreamPartition, int],
+    checkpoint: Checkpoint | None,
+) -> tuple[BarrierStage, ...]:
+    """Barriers for a task that gained partitions, after any earlier stage not yet passed."""
+    before = previous.tasks.get(task) if previous else None
+    if before is None:
+        return ()
+    done = checkpoint.inputs if checkpoint else {}
+    stages = list(before.stages)
+    while stages and all(done.get(s, 0) >= o for s, o in stages[0].barrier.items()):
+        stages.pop(0)
+    gained = ssps - before.ssps
+    if gained:
+        streams = {(s.system, s.stream) for s in gained}
+        barrier = {s: end_offsets.get(s, 0) for s in sorted(before.ssps)
+                   if (s.system, s.stream) in streams}
+        stages.append(BarrierStage(barrier=barrier, held=frozenset(gained)))
+    return tuple(stages)
 
 
 def build_job_model(
@@ -82,8 +128,14 @@ def build_job_model(
     *,
     now_ms: int = 0,
     reason: str = "",
+    end_offsets: Mapping[SystemStreamPartition, int] | None = None,
+    checkpoints: Mapping[str, Checkpoint] | None = None,
 ) -> JobModel:
-    """The next model (epoch = previous + 1); raises `groupers.ExpansionError` on refusal."""
+    """The next model (epoch = previous + 1); raises `groupers.ExpansionError` on refusal.
+
+    ``end_offsets`` (input SSP → end offset now) set the barriers of tasks that gain
+    partitions; ``checkpoints`` tell which earlier barriers were already passed.
+    """
     grouping = make_grouper(config).group(
         _ssps(list(config.inputs), partition_counts),
         previous.ssp_task_mapping() if previous else None,
@@ -91,7 +143,8 @@ def build_job_model(
     tasks = list(grouping)
     broadcast = frozenset(_ssps(list(config.broadcast_inputs), partition_counts))
     changelogs = _changelog_partitions(tasks, previous)
-    placement = _placement(tasks, config.workers, previous)
+    placement = _placement(config, changelogs, previous)
+    barriers = config.stateful and config.expansion == "fixed-tasks"
     models = {
         name: TaskModel(
             name=name,
@@ -99,6 +152,8 @@ def build_job_model(
             changelog_partition=changelogs[name],
             worker=placement[name],
             broadcast=broadcast,
+            stages=_stages(name, grouping[name], previous, end_offsets or {},
+                           (checkpoints or {}).get(name)) if barriers else (),
         )
         for name in tasks
     }

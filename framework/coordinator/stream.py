@@ -6,6 +6,10 @@ and the task → changelog partition mapping the next model must keep.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
 from framework.config import JobConfig
 from framework.jobmodel import JobModel
 from framework.systems.base import ProducerRecord, System
@@ -13,6 +17,17 @@ from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 
 MODEL_KEY = b"job-model"
+STATUS_KEY = b"status"
+WORKER_PREFIX = b"worker/"
+
+
+@dataclass
+class CoordinatorState:
+    """Everything the coordinator stream holds: latest model, job status, worker reports."""
+
+    model: JobModel | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+    workers: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 def _coordinator_ssp(config: JobConfig) -> SystemStreamPartition:
@@ -34,16 +49,38 @@ async def publish_model(system: System, config: JobConfig, model: JobModel) -> N
     await system.fence(config.name, model.epoch)
 
 
-async def read_latest_model(system: System, config: JobConfig) -> JobModel | None:
-    """The newest job model in the coordinator stream, or None if there is none yet."""
+async def publish_report(
+    system: System, config: JobConfig, key: bytes, report: dict[str, Any]
+) -> None:
+    """Write a status report (`STATUS_KEY` or ``worker/<id>``) to the coordinator stream."""
     ssp = _coordinator_ssp(config)
-    streams = await system.list_streams()
-    if ssp.stream not in streams:
-        return None
+    await ensure_coordinator_stream(system, config)
+    value = json.dumps(report, sort_keys=True).encode()
+    await system.produce([ProducerRecord(ssp.stream, key, value, partition=0)])
+
+
+async def read_state(system: System, config: JobConfig) -> CoordinatorState:
+    """Replay the coordinator stream: the latest value of every key wins."""
+    ssp = _coordinator_ssp(config)
+    state = CoordinatorState()
+    if ssp.stream not in await system.list_streams():
+        return state
     offsets = (await system.offsets(ssp.stream))[0]
-    latest: bytes | None = None
+    latest: dict[bytes, bytes] = {}
     async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
         for record in batch:
-            if record.key == MODEL_KEY and record.value is not None:
-                latest = record.value
-    return JobModel.from_bytes(latest) if latest is not None else None
+            if record.key is not None and record.value is not None:
+                latest[record.key] = record.value
+    if MODEL_KEY in latest:
+        state.model = JobModel.from_bytes(latest[MODEL_KEY])
+    if STATUS_KEY in latest:
+        state.status = json.loads(latest[STATUS_KEY])
+    for key, value in latest.items():
+        if key.startswith(WORKER_PREFIX):
+            state.workers[int(key[len(WORKER_PREFIX):])] = json.loads(value)
+    return state
+
+
+async def read_latest_model(system: System, config: JobConfig) -> JobModel | None:
+    """The newest job model in the coordinator stream, or None if there is none yet."""
+    return (await read_state(system, config)).model

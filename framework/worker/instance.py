@@ -15,7 +15,7 @@ from groupers import SystemStreamPartition
 __all__ = ["TaskInstance"]
 
 
-async def _maybe_await(result: None | Awaitable[None]) -> None:
+async def _maybe_await(result: Awaitable[None] | None) -> None:
     if inspect.isawaitable(result):
         await result
 

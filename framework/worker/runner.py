@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from framework.config import JobConfig
-from framework.coordinator.stream import read_latest_model
+from framework.coordinator.stream import WORKER_PREFIX, publish_report, read_latest_model
 from framework.errors import FencedError, JobModelError, ProcessingError, SerdeError
-from framework.jobmodel import JobModel, TaskModel
+from framework.jobmodel import BarrierStage, JobModel, TaskModel
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, Consumer, Record, System
 from framework.worker.codec import RecordCodec
@@ -25,6 +26,10 @@ from groupers import SystemStreamPartition
 __all__ = ["Worker", "WorkerResult"]
 
 log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass
@@ -57,22 +62,37 @@ class Worker:
         self.systems: dict[str, System] = {}
         self.instances: list[TaskInstance] = []
         self._routes: dict[SystemStreamPartition, list[TaskInstance]] = {}
-        self._held: dict[str, TaskModel] = {}
+        self._stages: dict[str, list[BarrierStage]] = {}
         self._consumers: dict[str, Consumer] = {}
         self._codec = RecordCodec(config)
         self.restored = 0
+        self.restore_modes: dict[str, str] = {}  # "task/store" -> none | delta | full
 
     async def run(self) -> WorkerResult:
         """Open everything, loop until stopped, commit and close; returns a summary."""
         try:
+            started_ms = _now_ms()
             model = await self._load()
             committer = await self._start_tasks(model)
+            report = {"epoch": model.epoch, "pid": os.getpid(), "started_ms": started_ms,
+                      "resumed_ms": _now_ms(), "restored": self.restored,
+                      "restore_modes": self.restore_modes,
+                      "tasks": [i.name for i in self.instances]}
+            await self._report(report)
             reason = await self._loop(committer)
-            return WorkerResult(model.epoch, sum(i.processed for i in self.instances),
-                                sum(i.skipped for i in self.instances), committer.commits,
-                                self.restored, reason)
+            result = WorkerResult(model.epoch, sum(i.processed for i in self.instances),
+                                  sum(i.skipped for i in self.instances), committer.commits,
+                                  self.restored, reason)
+            await self._report({**report, "stopped_ms": _now_ms(), "reason": reason,
+                                "processed": result.processed, "skipped": result.skipped})
+            return result
         finally:
             await self._close()
+
+    async def _report(self, report: dict[str, object]) -> None:
+        key = WORKER_PREFIX + str(self.worker_id).encode()
+        await publish_report(self.systems[self.config.metadata_system], self.config, key,
+                             report)
 
     async def _load(self) -> JobModel:
         names = {self.config.metadata_system} | {
@@ -117,8 +137,8 @@ class Worker:
                 stores, self.config, await self._start_positions(task_model, checkpoint))
             await instance.init()
             self.instances.append(instance)
-            if task_model.held:
-                self._held[task_model.name] = task_model
+            if task_model.stages:
+                self._stages[task_model.name] = list(task_model.stages)
         self._route()
         return Committer(
             self.config, self.systems, self._codec, model.epoch,
@@ -142,9 +162,9 @@ class Worker:
         """Which instances read each SSP; held SSPs wait behind their barrier."""
         routes: dict[SystemStreamPartition, list[TaskInstance]] = defaultdict(list)
         for instance in self.instances:
-            held = self._held.get(instance.name)
+            held = frozenset().union(*(s.held for s in self._stages.get(instance.name, ())))
             for ssp in sorted(instance.ssps):
-                if held is None or ssp not in held.held:
+                if ssp not in held:
                     routes[ssp].append(instance)
         self._routes = dict(routes)
         by_system: dict[str, dict[SystemStreamPartition, int]] = defaultdict(dict)
@@ -156,16 +176,18 @@ class Worker:
             self._consumers[name].assign(positions)
 
     def _release_barriers(self) -> bool:
-        """Release held SSPs of tasks whose old partitions reached their barrier."""
+        """Release, in order, the barrier stages whose older partitions were read far enough."""
         released = False
         for instance in self.instances:
-            held = self._held.get(instance.name)
-            if held is not None and all(instance.positions.get(ssp, 0) >= offset
-                                        for ssp, offset in held.barrier.items()):
+            stages = self._stages.get(instance.name)
+            while stages and all(instance.positions.get(ssp, 0) >= offset
+                                 for ssp, offset in stages[0].barrier.items()):
+                stage = stages.pop(0)
                 log.info("task %s passed its expansion barrier; consuming %d new partitions",
-                         instance.name, len(held.held))
-                del self._held[instance.name]
+                         instance.name, len(stage.held))
                 released = True
+            if stages is not None and not stages:
+                del self._stages[instance.name]
         if released:
             self._route()
         return released
@@ -184,7 +206,7 @@ class Worker:
                 for ssp, records in batch.items():
                     await self._dispatch(ssp, records)
                     dirty = dirty or bool(records)
-            if self._held and self._release_barriers():
+            if self._stages and self._release_barriers():
                 dirty = True
             now = time.monotonic()
             if now >= next_window:

@@ -1,0 +1,1 @@
+"""Subcommands of the `sampan` CLI, one module each."""

@@ -1,0 +1,45 @@
+"""`sampan run JOB.toml`: the coordinator and its workers, in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_run_command"]
+
+
+def add_run_command(commands: Any) -> None:
+    parser = commands.add_parser(
+        "run", help="run a job: coordinator + workers in the foreground (Ctrl-C stops)",
+        description="Publish the job model, start the workers, and keep watching the "
+        "input streams: an expansion is applied without operator action.")
+    parser.add_argument("job", help="the job file (TOML)")
+    parser.add_argument("--worker-logs", metavar="DIR",
+                        help="write worker output to DIR/worker-N.log instead of stderr")
+    parser.set_defaults(handler=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    from framework.config import load_config
+
+    config = load_config(args.job)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s coordinator %(levelname)s %(message)s")
+    log_dir = Path(args.worker_logs) if args.worker_logs else None
+    return asyncio.run(_run(config, log_dir))
+
+
+async def _run(config: Any, log_dir: Path | None) -> int:
+    from framework.coordinator.process import Coordinator
+
+    coordinator = Coordinator(config, log_dir=log_dir)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, coordinator.stop.set)
+    await coordinator.run()
+    return 0

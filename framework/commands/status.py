@@ -1,0 +1,111 @@
+"""`sampan status JOB.toml [--json]`: epoch, tasks → SSPs → workers, offsets, lag, timeline."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+from framework.config import JobConfig, load_config
+from framework.coordinator.stream import read_state
+from framework.errors import JobModelError
+from framework.systems import open_system
+
+__all__ = ["add_status_command", "collect_status"]
+
+
+def add_status_command(commands: Any) -> None:
+    parser = commands.add_parser(
+        "status", help="show a job's epoch, tasks, workers, offsets, lag and expansions",
+        description="Read the job's coordinator stream and checkpoints and report them.")
+    parser.add_argument("job", help="the job file (TOML)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(handler=_command)
+
+
+async def collect_status(config: JobConfig) -> dict[str, Any]:
+    """The job's status as plain data (what `--json` prints)."""
+    meta = open_system(config.system(config.metadata_system))
+    await meta.start()
+    try:
+        state = await read_state(meta, config)
+        if state.model is None:
+            raise JobModelError(f"job {config.name!r} has not been started: no job model in "
+                                f"{config.coordinator_stream}; run `sampan run {config.path}`")
+        checkpoints = await meta.read_checkpoints(config.name)
+        ends: dict[tuple[str, str, int], int] = {}
+        for qualified in (*config.inputs, *config.broadcast_inputs):
+            stream = config.stream(qualified)
+            system = meta if stream.system == meta.name else open_system(
+                config.system(stream.system))
+            if system is not meta:
+                await system.start()
+            try:
+                for partition, offsets in (await system.offsets(stream.stream)).items():
+                    ends[(stream.system, stream.stream, partition)] = offsets.end
+            finally:
+                if system is not meta:
+                    await system.close()
+        tasks = []
+        total_lag = 0
+        for task in state.model.ordered_tasks():
+            checkpoint = checkpoints.get(task.name)
+            done = checkpoint.inputs if checkpoint else {}
+            ssps = []
+            for ssp in sorted(task.ssps | task.broadcast):
+                end = ends.get(tuple(ssp), 0)  # type: ignore[arg-type]
+                position = done.get(ssp)
+                lag = end - (position or 0)
+                total_lag += lag
+                ssps.append({"ssp": [ssp.system, ssp.stream, ssp.partition],
+                             "position": position, "end": end, "lag": lag,
+                             "held": ssp in task.held})
+            tasks.append({"task": task.name, "worker": task.worker,
+                          "changelog_partition": task.changelog_partition, "ssps": ssps})
+        return {
+            "job": config.name, "epoch": state.model.epoch, "reason": state.model.reason,
+            "partition_counts": dict(state.model.partition_counts),
+            "workers": state.model.workers, "state": state.status.get("state"),
+            "refusal": state.status.get("refusal"),
+            "expansions": state.status.get("expansions", []),
+            "worker_reports": {str(k): v for k, v in sorted(state.workers.items())},
+            "total_lag": total_lag, "tasks": tasks,
+        }
+    finally:
+        await meta.close()
+
+
+def _clock(ms: int | None) -> str:
+    return "-" if ms is None else time.strftime("%H:%M:%S", time.localtime(ms / 1000)) + (
+        f".{ms % 1000:03d}")
+
+
+def _command(args: argparse.Namespace) -> int:
+    config = load_config(args.job)
+    status = asyncio.run(collect_status(config))
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+        return 0
+    print(f"job {status['job']}: epoch {status['epoch']} ({status['reason']}), "
+          f"{status['workers']} workers, coordinator {status['state'] or 'unknown'}, "
+          f"total lag {status['total_lag']}")
+    for stream, count in sorted(status["partition_counts"].items()):
+        print(f"  input {stream}: {count} partitions")
+    if status["refusal"]:
+        print(f"  REFUSED {status['refusal']['change']}: {status['refusal']['error']}")
+    for task in status["tasks"]:
+        print(f"  {task['task']} on worker {task['worker']} "
+              f"(changelog partition {task['changelog_partition']})")
+        for row in task["ssps"]:
+            system, stream, partition = row["ssp"]
+            held = " [held behind expansion barrier]" if row["held"] else ""
+            print(f"    {system}.{stream}[{partition}] position {row['position']} "
+                  f"end {row['end']} lag {row['lag']}{held}")
+    for expansion in status["expansions"][-3:]:
+        print(f"  expansion {expansion['change']} → epoch {expansion['epoch']}: detected "
+              f"{_clock(expansion['detected_ms'])}, workers stopped "
+              f"{_clock(expansion['workers_stopped_ms'])}, restarted "
+              f"{_clock(expansion['workers_started_ms'])}")
+    return 0

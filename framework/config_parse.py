@@ -1,0 +1,331 @@
+"""Validate a parsed job document and build its `JobConfig`, reporting every problem.
+
+Each table is read by a `Section` (types, ranges, unknown keys); then references
+between tables are checked (inputs → streams → systems, the dead-letter stream, the
+metadata system). Custom serdes and expansion algorithms are imported here, so a typo
+fails at load with its line rather than in a worker later. The task class is not: it
+is imported by `JobConfig.load_task_class` where it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from framework.config_imports import SPEC_PATTERN
+from framework.config_model import (
+    CoordinatorConfig,
+    ErrorsConfig,
+    JobConfig,
+    StoreConfig,
+    StreamConfig,
+    SystemConfig,
+    make_expansion_algorithm,
+)
+from framework.config_schema import Problems, Section, closest, show
+from framework.config_source import KeyLines, format_path
+from framework.errors import ConfigError
+from framework.serdes import get_serde
+
+__all__ = ["build_config", "report"]
+
+TABLES = ("job", "errors", "coordinator", "systems", "streams", "stores")
+SYSTEM_TYPES = ("local", "kafka")
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+SYSTEM_NAME = re.compile(r"[A-Za-z0-9_-]+")
+STREAM_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9._-]+")
+_HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[^\s,:\[\]]+):\d{1,5}"
+BOOTSTRAP = re.compile(rf"{_HOST_PORT}(?:\s*,\s*{_HOST_PORT})*")
+
+_NAME_FORM = 'a name of letters, digits, "_", "." and "-", starting with a letter or digit'
+_STREAM_FORM = 'a "system.stream" name'
+_SERDE_FORM = 'a serde name ("string", "json", "bytes", "msgpack", "int64") or "module:Class"'
+
+
+def build_config(
+    document: Mapping[str, Any], path: Path, *, shown: str, lines: KeyLines | None
+) -> JobConfig:
+    """The `JobConfig` of ``document`` (the job file ``path``, called ``shown`` in
+    messages); one `ConfigError` listing every problem, one per line, otherwise."""
+    problems = Problems()
+    root = path.parent
+    tables = _tables(document, problems)
+    systems = _systems(tables.get("systems", {}), root, problems)
+    streams = _streams(tables.get("streams", {}), systems, root, problems)
+    stores = _stores(tables.get("stores", {}), root, problems)
+    job = _job(tables.get("job"), systems, streams, root, problems)
+    consumed = (*job.get("inputs", ()), *job.get("broadcast_inputs", ()))
+    errors = _errors(tables.get("errors", {}), streams, consumed, problems)
+    coordinator = _coordinator(tables.get("coordinator", {}), problems)
+    if problems:
+        raise ConfigError(report(problems, shown, lines))
+    return JobConfig(path=path, errors=errors, coordinator=coordinator, systems=systems,
+                     streams=streams, stores=stores, **job)
+
+
+def report(problems: Problems, shown: str, lines: KeyLines | None) -> str:
+    """``file:line: key.path: message`` per problem, in file order."""
+    rows = []
+    for order, (path, message) in enumerate(problems):
+        line = lines.line_of(path) if lines is not None else None
+        where = f"{shown}:{line}" if line is not None else shown
+        indices = tuple(p for p in path if isinstance(p, int))
+        rows.append((line or 0, indices, order, f"{where}: {format_path(path)}: {message}"))
+    return "\n".join(row[-1] for row in sorted(rows))
+
+
+def _resolve(root: Path, value: str) -> Path:
+    return Path(os.path.normpath(root / Path(value).expanduser()))
+
+
+def _tables(document: Mapping[str, Any], problems: Problems) -> dict[str, dict[str, Any]]:
+    """The known top-level tables; anything else is reported."""
+    tables: dict[str, dict[str, Any]] = {}
+    for key, value in document.items():
+        if key in TABLES:
+            if isinstance(value, dict):
+                tables[key] = value
+            else:
+                problems.add((key,), f"expected a table [{key}], got {show(value)}")
+        elif isinstance(value, dict):
+            match = closest(key, TABLES)
+            hint = f"; did you mean [{match}]?" if match else (
+                f"; expected one of: {', '.join(f'[{t}]' for t in TABLES)}")
+            problems.add((key,), f"unknown table{hint}")
+        else:
+            problems.add((key,), "unknown key outside any table; keys belong in a table "
+                                 "such as [job]")
+    if "job" not in document:
+        problems.add(("job",), "missing required table; add a [job] table with name, task "
+                               "and inputs")
+    return tables
+
+
+def _entries(table: dict[str, Any], kind: str, problems: Problems) -> dict[str, dict[str, Any]]:
+    """The sub-tables of [systems], [streams] or [stores]; non-tables are reported."""
+    entries = {}
+    for name, value in table.items():
+        if isinstance(value, dict):
+            entries[name] = value
+        else:
+            problems.add((kind, name), f"expected a table [{kind}.{name}], got {show(value)}")
+    return entries
+
+
+def _serde(section: Section, key: str, root: Path) -> str:
+    """A serde spec; built-in names and importable custom serdes only."""
+    spec = section.string(key, "string" if key == "key_serde" else "json", form=_SERDE_FORM)
+    assert spec is not None
+    if section.present(key) and isinstance(section.table[key], str):
+        try:
+            get_serde(spec, search_path=root)
+        except ConfigError as error:
+            section.problems.add((*section.path, key), str(error))
+    return spec
+
+
+def _systems(
+    table: dict[str, Any], root: Path, problems: Problems
+) -> dict[str, SystemConfig]:
+    systems = {}
+    for name, entry in _entries(table, "systems", problems).items():
+        section = Section(entry, ("systems", name), problems)
+        if not SYSTEM_NAME.fullmatch(name):
+            problems.add(("systems", name), 'a system name holds letters, digits, "_" and '
+                                            '"-" only (a dot separates system and stream)')
+        if not section.present("type"):
+            section.missing("type", '"local"')
+        kind = section.choice("type", "local", SYSTEM_TYPES)
+        known_type = entry.get("type") in SYSTEM_TYPES
+        path = bootstrap = None
+        if kind == "local":
+            path = _resolve(root, section.string("path", "data") or "data")
+        else:
+            bootstrap = section.string("bootstrap", required='"127.0.0.1:9092"',
+                                       pattern=BOOTSTRAP,
+                                       form='"host:port" or "host:port,host:port"')
+        options = section.table_of("client_options")
+        if known_type:
+            section.finish(f" for a {kind} system")
+        systems[name] = SystemConfig(name, kind, path, bootstrap, options)
+    return systems
+
+
+def _undeclared_system(system: str, systems: Mapping[str, SystemConfig]) -> str:
+    declared = ", ".join(sorted(systems)) or "none"
+    return (f'system "{system}" is not declared; add a [systems.{system}] table '
+            f"(declared: {declared})")
+
+
+def _streams(
+    table: dict[str, Any], systems: Mapping[str, SystemConfig], root: Path, problems: Problems
+) -> dict[str, StreamConfig]:
+    streams = {}
+    for qualified, entry in _entries(table, "streams", problems).items():
+        section = Section(entry, ("streams", qualified), problems)
+        system, _, name = qualified.partition(".")
+        if not STREAM_NAME.fullmatch(qualified):
+            problems.add(("streams", qualified),
+                         f'expected {_STREAM_FORM} of letters, digits, "_", "-" and ".", '
+                         f'e.g. [streams."local.events"], got {show(qualified)}')
+        elif system not in systems:
+            problems.add(("streams", qualified), _undeclared_system(system, systems))
+        key_serde = _serde(section, "key_serde", root)
+        value_serde = _serde(section, "value_serde", root)
+        partitions = section.optional_integer("partitions", minimum=1)
+        compacted = section.boolean("compacted", False)
+        section.finish()
+        streams[qualified] = StreamConfig(system, name, key_serde, value_serde, partitions,
+                                          compacted)
+    return streams
+
+
+def _stores(table: dict[str, Any], root: Path, problems: Problems) -> dict[str, StoreConfig]:
+    stores = {}
+    for name, entry in _entries(table, "stores", problems).items():
+        section = Section(entry, ("stores", name), problems)
+        if not JOB_NAME.fullmatch(name):
+            problems.add(("stores", name), f"expected {_NAME_FORM}, got {show(name)}")
+        kind = section.choice("type", "rocksdb", ("rocksdb", "memory"))
+        key_serde = _serde(section, "key_serde", root)
+        value_serde = _serde(section, "value_serde", root)
+        changelog = section.boolean("changelog", True)
+        section.finish()
+        stores[name] = StoreConfig(name, kind, key_serde, value_serde, changelog)
+    return stores
+
+
+def _task_fix(value: str) -> str | None:
+    """``"pkg.mod.Class"`` → ``"pkg.mod:Class"``: the usual slip."""
+    module, dot, name = value.rpartition(".")
+    fixed = f"{module}:{name}"
+    return fixed if dot and ":" not in value and SPEC_PATTERN.fullmatch(fixed) else None
+
+
+def _stream_refs(
+    section: Section, key: str, names: list[str], streams: Mapping[str, StreamConfig],
+    systems: Mapping[str, SystemConfig],
+) -> None:
+    """Each listed stream must be declared (its own table checks its system)."""
+    raw = section.table.get(key)
+    for name in names:
+        if name in streams:
+            continue
+        path = (*section.path, key, raw.index(name)) if isinstance(raw, list) else (
+            *section.path, key)
+        system = name.partition(".")[0]
+        also = "" if system in systems else f" and a [systems.{system}] table"
+        section.problems.add(
+            path, f'stream "{name}" is not declared; add a [streams."{name}"] table{also}')
+
+
+def _job(
+    table: dict[str, Any] | None,
+    systems: Mapping[str, SystemConfig],
+    streams: Mapping[str, StreamConfig],
+    root: Path,
+    problems: Problems,
+) -> dict[str, Any]:
+    """Keyword arguments of `JobConfig` from [job]."""
+    if table is None:
+        return {}
+    s = Section(table, ("job",), problems)
+    job: dict[str, Any] = {
+        "name": s.string("name", required='"my-job"', pattern=JOB_NAME, form=_NAME_FORM),
+        "task": s.string("task", required='"module:Class"', pattern=SPEC_PATTERN,
+                         form='"module:Class"', suggest=_task_fix),
+    }
+    inputs = s.string_list("inputs", pattern=STREAM_NAME, item=_STREAM_FORM,
+                           items='"system.stream" names', required='["local.events"]')
+    broadcast = s.string_list("broadcast_inputs", pattern=STREAM_NAME, item=_STREAM_FORM,
+                              items='"system.stream" names')
+    _stream_refs(s, "inputs", inputs, streams, systems)
+    _stream_refs(s, "broadcast_inputs", broadcast, streams, systems)
+    raw_broadcast = table.get("broadcast_inputs")
+    for name in broadcast:
+        if name in inputs and isinstance(raw_broadcast, list):
+            problems.add(("job", "broadcast_inputs", raw_broadcast.index(name)),
+                         f'"{name}" is also in job.inputs; a stream is either grouped into '
+                         "tasks or broadcast to all, not both")
+    job.update(
+        inputs=tuple(inputs),
+        broadcast_inputs=tuple(broadcast),
+        workers=s.integer("workers", 1, minimum=1),
+        commit_interval_ms=s.integer("commit_interval_ms", 1000, minimum=1),
+        window_interval_ms=s.integer("window_interval_ms", 1000, minimum=1),
+        grouper=s.choice("grouper", "partition",
+                         ("partition", "system-stream-partition", "single")),
+        expansion=s.choice("expansion", "fixed-tasks", ("fixed-tasks", "regroup")),
+        expansion_algorithm_spec=_expansion_algorithm(s, root),
+        data_dir=_resolve(root, s.string("data_dir", "state") or "state"),
+        metadata_system=_metadata_system(s, inputs, systems),
+        write_buffer_max_keys=s.integer("write_buffer_max_keys", 100000, minimum=1),
+        fetch_max_records=s.integer("fetch_max_records", 1000, minimum=1),
+        store_restore_batch=s.integer("store_restore_batch", 10000, minimum=1),
+    )
+    s.finish()
+    return job
+
+
+def _expansion_algorithm(s: Section, root: Path) -> str:
+    spec = s.string("expansion_algorithm", "default", form='"default" or "module:Class"',
+                    pattern=re.compile(f"default|{SPEC_PATTERN.pattern}"))
+    assert spec is not None
+    if spec != "default":
+        try:
+            make_expansion_algorithm(spec, root)
+        except ConfigError as error:
+            s.problems.add(("job", "expansion_algorithm"), str(error))
+    return spec
+
+
+def _metadata_system(
+    s: Section, inputs: list[str], systems: Mapping[str, SystemConfig]
+) -> str:
+    default = inputs[0].partition(".")[0] if inputs else ""
+    name = s.string("metadata_system", default, form="a system name") or default
+    if s.present("metadata_system") and isinstance(s.table["metadata_system"], str) and (
+            name not in systems):
+        s.problems.add(("job", "metadata_system"), _undeclared_system(name, systems))
+    return name
+
+
+def _errors(
+    table: dict[str, Any], streams: Mapping[str, StreamConfig], consumed: tuple[str, ...],
+    problems: Problems,
+) -> ErrorsConfig:
+    s = Section(table, ("errors",), problems)
+    policy = s.choice("policy", "fail", ("fail", "skip", "dead-letter"))
+    stream = s.string("dead_letter_stream", pattern=STREAM_NAME, form=_STREAM_FORM)
+    s.finish()
+    path = ("errors", "dead_letter_stream")
+    if policy == "dead-letter" and stream is None and not s.present("dead_letter_stream"):
+        problems.add(path, 'missing required key when policy = "dead-letter"; add '
+                           'dead_letter_stream = "system.stream" to [errors]')
+    elif policy != "dead-letter" and s.present("dead_letter_stream"):
+        problems.add(path, f'only used with policy = "dead-letter" (policy is "{policy}"); '
+                           'remove it or set policy = "dead-letter"')
+    elif stream is not None and stream not in streams:
+        problems.add(path, f'stream "{stream}" is not declared; add a [streams."{stream}"] '
+                           "table")
+    elif stream is not None and stream in consumed:
+        problems.add(path, f'"{stream}" is an input of the job; send dead letters to a '
+                           "stream the job does not consume")
+    return ErrorsConfig(policy, stream)
+
+
+def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig:
+    s = Section(table, ("coordinator",), problems)
+    config = CoordinatorConfig(
+        monitor_interval_ms=s.integer("monitor_interval_ms", 2000, minimum=1),
+        worker_stop_timeout_ms=s.integer("worker_stop_timeout_ms", 10000, minimum=0),
+        worker_restart_backoff_ms=s.integer("worker_restart_backoff_ms", 500, minimum=0),
+        max_worker_restarts=s.integer("max_worker_restarts", 5, minimum=0),
+        assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
+    )
+    s.finish()
+    return config
+

@@ -1,0 +1,199 @@
+"""The coordinator (`sampan run`): publish job models, supervise workers, watch partitions.
+
+Data flows one way: config + partition counts + previous model → builder (pure, calls
+`groupers`) → coordinator stream → workers. On an input expansion it builds the next
+model with expansion barriers, stops the workers gracefully and starts them on the new
+epoch; a refused change (decrease, non-multiple) leaves the job running on its model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import groupers as G
+from framework.config import JobConfig
+from framework.coordinator.builder import build_job_model
+from framework.coordinator.stream import (
+    STATUS_KEY,
+    publish_model,
+    publish_report,
+    read_state,
+)
+from framework.coordinator.supervisor import Supervisor
+from framework.errors import StreamNotFoundError
+from framework.jobmodel import JobModel
+from framework.systems import open_system
+from framework.systems.base import System
+from groupers import SystemStreamPartition
+
+__all__ = ["Coordinator"]
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Coordinator:
+    """One job's coordinator; `run` returns when ``stop`` is set (or raises on a crash loop)."""
+
+    def __init__(
+        self, config: JobConfig, *, stop: asyncio.Event | None = None,
+        log_dir: Path | None = None, start_workers: bool = True,
+    ) -> None:
+        self.config = config
+        self.stop = stop or asyncio.Event()
+        self.systems: dict[str, System] = {}
+        self.supervisor = Supervisor(
+            config.path, log_dir=log_dir,
+            stop_timeout_s=config.coordinator.worker_stop_timeout_ms / 1000,
+            restart_backoff_s=config.coordinator.worker_restart_backoff_ms / 1000,
+            max_restarts=config.coordinator.max_worker_restarts)
+        self.start_workers = start_workers
+        self.model: JobModel | None = None
+        self.status: dict[str, Any] = {"expansions": [], "refusal": None}
+
+    @property
+    def meta(self) -> System:
+        return self.systems[self.config.metadata_system]
+
+    async def run(self) -> None:
+        """Publish the model, start workers, then monitor until stopped."""
+        try:
+            await self._open()
+            state = await read_state(self.meta, self.config)
+            self.status = {"expansions": [], "refusal": None, **state.status}
+            counts = await self.partition_counts()
+            self.model = await self._publish(counts, state.model, reason="coordinator start")
+            if self.start_workers:
+                await self.supervisor.start(self.model.workers)
+            await self._monitor()
+        finally:
+            await self.supervisor.stop()
+            await self._report(state="stopped")
+            for system in self.systems.values():
+                await system.close()
+
+    async def _open(self) -> None:
+        names = {self.config.metadata_system} | {
+            self.config.stream(s).system for s in self._all_inputs()}
+        for name in sorted(names):
+            system = open_system(self.config.system(name))
+            await system.start()
+            self.systems[name] = system
+
+    def _all_inputs(self) -> list[str]:
+        return [*self.config.inputs, *self.config.broadcast_inputs]
+
+    async def partition_counts(self) -> dict[str, int]:
+        """Current partition count of every input; creates declared-but-missing inputs."""
+        counts: dict[str, int] = {}
+        for qualified in self._all_inputs():
+            stream = self.config.stream(qualified)
+            system = self.systems[stream.system]
+            try:
+                counts[qualified] = (await system.partition_counts([stream.stream]))[stream.stream]
+            except StreamNotFoundError:
+                if stream.partitions is None:
+                    raise StreamNotFoundError(
+                        f"input stream {qualified} does not exist; create it with `sampan "
+                        f"streams create {qualified} --partitions N --job {self.config.path}` "
+                        f"or set partitions = N in [streams.\"{qualified}\"]") from None
+                await system.create_stream(stream.stream, stream.partitions, exist_ok=True)
+                counts[qualified] = stream.partitions
+        return counts
+
+    async def _end_offsets(self, model: JobModel) -> dict[SystemStreamPartition, int]:
+        ends: dict[SystemStreamPartition, int] = {}
+        for qualified in self.config.inputs:
+            stream = self.config.stream(qualified)
+            ranges = await self.systems[stream.system].offsets(stream.stream)
+            for partition, offset_range in ranges.items():
+                ends[SystemStreamPartition(stream.system, stream.stream, partition)] = (
+                    offset_range.end)
+        return ends
+
+    async def _publish(
+        self, counts: Mapping[str, int], previous: JobModel | None, *, reason: str
+    ) -> JobModel:
+        checkpoints = await self.meta.read_checkpoints(self.config.name)
+        ends = await self._end_offsets(previous) if previous else {}
+        model = build_job_model(
+            self.config, counts, previous, now_ms=_now_ms(), reason=reason,
+            end_offsets=ends, checkpoints=checkpoints)
+        await self._ensure_changelogs(model)
+        await publish_model(self.meta, self.config, model)
+        log.info("published job model epoch %d (%s): %d tasks on %d workers", model.epoch,
+                 reason, len(model.tasks), model.workers)
+        return model
+
+    async def _ensure_changelogs(self, model: JobModel) -> None:
+        """Each logged store's changelog has at least one partition per task, compacted."""
+        for store in sorted(self.config.logged_stores):
+            system_name, _, stream = self.config.changelog_stream(store).partition(".")
+            system = self.systems[system_name]
+            wanted = max(model.changelog_partitions, 1)
+            existing = await system.list_streams()
+            if stream not in existing:
+                await system.create_stream(stream, wanted, compacted=True, exist_ok=True)
+            elif existing[stream] < wanted:
+                await system.expand_stream(stream, wanted)
+
+    async def _monitor(self) -> None:
+        interval = self.config.coordinator.monitor_interval_ms / 1000
+        await self._report(state="running")
+        while not self.stop.is_set():
+            try:
+                await asyncio.wait_for(self.stop.wait(), interval)
+                break
+            except TimeoutError:
+                pass
+            await self.supervisor.check()
+            counts = await self.partition_counts()
+            assert self.model is not None
+            if dict(counts) != dict(self.model.partition_counts):
+                await self._on_change(counts)
+
+    async def _on_change(self, counts: dict[str, int]) -> None:
+        assert self.model is not None
+        detected = _now_ms()
+        changes = {s: (self.model.partition_counts.get(s), c) for s, c in counts.items()
+                   if self.model.partition_counts.get(s) != c}
+        described = ", ".join(f"{s} {a}→{b}" for s, (a, b) in sorted(changes.items()))
+        try:
+            build_job_model(self.config, counts, self.model)  # validate before stopping
+        except G.ExpansionError as error:
+            if (self.status.get("refusal") or {}).get("counts") != counts:
+                log.error("REFUSED partition change %s: %s. The job keeps running on epoch "
+                          "%d.", described, error, self.model.epoch)
+                self.status["refusal"] = {"detected_ms": detected, "change": described,
+                                          "error": str(error), "counts": counts}
+                await self._report(state="running")
+            return
+        log.info("input expansion detected: %s; stopping workers", described)
+        await self.supervisor.stop()
+        stopped = _now_ms()
+        self.model = await self._publish(counts, self.model, reason=f"expansion {described}")
+        published = _now_ms()
+        if self.start_workers:
+            await self.supervisor.start(self.model.workers)
+        self.status["refusal"] = None
+        self.status["expansions"].append({
+            "change": described, "epoch": self.model.epoch, "detected_ms": detected,
+            "workers_stopped_ms": stopped, "model_published_ms": published,
+            "workers_started_ms": _now_ms()})
+        await self._report(state="running")
+
+    async def _report(self, *, state: str) -> None:
+        if not self.systems:
+            return
+        self.status.update(state=state, epoch=self.model.epoch if self.model else None,
+                           updated_ms=_now_ms(), worker_pids=self.supervisor.pids(),
+                           restarts=self.supervisor.restarts)
+        await publish_report(self.meta, self.config, STATUS_KEY, self.status)

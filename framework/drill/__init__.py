@@ -1,0 +1,1 @@
+"""`sampan drill`: run an example job, expand its inputs live, and verify exact results."""

@@ -1,0 +1,261 @@
+"""Run a drill: job + producer + live expansions + catch-up + exact verification."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from framework.config import load_config
+from framework.coordinator.process import Coordinator
+from framework.coordinator.stream import read_state
+from framework.drill.options import DrillOptions, write_wordcount_job
+from framework.drill.producer import GroundTruthProducer
+from framework.drill.timeline import Timeline, committed_and_end, plot, sample_forever
+from framework.drill.verify import Verdict, verify_wordcount
+from framework.errors import SampanError
+from framework.systems import open_system
+from framework.systems.base import System
+
+log = logging.getLogger(__name__)
+
+
+class DrillError(SampanError):
+    """The drill could not complete (the job never caught up, the coordinator failed…)."""
+
+
+@dataclass
+class ExpansionFigures:
+    change: str
+    epoch: int
+    requested_ms: int
+    detected_ms: int
+    resumed_ms: int
+    restored: int
+
+    @property
+    def detection_s(self) -> float:
+        return (self.detected_ms - self.requested_ms) / 1000
+
+    @property
+    def pause_s(self) -> float:
+        return (self.resumed_ms - self.detected_ms) / 1000
+
+    @property
+    def detection_to_resume_s(self) -> float:
+        return (self.resumed_ms - self.requested_ms) / 1000
+
+
+@dataclass
+class DrillReport:
+    options: DrillOptions
+    output: Path
+    verdict: Verdict
+    expansions: list[ExpansionFigures] = field(default_factory=list)
+    throughput: list[tuple[str, float | None]] = field(default_factory=list)
+    initial_restored: int = 0
+    plot: Path | None = None
+    duration_s: float = 0.0
+
+    @property
+    def exact(self) -> bool:
+        return self.verdict.exact
+
+    def text(self) -> str:
+        o = self.options
+        mode = "naive GroupByPartition" if o.naive else "fixed-task grouper (SEP-5)"
+        lines = [
+            f"sampan drill — {o.example} on {o.system}, {o.workers} workers, {mode}",
+            f"  {o.records:,} records over {o.keys:,} keys at {o.rate:,}/s; input expanded "
+            f"{' → '.join(map(str, (o.initial_partitions, *o.steps)))} while running",
+        ]
+        for e in self.expansions:
+            lines.append(
+                f"  expansion {e.change}: detected after {e.detection_s:.2f} s, workers "
+                f"resumed {e.pause_s:.2f} s later (detection→resume {e.detection_to_resume_s:.2f}"
+                f" s), {e.restored:,} changelog records restored")
+        for label, rate in self.throughput:
+            shown = f"{rate:,.0f} records/s" if rate is not None else "n/a"
+            lines.append(f"  throughput {label}: {shown}")
+        wrong = len(self.verdict.wrong_keys)
+        if self.exact:
+            lines.append(f"  verdict: EXACT — all {self.verdict.keys:,} keys match in the store "
+                         f"and the last output, and no key's updates went backwards")
+        else:
+            lines.append(f"  verdict: WRONG — {wrong:,} of {self.verdict.keys:,} keys are wrong")
+            lines.extend(self.verdict.describe())
+        lines.append(f"  output folder: {self.output} (job, data, logs"
+                     f"{', timeline.png' if self.plot else ''})")
+        return "\n".join(lines)
+
+
+async def _wait(predicate: Callable[[], Awaitable[bool]], timeout: float, what: str,
+                coordinator: asyncio.Task[None]) -> None:
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        if coordinator.done():
+            coordinator.result()  # re-raise the coordinator's failure
+            raise DrillError(f"the coordinator stopped while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise DrillError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Progress:
+    """One live status line on a TTY, a line every few seconds otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def show(self, text: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.tty:
+            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.flush()
+        elif force or now - self.last >= 3:
+            print(text, file=sys.stderr, flush=True)
+            self.last = now
+
+    def done(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+async def run_drill(options: DrillOptions) -> DrillReport:
+    """Run the drill described by ``options`` and return its report."""
+    options.validate()
+    output = options.output or Path(tempfile.mkdtemp(prefix="sampan-drill-"))
+    output.mkdir(parents=True, exist_ok=True)
+    config = load_config(write_wordcount_job(options, output / "job"))
+    system = open_system(config.system(config.metadata_system))
+    await system.start()
+    try:
+        return await _drill(options, output, config, system)
+    finally:
+        await system.close()
+
+
+async def _drill(options: DrillOptions, output: Path, config: Any, system: System) -> DrillReport:
+    started = time.monotonic()
+    if "words" in await system.list_streams():
+        raise DrillError(f"{output} already holds a drill's streams; pick an empty --output")
+    await system.create_stream("words", options.initial_partitions)
+    await system.create_stream("word-counts", 2)
+    coordinator = Coordinator(config, log_dir=output / "logs")
+    coordinator_task = asyncio.create_task(coordinator.run())
+    timeline = Timeline()
+    producer = GroundTruthProducer(system, "words", records=options.records, keys=options.keys,
+                                   rate=options.rate, seed=options.seed)
+    sampler = asyncio.create_task(
+        sample_forever(system, config, timeline, lambda: producer.produced))
+    progress = _Progress()
+    report = DrillReport(options, output, Verdict(keys=0))
+
+    async def epoch_started(epoch: int) -> list[dict[str, Any]] | None:
+        state = await read_state(system, config)
+        reports = [r for r in state.workers.values() if r.get("epoch") == epoch]
+        return reports if len(reports) >= options.workers else None
+
+    async def model_is(count: int) -> bool:
+        model = coordinator.model
+        return model is not None and model.partition_counts.get(config.inputs[0]) == count
+
+    try:
+        await _wait(lambda: model_is(options.initial_partitions), 60, "the first job model",
+                    coordinator_task)
+        assert coordinator.model is not None
+        first_epoch = coordinator.model.epoch
+        await _wait(lambda: _truthy(epoch_started(first_epoch)), 60, "the workers to start",
+                    coordinator_task)
+        production = asyncio.create_task(producer.run())
+        phase_start = time.monotonic() - timeline.start
+        for index, count in enumerate(options.steps):
+            threshold = options.records * (index + 1) / (len(options.steps) + 1)
+            while producer.produced < threshold and not production.done():
+                await _show(progress, producer, coordinator, system, config)
+                await asyncio.sleep(0.2)
+            before = coordinator.model.partition_counts[config.inputs[0]] if (
+                coordinator.model) else 0
+            t_expand = time.monotonic() - timeline.start
+            report.throughput.append((f"at {before} partitions",
+                                      timeline.throughput(phase_start, t_expand)))
+            requested = _now_ms()
+            await system.expand_stream("words", count)
+            timeline.mark(f"expand to {count}")
+            await _wait(lambda c=count: model_is(c), 60, f"the expansion to {count} partitions",
+                        coordinator_task)
+            epoch = coordinator.model.epoch
+            reports: list[dict[str, Any]] = []
+
+            async def resumed(epoch: int = epoch) -> bool:
+                found = await epoch_started(epoch)
+                reports[:] = found or []
+                return found is not None
+
+            await _wait(resumed, 60, f"workers of epoch {epoch}", coordinator_task)
+            expansion = coordinator.status["expansions"][-1]
+            figures = ExpansionFigures(
+                change=expansion["change"], epoch=epoch, requested_ms=requested,
+                detected_ms=expansion["detected_ms"],
+                resumed_ms=max(r["resumed_ms"] for r in reports),
+                restored=sum(r.get("restored", 0) for r in reports))
+            report.expansions.append(figures)
+            timeline.marks.append((t_expand + figures.detection_to_resume_s, f"resumed {count}"))
+            phase_start = timeline.marks[-1][0]
+            progress.show(f"expanded to {count} partitions: detection→resume "
+                          f"{figures.detection_to_resume_s:.2f} s", force=True)
+        while not production.done():
+            await _show(progress, producer, coordinator, system, config)
+            await asyncio.sleep(0.2)
+        production.result()
+        timeline.mark("producer done")
+
+        async def caught_up() -> bool:
+            committed, end = await committed_and_end(system, config)
+            await _show(progress, producer, coordinator, system, config)
+            return end == producer.produced and committed == end
+
+        await _wait(caught_up, options.catch_up_timeout_s, "the job to catch up",
+                    coordinator_task)
+        t_done = time.monotonic() - timeline.start
+        report.throughput.append((f"at {options.steps[-1] if options.steps else '-'} partitions",
+                                  timeline.throughput(phase_start, t_done)))
+        progress.done()
+    finally:
+        coordinator.stop.set()
+        await asyncio.gather(coordinator_task, return_exceptions=True)
+        sampler.cancel()
+        await asyncio.gather(sampler, return_exceptions=True)
+    report.verdict = await verify_wordcount(config, system, producer.truth)
+    if options.plot:
+        report.plot = plot(timeline, output / "timeline.png",
+                           f"sampan drill: {options.example}, "
+                           f"{'naive' if options.naive else 'fixed tasks'}")
+    report.duration_s = time.monotonic() - started
+    (output / "report.txt").write_text(report.text() + "\n")
+    return report
+
+
+async def _truthy(value: Awaitable[Any]) -> bool:
+    return bool(await value)
+
+
+async def _show(progress: _Progress, producer: GroundTruthProducer, coordinator: Coordinator,
+                system: System, config: Any) -> None:
+    committed, end = await committed_and_end(system, config)
+    epoch = coordinator.model.epoch if coordinator.model else "-"
+    counts = coordinator.model.partition_counts if coordinator.model else {}
+    progress.show(f"produced {producer.produced:,}/{producer.records:,}  committed "
+                  f"{committed:,}  lag {end - committed:,}  epoch {epoch}  partitions "
+                  f"{dict(counts)}")

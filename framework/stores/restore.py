@@ -1,0 +1,239 @@
+"""Bring a store engine up to the end of its changelog partition before a task starts.
+
+The engine's own changelog position (written atomically with its data) decides how:
+
+========================================================  =======  ====================
+local position                                            mode     reads
+========================================================  =======  ====================
+same changelog (stream, partition) and ``== end``         none     nothing
+same changelog and ``oldest <= position < end``           delta    ``[position, end)``
+missing (new or deleted store directory)                  full     ``[oldest, end)``
+another stream or partition                               full     ``[oldest, end)``
+ahead of ``end`` (changelog recreated or truncated)       full     ``[oldest, end)``
+behind ``oldest`` (records it needs were deleted)         full     ``[oldest, end)``
+========================================================  =======  ====================
+
+A full restore wipes the engine first. Records are applied in write batches of
+``batch_size`` together with the advancing position, so a restore that is interrupted
+(crash, exception) resumes as a delta from the last applied batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from framework.errors import StoreError
+from framework.progress import Progress, ProgressFactory, Reporter
+from framework.stores.base import ChangelogPosition, StoreEngine
+from framework.systems.base import Record, System
+from framework.systems.reading import read_range
+from groupers import SystemStreamPartition
+
+__all__ = [
+    "Fetch",
+    "RestoreMode",
+    "RestorePlan",
+    "RestoreResult",
+    "changelog_reader",
+    "plan_restore",
+    "restore_store",
+]
+
+log = logging.getLogger(__name__)
+
+RestoreMode = Literal["none", "delta", "full"]
+
+Fetch = Callable[[int], AsyncIterator[Sequence[Record]]]
+"""Given a start offset, yields batches of every retained changelog record from there up
+to the restore's ``end`` in offset order (records at or past ``end`` are ignored)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePlan:
+    """What a restore will do and why (the ``reason`` is for logs)."""
+
+    mode: RestoreMode
+    start: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    """What a restore did: its mode, how many changelog records it applied, from where."""
+
+    mode: RestoreMode
+    records: int
+    start: int = 0
+    end: int = 0
+
+
+def plan_restore(
+    position: ChangelogPosition | None, changelog: tuple[str, int], *, oldest: int, end: int
+) -> RestorePlan:
+    """Decide the restore of a store at ``position`` from ``changelog`` holding [oldest, end).
+
+    >>> plan_restore(ChangelogPosition("log", 3, 40), ("log", 3), oldest=0, end=50)
+    RestorePlan(mode='delta', start=40, reason='local state is at offset 40 of 50')
+    """
+    stream, partition = changelog
+    if position is None:
+        return RestorePlan("full", oldest, "no local state")
+    if (position.stream, position.partition) != (stream, partition):
+        return RestorePlan(
+            "full",
+            oldest,
+            f"local state came from {position.stream} partition {position.partition}",
+        )
+    if position.offset > end:
+        return RestorePlan(
+            "full", oldest, f"local state is at offset {position.offset}, past the end {end} "
+            "(the changelog was recreated or truncated)"
+        )
+    if position.offset < oldest:
+        return RestorePlan(
+            "full", oldest, f"local state is at offset {position.offset}, before the oldest "
+            f"retained offset {oldest}"
+        )
+    if position.offset == end:
+        return RestorePlan("none", end, "local state is up to date")
+    return RestorePlan("delta", position.offset, f"local state is at offset {position.offset} "
+                       f"of {end}")
+
+
+async def restore_store(
+    engine: StoreEngine,
+    *,
+    changelog: tuple[str, int],
+    fetch: Fetch,
+    end: int,
+    oldest: int,
+    batch_size: int = 10_000,
+    progress: ProgressFactory | None = Progress,
+    label: str | None = None,
+) -> RestoreResult:
+    """Restore ``engine`` from its changelog partition up to ``end`` (see the module table).
+
+    ``changelog`` is ``(stream, partition)``; ``oldest``/``end`` are that partition's
+    oldest retained offset and end offset; ``fetch(start)`` reads it (see `Fetch`, and
+    `changelog_reader` for a System). ``label`` names the store and task in logs.
+    """
+    if not 0 <= oldest <= end:
+        raise StoreError(f"restore of {label or changelog}: invalid changelog range "
+                         f"[{oldest}, {end}); the oldest offset must not exceed the end")
+    if batch_size < 1:
+        raise StoreError(f"restore of {label or changelog}: batch_size must be >= 1")
+    stream, partition = changelog
+    label = label or f"changelog {stream} partition {partition}"
+    plan = plan_restore(engine.changelog_position(), changelog, oldest=oldest, end=end)
+    if plan.mode == "none":
+        log.info("restore %s: nothing to do (%s)", label, plan.reason)
+        return RestoreResult("none", 0, end, end)
+    log.info("restore %s: %s restore of [%d, %d) because %s", label, plan.mode, plan.start, end,
+             plan.reason)
+    if plan.mode == "full":
+        engine.wipe()
+    started = time.monotonic()
+    reporter = progress(f"restore {label}", end - plan.start) if progress is not None else None
+    applier = _Applier(engine, stream, partition, plan.start, batch_size, reporter)
+    batches = fetch(plan.start)
+    try:
+        async for batch in batches:
+            if batch and not applier.add(batch, end):
+                break
+        applier.finish(end)
+    finally:
+        aclose = getattr(batches, "aclose", None)
+        if aclose is not None:
+            await aclose()  # release the reader (e.g. its consumer) now, not at GC
+        if reporter is not None:
+            reporter.close()
+    elapsed = time.monotonic() - started
+    log.info("restore %s: %s restore applied %d records in %.2fs (%.0f records/s)", label,
+             plan.mode, applier.records, elapsed, applier.records / elapsed if elapsed else 0.0)
+    return RestoreResult(plan.mode, applier.records, plan.start, end)
+
+
+class _Applier:
+    """Collects changelog records and writes them in batches with the advancing position."""
+
+    def __init__(
+        self,
+        engine: StoreEngine,
+        stream: str,
+        partition: int,
+        start: int,
+        batch_size: int,
+        reporter: Reporter | None,
+    ) -> None:
+        self._engine = engine
+        self._stream = stream
+        self._partition = partition
+        self._batch_size = batch_size
+        self._reporter = reporter
+        self._pending: list[Record] = []
+        self.position = start
+        self.records = 0
+        self._written = False
+
+    def add(self, batch: Sequence[Record], end: int) -> bool:
+        """Queue ``batch``; False once a record at or past ``end`` shows the range is done."""
+        more = True
+        if batch[-1].offset >= end:
+            batch = [record for record in batch if record.offset < end]
+            more = False
+        pending = self._pending
+        pending.extend(batch)
+        size = self._batch_size
+        first = 0
+        while len(pending) - first >= size:
+            chunk = pending[first:first + size]
+            self._write(chunk, chunk[-1].offset + 1)
+            first += size
+        del pending[:first]
+        return more
+
+    def finish(self, end: int) -> None:
+        """Write what is left with the final position ``end`` (always at least one batch, so
+        a restore of an empty changelog still records where the store stands)."""
+        if self._pending or self.position != end or not self._written:
+            self._write(self._pending, end)
+            self._pending = []
+
+    def _write(self, records: Sequence[Record], position: int) -> None:
+        keys = [record.key for record in records]
+        if None in keys:
+            bad = records[keys.index(None)]
+            raise StoreError(
+                f"changelog {self._stream} partition {self._partition} has a record without "
+                f"a key at offset {bad.offset}; only keyed records can be restored — was "
+                f"something other than sampan writing to this changelog?"
+            )
+        changelog = ChangelogPosition(self._stream, self._partition, position)
+        # A dict keeps the latest value per key, as replaying the log in order would.
+        items = dict(zip(cast(list[bytes], keys), [record.value for record in records],
+                         strict=True))
+        self._engine.write_batch(items, changelog)
+        self._written = True
+        self.records += len(records)
+        if self._reporter is not None:
+            self._reporter.advance(position - self.position)
+        self.position = position
+
+
+def changelog_reader(
+    system: System, ssp: SystemStreamPartition, end: int, *, batch_size: int = 10_000
+) -> Fetch:
+    """A `Fetch` reading ``ssp`` of ``system`` up to ``end``, for `restore_store`.
+
+    Uses `framework.systems.reading.read_range`, which also stops correctly when
+    compaction removed the records at the tail of the range.
+    """
+
+    def fetch(start: int) -> AsyncIterator[Sequence[Record]]:
+        return read_range(system, ssp, start, end, batch_size)
+
+    return fetch

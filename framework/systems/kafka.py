@@ -1,0 +1,248 @@
+"""The kafka system: any Kafka-protocol cluster through aiokafka.
+
+Tasks read with manual assignment (no consumer group); records are placed by sampan
+with the Kafka default partitioner, identically to the local system. Commits are
+at-least-once (``atomic_commit = False``): records are produced and acknowledged, then
+the checkpoints are written to the compacted topic ``__sampan-<job>-checkpoints``.
+
+Fencing is best effort: `fence` records the epoch in ``__sampan-<job>-fences`` and
+`commit` reads it first, but a commit that passed the check can still land after a
+newer epoch was fenced. Only the local system fences atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from framework.errors import FencedError, SampanError, UnsupportedOperation
+from framework.systems.base import (
+    Checkpoint,
+    CommitRequest,
+    OffsetRange,
+    ProducerRecord,
+    RecordPosition,
+)
+from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
+from framework.systems.kafka_admin import UNREACHABLE, KafkaAdmin, KafkaOptions
+from framework.systems.kafka_consumer import KafkaConsumer
+from framework.systems.kafka_table import TopicTable
+from framework.systems.placement import Placement
+
+__all__ = ["KafkaSystem", "checkpoints_topic", "fences_topic"]
+
+log = logging.getLogger(__name__)
+
+_EPOCH_KEY = b"epoch"
+_META_PREFIX = "__sampan-"
+
+
+def checkpoints_topic(job: str) -> str:
+    """The compacted topic holding ``job``'s checkpoints, keyed by task name."""
+    return f"{_META_PREFIX}{job}-checkpoints"
+
+
+def fences_topic(job: str) -> str:
+    """The compacted topic holding ``job``'s fenced epoch."""
+    return f"{_META_PREFIX}{job}-fences"
+
+
+class KafkaSystem:
+    """A `System` over the Kafka cluster at ``bootstrap``; connects on first use."""
+
+    atomic_commit = False
+
+    def __init__(
+        self, name: str, bootstrap: str, options: Mapping[str, Any] | KafkaOptions | None = None
+    ) -> None:
+        self.name = name
+        self.bootstrap = bootstrap
+        self.options = (
+            options if isinstance(options, KafkaOptions)
+            else KafkaOptions.from_mapping(name, options or {})
+        )
+        self.admin = KafkaAdmin(name, bootstrap, self.options)
+        self._producer: AIOKafkaProducer | None = None
+        self._placement = Placement(name)
+        self._tables: dict[str, TopicTable] = {}
+        self._meta_topics: set[str] = set()
+        self._start_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"KafkaSystem({self.name!r}, {self.bootstrap!r})"
+
+    async def start(self) -> None:
+        async with self._start_lock:
+            if self._producer is not None:
+                return
+            await self.admin.start()
+            self._producer = await self._start_producer()
+
+    async def _start_producer(self) -> AIOKafkaProducer:
+        kwargs = self.options.client_kwargs(self.bootstrap)
+        if self.options.enable_idempotence is not False:
+            producer = AIOKafkaProducer(acks="all", enable_idempotence=True, **kwargs)
+            try:
+                await self.admin.bounded("connect", producer.start())
+                return producer
+            except KafkaError as exc:
+                await producer.stop()
+                if isinstance(exc, UNREACHABLE):
+                    raise self.admin.unavailable("connect", exc) from exc
+                if self.options.enable_idempotence:
+                    raise UnsupportedOperation(
+                        f"idempotent producer (InitProducerId): the broker at {self.bootstrap} "
+                        f"refused it ({type(exc).__name__}); set enable_idempotence = false in "
+                        f"[systems.{self.name}.client_options]"
+                    ) from exc
+                log.warning(
+                    "Kafka at %s refused the idempotent producer (%s); producing with "
+                    "acks=all only, so a retried send may duplicate a record",
+                    self.bootstrap, type(exc).__name__,
+                )
+        producer = AIOKafkaProducer(acks="all", **kwargs)
+        try:
+            await self.admin.bounded("connect", producer.start())
+        except BaseException:
+            await producer.stop()
+            raise
+        return producer
+
+    async def close(self) -> None:
+        for table in self._tables.values():
+            await table.close()
+        self._tables.clear()
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+        await self.admin.close()
+
+    # -- admin ------------------------------------------------------------------------
+
+    async def list_streams(self) -> dict[str, int]:
+        counts = await self.admin.topic_counts()
+        return {t: n for t, n in sorted(counts.items()) if not t.startswith(_META_PREFIX)}
+
+    async def partition_counts(self, streams: Sequence[str]) -> dict[str, int]:
+        return await self.admin.partition_counts(list(streams))
+
+    async def create_stream(
+        self, stream: str, partitions: int, *, compacted: bool = False, exist_ok: bool = False
+    ) -> None:
+        await self.admin.create_stream(stream, partitions, compacted, exist_ok)
+
+    async def expand_stream(self, stream: str, partitions: int) -> None:
+        await self.admin.expand_stream(stream, partitions)
+
+    async def offsets(self, stream: str) -> dict[int, OffsetRange]:
+        return await self.admin.offsets(stream)
+
+    def consumer(self) -> KafkaConsumer:
+        return KafkaConsumer(self.admin)
+
+    async def compact(self, stream: str) -> int:
+        """Check ``stream`` is compacted; the broker compacts in the background, so
+        nothing is dropped on demand and the result is always 0."""
+        await self.admin.partition_counts([stream])
+        policy = await self.admin.cleanup_policy(stream)
+        if "compact" not in policy:
+            raise UnsupportedOperation(
+                f"cannot compact stream {stream!r}: its cleanup.policy is {policy!r}, not "
+                "compact; only changelog and metadata streams are compacted"
+            )
+        return 0
+
+    # -- producing and committing -----------------------------------------------------
+
+    async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
+        if not records:
+            return []
+        await self.start()
+        producer = self._producer
+        assert producer is not None
+        streams = sorted({r.stream for r in records})
+        counts = await self.admin.partition_counts(streams, self.options.metadata_max_age_s)
+        for stream in streams:
+            known = await self.admin.bounded("metadata", producer.partitions_for(stream))
+            if len(known) < counts[stream]:  # grown since the producer last looked
+                await self.admin.bounded("metadata", producer.client.force_metadata_update())
+        futures = []
+        for record in records:
+            if record.key is None and record.value is None:
+                raise SampanError(
+                    f"record for stream {record.stream!r} has neither key nor value; Kafka "
+                    "cannot store it"
+                )
+            partition = self._placement.partition(record, counts[record.stream])
+            futures.append(await self.admin.bounded("produce", producer.send(
+                record.stream, record.value, record.key, partition=partition,
+                timestamp_ms=record.timestamp, headers=list(record.headers),
+            )))
+        try:
+            landed = await self.admin.bounded(
+                "produce acknowledgement (records may still be written)",
+                asyncio.gather(*futures),
+            )
+        except KafkaError as exc:
+            raise SampanError(
+                f"Kafka at {self.bootstrap} refused records for {streams}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return [
+            RecordPosition(r.stream, m.partition, m.offset)
+            for r, m in zip(records, landed, strict=True)
+        ]
+
+    async def commit(self, request: CommitRequest) -> list[RecordPosition]:
+        """Check the fence, produce the records, then the checkpoints (at-least-once)."""
+        await self._check_fence(request.job, request.epoch)
+        positions = await self.produce(request.records)
+        if request.checkpoints:
+            topic = await self._meta_topic(checkpoints_topic(request.job))
+            await self.produce([
+                ProducerRecord(topic, cp.task.encode(), checkpoint_to_json(cp).encode(), 0)
+                for cp in request.checkpoints
+            ])
+        return positions
+
+    async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:
+        latest = await self._table(checkpoints_topic(job)).refresh()
+        return {
+            task.decode(): checkpoint_from_json(value)
+            for task, value in sorted(latest.items())
+            if value is not None
+        }
+
+    async def fence(self, job: str, epoch: int) -> None:
+        topic = await self._meta_topic(fences_topic(job))
+        stored = await self._fenced_epoch(job)
+        if stored is None or stored < epoch:
+            await self.produce([ProducerRecord(topic, _EPOCH_KEY, str(epoch).encode(), 0)])
+
+    async def _check_fence(self, job: str, epoch: int) -> None:
+        stored = await self._fenced_epoch(job)
+        if stored is not None and stored > epoch:
+            raise FencedError(
+                f"job {job!r}: commit of epoch {epoch} refused, the job is fenced at epoch "
+                f"{stored}; this worker belongs to an old job model; it will be restarted"
+            )
+
+    async def _fenced_epoch(self, job: str) -> int | None:
+        value = (await self._table(fences_topic(job)).refresh()).get(_EPOCH_KEY)
+        return None if value is None else int(value)
+
+    def _table(self, topic: str) -> TopicTable:
+        if topic not in self._tables:
+            self._tables[topic] = TopicTable(self.admin, topic)
+        return self._tables[topic]
+
+    async def _meta_topic(self, topic: str) -> str:
+        if topic not in self._meta_topics:
+            await self.admin.create_stream(topic, 1, compacted=True, exist_ok=True)
+            self._meta_topics.add(topic)
+        return topic

@@ -1,0 +1,312 @@
+"""Kafka administration with bounded waits: topics, partition counts, offsets.
+
+Every call to the broker goes through `KafkaAdmin.bounded`, so an unreachable or
+silent broker becomes a `SystemUnavailableError` naming the bootstrap address instead
+of a hang, and a missing broker feature becomes `UnsupportedOperation` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import (
+    IncompatibleBrokerVersion,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NodeNotReadyError,
+    RequestTimedOutError,
+    TopicAlreadyExistsError,
+    UnsupportedVersionError,
+    for_code,
+)
+
+from framework.errors import (
+    ConfigError,
+    SampanError,
+    StreamNotFoundError,
+    SystemUnavailableError,
+    UnsupportedOperation,
+)
+from framework.systems.base import OffsetRange
+
+__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions"]
+
+T = TypeVar("T")
+
+UNREACHABLE = (
+    asyncio.TimeoutError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NodeNotReadyError,
+    RequestTimedOutError,
+)
+"""aiokafka's ways of saying the broker did not answer."""
+
+_CONNECTION_KEYS = ("security_protocol", "sasl_mechanism", "sasl_plain_username",
+                    "sasl_plain_password")
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    """``client_options`` of a kafka system (all optional)."""
+
+    timeout_s: float = 10.0
+    """Bound on every broker call (admin, metadata, offsets, produce acknowledgement)."""
+
+    replication_factor: int = 1
+    """Replicas of each topic sampan creates (use 3 on a production cluster)."""
+
+    enable_idempotence: bool | None = None
+    """None: use the idempotent producer when the broker supports it (tansu's memory
+    storage does not) and fall back to plain ``acks=all`` with a warning; True: require
+    it; False: never."""
+
+    metadata_max_age_s: float = 5.0
+    """How stale the partition counts used to place produced records may be."""
+
+    client_id: str = "sampan"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "PLAIN"
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
+
+    @classmethod
+    def from_mapping(cls, system: str, options: Mapping[str, Any]) -> KafkaOptions:
+        """Validate ``[systems.<system>.client_options]``; unknown keys are errors."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(
+                f"[systems.{system}.client_options]: unknown option(s) {unknown} for a kafka "
+                f"system; known: {sorted(known)}"
+            )
+        return cls(**dict(options))
+
+    def client_kwargs(self, bootstrap: str) -> dict[str, Any]:
+        """Connection arguments shared by aiokafka's admin, producer and consumer."""
+        kwargs = {key: getattr(self, key) for key in _CONNECTION_KEYS}
+        return {
+            "bootstrap_servers": bootstrap,
+            "client_id": self.client_id,
+            "request_timeout_ms": int(self.timeout_s * 1000),
+            **kwargs,
+        }
+
+
+class KafkaAdmin:
+    """Topics and metadata of one Kafka cluster (one `KafkaSystem`)."""
+
+    def __init__(self, system: str, bootstrap: str, options: KafkaOptions) -> None:
+        self.system = system
+        self.bootstrap = bootstrap
+        self.options = options
+        self._admin: AIOKafkaAdminClient | None = None
+        self._offsets: AIOKafkaConsumer | None = None
+        self._counts: dict[str, int] = {}
+        self._counts_at = float("-inf")
+        self._offsets_lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        if self._admin is not None:
+            return
+        kwargs = self.options.client_kwargs(self.bootstrap)
+        admin = AIOKafkaAdminClient(**kwargs)
+        # Answers at once when a partition is empty (see `_high_watermarks`).
+        offsets = AIOKafkaConsumer(enable_auto_commit=False, fetch_max_wait_ms=10, **kwargs)
+        try:
+            await self.bounded("connect", admin.start())
+            await self.bounded("connect", offsets.start())
+        except BaseException:
+            await admin.close()
+            await offsets.stop()
+            raise
+        self._admin, self._offsets = admin, offsets
+
+    async def close(self) -> None:
+        admin, offsets = self._admin, self._offsets
+        self._admin, self._offsets = None, None
+        if admin is not None:
+            await admin.close()
+        if offsets is not None:
+            await offsets.stop()
+
+    def unavailable(self, what: str, exc: BaseException) -> SystemUnavailableError:
+        return SystemUnavailableError(
+            f"Kafka at {self.bootstrap} (system {self.system!r}): {what} got no answer within "
+            f"{self.options.timeout_s:g} s ({type(exc).__name__}: {exc}); check that the "
+            f"broker runs and that [systems.{self.system}] bootstrap points at it"
+        )
+
+    async def bounded(self, what: str, call: Awaitable[T]) -> T:
+        """Await ``call`` for at most ``timeout_s``; silence → SystemUnavailableError."""
+        try:
+            return await asyncio.wait_for(call, self.options.timeout_s)
+        except UNREACHABLE as exc:
+            raise self.unavailable(what, exc) from exc
+
+    def missing(self, stream: str) -> StreamNotFoundError:
+        return StreamNotFoundError(
+            f"stream {stream!r} does not exist in system {self.system!r} (Kafka at "
+            f"{self.bootstrap}); create it with `sampan streams create {self.system}.{stream} "
+            "--partitions N`"
+        )
+
+    # -- metadata ---------------------------------------------------------------------
+
+    async def topic_counts(self, max_age_s: float = 0.0) -> dict[str, int]:
+        """Every topic's partition count, from metadata at most ``max_age_s`` old.
+
+        Asks for all topics: naming one in a metadata request lets brokers with
+        auto-creation (tansu) create it.
+        """
+        if time.monotonic() - self._counts_at > max_age_s:
+            await self.start()
+            assert self._admin is not None
+            topics = await self.bounded("metadata", self._admin.describe_topics())
+            self._counts = {
+                t["topic"]: len(t["partitions"])
+                for t in topics
+                if t["error_code"] == 0 and not t.get("is_internal", False)
+            }
+            self._counts_at = time.monotonic()
+        return self._counts
+
+    async def partition_counts(
+        self, streams: Sequence[str], max_age_s: float = 0.0
+    ) -> dict[str, int]:
+        counts = await self.topic_counts(max_age_s)
+        if max_age_s > 0 and any(s not in counts for s in streams):
+            counts = await self.topic_counts()  # maybe created since the cached read
+        for stream in streams:
+            if stream not in counts:
+                raise self.missing(stream)
+        return {stream: counts[stream] for stream in streams}
+
+    async def wait_for_count(self, stream: str, partitions: int) -> None:
+        """Poll metadata until ``stream`` shows ``partitions`` partitions (bounded)."""
+        deadline = time.monotonic() + self.options.timeout_s
+        while (await self.topic_counts()).get(stream, 0) < partitions:
+            if time.monotonic() > deadline:
+                raise self.unavailable(
+                    f"metadata of {stream!r} with {partitions} partitions", TimeoutError()
+                )
+            await asyncio.sleep(_POLL_S)
+
+    async def offsets(self, stream: str) -> dict[int, OffsetRange]:
+        count = (await self.partition_counts([stream]))[stream]
+        tps = [TopicPartition(stream, p) for p in range(count)]
+        async with self._offsets_lock:
+            assert self._offsets is not None
+            oldest = await self.bounded("ListOffsets", self._offsets.beginning_offsets(tps))
+            listed = await self.bounded("ListOffsets", self._offsets.end_offsets(tps))
+            end = await self._high_watermarks(listed, oldest)
+        return {tp.partition: OffsetRange(oldest[tp], end[tp]) for tp in tps}
+
+    async def _high_watermarks(
+        self, listed: Mapping[TopicPartition, int], oldest: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """End offsets as a fetch reports them (its high watermark).
+
+        tansu 0.6 answers ListOffsets(latest) with the base offset of the last batch
+        plus one, short of the end whenever that batch holds several records; the
+        high watermark of a fetch is right on every broker. Fetching from just before
+        the listed end reads at most the last batch.
+        """
+        consumer = self._offsets
+        assert consumer is not None
+        tps = list(listed)
+        consumer.assign(tps)
+        try:
+            for tp in tps:
+                consumer.seek(tp, max(listed[tp] - 1, oldest[tp]))
+            deadline = time.monotonic() + self.options.timeout_s
+            while any(consumer.highwater(tp) is None for tp in tps):
+                if time.monotonic() > deadline:
+                    raise self.unavailable(f"Fetch of {tps[0].topic!r}", TimeoutError())
+                await asyncio.sleep(0.002)
+            return {tp: max(listed[tp], consumer.highwater(tp)) for tp in tps}
+        finally:
+            consumer.assign([])
+
+    async def cleanup_policy(self, stream: str) -> str:
+        """The topic's ``cleanup.policy`` as the broker reports it."""
+        await self.start()
+        assert self._admin is not None
+        # All configs: naming the wanted one makes tansu 0.6 drop the connection.
+        resource = ConfigResource(ConfigResourceType.TOPIC, stream)
+        responses = await self.bounded("DescribeConfigs", self._admin.describe_configs([resource]))
+        for response in responses:
+            for resource_result in response.resources:
+                for entry in resource_result[4]:
+                    if entry[0] == "cleanup.policy":
+                        return str(entry[1])
+        return "delete"  # Kafka's default when the topic does not set it
+
+    # -- topics -----------------------------------------------------------------------
+
+    async def create_stream(
+        self, stream: str, partitions: int, compacted: bool, exist_ok: bool
+    ) -> None:
+        if not stream or partitions < 1:
+            raise SampanError(
+                f"cannot create stream {stream!r} with {partitions} partitions: a stream needs "
+                "a non-empty name and at least 1 partition"
+            )
+        await self.start()
+        assert self._admin is not None
+        configs = {"cleanup.policy": "compact"} if compacted else {}
+        topic = NewTopic(stream, partitions, self.options.replication_factor,
+                         topic_configs=configs)
+        response = await self.bounded("CreateTopics", self._admin.create_topics([topic]))
+        for error in response.topic_errors:
+            code, message = error[1], error[2] if len(error) > 2 else None
+            if code == TopicAlreadyExistsError.errno:
+                if exist_ok:
+                    return
+                raise SampanError(
+                    f"stream {stream!r} already exists in system {self.system!r}; pass "
+                    "exist_ok=True to accept it, or use `expand_stream` to grow it"
+                )
+            if code:
+                raise SampanError(
+                    f"Kafka at {self.bootstrap} refused to create stream {stream!r}: "
+                    f"{for_code(code).__name__} {message or ''}".rstrip()
+                )
+        await self.wait_for_count(stream, partitions)
+
+    async def expand_stream(self, stream: str, partitions: int) -> None:
+        count = (await self.partition_counts([stream]))[stream]
+        if partitions < count:
+            raise UnsupportedOperation(
+                f"cannot shrink stream {stream!r} from {count} to {partitions} partitions: "
+                "partition counts only grow (records would lose their partition)"
+            )
+        if partitions == count:
+            return
+        assert self._admin is not None
+        try:
+            await self.bounded(
+                "CreatePartitions",
+                self._admin.create_partitions({stream: NewPartitions(partitions)}),
+            )
+        except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
+            raise UnsupportedOperation(
+                f"CreatePartitions: the broker at {self.bootstrap} cannot add partitions "
+                f"(tansu lacks this API), so stream {stream!r} stays at {count}; grow it "
+                "with a Kafka that supports CreatePartitions, or use the local system"
+            ) from exc
+        except KafkaError as exc:
+            raise SampanError(
+                f"Kafka at {self.bootstrap} refused to grow stream {stream!r} from {count} to "
+                f"{partitions} partitions: {type(exc).__name__}: {exc}"
+            ) from exc
+        await self.wait_for_count(stream, partitions)

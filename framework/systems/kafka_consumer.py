@@ -1,0 +1,101 @@
+"""A `Consumer` over aiokafka with manual assignment (no consumer group).
+
+Positions are sampan's, not the broker's: `assign` seeks every partition, nothing is
+committed to Kafka. Partitions that do not exist yet are left out of the aiokafka
+assignment (so the broker is never asked about them, and never auto-creates them) and
+re-checked every second; until they appear they yield nothing, as on the local system.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from framework.systems.base import Record
+from framework.systems.kafka_admin import KafkaAdmin
+from groupers import SystemStreamPartition
+
+__all__ = ["KafkaConsumer"]
+
+_RECHECK_MISSING_S = 1.0
+
+
+class KafkaConsumer:
+    """Reads assigned partitions of one Kafka cluster from sampan's positions."""
+
+    def __init__(self, admin: KafkaAdmin) -> None:
+        self._admin = admin
+        self._consumer: AIOKafkaConsumer | None = None
+        self._ssps: dict[TopicPartition, SystemStreamPartition] = {}
+        self._positions: dict[TopicPartition, int] = {}
+        self._active: list[TopicPartition] = []
+        self._dirty = False
+        self._checked_at = float("-inf")
+        self._closed = False
+
+    def assign(self, positions: Mapping[SystemStreamPartition, int]) -> None:
+        self._ssps = {TopicPartition(s.stream, s.partition): s for s in positions}
+        self._positions = {
+            TopicPartition(s.stream, s.partition): offset for s, offset in positions.items()
+        }
+        self._dirty = True
+
+    async def fetch(
+        self, max_records: int = 1000, timeout_ms: int = 100
+    ) -> Mapping[SystemStreamPartition, Sequence[Record]]:
+        if self._closed:
+            raise RuntimeError("fetch on a closed KafkaConsumer; create a new consumer")
+        missing = len(self._active) < len(self._positions)
+        if self._dirty or (missing and time.monotonic() - self._checked_at > _RECHECK_MISSING_S):
+            await self._apply_assignment()
+        if not self._active or max_records < 1:
+            await asyncio.sleep(timeout_ms / 1000)
+            return {}
+        assert self._consumer is not None
+        fetched = await self._consumer.getmany(
+            *self._active, timeout_ms=timeout_ms, max_records=max_records
+        )
+        result: dict[SystemStreamPartition, list[Record]] = {}
+        for tp, messages in fetched.items():
+            if not messages or tp not in self._ssps:
+                continue
+            result[self._ssps[tp]] = [
+                Record(m.partition, m.offset, m.key, m.value, m.timestamp,
+                       tuple((name, value or b"") for name, value in m.headers))
+                for m in messages
+            ]
+            self._positions[tp] = messages[-1].offset + 1
+        return result
+
+    async def _apply_assignment(self) -> None:
+        if self._consumer is None:
+            consumer = AIOKafkaConsumer(
+                enable_auto_commit=False,
+                # Only reached when a position is outside the retained log (retention
+                # deleted it): continue from the oldest record still there.
+                auto_offset_reset="earliest",
+                **self._admin.options.client_kwargs(self._admin.bootstrap),
+            )
+            try:
+                await self._admin.bounded("connect", consumer.start())
+            except BaseException:
+                await consumer.stop()
+                raise
+            self._consumer = consumer
+        self._checked_at = time.monotonic()
+        self._dirty = False
+        counts = await self._admin.topic_counts(max_age_s=_RECHECK_MISSING_S)
+        active = sorted(tp for tp in self._positions if tp.partition < counts.get(tp.topic, 0))
+        self._consumer.assign(active)
+        for tp in active:
+            self._consumer.seek(tp, self._positions[tp])
+        self._active = active
+
+    async def close(self) -> None:
+        self._closed = True
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await consumer.stop()

@@ -1,0 +1,63 @@
+"""A one-partition compacted Kafka topic read as a table: the latest value per key.
+
+Checkpoints and fences live in such topics. The table keeps its position, so each
+refresh reads only what was appended since the last one.
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiokafka import TopicPartition
+
+from framework.systems.kafka_admin import KafkaAdmin
+from framework.systems.kafka_consumer import KafkaConsumer
+from groupers import SystemStreamPartition
+
+__all__ = ["TopicTable"]
+
+_BATCH = 10_000
+
+
+class TopicTable:
+    """The latest value of every key of partition 0 of ``topic`` (None = tombstone)."""
+
+    def __init__(self, admin: KafkaAdmin, topic: str) -> None:
+        self._admin = admin
+        self.topic = topic
+        self._latest: dict[bytes, bytes | None] = {}
+        self._position = 0
+        self._consumer: KafkaConsumer | None = None
+        self._exists = False
+
+    async def refresh(self) -> dict[bytes, bytes | None]:
+        """Read the topic up to its current end; a missing topic reads as empty."""
+        if not self._exists:
+            if self.topic not in await self._admin.topic_counts():
+                return {}
+            self._exists = True
+        end = (await self._admin.offsets(self.topic))[0].end
+        if self._position >= end:
+            return self._latest
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(self._admin)
+        ssp = SystemStreamPartition(self._admin.system, self.topic, 0)
+        self._consumer.assign({ssp: self._position})
+        deadline = time.monotonic() + self._admin.options.timeout_s
+        while self._position < end:
+            batch = await self._consumer.fetch(max_records=_BATCH, timeout_ms=100)
+            for record in batch.get(ssp, ()):
+                if record.key is not None:
+                    self._latest[record.key] = record.value
+                self._position = record.offset + 1
+            if self._position < end and time.monotonic() > deadline:
+                raise self._admin.unavailable(
+                    f"reading {TopicPartition(self.topic, 0)} up to offset {end}",
+                    TimeoutError(f"stopped at offset {self._position}"),
+                )
+        return self._latest
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.close()
+            self._consumer = None

@@ -1,0 +1,202 @@
+"""The local system: an embedded, durable, multi-process log in one SQLite file.
+
+It is the default for quick starts, drills and tests, and the system where commits are
+exactly-once: `LocalSystem.commit` writes outputs, changelog records and checkpoints in
+one transaction, refused when the job has been fenced at a newer epoch.
+
+Each `LocalSystem` owns one connection, used from one worker thread, so a write that
+waits for another process's lock never blocks the event loop.
+
+>>> import asyncio, tempfile
+>>> from pathlib import Path
+>>> async def demo(path: Path) -> list[bytes | None]:
+...     system = LocalSystem("local", path)
+...     await system.create_stream("clicks", 4)
+...     await system.produce([ProducerRecord("clicks", b"user-1", b"hello")])
+...     consumer = system.consumer()
+...     consumer.assign({SystemStreamPartition("local", "clicks", p): 0 for p in range(4)})
+...     batch = await consumer.fetch()
+...     await consumer.close()
+...     await system.close()
+...     return [r.value for records in batch.values() for r in records]
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     asyncio.run(demo(Path(tmp)))
+[b'hello']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from framework.systems.base import (
+    Checkpoint,
+    CommitRequest,
+    OffsetRange,
+    ProducerRecord,
+    Record,
+    RecordPosition,
+)
+from framework.systems.local_fetch import Slot, read_batch
+from framework.systems.local_log import LocalLog
+from framework.systems.local_schema import LocalOptions, database_file
+from groupers import SystemStreamPartition
+
+__all__ = ["LocalConsumer", "LocalSystem"]
+
+T = TypeVar("T")
+
+_FIRST_BACKOFF_S = 0.002
+_MAX_BACKOFF_S = 0.05
+
+
+class LocalSystem:
+    """A `System` over ``<path>/log.sqlite3``; opens the database on first use."""
+
+    atomic_commit = True
+
+    def __init__(
+        self, name: str, path: Path, options: Mapping[str, Any] | LocalOptions | None = None
+    ) -> None:
+        self.name = name
+        self.path = Path(path)
+        self.options = (
+            options if isinstance(options, LocalOptions)
+            else LocalOptions.from_mapping(name, options or {})
+        )
+        self._executor: ThreadPoolExecutor | None = None
+        self._log: LocalLog | None = None
+
+    def __repr__(self) -> str:
+        return f"LocalSystem({self.name!r}, {str(database_file(self.path))!r})"
+
+    async def start(self) -> None:
+        if self._log is not None:
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"sampan-{self.name}")
+        loop = asyncio.get_running_loop()
+        log = await loop.run_in_executor(
+            self._executor, LocalLog, self.name, self.path, self.options
+        )
+        if self._log is None:
+            self._log = log
+        else:  # a concurrent start won the race
+            await loop.run_in_executor(self._executor, log.close)
+
+    async def close(self) -> None:
+        executor, log = self._executor, self._log
+        self._executor, self._log = None, None
+        if executor is None:
+            return
+        if log is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, log.close)
+        executor.shutdown(wait=True)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(log, *args)`` on the connection's thread."""
+        await self.start()
+        assert self._executor is not None and self._log is not None
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(fn, self._log, *args)
+        )
+
+    async def list_streams(self) -> dict[str, int]:
+        return await self.call(LocalLog.list_streams)
+
+    async def partition_counts(self, streams: Sequence[str]) -> dict[str, int]:
+        return await self.call(LocalLog.partition_counts, list(streams))
+
+    async def create_stream(
+        self, stream: str, partitions: int, *, compacted: bool = False, exist_ok: bool = False
+    ) -> None:
+        await self.call(LocalLog.create_stream, stream, partitions, compacted, exist_ok)
+
+    async def expand_stream(self, stream: str, partitions: int) -> None:
+        await self.call(LocalLog.expand_stream, stream, partitions)
+
+    async def offsets(self, stream: str) -> dict[int, OffsetRange]:
+        return await self.call(LocalLog.offsets, stream)
+
+    def consumer(self) -> LocalConsumer:
+        return LocalConsumer(self)
+
+    async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
+        if not records:
+            return []
+        return await self.call(LocalLog.append, list(records))
+
+    async def commit(self, request: CommitRequest) -> list[RecordPosition]:
+        return await self.call(
+            LocalLog.append,
+            list(request.records),
+            request.job,
+            request.epoch,
+            list(request.checkpoints),
+        )
+
+    async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:
+        return await self.call(LocalLog.read_checkpoints, job)
+
+    async def fence(self, job: str, epoch: int) -> None:
+        await self.call(LocalLog.fence, job, epoch)
+
+    async def compact(self, stream: str) -> int:
+        counts = await self.partition_counts([stream])
+        dropped = 0
+        for partition in range(counts[stream]):
+            dropped += await self.call(LocalLog.compact_partition, stream, partition)
+        return dropped
+
+
+class LocalConsumer:
+    """Reads assigned partitions of a `LocalSystem`; shares its connection."""
+
+    def __init__(self, system: LocalSystem) -> None:
+        self._system = system
+        self._positions: dict[Slot, int] = {}
+        self._ssps: dict[Slot, SystemStreamPartition] = {}
+        self._turn = 0
+        self._generation = 0  # bumped by assign: a fetch in flight must not undo it
+        self._closed = False
+
+    def assign(self, positions: Mapping[SystemStreamPartition, int]) -> None:
+        self._generation += 1
+        self._ssps = {(ssp.stream, ssp.partition): ssp for ssp in positions}
+        self._positions = {(ssp.stream, ssp.partition): pos for ssp, pos in positions.items()}
+
+    async def fetch(
+        self, max_records: int = 1000, timeout_ms: int = 100
+    ) -> Mapping[SystemStreamPartition, Sequence[Record]]:
+        if self._closed:
+            raise RuntimeError("fetch on a closed LocalConsumer; create a new consumer")
+        if not self._positions or max_records < 1:
+            await asyncio.sleep(timeout_ms / 1000)
+            return {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            self._turn += 1
+            generation = self._generation
+            batch = await self._system.call(
+                read_batch, dict(self._positions), max_records, self._turn
+            )
+            if generation != self._generation:
+                return {}
+            if batch:
+                for slot, records in batch.items():
+                    self._positions[slot] = records[-1].offset + 1
+                return {self._ssps[slot]: records for slot, records in batch.items()}
+            left = deadline - loop.time()
+            if left <= 0:
+                return {}
+            await asyncio.sleep(min(backoff, left))
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    async def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,91 @@
+"""Fetching from the local log: a fair share per partition, one range scan each.
+
+A fetch first reads the end offsets of the assigned streams (a few tiny rows), so
+idle partitions cost nothing, then splits ``max_records`` fairly over the partitions
+that have records and reads each with one primary-key range query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from framework.systems.base import Record
+from framework.systems.local_log import LocalLog, decode_headers
+
+__all__ = ["fair_quotas", "read_batch"]
+
+_RANGE = (
+    "SELECT offset, key, value, timestamp, headers FROM records "
+    "WHERE stream_id = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?"
+)
+
+Slot = tuple[str, int]  # (stream, partition)
+
+
+def fair_quotas(available: Sequence[tuple[Slot, int]], budget: int) -> dict[Slot, int]:
+    """Split ``budget`` over partitions with ``available`` records (water-filling).
+
+    Every partition gets an equal share or all it has, whichever is less; what small
+    partitions leave goes to the others. Earlier entries get the odd remainder, so
+    callers rotate the order between fetches.
+
+    >>> fair_quotas([(("a", 0), 5), (("a", 1), 100), (("a", 2), 100)], 100)
+    {('a', 0): 5, ('a', 1): 48, ('a', 2): 47}
+    """
+    quotas = {slot: 0 for slot, _ in available}
+    wanting = [(slot, count) for slot, count in available if count > 0]
+    while budget > 0 and wanting:
+        share = max(1, budget // len(wanting))
+        still = []
+        for slot, count in wanting:
+            take = min(share, count - quotas[slot], budget)
+            quotas[slot] += take
+            budget -= take
+            if quotas[slot] < count:
+                still.append((slot, count))
+            if budget == 0:
+                break
+        wanting = still
+    return {slot: quota for slot, quota in quotas.items() if quota > 0}
+
+
+def read_batch(
+    log: LocalLog, positions: Mapping[Slot, int], max_records: int, turn: int
+) -> dict[Slot, list[Record]]:
+    """Up to ``max_records`` records past ``positions``; ``turn`` rotates who goes first.
+
+    Streams or partitions that do not exist (yet) simply yield nothing.
+    """
+    with log.read() as conn:
+        ends: dict[Slot, int] = {}
+        ids: dict[str, int] = {}
+        for stream in sorted({stream for stream, _ in positions}):
+            stream_id = log.stream_id(stream)
+            if stream_id is None:
+                continue
+            ids[stream] = stream_id
+            for partition, end in conn.execute(
+                "SELECT partition, next_offset FROM partitions WHERE stream_id = ?", (stream_id,)
+            ):
+                ends[(stream, partition)] = end
+        available = [
+            (slot, ends[slot] - position)
+            for slot, position in sorted(positions.items())
+            if ends.get(slot, 0) > position
+        ]
+        if not available:
+            return {}
+        turn %= len(available)
+        quotas = fair_quotas(available[turn:] + available[:turn], max_records)
+        result: dict[Slot, list[Record]] = {}
+        for (stream, partition), quota in quotas.items():
+            rows = conn.execute(
+                _RANGE, (ids[stream], partition, positions[(stream, partition)], quota)
+            ).fetchall()
+            if rows:
+                result[(stream, partition)] = [
+                    Record(partition, offset, key, value, timestamp,
+                           decode_headers(headers) if headers else ())
+                    for offset, key, value, timestamp, headers in rows
+                ]
+        return result

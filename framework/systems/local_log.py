@@ -1,0 +1,311 @@
+"""The local log's operations on one SQLite connection (synchronous; `LocalSystem` wraps it).
+
+Every write is one ``BEGIN IMMEDIATE`` transaction, so concurrent writers in other
+processes queue on SQLite's write lock (up to ``busy_timeout_ms``) and a transaction
+is all-or-nothing even when its process is SIGKILLed mid-way.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from framework.errors import (
+    FencedError,
+    SampanError,
+    StreamNotFoundError,
+    SystemUnavailableError,
+    UnsupportedOperation,
+)
+from framework.systems.base import (
+    Checkpoint,
+    Headers,
+    OffsetRange,
+    ProducerRecord,
+    RecordPosition,
+)
+from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
+from framework.systems.local_schema import LocalOptions, connect, database_file
+from framework.systems.placement import Placement
+
+__all__ = ["LocalLog", "decode_headers", "encode_headers"]
+
+_INSERT_RECORD = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)"
+_SET_NEXT = "UPDATE partitions SET next_offset = ? WHERE stream_id = ? AND partition = ?"
+_UPSERT_CHECKPOINT = (
+    "INSERT INTO checkpoints (job, task, checkpoint) VALUES (?, ?, ?) "
+    "ON CONFLICT (job, task) DO UPDATE SET checkpoint = excluded.checkpoint"
+)
+_NAME = struct.Struct(">H")
+_VALUE = struct.Struct(">I")
+
+
+def encode_headers(headers: Headers) -> bytes | None:
+    """Headers as ``(u16 name length, name, u32 value length, value)*``; None when empty."""
+    if not headers:
+        return None
+    parts: list[bytes] = []
+    for name, value in headers:
+        raw = name.encode()
+        parts += (_NAME.pack(len(raw)), raw, _VALUE.pack(len(value)), bytes(value))
+    return b"".join(parts)
+
+
+def decode_headers(blob: bytes | None) -> Headers:
+    """Inverse of `encode_headers`."""
+    if not blob:
+        return ()
+    result: list[tuple[str, bytes]] = []
+    at = 0
+    while at < len(blob):
+        (size,) = _NAME.unpack_from(blob, at)
+        name = blob[at + 2 : at + 2 + size].decode()
+        at += 2 + size
+        (size,) = _VALUE.unpack_from(blob, at)
+        result.append((name, blob[at + 4 : at + 4 + size]))
+        at += 4 + size
+    return tuple(result)
+
+
+class LocalLog:
+    """Streams, records, checkpoints and fences in one SQLite file."""
+
+    def __init__(self, system: str, path: Path, options: LocalOptions) -> None:
+        self.system = system
+        self.file = database_file(path)
+        self.options = options
+        self.conn = connect(path, options)
+        self._stream_ids: dict[str, int] = {}  # ids never change: cache once seen
+        self.placement = Placement(system)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- transactions -----------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; waits for other writers up to ``busy_timeout_ms``."""
+        with self.guard("write"):
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One consistent snapshot for several reads."""
+        with self.guard("read"):
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                if self.conn.in_transaction:
+                    self.conn.execute("COMMIT")
+
+    @contextmanager
+    def guard(self, what: str) -> Iterator[None]:
+        """Turn SQLite's operational errors into `SystemUnavailableError` naming the file."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise SystemUnavailableError(
+                    f"local log {self.file}: another process held the database locked for "
+                    f"more than {self.options.busy_timeout_ms} ms during a {what}; find the "
+                    "stuck process (e.g. `fuser` on the file) or raise busy_timeout_ms"
+                ) from exc
+            raise SystemUnavailableError(f"local log {self.file}: {what} failed: {exc}") from exc
+
+    # -- streams ----------------------------------------------------------------------
+
+    def missing(self, stream: str) -> StreamNotFoundError:
+        return StreamNotFoundError(
+            f"stream {stream!r} does not exist in system {self.system!r} (local log "
+            f"{self.file}); create it with `sampan streams create {self.system}.{stream} "
+            "--partitions N`"
+        )
+
+    def _stream(self, stream: str) -> tuple[int, int, bool]:
+        row = self.conn.execute(
+            "SELECT id, partitions, compacted FROM streams WHERE name = ?", (stream,)
+        ).fetchone()
+        if row is None:
+            raise self.missing(stream)
+        self._stream_ids[stream] = row[0]
+        return row[0], row[1], bool(row[2])
+
+    def stream_id(self, stream: str) -> int | None:
+        """The id of ``stream``, or None while it does not exist."""
+        if stream not in self._stream_ids:
+            row = self.conn.execute("SELECT id FROM streams WHERE name = ?", (stream,)).fetchone()
+            if row is None:
+                return None
+            self._stream_ids[stream] = row[0]
+        return self._stream_ids[stream]
+
+    def list_streams(self) -> dict[str, int]:
+        with self.guard("list of streams"):
+            rows = self.conn.execute("SELECT name, partitions FROM streams ORDER BY name")
+            return dict(rows.fetchall())
+
+    def partition_counts(self, streams: Sequence[str]) -> dict[str, int]:
+        with self.read():
+            return {stream: self._stream(stream)[1] for stream in streams}
+
+    def create_stream(self, stream: str, partitions: int, compacted: bool, exist_ok: bool) -> None:
+        if not stream or partitions < 1:
+            raise SampanError(
+                f"cannot create stream {stream!r} with {partitions} partitions: a stream needs "
+                "a non-empty name and at least 1 partition"
+            )
+        with self.write() as conn:
+            if conn.execute("SELECT 1 FROM streams WHERE name = ?", (stream,)).fetchone():
+                if exist_ok:
+                    return
+                raise SampanError(
+                    f"stream {stream!r} already exists in system {self.system!r}; pass "
+                    "exist_ok=True to accept it, or use `expand_stream` to grow it"
+                )
+            (stream_id,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM streams").fetchone()
+            conn.execute(
+                "INSERT INTO streams (name, id, partitions, compacted) VALUES (?, ?, ?, ?)",
+                (stream, stream_id, partitions, int(compacted)),
+            )
+            conn.executemany(
+                "INSERT INTO partitions VALUES (?, ?, 0)",
+                [(stream_id, p) for p in range(partitions)],
+            )
+
+    def expand_stream(self, stream: str, partitions: int) -> None:
+        with self.write() as conn:
+            stream_id, count, _ = self._stream(stream)
+            if partitions < count:
+                raise UnsupportedOperation(
+                    f"cannot shrink stream {stream!r} from {count} to {partitions} partitions: "
+                    "partition counts only grow (records would lose their partition)"
+                )
+            conn.executemany(
+                "INSERT INTO partitions VALUES (?, ?, 0)",
+                [(stream_id, p) for p in range(count, partitions)],
+            )
+            conn.execute("UPDATE streams SET partitions = ? WHERE id = ?", (partitions, stream_id))
+
+    def offsets(self, stream: str) -> dict[int, OffsetRange]:
+        with self.read() as conn:
+            stream_id = self._stream(stream)[0]
+            rows = conn.execute(
+                "SELECT p.partition, p.next_offset, (SELECT min(r.offset) FROM records r "
+                "WHERE r.stream_id = p.stream_id AND r.partition = p.partition) "
+                "FROM partitions p WHERE p.stream_id = ? ORDER BY p.partition",
+                (stream_id,),
+            ).fetchall()
+        return {p: OffsetRange(end if oldest is None else oldest, end) for p, end, oldest in rows}
+
+    # -- records, checkpoints, fences -------------------------------------------------
+
+    def append(
+        self,
+        records: Sequence[ProducerRecord],
+        job: str | None = None,
+        epoch: int | None = None,
+        checkpoints: Sequence[Checkpoint] = (),
+    ) -> list[RecordPosition]:
+        """Write ``records`` (and, for a commit, check the fence and write checkpoints)
+        in one transaction; returns where each record landed, in order."""
+        with self.write() as conn:
+            if job is not None and epoch is not None:
+                self._check_fence(job, epoch)
+            positions = self._insert(conn, records)
+            if checkpoints:
+                conn.executemany(
+                    _UPSERT_CHECKPOINT,
+                    [(job, cp.task, checkpoint_to_json(cp)) for cp in checkpoints],
+                )
+        return positions
+
+    def _insert(
+        self, conn: sqlite3.Connection, records: Sequence[ProducerRecord]
+    ) -> list[RecordPosition]:
+        # Counts are read inside the write transaction: a produce racing an expansion
+        # sees either the old count or the new one, never a mix.
+        streams = {name: self._stream(name)[:2] for name in {r.stream for r in records}}
+        next_offsets: dict[tuple[int, int], int] = {}
+        rows = []
+        positions = []
+        now = int(time.time() * 1000)
+        for record in records:
+            stream_id, count = streams[record.stream]
+            partition = self.placement.partition(record, count)
+            slot = (stream_id, partition)
+            offset = next_offsets.get(slot)
+            if offset is None:
+                (offset,) = conn.execute(
+                    "SELECT next_offset FROM partitions WHERE stream_id = ? AND partition = ?",
+                    slot,
+                ).fetchone()
+            next_offsets[slot] = offset + 1
+            timestamp = now if record.timestamp is None else record.timestamp
+            rows.append((stream_id, partition, offset, record.key, record.value, timestamp,
+                         encode_headers(record.headers)))
+            positions.append(RecordPosition(record.stream, partition, offset))
+        conn.executemany(_INSERT_RECORD, rows)
+        conn.executemany(_SET_NEXT, [(n, s, p) for (s, p), n in next_offsets.items()])
+        return positions
+
+    def _check_fence(self, job: str, epoch: int) -> None:
+        row = self.conn.execute("SELECT epoch FROM fences WHERE job = ?", (job,)).fetchone()
+        if row is not None and row[0] > epoch:
+            raise FencedError(
+                f"job {job!r}: commit of epoch {epoch} refused, the job is fenced at epoch "
+                f"{row[0]}; this worker belongs to an old job model; it will be restarted"
+            )
+
+    def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:
+        with self.guard("read of checkpoints"):
+            rows = self.conn.execute(
+                "SELECT task, checkpoint FROM checkpoints WHERE job = ? ORDER BY task", (job,)
+            ).fetchall()
+        return {task: checkpoint_from_json(text) for task, text in rows}
+
+    def fence(self, job: str, epoch: int) -> None:
+        with self.write() as conn:
+            conn.execute(
+                "INSERT INTO fences (job, epoch) VALUES (?, ?) ON CONFLICT (job) "
+                "DO UPDATE SET epoch = max(epoch, excluded.epoch)",
+                (job, epoch),
+            )
+
+    # -- compaction -------------------------------------------------------------------
+
+    def compact_partition(self, stream: str, partition: int) -> int:
+        """Drop every record of one partition superseded by a later one with its key.
+
+        The latest record per key stays, tombstones (value None) included; records
+        without a key are never dropped. One transaction per partition keeps the write
+        lock short for committing workers.
+        """
+        with self.write() as conn:
+            stream_id, _, compacted = self._stream(stream)
+            if not compacted:
+                raise UnsupportedOperation(
+                    f"cannot compact stream {stream!r}: it was not created compacted; only "
+                    "changelog and metadata streams are compacted"
+                )
+            cursor = conn.execute(
+                "DELETE FROM records WHERE stream_id = ?1 AND partition = ?2 AND offset IN ("
+                " SELECT offset FROM (SELECT offset, row_number() OVER ("
+                "  PARTITION BY key ORDER BY offset DESC) AS newer"
+                "  FROM records WHERE stream_id = ?1 AND partition = ?2 AND key IS NOT NULL)"
+                " WHERE newer > 1)",
+                (stream_id, partition),
+            )
+            return cursor.rowcount

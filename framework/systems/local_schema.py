@@ -1,0 +1,164 @@
+"""The local log's SQLite file: options, connection pragmas and schema.
+
+One database (``<path>/log.sqlite3``) is shared by every process of a job on the
+machine. Each pragma below is set per connection (WAL mode is stored in the file).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from framework.errors import ConfigError, SystemUnavailableError
+
+__all__ = ["SCHEMA_VERSION", "LocalOptions", "connect", "database_file"]
+
+SCHEMA_VERSION = 1
+
+# Stream names map to small integer ids so the records key is three integers.
+# WITHOUT ROWID clusters each table on its primary key: a partition's records are
+# contiguous in the b-tree, so a fetch is one range scan and an append touches the
+# rightmost leaf only.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS streams (
+    name        TEXT    PRIMARY KEY,
+    id          INTEGER NOT NULL UNIQUE,
+    partitions  INTEGER NOT NULL,
+    compacted   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS partitions (
+    stream_id   INTEGER NOT NULL,
+    partition   INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, partition)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records (
+    stream_id   INTEGER NOT NULL,
+    partition   INTEGER NOT NULL,
+    offset      INTEGER NOT NULL,
+    key         BLOB,
+    value       BLOB,
+    timestamp   INTEGER NOT NULL,
+    headers     BLOB,
+    PRIMARY KEY (stream_id, partition, offset)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    job         TEXT NOT NULL,
+    task        TEXT NOT NULL,
+    checkpoint  TEXT NOT NULL,
+    PRIMARY KEY (job, task)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fences (
+    job         TEXT    PRIMARY KEY,
+    epoch       INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    """``client_options`` of a local system (all optional)."""
+
+    busy_timeout_ms: int = 15_000
+    """How long a write waits for another process's transaction before the system is
+    reported unavailable (`SystemUnavailableError` naming the file)."""
+
+    synchronous: str = "NORMAL"
+    """``NORMAL``: a committed transaction survives the death of any process (SIGKILL)
+    but the last commits may be lost on power failure or OS crash. ``FULL``: fsync on
+    every commit, durable against power loss too, several times slower."""
+
+    cache_size_mb: int = 64
+    """Page cache per connection."""
+
+    mmap_size_mb: int = 256
+    """Memory-mapped reads: fetches copy from the OS page cache without read() calls."""
+
+    @classmethod
+    def from_mapping(cls, system: str, options: Mapping[str, Any]) -> LocalOptions:
+        """Validate ``[systems.<system>.client_options]``; unknown keys are errors."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(
+                f"[systems.{system}.client_options]: unknown option(s) {unknown} for a local "
+                f"system; known: {sorted(known)}"
+            )
+        result = cls(**dict(options))
+        if result.synchronous.upper() not in ("NORMAL", "FULL"):
+            raise ConfigError(
+                f"[systems.{system}.client_options] synchronous = {result.synchronous!r}: "
+                "use \"NORMAL\" or \"FULL\""
+            )
+        return result
+
+
+def database_file(path: Path) -> Path:
+    """Where the log of a local system rooted at ``path`` lives."""
+    return path / "log.sqlite3"
+
+
+def connect(path: Path, options: LocalOptions) -> sqlite3.Connection:
+    """Open (creating if needed) the log at ``path`` with the tuned pragmas."""
+    file = database_file(path)
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
+        conn = sqlite3.connect(
+            file, isolation_level=None, check_same_thread=False, cached_statements=256
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(options.busy_timeout_ms)}")
+        if conn.execute("PRAGMA page_size").fetchone()[0] < 8192 and _is_empty(conn):
+            # Larger pages keep more small records per leaf; only effective before
+            # the first table is created.
+            conn.execute("PRAGMA page_size = 8192")
+        # WAL: readers never block the writer and the writer never blocks readers,
+        # across processes; a commit is one append to the -wal file.
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise SystemUnavailableError(
+                f"local log {file}: cannot switch to WAL mode (got {mode!r}); the file "
+                "must be on a local filesystem that supports shared memory"
+            )
+        conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
+        conn.execute(f"PRAGMA cache_size = {-1024 * int(options.cache_size_mb)}")
+        conn.execute(f"PRAGMA mmap_size = {1024 * 1024 * int(options.mmap_size_mb)}")
+        conn.execute("PRAGMA temp_store = MEMORY")  # compaction's sort stays off disk
+        # After a checkpoint, truncate the -wal file back to this size instead of
+        # leaving it at its high-water mark.
+        conn.execute(f"PRAGMA journal_size_limit = {64 * 1024 * 1024}")
+        _create_schema(conn, file)
+    except sqlite3.Error as exc:
+        raise SystemUnavailableError(
+            f"local log {file}: cannot open ({exc}); check the directory is writable "
+            "and no other program holds the file locked"
+        ) from exc
+    return conn
+
+
+def _is_empty(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0] == 0
+
+
+def _create_schema(conn: sqlite3.Connection, file: Path) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise SystemUnavailableError(
+            f"local log {file} has schema version {version}, newer than this sampan "
+            f"({SCHEMA_VERSION}); upgrade sampan"
+        )
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

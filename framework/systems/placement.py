@@ -1,0 +1,51 @@
+"""Which partition a produced record goes to — the same rule in every system.
+
+An explicit partition is kept; a key goes where Kafka's default partitioner puts it
+(``murmur2(key) & 0x7fffffff % count``), so data lands identically on the local log
+and on Kafka; records without a key go round robin per stream.
+
+>>> placement = Placement("local")
+>>> placement.partition(ProducerRecord("clicks", b"user-1", b"v"), 7)
+3
+>>> placement.partition(ProducerRecord("clicks", None, b"v", partition=5), 7)
+5
+"""
+
+from __future__ import annotations
+
+import random
+
+from framework.errors import StreamNotFoundError
+from framework.partitioner import RoundRobin, partition_for_key
+from framework.systems.base import ProducerRecord
+
+__all__ = ["Placement"]
+
+
+class Placement:
+    """Partition choice for one system; keeps the round-robin turn of each stream."""
+
+    def __init__(self, system: str) -> None:
+        self.system = system
+        # A random start so that short-lived producers (one record each) do not all
+        # write their keyless records to partition 0.
+        self._round_robin = RoundRobin(start=random.randrange(1 << 16))
+
+    def partition(self, record: ProducerRecord, count: int) -> int:
+        """The partition of ``record`` in a stream of ``count`` partitions."""
+        if not isinstance(record.key, bytes | None) or not isinstance(record.value, bytes | None):
+            raise TypeError(
+                f"record for stream {record.stream!r}: key and value must be bytes or None "
+                f"(got {type(record.key).__name__}, {type(record.value).__name__}); "
+                "serialize them first"
+            )
+        if record.partition is not None:
+            if not 0 <= record.partition < count:
+                raise StreamNotFoundError(
+                    f"partition {record.partition} of stream {record.stream!r} does not exist "
+                    f"in system {self.system!r} (it has {count} partitions)"
+                )
+            return record.partition
+        if record.key is not None:
+            return partition_for_key(record.key, count)
+        return self._round_robin.next_partition(record.stream, count)

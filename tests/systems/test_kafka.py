@@ -1,0 +1,136 @@
+"""The kafka system against a real tansu broker: what tansu lacks fails fast and clearly,
+metadata topics are compacted and hidden, offsets are right despite tansu's quirks."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+import pytest
+
+from framework.errors import ConfigError, SystemUnavailableError, UnsupportedOperation
+from framework.systems import open_system
+from framework.systems.base import Checkpoint, CommitRequest, OffsetRange, ProducerRecord
+from framework.systems.kafka import KafkaSystem, checkpoints_topic, fences_topic
+from groupers import SystemStreamPartition as SSP
+
+BOUND_S = 15  # generous bound for calls that must fail fast, never a timing assertion
+
+
+@pytest.fixture
+async def kafka(kafka_broker: Any) -> AsyncIterator[KafkaSystem]:
+    system = KafkaSystem("kafka", kafka_broker.bootstrap)
+    await system.start()
+    yield system
+    await system.close()
+
+
+@pytest.fixture
+def name() -> str:
+    return f"k-{uuid.uuid4().hex[:12]}"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_expansion_on_tansu_fails_fast_naming_create_partitions(
+    kafka: KafkaSystem, name: str
+) -> None:
+    await kafka.create_stream(name, 2)
+    with pytest.raises(UnsupportedOperation, match=f"CreatePartitions.*{name}"):
+        await asyncio.wait_for(kafka.expand_stream(name, 4), BOUND_S)
+    assert await kafka.partition_counts([name]) == {name: 2}
+
+
+async def test_an_unreachable_broker_is_reported_with_its_address() -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"
+    system = KafkaSystem("kafka", bootstrap, {"timeout_s": 2})
+    with pytest.raises(SystemUnavailableError, match=f"Kafka at {bootstrap}.*bootstrap"):
+        await asyncio.wait_for(system.start(), BOUND_S)
+    await system.close()
+
+
+async def test_requiring_idempotence_on_tansu_names_init_producer_id(kafka_broker: Any) -> None:
+    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"enable_idempotence": True})
+    with pytest.raises(UnsupportedOperation, match=r"InitProducerId.*enable_idempotence = false"):
+        await asyncio.wait_for(system.start(), BOUND_S)
+    await system.close()
+
+
+async def test_compacted_streams_get_cleanup_policy_compact(kafka: KafkaSystem, name: str) -> None:
+    await kafka.create_stream(f"{name}-log", 1, compacted=True)
+    await kafka.create_stream(f"{name}-plain", 1)
+
+    assert await kafka.admin.cleanup_policy(f"{name}-log") == "compact"
+    assert await kafka.admin.cleanup_policy(f"{name}-plain") == "delete"
+    assert await kafka.compact(f"{name}-log") == 0  # the broker compacts in the background
+
+
+async def test_checkpoint_and_fence_topics_are_compacted_and_not_listed(
+    kafka: KafkaSystem, name: str
+) -> None:
+    job = f"job-{name}"
+    await kafka.fence(job, 1)
+    await kafka.commit(CommitRequest(job, 1, (), [Checkpoint("t", 1)]))
+
+    assert await kafka.admin.cleanup_policy(checkpoints_topic(job)) == "compact"
+    assert await kafka.admin.cleanup_policy(fences_topic(job)) == "compact"
+    listed = await kafka.list_streams()
+    assert checkpoints_topic(job) not in listed and fences_topic(job) not in listed
+
+
+async def test_checkpoints_written_by_one_client_are_read_by_another(
+    kafka: KafkaSystem, kafka_broker: Any, name: str
+) -> None:
+    job = f"job-{name}"
+    for offset in range(1, 6):
+        await kafka.commit(CommitRequest(job, 2, (), [
+            Checkpoint("t", 2, {SSP("kafka", "in", 0): offset}, {"store": offset})]))
+
+    other = KafkaSystem("kafka", kafka_broker.bootstrap)
+    try:
+        assert await other.read_checkpoints(job) == {
+            "t": Checkpoint("t", 2, {SSP("kafka", "in", 0): 5}, {"store": 5})}
+    finally:
+        await other.close()
+
+
+async def test_end_offsets_count_every_record_of_multi_record_batches(
+    kafka: KafkaSystem, name: str
+) -> None:
+    # tansu answers ListOffsets(latest) with the last batch's base offset + 1.
+    await kafka.create_stream(name, 1)
+    await kafka.produce([ProducerRecord(name, b"k", b"%d" % i, partition=0) for i in range(50)])
+    await kafka.produce([ProducerRecord(name, b"k", b"%d" % i, partition=0) for i in range(7)])
+
+    assert await kafka.offsets(name) == {0: OffsetRange(0, 57)}
+
+
+async def test_reading_a_missing_stream_does_not_create_it(kafka: KafkaSystem, name: str) -> None:
+    consumer = kafka.consumer()
+    consumer.assign({SSP("kafka", name, 0): 0})
+    assert await consumer.fetch(timeout_ms=50) == {}
+    await consumer.close()
+    assert name not in await kafka.list_streams()
+
+
+def test_open_system_builds_a_kafka_system() -> None:
+    class Settings:
+        name, type, path, bootstrap = "events", "kafka", None, "127.0.0.1:9092"
+        client_options: ClassVar[dict[str, int]] = {"timeout_s": 3, "replication_factor": 3}
+
+    system = open_system(Settings())
+    assert isinstance(system, KafkaSystem)
+    assert (system.name, system.bootstrap) == ("events", "127.0.0.1:9092")
+    assert (system.options.timeout_s, system.options.replication_factor) == (3, 3)
+
+
+def test_unknown_client_options_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"\[systems.events.client_options\].*'linger'"):
+        KafkaSystem("events", "127.0.0.1:9092", {"linger": 5})
