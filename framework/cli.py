@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -24,7 +25,8 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Group a stream's partitions with the fixed-task grouper through a "
         "sequence of partition counts and show that every key keeps its task.",
     )
-    plan.add_argument("--stream", default="local.events", help="SYSTEM.STREAM (default %(default)s)")
+    plan.add_argument("--stream", default="local.events",
+                      help="SYSTEM.STREAM (default %(default)s)")
     plan.add_argument(
         "--partitions", type=int, nargs="+", default=[2, 4, 8], metavar="N",
         help="partition counts in order, e.g. 2 4 8 (default: %(default)s)",
@@ -66,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `sampan status JOB | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return status
 
 

@@ -15,18 +15,21 @@ __all__ = ["add_drill_command"]
 def add_drill_command(commands: Any) -> None:
     parser = commands.add_parser(
         "drill", help="run an example job, expand its input live, verify exact results",
-        description="Runs the word-count example on the embedded local log (or Kafka) in a "
-        "fresh folder with a producer of known ground truth, expands the input 2 → 4 → 8 "
-        "while it runs, waits for the job to catch up and verifies the store contents, the "
-        "last output per key and per-key order exactly. Exit status 0 only on an exact "
-        "result.")
+        description="Runs an example job (default: word count) on the embedded local log (or "
+        "Kafka) in a fresh folder with a producer of known ground truth, expands an input "
+        "(word count: 2 → 4 → 8) while it runs, waits for the job to catch up and verifies "
+        "the store contents, the outputs and per-key order exactly. Exit status 0 only on "
+        "an exact result; with --naive, 1 and the number of wrong keys.")
     parser.add_argument("--example", default="wordcount", help="example job (default %(default)s)")
     parser.add_argument("--records", type=int, default=30_000, help="records to produce")
     parser.add_argument("--keys", type=int, default=1_000, help="distinct keys")
     parser.add_argument("--rate", type=int, default=3_000, help="records per second")
-    parser.add_argument("--partitions", type=int, default=2, help="initial input partitions")
-    parser.add_argument("--steps", type=int, nargs="+", default=[4, 8], metavar="N",
-                        help="partition counts to expand to, in order (default: 4 8)")
+    parser.add_argument("--partitions", type=int,
+                        help="initial partitions of the expanded input (default: the "
+                        "example's; wordcount 2)")
+    parser.add_argument("--steps", type=int, nargs="+", metavar="N",
+                        help="partition counts to expand to, in order (default: the "
+                        "example's; wordcount 4 8)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--output", type=Path, help="folder for job, data, logs, report, plot "
                         "(default: a fresh temporary folder)")
@@ -51,7 +54,8 @@ def _command(args: argparse.Namespace) -> int:
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     options = DrillOptions(
         example=args.example, records=args.records, keys=args.keys, rate=args.rate,
-        initial_partitions=args.partitions, steps=tuple(args.steps), workers=args.workers,
+        initial_partitions=args.partitions, workers=args.workers,
+        steps=tuple(args.steps) if args.steps else None,
         output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,
         monitor_interval_ms=args.monitor_interval_ms, seed=args.seed, plot=not args.no_plot)
     report = asyncio.run(run_drill(options))

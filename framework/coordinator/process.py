@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -70,6 +71,7 @@ class Coordinator:
             state = await read_state(self.meta, self.config)
             self.status = {"expansions": [], "refusal": None, **state.status}
             counts = await self.partition_counts()
+            await self._create_declared_streams()
             self.model = await self._publish(counts, state.model, reason="coordinator start")
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
@@ -108,6 +110,22 @@ class Coordinator:
                 await system.create_stream(stream.stream, stream.partitions, exist_ok=True)
                 counts[qualified] = stream.partitions
         return counts
+
+    async def _create_declared_streams(self) -> None:
+        """Create every declared stream with ``partitions`` that does not exist yet (outputs)."""
+        for qualified in sorted(self.config.streams):
+            stream = self.config.stream(qualified)
+            if stream.partitions is None or stream.system not in self.config.systems:
+                continue
+            if stream.system not in self.systems:
+                system = open_system(self.config.system(stream.system))
+                await system.start()
+                self.systems[stream.system] = system
+            system = self.systems[stream.system]
+            if stream.stream not in await system.list_streams():
+                await system.create_stream(stream.stream, stream.partitions,
+                                           compacted=stream.compacted, exist_ok=True)
+                log.info("created stream %s with %d partitions", qualified, stream.partitions)
 
     async def _end_offsets(self, model: JobModel) -> dict[SystemStreamPartition, int]:
         ends: dict[SystemStreamPartition, int] = {}
@@ -194,6 +212,7 @@ class Coordinator:
         if not self.systems:
             return
         self.status.update(state=state, epoch=self.model.epoch if self.model else None,
+                           coordinator_pid=os.getpid(),
                            updated_ms=_now_ms(), worker_pids=self.supervisor.pids(),
                            restarts=self.supervisor.restarts)
         await publish_report(self.meta, self.config, STATUS_KEY, self.status)

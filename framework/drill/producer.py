@@ -1,35 +1,24 @@
-"""The drill's producer: keyed records at a steady rate, with the ground truth kept."""
+"""The drill's producer: a scenario's records at a steady rate."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import random
 import time
-from collections import Counter
 
-from framework.systems.base import ProducerRecord, System
+from framework.drill.scenario import Scenario
+from framework.systems.base import System
 
 TICK_S = 0.05
 
 
-class GroundTruthProducer:
-    """Writes ``records`` word records over ``keys`` words (skewed, seeded) at ``rate``/s.
+class PacedProducer:
+    """Writes ``records`` of ``scenario``'s workload at ``rate`` records per second."""
 
-    Each record's value carries the word's sequence number (1, 2, …), so a verifier can
-    check both the final count and that no key's updates were reordered or repeated.
-    """
-
-    def __init__(self, system: System, stream: str, *, records: int, keys: int, rate: int,
-                 seed: int) -> None:
+    def __init__(self, system: System, scenario: Scenario, *, records: int, rate: int) -> None:
         self.system = system
-        self.stream = stream
+        self.scenario = scenario
         self.records = records
         self.rate = rate
-        self._random = random.Random(seed)
-        self._words = [f"word-{n:05d}" for n in range(keys)]
-        self._weights = [1.0 / (n + 1) ** 0.6 for n in range(keys)]
-        self.truth: Counter[str] = Counter()
         self.produced = 0
 
     async def run(self) -> None:
@@ -38,14 +27,6 @@ class GroundTruthProducer:
         while self.produced < self.records:
             due = min(self.records, int((time.monotonic() - start) * self.rate) + 1)
             if due > self.produced:
-                await self.system.produce(self._batch(due - self.produced))
+                await self.system.produce(self.scenario.records(due - self.produced))
+                self.produced = due
             await asyncio.sleep(TICK_S)
-
-    def _batch(self, size: int) -> list[ProducerRecord]:
-        batch = []
-        for word in self._random.choices(self._words, self._weights, k=size):
-            self.truth[word] += 1
-            value = json.dumps({"seq": self.truth[word]}).encode()
-            batch.append(ProducerRecord(self.stream, word.encode(), value))
-        self.produced += size
-        return batch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import sys
 import tempfile
@@ -15,11 +16,11 @@ from typing import Any
 from framework.config import load_config
 from framework.coordinator.process import Coordinator
 from framework.coordinator.stream import read_state
-from framework.drill.options import DrillOptions, write_wordcount_job
-from framework.drill.producer import GroundTruthProducer
+from framework.drill.options import DrillOptions
+from framework.drill.producer import PacedProducer
+from framework.drill.scenario import Scenario, Verdict, load_scenario, render_job
 from framework.drill.timeline import Timeline, committed_and_end, plot, sample_forever
-from framework.drill.verify import Verdict, verify_wordcount
-from framework.errors import SampanError
+from framework.errors import ConfigError, SampanError
 from framework.systems import open_system
 from framework.systems.base import System
 
@@ -55,6 +56,7 @@ class ExpansionFigures:
 @dataclass
 class DrillReport:
     options: DrillOptions
+    scenario: Scenario
     output: Path
     verdict: Verdict
     expansions: list[ExpansionFigures] = field(default_factory=list)
@@ -68,12 +70,13 @@ class DrillReport:
         return self.verdict.exact
 
     def text(self) -> str:
-        o = self.options
+        o, s = self.options, self.scenario
         mode = "naive GroupByPartition" if o.naive else "fixed-task grouper (SEP-5)"
+        counts = (o.initial_partitions or s.initial_partitions, *(o.steps or s.steps))
         lines = [
             f"sampan drill — {o.example} on {o.system}, {o.workers} workers, {mode}",
-            f"  {o.records:,} records over {o.keys:,} keys at {o.rate:,}/s; input expanded "
-            f"{' → '.join(map(str, (o.initial_partitions, *o.steps)))} while running",
+            f"  {o.records:,} records over {o.keys:,} keys at {o.rate:,}/s; {s.expand} expanded "
+            f"{' → '.join(map(str, counts))} while running",
         ]
         for e in self.expansions:
             lines.append(
@@ -85,8 +88,8 @@ class DrillReport:
             lines.append(f"  throughput {label}: {shown}")
         wrong = len(self.verdict.wrong_keys)
         if self.exact:
-            lines.append(f"  verdict: EXACT — all {self.verdict.keys:,} keys match in the store "
-                         f"and the last output, and no key's updates went backwards")
+            lines.append(f"  verdict: EXACT — all {self.verdict.keys:,} keys match the ground "
+                         f"truth in the stores and the outputs, in order")
         else:
             lines.append(f"  verdict: WRONG — {wrong:,} of {self.verdict.keys:,} keys are wrong")
             lines.extend(self.verdict.describe())
@@ -137,30 +140,41 @@ async def run_drill(options: DrillOptions) -> DrillReport:
     options.validate()
     output = options.output or Path(tempfile.mkdtemp(prefix="sampan-drill-"))
     output.mkdir(parents=True, exist_ok=True)
-    config = load_config(write_wordcount_job(options, output / "job"))
+    scenario = load_scenario(options.example, options)
+    initial = options.initial_partitions or scenario.initial_partitions
+    steps = options.steps or scenario.steps
+    if any(b <= a for a, b in itertools.pairwise((initial, *steps))):
+        raise ConfigError(f"--steps must grow from {initial} partitions: "
+                          f"{' → '.join(map(str, (initial, *steps)))}")
+    config = load_config(render_job(options.example, options, output / "job",
+                                    initial_partitions=initial, expand=scenario.expand))
     system = open_system(config.system(config.metadata_system))
     await system.start()
     try:
-        return await _drill(options, output, config, system)
+        return await _drill(options, scenario, initial, steps, output, config, system)
     finally:
         await system.close()
 
 
-async def _drill(options: DrillOptions, output: Path, config: Any, system: System) -> DrillReport:
+async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
+                 steps: tuple[int, ...], output: Path, config: Any,
+                 system: System) -> DrillReport:
     started = time.monotonic()
-    if "words" in await system.list_streams():
+    streams = dict(scenario.streams(initial))
+    existing = await system.list_streams()
+    if set(streams) & set(existing):
         raise DrillError(f"{output} already holds a drill's streams; pick an empty --output")
-    await system.create_stream("words", options.initial_partitions)
-    await system.create_stream("word-counts", 2)
+    for stream, partitions in streams.items():
+        await system.create_stream(stream, partitions)
+    expanded = f"{system.name}.{scenario.expand}"
     coordinator = Coordinator(config, log_dir=output / "logs")
     coordinator_task = asyncio.create_task(coordinator.run())
     timeline = Timeline()
-    producer = GroundTruthProducer(system, "words", records=options.records, keys=options.keys,
-                                   rate=options.rate, seed=options.seed)
+    producer = PacedProducer(system, scenario, records=options.records, rate=options.rate)
     sampler = asyncio.create_task(
         sample_forever(system, config, timeline, lambda: producer.produced))
     progress = _Progress()
-    report = DrillReport(options, output, Verdict(keys=0))
+    report = DrillReport(options, scenario, output, Verdict(keys=0))
 
     async def epoch_started(epoch: int) -> list[dict[str, Any]] | None:
         state = await read_state(system, config)
@@ -169,10 +183,10 @@ async def _drill(options: DrillOptions, output: Path, config: Any, system: Syste
 
     async def model_is(count: int) -> bool:
         model = coordinator.model
-        return model is not None and model.partition_counts.get(config.inputs[0]) == count
+        return model is not None and model.partition_counts.get(expanded) == count
 
     try:
-        await _wait(lambda: model_is(options.initial_partitions), 60, "the first job model",
+        await _wait(lambda: model_is(initial), 60, "the first job model",
                     coordinator_task)
         assert coordinator.model is not None
         first_epoch = coordinator.model.epoch
@@ -180,25 +194,25 @@ async def _drill(options: DrillOptions, output: Path, config: Any, system: Syste
                     coordinator_task)
         production = asyncio.create_task(producer.run())
         phase_start = time.monotonic() - timeline.start
-        for index, count in enumerate(options.steps):
-            threshold = options.records * (index + 1) / (len(options.steps) + 1)
+        for index, count in enumerate(steps):
+            threshold = options.records * (index + 1) / (len(steps) + 1)
             while producer.produced < threshold and not production.done():
                 await _show(progress, producer, coordinator, system, config)
                 await asyncio.sleep(0.2)
-            before = coordinator.model.partition_counts[config.inputs[0]] if (
-                coordinator.model) else 0
+            before = coordinator.model.partition_counts[expanded] if coordinator.model else 0
             t_expand = time.monotonic() - timeline.start
             report.throughput.append((f"at {before} partitions",
                                       timeline.throughput(phase_start, t_expand)))
             requested = _now_ms()
-            await system.expand_stream("words", count)
+            await system.expand_stream(scenario.expand, count)
             timeline.mark(f"expand to {count}")
             await _wait(lambda c=count: model_is(c), 60, f"the expansion to {count} partitions",
                         coordinator_task)
             epoch = coordinator.model.epoch
             reports: list[dict[str, Any]] = []
 
-            async def resumed(epoch: int = epoch) -> bool:
+            async def resumed(epoch: int = epoch, reports: list[dict[str, Any]] = reports
+                              ) -> bool:
                 found = await epoch_started(epoch)
                 reports[:] = found or []
                 return found is not None
@@ -229,7 +243,7 @@ async def _drill(options: DrillOptions, output: Path, config: Any, system: Syste
         await _wait(caught_up, options.catch_up_timeout_s, "the job to catch up",
                     coordinator_task)
         t_done = time.monotonic() - timeline.start
-        report.throughput.append((f"at {options.steps[-1] if options.steps else '-'} partitions",
+        report.throughput.append((f"at {steps[-1] if steps else initial} partitions",
                                   timeline.throughput(phase_start, t_done)))
         progress.done()
     finally:
@@ -237,7 +251,7 @@ async def _drill(options: DrillOptions, output: Path, config: Any, system: Syste
         await asyncio.gather(coordinator_task, return_exceptions=True)
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
-    report.verdict = await verify_wordcount(config, system, producer.truth)
+    report.verdict = await scenario.verify(config, system)
     if options.plot:
         report.plot = plot(timeline, output / "timeline.png",
                            f"sampan drill: {options.example}, "
@@ -251,7 +265,7 @@ async def _truthy(value: Awaitable[Any]) -> bool:
     return bool(await value)
 
 
-async def _show(progress: _Progress, producer: GroundTruthProducer, coordinator: Coordinator,
+async def _show(progress: _Progress, producer: PacedProducer, coordinator: Coordinator,
                 system: System, config: Any) -> None:
     committed, end = await committed_and_end(system, config)
     epoch = coordinator.model.epoch if coordinator.model else "-"

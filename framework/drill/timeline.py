@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,12 +43,26 @@ class Timeline:
 
 
 async def committed_and_end(system: System, config: JobConfig) -> tuple[int, int]:
-    """Σ checkpointed input positions and Σ input end offsets of the job's inputs."""
+    """Σ committed input positions and Σ input end offsets, each input record counted once.
+
+    A grouped input partition is read by one task; a broadcast partition by every task, so
+    its committed position is the least any task has reached.
+    """
     checkpoints = await system.read_checkpoints(config.name)
-    committed = sum(sum(c.inputs.values()) for c in checkpoints.values())
+    grouped = {config.stream(q).stream for q in config.inputs}
+    broadcast = {config.stream(q).stream for q in config.broadcast_inputs}
+    committed = 0
+    least: dict[tuple[str, int], int] = {}
+    for checkpoint in checkpoints.values():
+        for ssp, offset in checkpoint.inputs.items():
+            if ssp.stream in grouped:
+                committed += offset
+            elif ssp.stream in broadcast:
+                where = (ssp.stream, ssp.partition)
+                least[where] = min(offset, least.get(where, offset))
+    committed += sum(least.values())
     end = 0
-    for qualified in config.inputs:
-        stream = config.stream(qualified).stream
+    for stream in grouped | broadcast:
         end += sum(r.end for r in (await system.offsets(stream)).values())
     return committed, end
 
@@ -73,7 +88,7 @@ def plot(timeline: Timeline, path: Path, title: str) -> Path:
     times = [s.t for s in samples]
     rates = [0.0] + [
         (b.committed - a.committed) / (b.t - a.t) if b.t > a.t else 0.0
-        for a, b in zip(samples, samples[1:], strict=False)]
+        for a, b in itertools.pairwise(samples)]
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 5.5))
     top.plot(times, rates, color="tab:blue")
     top.set_ylabel("committed records/s")

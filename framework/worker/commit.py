@@ -78,7 +78,8 @@ class Committer:
                     writes.append(_StoreWrites(instance, name, items, None, len(records)))
                     continue
                 partition = self._changelog_partition[instance.name]
-                writes.append(_StoreWrites(instance, name, items, (stream, partition), len(records)))
+                writes.append(
+                    _StoreWrites(instance, name, items, (stream, partition), len(records)))
                 records.extend(ProducerRecord(stream, key, value, partition=partition)
                                for key, value in items.items())
         for system, produced in other.items():

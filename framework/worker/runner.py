@@ -128,13 +128,15 @@ class Worker:
         changelog_positions: dict[tuple[str, str], int] = {}
         for task_model in model.tasks_of(self.worker_id):
             checkpoint = checkpoints.get(task_model.name)
-            stores, positions, restored = await open_task_stores(
-                self.config, task_model, checkpoint, meta)
-            self.restored += restored
-            changelog_positions.update({(task_model.name, s): p for s, p in positions.items()})
+            opened = await open_task_stores(self.config, task_model, checkpoint, meta)
+            self.restored += opened.restored
+            self.restore_modes.update({f"{task_model.name}/{s}": m
+                                       for s, m in opened.modes.items()})
+            changelog_positions.update(
+                {(task_model.name, s): p for s, p in opened.positions.items()})
             instance = TaskInstance(
                 task_model.name, task_class(), task_model.ssps | task_model.broadcast,
-                stores, self.config, await self._start_positions(task_model, checkpoint))
+                opened.stores, self.config, await self._start_positions(task_model, checkpoint))
             await instance.init()
             self.instances.append(instance)
             if task_model.stages:

@@ -1,0 +1,58 @@
+"""`sampan drill` end to end: word count on the local log, expanded 2 → 4 → 8 while it runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from framework.drill.options import DrillOptions
+from framework.drill.run import run_drill
+from framework.errors import ConfigError
+
+
+def test_drill_cli_is_exact_through_two_expansions(tmp_path: Path) -> None:
+    """The README's first command, smaller: exit 0, EXACT, a report and a timeline plot."""
+    out = tmp_path / "drill"
+    done = subprocess.run(
+        [sys.executable, "-m", "framework.cli", "drill", "--records", "6000", "--rate", "3000",
+         "--keys", "300", "--output", str(out)],
+        capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verdict: EXACT — all 300 keys" in done.stdout
+    assert "expansion local.words 2→4" in done.stdout
+    assert "expansion local.words 4→8" in done.stdout
+    assert (out / "report.txt").read_text().strip() == done.stdout.strip()
+    assert (out / "timeline.png").stat().st_size > 10_000
+
+
+async def test_drill_expansions_restore_nothing_and_keep_order(tmp_path: Path) -> None:
+    """Tasks keep their changelog partitions and local stores: expansions restore 0 records."""
+    report = await run_drill(DrillOptions(records=4000, keys=200, rate=2000,
+                                          output=tmp_path / "d", plot=False))
+    assert report.exact, "\n".join(report.verdict.describe())
+    assert report.verdict.keys == 200
+    assert [e.change for e in report.expansions] == ["local.words 2→4", "local.words 4→8"]
+    assert [e.epoch for e in report.expansions] == [2, 3]
+    assert [e.restored for e in report.expansions] == [0, 0]
+    for e in report.expansions:
+        assert e.requested_ms <= e.detected_ms <= e.resumed_ms
+
+
+async def test_naive_grouper_miscounts(tmp_path: Path) -> None:
+    """The plain GroupByPartition grouper moves keys to tasks without their counts."""
+    report = await run_drill(DrillOptions(records=4000, keys=200, rate=2000, naive=True,
+                                          steps=(4,), output=tmp_path / "n", plot=False))
+    assert not report.exact
+    assert len(report.verdict.wrong) > 50  # about half of the keys move to another task
+    text = report.text()
+    assert f"verdict: WRONG — {len(report.verdict.wrong)} of 200 keys are wrong" in text
+
+
+async def test_drill_rejects_bad_options(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--steps must grow from 2 partitions: 2 → 4 → 3"):
+        await run_drill(DrillOptions(steps=(4, 3), output=tmp_path / "x"))
+    with pytest.raises(ConfigError, match="--example 'nope': no drillable example"):
+        await run_drill(DrillOptions(example="nope", output=tmp_path / "y"))
