@@ -20,7 +20,7 @@ from framework.drill.options import DrillOptions
 from framework.drill.producer import PacedProducer
 from framework.drill.scenario import Scenario, Verdict, load_scenario, render_job
 from framework.drill.timeline import Timeline, committed_and_end, plot, sample_forever
-from framework.errors import ConfigError, SampanError
+from framework.errors import ConfigError, SampanError, UnsupportedOperation
 from framework.systems import open_system
 from framework.systems.base import System
 
@@ -164,6 +164,8 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
     existing = await system.list_streams()
     if set(streams) & set(existing):
         raise DrillError(f"{output} already holds a drill's streams; pick an empty --output")
+    if steps:
+        await _probe_expansion(system, output.name)
     for stream, partitions in streams.items():
         await system.create_stream(stream, partitions)
     expanded = f"{system.name}.{scenario.expand}"
@@ -259,6 +261,18 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
     report.duration_s = time.monotonic() - started
     (output / "report.txt").write_text(report.text() + "\n")
     return report
+
+
+async def _probe_expansion(system: System, tag: str) -> None:
+    """Fail before starting when the system cannot add partitions (e.g. no CreatePartitions)."""
+    probe = f"__sampan-drill-probe-{tag}"
+    await system.create_stream(probe, 1, exist_ok=True)
+    try:
+        await system.expand_stream(probe, 2)
+    except UnsupportedOperation as error:
+        raise UnsupportedOperation(
+            f"the drill expands its input, but {error}; run the drill on the embedded local log "
+            f"(--system local) or on a broker that supports CreatePartitions") from error
 
 
 async def _truthy(value: Awaitable[Any]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +57,18 @@ async def test_drill_rejects_bad_options(tmp_path: Path) -> None:
         await run_drill(DrillOptions(steps=(4, 3), output=tmp_path / "x"))
     with pytest.raises(ConfigError, match="--example 'nope': no drillable example"):
         await run_drill(DrillOptions(example="nope", output=tmp_path / "y"))
+
+
+def test_drill_refuses_a_broker_without_create_partitions(kafka_broker: Any, tmp_path: Path
+                                                          ) -> None:
+    """tansu lacks CreatePartitions: the drill says so before starting anything."""
+    done = subprocess.run(
+        [sys.executable, "-m", "framework.cli", "drill", "--system", "kafka", "--bootstrap",
+         kafka_broker.bootstrap, "--output", str(tmp_path / "k"), "--no-plot"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("sampan drill: error: the drill expands its input, but "), last
+    assert "CreatePartitions" in last
+    assert "--system local" in last
+    assert not (tmp_path / "k" / "logs").exists()  # no job was started
