@@ -42,6 +42,11 @@ _EPOCH_KEY = b"epoch"
 _META_PREFIX = "__sampan-"
 
 
+def _is_internal(topic: str) -> bool:
+    """The system's own checkpoint and fence topics, hidden from `list_streams`."""
+    return topic.startswith(_META_PREFIX) and topic.endswith(("-checkpoints", "-fences"))
+
+
 def checkpoints_topic(job: str) -> str:
     """The compacted topic holding ``job``'s checkpoints, keyed by task name."""
     return f"{_META_PREFIX}{job}-checkpoints"
@@ -126,7 +131,7 @@ class KafkaSystem:
 
     async def list_streams(self) -> dict[str, int]:
         counts = await self.admin.topic_counts()
-        return {t: n for t, n in sorted(counts.items()) if not t.startswith(_META_PREFIX)}
+        return {t: n for t, n in sorted(counts.items()) if not _is_internal(t)}
 
     async def partition_counts(self, streams: Sequence[str]) -> dict[str, int]:
         return await self.admin.partition_counts(list(streams))
