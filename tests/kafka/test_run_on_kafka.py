@@ -91,7 +91,7 @@ def _wait_for(predicate: Any, timeout: float, what: str, process: subprocess.Pop
         time.sleep(0.3)
 
 
-def test_run_counts_exactly_on_kafka_and_refuses_nothing(kafka_broker: Any,
+def test_run_counts_exactly_on_kafka(kafka_broker: Any,
                                                          tmp_path: Path) -> None:
     """Coordinator + 2 workers on tansu: every word's last output equals the truth, in order."""
     path = _job(tmp_path / "job", kafka_broker.bootstrap, f"wc-{os.getpid()}")
