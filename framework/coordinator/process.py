@@ -41,6 +41,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _describe(before: Mapping[str, int], after: Mapping[str, int]) -> str:
+    """``"local.words 2→4, ..."`` for the streams whose count changed (new streams excluded)."""
+    return ", ".join(f"{s} {before[s]}→{c}" for s, c in sorted(after.items())
+                     if s in before and before[s] != c)
+
+
 class Coordinator:
     """One job's coordinator; `run` returns when ``stop`` is set (or raises on a crash loop)."""
 
@@ -66,21 +72,63 @@ class Coordinator:
 
     async def run(self) -> None:
         """Publish the model, start workers, then monitor until stopped."""
+        failed: BaseException | None = None
         try:
             await self._open()
             state = await read_state(self.meta, self.config)
-            self.status = {"expansions": [], "refusal": None, **state.status}
+            self.status = {**state.status, "expansions": state.status.get("expansions", []),
+                           "refusal": None, "error": None}
             counts = await self.partition_counts()
             await self._create_declared_streams()
-            self.model = await self._publish(counts, state.model, reason="coordinator start")
+            self.model = await self._start_model(counts, state.model)
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
             await self._monitor()
+        except BaseException as error:
+            failed = error
+            raise
         finally:
             await self.supervisor.stop()
-            await self._report(state="stopped")
+            if isinstance(failed, Exception):
+                self.status["error"] = str(failed)
+            await self._report(state="failed" if isinstance(failed, Exception) else "stopped")
             for system in self.systems.values():
                 await system.close()
+
+    async def _start_model(self, counts: dict[str, int], previous: JobModel | None) -> JobModel:
+        """The first model of this run; counts changed while the job was down are applied
+        as an expansion (with barriers) or refused (the job runs on the previous counts)."""
+        detected = _now_ms()
+        if previous is None:
+            return await self._publish(counts, None, reason="coordinator start")
+        described = _describe(previous.partition_counts, counts)
+        try:
+            build_job_model(self.config, counts, previous)  # validate before publishing
+        except G.ExpansionError as error:
+            await self._refuse(described, error, counts, detected, previous.epoch)
+            kept = {s: previous.partition_counts.get(s, c) for s, c in counts.items()}
+            return await self._publish(kept, previous, reason="coordinator start")
+        if not described:
+            return await self._publish(counts, previous, reason="coordinator start")
+        log.info("input expansion while the job was stopped: %s", described)
+        model = await self._publish(counts, previous,
+                                    reason=f"coordinator start, expansion {described}")
+        self.status["expansions"].append({
+            "change": described, "epoch": model.epoch, "detected_ms": detected,
+            "workers_stopped_ms": None, "model_published_ms": _now_ms(),
+            "workers_started_ms": None})
+        return model
+
+    async def _refuse(self, described: str, error: Exception, counts: dict[str, int],
+                      detected: int, epoch: int) -> None:
+        """Log and record a refused partition change once per distinct set of counts."""
+        if (self.status.get("refusal") or {}).get("counts") == counts:
+            return
+        log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d.",
+                  described, error, epoch)
+        self.status["refusal"] = {"detected_ms": detected, "change": described,
+                                  "error": str(error), "counts": counts}
+        await self._report(state="running")
 
     async def _open(self) -> None:
         names = {self.config.metadata_system} | {
@@ -177,22 +225,20 @@ class Coordinator:
             assert self.model is not None
             if dict(counts) != dict(self.model.partition_counts):
                 await self._on_change(counts)
+            elif self.status.get("refusal"):
+                log.info("partition counts are back to epoch %d's; refusal cleared",
+                         self.model.epoch)
+                self.status["refusal"] = None
+                await self._report(state="running")
 
     async def _on_change(self, counts: dict[str, int]) -> None:
         assert self.model is not None
         detected = _now_ms()
-        changes = {s: (self.model.partition_counts.get(s), c) for s, c in counts.items()
-                   if self.model.partition_counts.get(s) != c}
-        described = ", ".join(f"{s} {a}→{b}" for s, (a, b) in sorted(changes.items()))
+        described = _describe(self.model.partition_counts, counts)
         try:
             build_job_model(self.config, counts, self.model)  # validate before stopping
         except G.ExpansionError as error:
-            if (self.status.get("refusal") or {}).get("counts") != counts:
-                log.error("REFUSED partition change %s: %s. The job keeps running on epoch "
-                          "%d.", described, error, self.model.epoch)
-                self.status["refusal"] = {"detected_ms": detected, "change": described,
-                                          "error": str(error), "counts": counts}
-                await self._report(state="running")
+            await self._refuse(described, error, counts, detected, self.model.epoch)
             return
         log.info("input expansion detected: %s; stopping workers", described)
         await self.supervisor.stop()

@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from framework.api import Envelope, OutgoingMessage
 from framework.config import JobConfig
-from framework.errors import SerdeError
-from framework.serdes import Serde, get_serde
+from framework.serdes import Serde, decode, encode, get_serde
 from framework.systems.base import ProducerRecord, Record
 from groupers import SystemStreamPartition
 
 __all__ = ["RecordCodec"]
 
 
-def _apply(
-    function: Callable[[Any], Any], data: Any, *, what: str, serde: Serde
-) -> Any:
-    if data is None:
-        return None
-    try:
-        return function(data)
-    except SerdeError:
-        raise
-    except Exception as error:
-        raise SerdeError(f"cannot {what} with serde {serde.name!r}: {error}") from error
-
-
 class RecordCodec:
-    """Serdes of every declared stream, resolved once."""
+    """Serdes of every declared stream, resolved once (custom ones from the job's folder)."""
 
     def __init__(self, config: JobConfig) -> None:
         self._config = config
@@ -40,34 +23,42 @@ class RecordCodec:
         found = self._serdes.get(qualified)
         if found is None:
             stream = self._config.stream(qualified)
-            found = (get_serde(stream.key_serde), get_serde(stream.value_serde))
+            root = self._config.root
+            found = (get_serde(stream.key_serde, search_path=root),
+                     get_serde(stream.value_serde, search_path=root))
             self._serdes[qualified] = found
         return found
 
     def decode(self, ssp: SystemStreamPartition, record: Record) -> Envelope:
         """The envelope of ``record``; `SerdeError` names SSP, offset and serde."""
-        key_serde, value_serde = self.serdes(f"{ssp.system}.{ssp.stream}")
-        place = f"{ssp.system}.{ssp.stream}[{ssp.partition}] offset {record.offset}"
-        return Envelope(
-            ssp=ssp,
-            offset=record.offset,
-            key=_apply(key_serde.from_bytes, record.key, what=f"decode key of {place}",
-                       serde=key_serde),
-            value=_apply(value_serde.from_bytes, record.value,
-                         what=f"decode value of {place}", serde=value_serde),
-            timestamp=record.timestamp,
-            headers=dict(record.headers),
-        )
+        qualified = f"{ssp.system}.{ssp.stream}"
+        key_serde, value_serde = self.serdes(qualified)
+        key = record.key
+        if key is not None:
+            try:
+                key = key_serde.from_bytes(key)
+            except Exception:  # again through `decode`, for the message naming everything
+                decode(key_serde, record.key, part="key", stream=qualified,
+                       partition=ssp.partition, offset=record.offset)
+                raise
+        value = record.value
+        if value is not None:
+            try:
+                value = value_serde.from_bytes(value)
+            except Exception:
+                decode(value_serde, record.value, part="value", stream=qualified,
+                       partition=ssp.partition, offset=record.offset)
+                raise
+        return Envelope(ssp, record.offset, key, value, record.timestamp,
+                        dict(record.headers) if record.headers else {})
 
     def encode(self, message: OutgoingMessage) -> tuple[str, ProducerRecord]:
         """(system name, record) for a task's output; `SerdeError` names the stream."""
         stream = self._config.stream(message.stream)
         key_serde, value_serde = self.serdes(message.stream)
-        key = _apply(key_serde.to_bytes, message.key,
-                     what=f"encode key for {message.stream}", serde=key_serde)
-        value = _apply(value_serde.to_bytes, message.value,
-                       what=f"encode value for {message.stream}", serde=value_serde)
-        headers = tuple(sorted((message.headers or {}).items()))
+        key = encode(key_serde, message.key, part="key", stream=message.stream)
+        value = encode(value_serde, message.value, part="value", stream=message.stream)
+        headers = tuple(sorted(message.headers.items())) if message.headers else ()
         return stream.system, ProducerRecord(
             stream.stream, key, value, partition=message.partition,
             timestamp=message.timestamp, headers=headers,

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from framework.api import StreamTask
 from framework.config import JobConfig
 from framework.coordinator.stream import WORKER_PREFIX, publish_report, read_latest_model
 from framework.errors import FencedError, JobModelError, ProcessingError, SerdeError
@@ -72,8 +73,9 @@ class Worker:
         """Open everything, loop until stopped, commit and close; returns a summary."""
         try:
             started_ms = _now_ms()
+            task_class = self.config.load_task_class()  # a bad job.task fails before any I/O
             model = await self._load()
-            committer = await self._start_tasks(model)
+            committer = await self._start_tasks(model, task_class)
             report = {"epoch": model.epoch, "pid": os.getpid(), "started_ms": started_ms,
                       "resumed_ms": _now_ms(), "restored": self.restored,
                       "restore_modes": self.restore_modes,
@@ -121,10 +123,9 @@ class Worker:
         self.model = model
         return model
 
-    async def _start_tasks(self, model: JobModel) -> Committer:
+    async def _start_tasks(self, model: JobModel, task_class: type[StreamTask]) -> Committer:
         meta = self.systems[self.config.metadata_system]
         checkpoints = await meta.read_checkpoints(self.config.name)
-        task_class = self.config.load_task_class()
         changelog_positions: dict[tuple[str, str], int] = {}
         for task_model in model.tasks_of(self.worker_id):
             checkpoint = checkpoints.get(task_model.name)

@@ -1,0 +1,214 @@
+"""Worker benchmark: the per-key sum job on local and on tansu, restore, and raw baselines.
+
+In one run on one machine:
+
+- sum throughput: one in-process `Worker` (4 input partitions, 4 tasks, one logged
+  RocksDB store) over 1M JSON records with 10k keys, timed from start to the moment
+  every record is processed and committed; on the local log, then on a tansu broker
+  started here on a free 127.0.0.1 port (stopped after);
+- restore: the store folder deleted, a worker restores every task's changelog partition
+  from the local log into RocksDB (changelog records/s); and `restore_store` into
+  RocksDB from in-memory batches (`bench.stores`);
+- raw baselines: plain aiokafka ``getmany`` reading the same 1M input records from
+  tansu, and plain rocksdict batched puts (`bench.stores`).
+
+Run: ``.venv/bin/python -m bench.worker`` (``--records N --keys K`` for a smaller run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import stores as store_bench
+from bench.systems_baseline import tansu
+from framework.config import JobConfig, load_config
+from framework.coordinator.builder import build_job_model
+from framework.coordinator.stream import publish_model
+from framework.jobmodel import JobModel
+from framework.systems import open_system
+from framework.systems.base import ProducerRecord, System
+from framework.worker.runner import Worker
+
+RECORDS = 1_000_000
+KEYS = 10_000
+PARTITIONS = 4
+
+TASK = '''\
+from framework import StreamTask
+
+
+class SumTask(StreamTask):
+    def init(self, context):
+        self.totals = context.store("totals")
+
+    def process(self, envelope, collector, coordinator):
+        total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
+        self.totals.put(envelope.key, total)
+        collector.send(f"{envelope.ssp.system}.sums", key=envelope.key, value=total)
+'''
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Records per second of each measured path."""
+
+    local_sum: float
+    local_restore: float
+    kafka_sum: float
+    kafka_raw_consume: float
+    raw_put: float
+    restore_store: float
+
+
+def _job(folder: Path, system: str, bootstrap: str | None) -> JobConfig:
+    folder.mkdir(parents=True)
+    (folder / "sum_task.py").write_text(TASK)
+    where = f'bootstrap = "{bootstrap}"' if bootstrap else 'path = "data"'
+    (folder / "job.toml").write_text(f"""\
+[job]
+name = "bench-sums"
+task = "sum_task:SumTask"
+inputs = ["{system}.events"]
+fetch_max_records = 5000
+
+[systems.{system}]
+type = "{system}"
+{where}
+
+[streams."{system}.events"]
+[streams."{system}.sums"]
+[stores.totals]
+""")
+    return load_config(folder / "job.toml")
+
+
+def _records(count: int, keys: int) -> list[ProducerRecord]:
+    rng = random.Random(7)
+    names = [f"key-{n:05d}".encode() for n in range(keys)]
+    return [ProducerRecord("events", rng.choice(names),
+                           json.dumps({"amount": rng.randint(1, 9)}).encode())
+            for _ in range(count)]
+
+
+async def _prepare(config: JobConfig, system: System, records: list[ProducerRecord]) -> JobModel:
+    await system.create_stream("events", PARTITIONS, exist_ok=True)
+    await system.create_stream("sums", PARTITIONS, exist_ok=True)
+    model = build_job_model(config, {config.inputs[0]: PARTITIONS}, None)
+    await system.create_stream(config.changelog_stream("totals").partition(".")[2],
+                               model.changelog_partitions, compacted=True, exist_ok=True)
+    await publish_model(system, config, model)
+    for at in range(0, len(records), 10_000):
+        await system.produce(records[at:at + 10_000])
+    return model
+
+
+async def _run_worker(config: JobConfig, model: JobModel, records: int) -> tuple[Worker, float]:
+    """Seconds from start until ``records`` are processed and committed (then a clean stop)."""
+    worker = Worker(config, 0, model=model)
+    started = time.perf_counter()
+    running = asyncio.create_task(worker.run())
+    while sum(i.processed for i in worker.instances) < records:
+        if running.done():
+            await running
+            raise RuntimeError("the worker stopped early")
+        await asyncio.sleep(0.005)
+    worker.stop.set()
+    await running  # includes the final commit
+    return worker, time.perf_counter() - started
+
+
+async def _sum_and_restore(config: JobConfig, records: list[ProducerRecord],
+                           restore: bool) -> tuple[float, float]:
+    meta = open_system(config.system(config.metadata_system))
+    await meta.start()
+    try:
+        model = await _prepare(config, meta, records)
+        _, elapsed = await _run_worker(config, model, len(records))
+        sum_rate = len(records) / elapsed
+        restore_rate = 0.0
+        if restore:
+            shutil.rmtree(config.data_dir / "stores")
+            worker, elapsed = await _run_worker(config, model, 0)
+            restore_rate = worker.restored / elapsed
+            print(f"  (restored {worker.restored:,} changelog records in {elapsed:.2f}s, "
+                  f"modes {sorted(set(worker.restore_modes.values()))})")
+    finally:
+        await meta.close()
+    return sum_rate, restore_rate
+
+
+async def _raw_consume(bootstrap: str, count: int) -> float:
+    """Records/s of plain aiokafka ``getmany`` over the input topic."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition("events", p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        started = time.perf_counter()
+        seen = 0
+        while seen < count:
+            batch = await consumer.getmany(timeout_ms=1_000, max_records=10_000)
+            seen += sum(len(records) for records in batch.values())
+        return seen / (time.perf_counter() - started)
+    finally:
+        await consumer.stop()
+
+
+def run(records: int = RECORDS, keys: int = KEYS) -> Figures:
+    """Measure every figure and print them with the targets."""
+    data = _records(records, keys)
+    print(f"per-key sum: {records:,} JSON records, {keys:,} keys, {PARTITIONS} partitions, "
+          "1 worker, logged RocksDB store")
+    work = Path(tempfile.mkdtemp(prefix="sampan-bench-worker-"))
+    try:
+        local_sum, local_restore = asyncio.run(
+            _sum_and_restore(_job(work / "local", "local", None), data, restore=True))
+        with tansu() as bootstrap:
+            kafka_sum, _ = asyncio.run(
+                _sum_and_restore(_job(work / "kafka", "kafka", bootstrap), data, restore=False))
+            raw_consume = asyncio.run(_raw_consume(bootstrap, records))
+        keys_raw, values_raw = store_bench._data(records)
+        raw_put = store_bench.raw_put_rate(work / "raw", keys_raw, values_raw, store_bench.BATCH)
+        restore_store = store_bench.restore_rate(work / "restore", keys_raw, values_raw,
+                                                 store_bench.BATCH)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    figures = Figures(local_sum, local_restore, kafka_sum, raw_consume, raw_put, restore_store)
+    print(f"sum on local (worker):                   {local_sum:>12,.0f} records/s")
+    print(f"sum on tansu (worker):                   {kafka_sum:>12,.0f} records/s "
+          f"({kafka_sum / raw_consume:.0%} of raw consume; target >= 50%)")
+    print(f"raw consume on tansu (aiokafka getmany): {raw_consume:>12,.0f} records/s")
+    print(f"restore from the local changelog:        {local_restore:>12,.0f} records/s "
+          f"({local_restore / raw_put:.0%} of raw puts)")
+    print(f"restore_store into RocksDB (in memory):  {restore_store:>12,.0f} records/s "
+          f"({restore_store / raw_put:.0%} of raw puts; target >= 70%)")
+    print(f"raw rocksdict batched put:               {raw_put:>12,.0f} records/s")
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=RECORDS)
+    parser.add_argument("--keys", type=int, default=KEYS)
+    args = parser.parse_args()
+    run(args.records, args.keys)
+
+
+if __name__ == "__main__":
+    main()

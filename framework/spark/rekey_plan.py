@@ -1,0 +1,163 @@
+"""The pure part of an offline re-key: validate M, build the M-task job model, carry checkpoints.
+
+No Spark and no I/O here, so every refusal and every carried offset is testable as a
+table. Task ``"Partition i"`` of M owns the input partitions ``p`` with ``p % M == i`` —
+what `GroupByPartitionFixedTasks` gives a job started with M tasks — and a key's task is
+``partition_for_key(key, count) % M``, the task owning the key's input partition.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from framework.config import JobConfig
+from framework.jobmodel import JobModel, TaskModel
+from framework.partitioner import partition_for_key
+from framework.spark.errors import RekeyError
+from framework.systems.base import Checkpoint
+from groupers import SystemStreamPartition
+
+__all__ = ["RekeyPlan", "carry_checkpoints", "check_stopped", "plan_rekey", "task_of_key",
+           "valid_task_counts"]
+
+
+def task_of_key(key: bytes, partition_count: int, tasks: int) -> int:
+    """The task (of ``tasks``) owning the input partition of ``key``.
+
+    >>> task_of_key(b"user-1", 8, 4)
+    0
+    """
+    return partition_for_key(key, partition_count) % tasks
+
+
+def valid_task_counts(partition_counts: Mapping[str, int]) -> list[int]:
+    """Task counts dividing every input's partition count (M = the counts' common divisors).
+
+    >>> valid_task_counts({"local.a": 8, "local.b": 12})
+    [1, 2, 4]
+    """
+    common = math.gcd(*partition_counts.values()) if partition_counts else 1
+    return [m for m in range(1, common + 1) if common % m == 0]
+
+
+def _alive(pid: Any) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError, TypeError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_stopped(config: JobConfig, status: Mapping[str, Any]) -> None:
+    """Refuse when the coordinator stream says the job runs and a process of it is alive."""
+    workers = status.get("worker_pids") or {}
+    worker_pids = list(workers.values()) if isinstance(workers, Mapping) else list(workers)
+    coordinator = status.get("coordinator_pid")
+    running = status.get("state") == "running" and coordinator and _alive(coordinator)
+    live_workers = [pid for pid in worker_pids if _alive(pid)]
+    if running or live_workers:
+        raise RekeyError(
+            f"job {config.name!r} is running (coordinator pid {coordinator}, worker pids "
+            f"{live_workers or worker_pids}); stop it (Ctrl-C on `sampan run "
+            f"{config.path}`) before re-keying")
+
+
+@dataclass(frozen=True)
+class RekeyPlan:
+    """The M-task model and the changelog partitions its tasks write from now on."""
+
+    model: JobModel
+    first_changelog_partition: int
+    old_changelog_partitions: tuple[int, ...]
+    tasks: int
+
+    def new_changelog_partition(self, task: int) -> int:
+        return self.first_changelog_partition + task
+
+
+def _check_model(config: JobConfig, model: JobModel, counts: Mapping[str, int],
+                 checkpoints: Mapping[str, Checkpoint], tasks: int) -> None:
+    if config.grouper != "partition":
+        raise RekeyError(
+            f'job.grouper = "{config.grouper}" in {config.path}: re-key supports the '
+            '"partition" grouper (tasks "Partition i") only')
+    inputs = {q: model.partition_counts[q] for q in config.inputs}
+    for qualified, count in sorted(counts.items()):
+        if qualified in inputs and inputs[qualified] != count:
+            raise RekeyError(
+                f"input {qualified} has {count} partitions but the job model of epoch "
+                f"{model.epoch} has {inputs[qualified]}; run the job once (`sampan run "
+                f"{config.path}`) so it adopts the expansion, stop it, then re-key")
+    for qualified, count in sorted(inputs.items()):
+        if tasks < 1 or count % tasks:
+            raise RekeyError(
+                f"--tasks {tasks} does not divide the {count} partitions of input {qualified}:"
+                f" every key of a task must stay co-partitioned; valid task counts: "
+                f"{valid_task_counts(inputs)}")
+    for task in model.ordered_tasks():
+        done = checkpoints[task.name].inputs if task.name in checkpoints else {}
+        for stage in task.stages:
+            if not all(done.get(s, 0) >= o for s, o in stage.barrier.items()):
+                raise RekeyError(
+                    f"task {task.name!r} has not passed its expansion barrier yet (it still "
+                    f"has records from before the expansion to process); run the job until "
+                    f"it caught up, stop it, then re-key")
+
+
+def plan_rekey(config: JobConfig, model: JobModel, counts: Mapping[str, int],
+               checkpoints: Mapping[str, Checkpoint], tasks: int,
+               changelog_partitions_now: int, now_ms: int = 0) -> RekeyPlan:
+    """The M-task model of epoch ``model.epoch + 1``; changelog partitions past every one
+    used so far (``changelog_partitions_now`` is the changelog streams' current count)."""
+    _check_model(config, model, counts, checkpoints, tasks)
+    first = max(model.changelog_partitions, changelog_partitions_now)
+    broadcast = frozenset().union(*(t.broadcast for t in model.tasks.values()))
+    ssps = [ssp for task in model.tasks.values() for ssp in task.ssps]
+    owned: dict[int, set[SystemStreamPartition]] = {i: set() for i in range(tasks)}
+    for ssp in ssps:
+        owned[ssp.partition % tasks].add(ssp)
+    new_tasks = {
+        f"Partition {i}": TaskModel(
+            name=f"Partition {i}", ssps=frozenset(owned[i]), changelog_partition=first + i,
+            worker=i % config.workers, broadcast=broadcast)
+        for i in range(tasks)}
+    new_model = JobModel(
+        job=config.name, epoch=model.epoch + 1, config_digest=config.digest,
+        workers=config.workers, tasks=new_tasks, partition_counts=dict(model.partition_counts),
+        changelog_partitions=first + tasks, created_ms=now_ms,
+        reason=f"rekey {len(model.tasks)} → {tasks} tasks")
+    old = tuple(sorted({t.changelog_partition for t in model.tasks.values()}))
+    return RekeyPlan(new_model, first, old, tasks)
+
+
+def carry_checkpoints(plan: RekeyPlan, old: JobModel, checkpoints: Mapping[str, Checkpoint],
+                      changelog_ends: Mapping[str, Mapping[int, int]]) -> list[Checkpoint]:
+    """Each new task's checkpoint: its SSPs' positions from the old tasks that owned them
+    (broadcast SSPs: the least position any old task reached) and, per store, the end of
+    its fresh changelog partition."""
+    positions: dict[SystemStreamPartition, int] = {}
+    broadcast: dict[SystemStreamPartition, int] = {}
+    for task in old.tasks.values():
+        checkpoint = checkpoints.get(task.name)
+        if checkpoint is None:
+            continue
+        for ssp, offset in checkpoint.inputs.items():
+            if ssp in task.ssps:
+                positions[ssp] = offset
+            elif ssp in task.broadcast:
+                broadcast[ssp] = min(offset, broadcast.get(ssp, offset))
+    carried = []
+    for task in plan.model.ordered_tasks():
+        inputs = {s: positions[s] for s in sorted(task.ssps) if s in positions}
+        inputs.update({s: broadcast[s] for s in sorted(task.broadcast) if s in broadcast})
+        partition = task.changelog_partition
+        carried.append(Checkpoint(
+            task=task.name, epoch=plan.model.epoch, inputs=inputs,
+            changelogs={store: ends.get(partition, 0) for store, ends in changelog_ends.items()}))
+    return carried

@@ -1,0 +1,273 @@
+"""Helpers of the coordinator end-to-end tests: job files, `sampan run` subprocesses, truth.
+
+A `Job` is a folder in ``tmp_path`` with the count task and a job file; `Job.start` runs
+`sampan run` in its own session (so a test can kill the whole process group), and every
+check reads the real local log on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from framework.config import JobConfig, load_config
+from framework.coordinator.stream import CoordinatorState, read_state
+from framework.drill.verify import read_stream
+from framework.systems import open_system
+from framework.systems.base import Checkpoint, ProducerRecord, System
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CLI = [sys.executable, "-m", "framework.cli"]
+
+
+def job_text(name: str, inputs: Mapping[str, int], *, task: str = "CountTask", workers: int = 2,
+             monitor_ms: int = 300, max_restarts: int = 5, extra: str = "") -> str:
+    """A job file counting ``inputs`` (stream → partitions) into ``local.counts``."""
+    streams = "".join(f'[streams."local.{s}"]\npartitions = {n}\n\n' for s, n in inputs.items())
+    names = ", ".join(f'"local.{s}"' for s in inputs)
+    return f"""\
+[job]
+name = "{name}"
+task = "count_task:{task}"
+inputs = [{names}]
+workers = {workers}
+commit_interval_ms = 100
+{extra}
+[coordinator]
+monitor_interval_ms = {monitor_ms}
+worker_stop_timeout_ms = 5000
+worker_restart_backoff_ms = 100
+max_worker_restarts = {max_restarts}
+
+[systems.local]
+type = "local"
+path = "data"
+
+{streams}[streams."local.counts"]
+partitions = 2
+
+[stores.counts]
+"""
+
+
+@dataclass
+class Truth:
+    """What was produced: per (stream, key) the sequence numbers 1..n, in order."""
+
+    sent: dict[str, int] = field(default_factory=dict)
+
+    def records(self, stream: str, keys: Sequence[str], rounds: int) -> list[ProducerRecord]:
+        """``rounds`` records for each key, interleaved, with per-key sequence numbers."""
+        batch = []
+        for _ in range(rounds):
+            for key in keys:
+                name = f"{stream}/{key}"
+                self.sent[name] = self.sent.get(name, 0) + 1
+                value = json.dumps({"seq": self.sent[name]}).encode()
+                batch.append(ProducerRecord(stream, key.encode(), value))
+        return batch
+
+    @property
+    def total(self) -> int:
+        return sum(self.sent.values())
+
+    def expected_outputs(self) -> dict[str, list[tuple[int, int]]]:
+        """Exactly one output per input, counts 1..n with the same sequence numbers."""
+        return {name: [(i, i) for i in range(1, n + 1)] for name, n in sorted(self.sent.items())}
+
+
+class Job:
+    """One job folder: its file, its log on disk, and its `sampan run` process."""
+
+    def __init__(self, folder: Path, name: str, inputs: Mapping[str, int], **options: Any):
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(HERE / "count_task.py", folder / "count_task.py")
+        self.folder = folder
+        self.path = folder / "job.toml"
+        self.logs = folder / "logs"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.truth = Truth()
+        self.write(name, inputs, **options)
+
+    def write(self, name: str, inputs: Mapping[str, int], **options: Any) -> None:
+        """(Re)write the job file; a running coordinator sees it only after a restart."""
+        self.path.write_text(job_text(name, inputs, **options))
+        self.config: JobConfig = load_config(self.path)
+
+    # -- processes --------------------------------------------------------------------------
+    def start(self) -> subprocess.Popen[bytes]:
+        """`sampan run JOB --worker-logs logs` in a new session; output to coordinator.log."""
+        assert self.process is None or self.process.poll() is not None, "already running"
+        self._log = open(self.folder / "coordinator.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [*CLI, "run", str(self.path), "--worker-logs", str(self.logs)],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)})
+        return self.process
+
+    async def stop(self, timeout: float = 30) -> int:
+        """SIGINT the coordinator (as Ctrl-C does) and wait for its clean exit."""
+        process = self.process
+        assert process is not None
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + timeout
+        while process.poll() is None:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"sampan run ignored SIGINT for {timeout:g}s")
+            await asyncio.sleep(0.05)
+        self._close_log()
+        return process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the coordinator's whole process group (workers included) and reap it."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait(30)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def coordinator_log(self) -> str:
+        path = self.folder / "coordinator.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def sampan(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """A one-shot `sampan` command (``{job}`` in args is this job's file)."""
+        argv = [a.replace("{job}", str(self.path)) for a in args]
+        return subprocess.run([*CLI, *argv], input=stdin, capture_output=True, text=True,
+                              timeout=60, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    # -- the log on disk --------------------------------------------------------------------
+    async def system(self) -> System:
+        system = open_system(self.config.system("local"))
+        await system.start()
+        return system
+
+    async def call(self, fn: Callable[[System], Awaitable[Any]]) -> Any:
+        system = await self.system()
+        try:
+            return await fn(system)
+        finally:
+            await system.close()
+
+    async def create(self, stream: str, partitions: int) -> None:
+        await self.call(lambda s: s.create_stream(stream, partitions))
+
+    async def expand(self, stream: str, partitions: int) -> None:
+        await self.call(lambda s: s.expand_stream(stream, partitions))
+
+    async def produce(self, stream: str, keys: Sequence[str], rounds: int) -> None:
+        records = self.truth.records(stream, keys, rounds)
+        await self.call(lambda s: s.produce(records))
+
+    async def state(self) -> CoordinatorState:
+        return await self.call(lambda s: read_state(s, self.config))  # type: ignore[no-any-return]
+
+    async def checkpoints(self) -> dict[str, Checkpoint]:
+        return await self.call(lambda s: s.read_checkpoints(self.config.name))  # type: ignore
+
+    async def outputs(self) -> dict[str, list[tuple[int, int]]]:
+        """Every output per (stream/key) as (count, seq), in output order."""
+        rows = await self.call(lambda s: read_stream(s, "counts"))
+        found: dict[str, list[tuple[int, int]]] = {}
+        for partition in rows.values():
+            for key, value in partition:
+                data = json.loads(value)
+                found.setdefault(key.decode(), []).append((data["count"], data["seq"]))
+        return dict(sorted(found.items()))
+
+    async def output_total(self) -> int:
+        ranges = await self.call(lambda s: s.offsets("counts"))
+        return sum(r.end for r in ranges.values())
+
+    async def store(self) -> dict[str, int]:
+        """The counts store as its changelog tells it (latest value per key)."""
+        stream = self.config.changelog_stream("counts").partition(".")[2]
+        rows = await self.call(lambda s: read_stream(s, stream))
+        return {k.decode(): json.loads(v) for part in rows.values() for k, v in part}
+
+    async def pad_changelog(self, partition: int, records: int) -> dict[str, int]:
+        """Write ``records`` keys the task never reads into a changelog partition (restore load)."""
+        stream = self.config.changelog_stream("counts").partition(".")[2]
+        return await self.call(lambda s: _pad(s, stream, partition, records))  # type: ignore
+
+    async def wait(self, condition: Callable[[], Awaitable[bool]], what: str,
+                   timeout: float = 45) -> None:
+        """Poll ``condition``; fail naming ``what`` on timeout or when `sampan run` exited."""
+        deadline = time.monotonic() + timeout
+        while not await condition():
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"sampan run exited with {self.process.returncode} while "
+                                     f"waiting for {what}:\n{self.coordinator_log()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g}s waiting for {what}:\n"
+                                     f"{self.coordinator_log()[-3000:]}")
+            await asyncio.sleep(0.05)
+
+    async def wait_outputs(self, total: int | None = None, timeout: float = 60) -> None:
+        """Until the job emitted one output per produced record."""
+        want = self.truth.total if total is None else total
+
+        async def done() -> bool:
+            return await self.output_total() >= want
+        await self.wait(done, f"{want} outputs", timeout)
+
+    async def wait_epoch(self, epoch: int, workers: int | None = None) -> CoordinatorState:
+        """Until epoch ``epoch`` is published and every worker reported running it."""
+        count = workers if workers is not None else self.config.workers
+        result: list[CoordinatorState] = []
+
+        async def ready() -> bool:
+            state = await self.state()
+            result[:] = [state]
+            return (state.model is not None and state.model.epoch == epoch
+                    and state.status.get("epoch") == epoch
+                    and all(state.workers.get(w, {}).get("epoch") == epoch
+                            and "stopped_ms" not in state.workers[w] for w in range(count)))
+        await self.wait(ready, f"epoch {epoch} running on {count} workers")
+        return result[0]
+
+    async def assert_exact(self) -> None:
+        """Outputs are exactly one per input, per key in order; the store holds the counts."""
+        assert await self.outputs() == self.truth.expected_outputs()
+        assert await self.store() == dict(sorted(self.truth.sent.items()))
+
+
+def keys(count: int, prefix: str = "k") -> list[str]:
+    return [f"{prefix}{n:03d}" for n in range(count)]
+
+
+def placement(state: CoordinatorState) -> dict[str, tuple[list[list[Any]], int, int]]:
+    """Task → (sorted SSPs, changelog partition, worker) of the state's model."""
+    assert state.model is not None
+    return {t.name: ([list(s) for s in sorted(t.ssps)], t.changelog_partition, t.worker)
+            for t in state.model.ordered_tasks()}
+
+
+async def _pad(system: System, stream: str, partition: int, records: int) -> dict[str, int]:
+    written = {f"pad/{n:06d}": n for n in range(records)}
+    rows = [ProducerRecord(stream, k.encode(), json.dumps(v).encode(), partition=partition)
+            for k, v in written.items()]
+    for start in range(0, len(rows), 10_000):
+        await system.produce(rows[start:start + 10_000])
+    return written

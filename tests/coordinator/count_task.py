@@ -1,0 +1,23 @@
+"""The coordinator tests' job: count records per (stream, key); emit count and sequence number."""
+
+from framework import StreamTask
+
+
+class CountTask(StreamTask):
+    def init(self, context):
+        self.counts = context.store("counts")
+
+    def process(self, envelope, collector, coordinator):
+        name = f"{envelope.ssp.stream}/{envelope.key}"
+        count = (self.counts.get(name) or 0) + 1
+        self.counts.put(name, count)
+        collector.send("local.counts", key=name,
+                       value={"count": count, "seq": envelope.value["seq"],
+                              "partition": envelope.ssp.partition})
+
+
+class BoomTask(StreamTask):
+    """Fails on every record: the supervisor must give up on its worker."""
+
+    def process(self, envelope, collector, coordinator):
+        raise RuntimeError(f"boom on {envelope.key}")

@@ -1,0 +1,164 @@
+"""Inputs that change under a running job: one joined stream expands, a stream is added,
+and changes that must be refused (non-multiple, decrease) while the job keeps running."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+
+from coordjobs import Job, keys, placement
+
+from framework.partitioner import partition_for_key
+from framework.systems.base import ProducerRecord
+from framework.systems.local_schema import database_file
+
+
+def words(stream: str, partitions: range) -> list[list[object]]:
+    return [["local", stream, p] for p in partitions]
+
+
+async def test_only_one_of_two_joined_streams_expands(make_job: Callable[..., Job]) -> None:
+    """a (3) and b (3→6): task i holds a_i, b_i, b_{i+3}; counts per (stream, key) exact."""
+    job = make_job("joined", {"a": 3, "b": 3}, workers=2)
+    await job.create("a", 3)
+    await job.create("b", 3)
+    for stream in ("a", "b"):
+        await job.produce(stream, keys(30), 5)
+    job.start()
+    await job.wait_epoch(1)
+    await job.expand("b", 6)
+    await job.produce("b", keys(30), 5)
+    state = await job.wait_epoch(2)
+    await job.produce("a", keys(30), 3)
+    await job.produce("b", keys(30), 3)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    await job.assert_exact()
+    assert placement(state) == {
+        "Partition 0": ([["local", "a", 0], ["local", "b", 0], ["local", "b", 3]], 0, 0),
+        "Partition 1": ([["local", "a", 1], ["local", "b", 1], ["local", "b", 4]], 1, 1),
+        "Partition 2": ([["local", "a", 2], ["local", "b", 2], ["local", "b", 5]], 2, 0),
+    }
+    assert state.status["expansions"][0]["change"] == "local.b 3→6"
+
+
+async def test_stream_added_with_a_multiple_count_joins_existing_tasks(
+        make_job: Callable[..., Job]) -> None:
+    """words (2 tasks) + clicks (4 partitions) by config change: clicks p → task p % 2."""
+    job = make_job("added", {"words": 2})
+    await job.create("words", 2)
+    await job.produce("words", keys(30), 5)
+    job.start()
+    first = await job.wait_epoch(1)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    job.write("added", {"words": 2, "clicks": 4})
+    await job.create("clicks", 4)
+    await job.produce("clicks", keys(30), 5)
+    job.start()
+    state = await job.wait_epoch(2)
+    await job.produce("words", keys(30), 2)
+    await job.produce("clicks", keys(30), 2)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    await job.assert_exact()
+    assert placement(first) == {"Partition 0": (words("words", range(0, 1)), 0, 0),
+                                "Partition 1": (words("words", range(1, 2)), 1, 1)}
+    assert placement(state) == {
+        "Partition 0": ([["local", "clicks", 0], ["local", "clicks", 2], ["local", "words", 0]],
+                        0, 0),
+        "Partition 1": ([["local", "clicks", 1], ["local", "clicks", 3], ["local", "words", 1]],
+                        1, 1),
+    }
+    assert {w: r["restored"] for w, r in state.workers.items()} == {0: 0, 1: 0}
+
+
+async def test_stream_added_with_another_count_gets_new_tasks_and_changelogs(
+        make_job: Callable[..., Job]) -> None:
+    """words (2 tasks) + clicks (3 partitions): clicks 2 forms a new task, changelog grows."""
+    job = make_job("added3", {"words": 2})
+    await job.create("words", 2)
+    await job.produce("words", keys(30), 5)
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    job.write("added3", {"words": 2, "clicks": 3})
+    await job.create("clicks", 3)
+    await job.produce("clicks", keys(30), 5)
+    job.start()
+    state = await job.wait_epoch(2)
+    await job.produce("clicks", keys(30), 2)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    await job.assert_exact()
+    assert placement(state) == {
+        "Partition 0": ([["local", "clicks", 0], ["local", "words", 0]], 0, 0),
+        "Partition 1": ([["local", "clicks", 1], ["local", "words", 1]], 1, 1),
+        "Partition 2": ([["local", "clicks", 2]], 2, 0),
+    }
+    changelog = job.config.changelog_stream("counts").partition(".")[2]
+    assert await job.call(lambda s: s.partition_counts([changelog])) == {changelog: 3}
+
+
+def set_partition_count(job: Job, stream: str, count: int) -> None:
+    """Rewrite the stream's count in the log's catalog: the local system cannot shrink a
+    stream, so this stands in for a broker whose stream was deleted and re-created."""
+    with sqlite3.connect(database_file(job.config.system("local").path)) as conn:
+        conn.execute("UPDATE streams SET partitions = ? WHERE name = ?", (count, stream))
+
+
+async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
+        make_job: Callable[..., Job]) -> None:
+    """Both changes are refused loudly (log, status); the job keeps epoch 1 and stays exact."""
+    job = make_job("refuse", {"words": 4})
+    await job.create("words", 4)
+    await job.produce("words", keys(40), 5)
+    job.start()
+    await job.wait_epoch(1)
+    await job.expand("words", 6)
+
+    async def refused(change: str) -> bool:
+        refusal = (await job.state()).status.get("refusal") or {}
+        return refusal.get("change") == change
+    await job.wait(lambda: refused("local.words 4→6"), "the refusal of 4→6")
+    status = job.sampan("status", "{job}")
+    assert status.returncode == 0, status.stderr
+    assert ("REFUSED local.words 4→6: stream local.words: partition count went from 4 to 6, "
+            "refused (4 tasks consume it): partition count 6 is not a multiple of 4: keys would "
+            "change tasks; expand to a multiple of 4 (e.g. 8)") in status.stdout
+    await produce_on_four(job, 5)  # a producer still on 4 partitions: the job must count it
+    await job.wait_outputs()
+    set_partition_count(job, "words", 2)
+    await job.wait(lambda: refused("local.words 4→2"), "the refusal of 4→2")
+    document = json.loads(job.sampan("status", "{job}", "--json").stdout)
+    assert document["refusal"]["change"] == "local.words 4→2"
+    assert document["refusal"]["error"] == (
+        "stream local.words: partition count went from 4 to 2; a decrease drops the keys of the "
+        "removed partitions. Restore local.words to 4 partitions (or a multiple of 4) — "
+        "partition counts may only grow")
+    set_partition_count(job, "words", 4)
+
+    async def cleared() -> bool:
+        return (await job.state()).status.get("refusal") is None
+    await job.wait(cleared, "the refusal cleared once the count is back to 4")
+    await produce_on_four(job, 5)
+    await job.wait_outputs()
+    state = await job.state()
+    assert state.model is not None and state.model.epoch == 1
+    assert state.status["expansions"] == []
+    assert await job.stop() == 0
+    await job.assert_exact()
+    log = job.coordinator_log()
+    assert "REFUSED partition change local.words 4→6" in log
+    assert "REFUSED partition change local.words 4→2" in log
+    assert "The job keeps running on epoch 1." in log
+
+
+async def produce_on_four(job: Job, rounds: int) -> None:
+    """Records keyed as a 4-partition producer places them (partitions 0..3)."""
+    records = [ProducerRecord(r.stream, r.key, r.value,
+                              partition=partition_for_key(r.key or b"", 4))
+               for r in job.truth.records("words", keys(40), rounds)]
+    await job.call(lambda s: s.produce(records))

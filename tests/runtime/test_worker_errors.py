@@ -1,0 +1,113 @@
+"""A record the serdes cannot decode, under each `errors.policy`."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from jobs import harness as h
+
+from framework.drill.verify import read_stream
+from framework.errors import ProcessingError
+from framework.systems.base import ProducerRecord, System
+from groupers import SystemStreamPartition
+
+BAD = b'{"amount": oops}'
+EXPECTED_ERROR = ("cannot decode value of local.events[0] offset 2 with serde 'json'")
+
+
+def _records() -> list[ProducerRecord]:
+    """Five records for key "k" on partition 0; the one at offset 2 is not JSON."""
+    values = [json.dumps({"amount": a, "n": n}).encode() for n, a in enumerate([1, 2], 1)]
+    values += [BAD]
+    values += [json.dumps({"amount": a, "n": n}).encode() for n, a in enumerate([3, 4], 3)]
+    return [ProducerRecord("events", b"k", v, partition=0) for v in values]
+
+
+async def _sums(meta: System) -> list[int]:
+    return [json.loads(v)["sum"] for rows in (await read_stream(meta, "events-sums")).values()
+            for _, v in rows]
+
+
+async def test_fail_policy_stops_naming_ssp_and_offset(tmp_path: Path) -> None:
+    """The default: the worker stops before committing anything of the failed batch."""
+    config = h.load(h.write_job(tmp_path / "job"))
+    meta = await h.open_meta(config)
+    try:
+        model = await h.prepare(config, meta)
+        await meta.produce(_records())
+        with pytest.raises(ProcessingError) as caught:
+            await h.run_worker(config, model, 5)
+        message = str(caught.value)
+        assert message.startswith(EXPECTED_ERROR), message
+        assert "errors.policy is 'fail'" in message
+        assert await h.output_count(meta, config) == 0
+        assert await meta.read_checkpoints(config.name) == {}
+    finally:
+        await meta.close()
+
+
+async def test_fail_policy_exits_the_worker_process_with_one_line(tmp_path: Path) -> None:
+    """`sampan worker` prints the cause and the fix on one stderr line and exits 2."""
+    path = h.write_job(tmp_path / "job")
+    config = h.load(path)
+    meta = await h.open_meta(config)
+    try:
+        await h.prepare(config, meta)
+        await meta.produce(_records())
+        with (tmp_path / "worker.log").open("ab") as log:
+            worker = h.start_worker(path, log)
+            try:
+                async def exited() -> bool:
+                    return worker.poll() is not None
+
+                await h.wait_until(exited, 30, "the worker to stop on the bad record")
+            finally:
+                h.kill(worker)
+        assert worker.returncode == 2
+        lines = [line for line in (tmp_path / "worker.log").read_text().splitlines()
+                 if line.startswith("sampan worker: error:")]
+        assert len(lines) == 1
+        assert lines[0].startswith(f"sampan worker: error: {EXPECTED_ERROR}")
+        assert 'set [errors] policy = "skip" or "dead-letter"' in lines[0]
+    finally:
+        await meta.close()
+
+
+async def test_skip_policy_counts_the_bad_record_and_moves_on(tmp_path: Path) -> None:
+    config = h.load(h.write_job(tmp_path / "job", errors='\n[errors]\npolicy = "skip"\n'))
+    meta = await h.open_meta(config)
+    try:
+        model = await h.prepare(config, meta)
+        await meta.produce(_records())
+        _, result = await h.run_worker(config, model, 5)
+        assert (result.processed, result.skipped) == (4, 1)
+        assert await _sums(meta) == [1, 3, 6, 10]
+        checkpoint = (await meta.read_checkpoints(config.name))["Partition 0"]
+        assert checkpoint.inputs[SystemStreamPartition("local", "events", 0)] == 5
+    finally:
+        await meta.close()
+
+
+async def test_dead_letter_policy_writes_the_raw_record_and_the_error(tmp_path: Path) -> None:
+    config = h.load(h.write_job(tmp_path / "job", errors=(
+        '\n[errors]\npolicy = "dead-letter"\ndead_letter_stream = "local.dead-letters"\n')))
+    meta = await h.open_meta(config)
+    try:
+        model = await h.prepare(config, meta)
+        await meta.produce(_records())
+        _, result = await h.run_worker(config, model, 5)
+        assert (result.processed, result.skipped) == (4, 1)
+        assert await _sums(meta) == [1, 3, 6, 10]
+        [(key, value)] = (await read_stream(meta, "dead-letters"))[0]
+        letter = json.loads(value)
+        assert key == b"k"
+        assert letter["error"].startswith(EXPECTED_ERROR)
+        del letter["error"], letter["timestamp"]
+        assert letter == {"system": "local", "stream": "events", "partition": 0, "offset": 2,
+                          "key_base64": base64.b64encode(b"k").decode(),
+                          "value_base64": base64.b64encode(BAD).decode()}
+    finally:
+        await meta.close()

@@ -1,0 +1,82 @@
+"""The sum job on a real Kafka-protocol broker (tansu): exact, and at-least-once after SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from jobs import harness as h
+from kafka_broker import TansuBroker
+
+RECORDS = 30_000
+KEYS = 1_000
+
+
+def _job(tmp_path: Path, broker: TansuBroker) -> Path:
+    """A job with its own job name and topics: the broker is shared by the whole session."""
+    unique = uuid.uuid4().hex[:8]
+    return h.write_job(tmp_path / "job", name=f"sums-{unique}", system="kafka",
+                       bootstrap=broker.bootstrap, events=f"events-{unique}")
+
+
+async def test_sums_are_exact_on_kafka_without_crashes(kafka_broker: TansuBroker,
+                                                        tmp_path: Path) -> None:
+    config = h.load(_job(tmp_path, kafka_broker))
+    meta = await h.open_meta(config)
+    try:
+        model = await h.prepare(config, meta)
+        work = h.Workload(KEYS, stream=h.streams(config)[0])
+        await h.produce(meta, work.records(RECORDS))
+        _, result = await h.run_worker(config, model, RECORDS)
+        assert (result.processed, result.skipped) == (RECORDS, 0)
+        assert await h.changelog_state(meta, config) == work.totals
+        assert await h.output_count(meta, config) == RECORDS
+        assert h.exact_problems(await h.outputs(meta, config), work) == []
+    finally:
+        await meta.close()
+
+
+async def test_a_sigkilled_kafka_worker_loses_nothing(kafka_broker: TansuBroker,
+                                                       tmp_path: Path) -> None:
+    """At-least-once: after a SIGKILL and a restart every key is present and no sum is short."""
+    path = _job(tmp_path, kafka_broker)
+    config = h.load(path)
+    meta = await h.open_meta(config)
+    try:
+        await h.prepare(config, meta)
+        work = h.Workload(KEYS, stream=h.streams(config)[0])
+        await h.produce(meta, work.records(RECORDS))
+
+        async def outputs_reach(count: int) -> bool:
+            return await h.output_count(meta, config) >= count
+
+        async def all_checkpointed() -> bool:
+            checkpoints = await meta.read_checkpoints(config.name)
+            return sum(sum(c.inputs.values()) for c in checkpoints.values()) == RECORDS
+
+        with (tmp_path / "worker.log").open("ab") as log:
+            worker = h.start_worker(path, log)
+            try:
+                await h.wait_until(lambda: outputs_reach(RECORDS // 3), 60, "a third of the "
+                                   "outputs", worker)
+                await asyncio.sleep(0.07)
+            finally:
+                h.kill(worker)
+            assert worker.returncode == -9
+            assert not await all_checkpointed()
+            worker = h.start_worker(path, log)
+            try:
+                await h.wait_until(all_checkpointed, 60, "every input checkpointed", worker)
+                assert await h.stop(worker) == 0
+            finally:
+                h.kill(worker)
+        state = await h.changelog_state(meta, config)
+        assert sorted(state) == sorted(work.totals)
+        assert [k for k, total in work.totals.items() if state[k] < total] == []
+        found = await h.outputs(meta, config)
+        assert sorted(found) == sorted(work.totals)
+        assert [k for k, total in work.totals.items() if found[k][-1]["sum"] < total] == []
+        assert await h.output_count(meta, config) >= RECORDS
+    finally:
+        await meta.close()

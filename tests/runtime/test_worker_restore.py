@@ -1,0 +1,89 @@
+"""Restoring stores from their changelogs: full after losing the folder, delta when behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from jobs import harness as h
+
+from framework.config import JobConfig
+from framework.coordinator.stream import read_state
+from framework.stores import RocksDBEngine
+
+RECORDS = 20_000
+KEYS = 1_000
+TASKS = [f"Partition {p}" for p in range(h.PARTITIONS)]
+
+
+def stored_totals(config: JobConfig) -> dict[str, int]:
+    """What the tasks' RocksDB folders hold (the worker must be stopped)."""
+    totals: dict[str, int] = {}
+    for task in TASKS:
+        engine = RocksDBEngine.open(config.data_dir, "totals", task)
+        try:
+            totals.update({k.decode(): json.loads(v) for k, v in engine.iterate()})
+        finally:
+            engine.close()
+    return totals
+
+
+async def test_deleted_store_folder_is_restored_fully(tmp_path: Path) -> None:
+    """No local state: every task restores its whole changelog partition, then compacted."""
+    config = h.load(h.write_job(tmp_path / "job"))
+    meta = await h.open_meta(config)
+    try:
+        model = await h.prepare(config, meta)
+        work = h.Workload(KEYS)
+        await h.produce(meta, work.records(RECORDS))
+        first, _ = await h.run_worker(config, model, RECORDS)
+        assert first.restore_modes == {f"{t}/totals": "full" for t in TASKS}
+        assert first.restored == 0
+        logged = sum((await h.changelog_ends(meta, config)).values())
+        assert logged > KEYS  # several commits wrote some keys more than once
+
+        shutil.rmtree(config.data_dir / "stores")
+        worker, _ = await h.run_worker(config, model, 0)
+        assert worker.restore_modes == {f"{t}/totals": "full" for t in TASKS}
+        assert worker.restored == logged
+        assert stored_totals(config) == work.totals
+        report = (await read_state(meta, config)).workers[0]
+        assert (report["restored"], report["restore_modes"]) == (logged, worker.restore_modes)
+
+        assert await meta.compact(config.changelog_stream("totals").partition(".")[2]) == (
+            logged - KEYS)
+        shutil.rmtree(config.data_dir / "stores")
+        worker, _ = await h.run_worker(config, model, 0)
+        assert worker.restored == KEYS  # one record per key is left after compaction
+        assert stored_totals(config) == work.totals
+    finally:
+        await meta.close()
+
+
+async def test_store_behind_its_changelog_restores_only_the_delta(tmp_path: Path) -> None:
+    """Stores copied from an earlier run replay exactly the changelog records written since."""
+    config = h.load(h.write_job(tmp_path / "job"))
+    meta = await h.open_meta(config)
+    try:
+        model = await h.prepare(config, meta)
+        work = h.Workload(KEYS)
+        await h.produce(meta, work.records(RECORDS))
+        await h.run_worker(config, model, RECORDS)
+        before = await h.changelog_ends(meta, config)
+        shutil.copytree(config.data_dir / "stores", tmp_path / "backup")
+
+        await h.produce(meta, work.records(RECORDS))
+        second, _ = await h.run_worker(config, model, RECORDS)
+        assert second.restore_modes == {f"{t}/totals": "none" for t in TASKS}
+        after = await h.changelog_ends(meta, config)
+        shutil.rmtree(config.data_dir / "stores")
+        shutil.copytree(tmp_path / "backup", config.data_dir / "stores")
+
+        worker, _ = await h.run_worker(config, model, 0)
+        assert worker.restore_modes == {f"{t}/totals": "delta" for t in TASKS}
+        assert worker.restored == sum(after.values()) - sum(before.values())
+        assert stored_totals(config) == work.totals
+        assert await h.changelog_state(meta, config) == work.totals
+    finally:
+        await meta.close()
