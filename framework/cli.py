@@ -38,9 +38,11 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(handler=_expansion_plan)
 
     from framework.commands.drill import add_drill_command
+    from framework.commands.rekey import add_rekey_command
     from framework.commands.run import add_run_command
     from framework.commands.status import add_status_command
     from framework.commands.streams import add_streams_command
+    from framework.commands.verify import add_verify_command
     from framework.worker.main import add_worker_command
 
     add_run_command(commands)
@@ -48,6 +50,8 @@ def _build_parser() -> argparse.ArgumentParser:
     add_streams_command(commands)
     add_drill_command(commands)
     add_worker_command(commands)
+    add_verify_command(commands)
+    add_rekey_command(commands)
     return parser
 
 

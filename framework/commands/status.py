@@ -6,14 +6,17 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.stream import read_state
 from framework.errors import JobModelError
+from framework.jobmodel import TaskModel
 from framework.systems import open_system
+from groupers import SystemStreamPartition
 
-__all__ = ["add_status_command", "collect_status"]
+__all__ = ["add_status_command", "collect_status", "held_behind_barrier"]
 
 
 def add_status_command(commands: Any) -> None:
@@ -23,6 +26,22 @@ def add_status_command(commands: Any) -> None:
     parser.add_argument("job", help="the job file (TOML)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(handler=_command)
+
+
+def _pending(task: TaskModel, done: Mapping[SystemStreamPartition, int]) -> int:
+    """How many of the task's barrier stages its checkpoint has not passed yet (in order)."""
+    for passed, stage in enumerate(task.stages):
+        if not all(done.get(ssp, 0) >= offset for ssp, offset in stage.barrier.items()):
+            return len(task.stages) - passed
+    return 0
+
+
+def held_behind_barrier(
+    task: TaskModel, done: Mapping[SystemStreamPartition, int]
+) -> frozenset[SystemStreamPartition]:
+    """SSPs still held: those of the stages the checkpointed positions have not passed."""
+    pending = task.stages[len(task.stages) - _pending(task, done):]
+    return frozenset().union(*(stage.held for stage in pending))
 
 
 async def collect_status(config: JobConfig) -> dict[str, Any]:
@@ -53,6 +72,7 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
         for task in state.model.ordered_tasks():
             checkpoint = checkpoints.get(task.name)
             done = checkpoint.inputs if checkpoint else {}
+            held = held_behind_barrier(task, done)
             ssps = []
             for ssp in sorted(task.ssps | task.broadcast):
                 end = ends.get(tuple(ssp), 0)  # type: ignore[arg-type]
@@ -61,14 +81,16 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
                 total_lag += lag
                 ssps.append({"ssp": [ssp.system, ssp.stream, ssp.partition],
                              "position": position, "end": end, "lag": lag,
-                             "held": ssp in task.held})
+                             "held": ssp in held})
             tasks.append({"task": task.name, "worker": task.worker,
+                          "barrier_stages": len(task.stages),
+                          "barrier_stages_passed": len(task.stages) - _pending(task, done),
                           "changelog_partition": task.changelog_partition, "ssps": ssps})
         return {
             "job": config.name, "epoch": state.model.epoch, "reason": state.model.reason,
             "partition_counts": dict(state.model.partition_counts),
             "workers": state.model.workers, "state": state.status.get("state"),
-            "refusal": state.status.get("refusal"),
+            "refusal": state.status.get("refusal"), "error": state.status.get("error"),
             "expansions": state.status.get("expansions", []),
             "worker_reports": {str(k): v for k, v in sorted(state.workers.items())},
             "total_lag": total_lag, "tasks": tasks,
@@ -93,19 +115,31 @@ def _command(args: argparse.Namespace) -> int:
           f"total lag {status['total_lag']}")
     for stream, count in sorted(status["partition_counts"].items()):
         print(f"  input {stream}: {count} partitions")
+    if status["error"]:
+        print(f"  FAILED: {status['error']}")
     if status["refusal"]:
         print(f"  REFUSED {status['refusal']['change']}: {status['refusal']['error']}")
     for task in status["tasks"]:
+        stages = task["barrier_stages"]
+        barrier = "" if not stages else (
+            ", expansion barrier passed" if task["barrier_stages_passed"] == stages
+            else f", {stages - task['barrier_stages_passed']} expansion barrier(s) pending")
         print(f"  {task['task']} on worker {task['worker']} "
-              f"(changelog partition {task['changelog_partition']})")
+              f"(changelog partition {task['changelog_partition']}{barrier})")
         for row in task["ssps"]:
             system, stream, partition = row["ssp"]
             held = " [held behind expansion barrier]" if row["held"] else ""
             print(f"    {system}.{stream}[{partition}] position {row['position']} "
                   f"end {row['end']} lag {row['lag']}{held}")
+    reports = status["worker_reports"].values()
     for expansion in status["expansions"][-3:]:
+        resumed = [r["resumed_ms"] for r in reports
+                   if r.get("epoch") == expansion["epoch"] and "resumed_ms" in r]
+        resume = (f", resumed {_clock(max(resumed))} "
+                  f"({max(resumed) - expansion['detected_ms']} ms after detection)"
+                  if len(resumed) == status["workers"] else "")
         print(f"  expansion {expansion['change']} → epoch {expansion['epoch']}: detected "
               f"{_clock(expansion['detected_ms'])}, workers stopped "
               f"{_clock(expansion['workers_stopped_ms'])}, restarted "
-              f"{_clock(expansion['workers_started_ms'])}")
+              f"{_clock(expansion['workers_started_ms'])}{resume}")
     return 0

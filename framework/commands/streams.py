@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 from framework.config import JobConfig, load_config
-from framework.errors import ConfigError, SerdeError
+from framework.coordinator.builder import build_job_model
+from framework.coordinator.stream import read_state
+from framework.errors import ConfigError, SampanError, SerdeError, StreamNotFoundError
 from framework.serdes import get_serde
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
-from groupers import SystemStreamPartition
+from groupers import ExpansionError, SystemStreamPartition
 
 __all__ = ["add_streams_command"]
 
@@ -36,6 +39,9 @@ def add_streams_command(commands: Any) -> None:
         p.add_argument("--partitions", type=int, required=True, metavar="N")
         if name == "create":
             p.add_argument("--compacted", action="store_true", help="keep the latest per key")
+        else:
+            p.add_argument("--force", action="store_true",
+                           help="expand even to a count the job's coordinator will refuse")
         job_arg(p)
         p.set_defaults(handler=_create if name == "create" else _expand)
     p = sub.add_parser("list", help="list streams and partition counts")
@@ -69,13 +75,28 @@ async def _with_system(config: JobConfig, system_name: str) -> System:
     return system
 
 
+def _missing(config: JobConfig, qualified: str) -> StreamNotFoundError:
+    return StreamNotFoundError(
+        f"stream {qualified} does not exist; create it with `sampan streams create "
+        f"{qualified} --partitions N --job {config.path}`")
+
+
 def _create(args: argparse.Namespace) -> int:
     config = load_config(args.job)
     system_name, stream = _split(config, args.stream)
+    if args.partitions < 1:
+        raise ConfigError(f"--partitions {args.partitions}: a stream needs at least 1 "
+                          f"partition; pass --partitions N with N >= 1")
 
     async def go() -> None:
         system = await _with_system(config, system_name)
         try:
+            existing = (await system.list_streams()).get(stream)
+            if existing is not None:
+                raise SampanError(
+                    f"stream {args.stream} already exists with {existing} partitions; grow it "
+                    f"with `sampan streams expand {args.stream} --partitions N --job "
+                    f"{config.path}`")
             await system.create_stream(stream, args.partitions, compacted=args.compacted)
         finally:
             await system.close()
@@ -85,6 +106,28 @@ def _create(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _check_expansion(config: JobConfig, system: System, qualified: str,
+                           count: int) -> None:
+    """Refuse up front what the job's coordinator would refuse (non-multiple, decrease)."""
+    if qualified not in config.inputs:
+        return
+    meta = system if system.name == config.metadata_system else await _with_system(
+        config, config.metadata_system)
+    try:
+        model = (await read_state(meta, config)).model
+    finally:
+        if meta is not system:
+            await meta.close()
+    if model is None or qualified not in model.partition_counts:
+        return
+    counts = {**model.partition_counts, qualified: count}
+    try:
+        build_job_model(config, counts, model)
+    except ExpansionError as error:
+        raise SampanError(f"refused: {error}; pass --force to expand anyway (the running job "
+                          f"would refuse it and keep its current job model)") from None
+
+
 def _expand(args: argparse.Namespace) -> int:
     config = load_config(args.job)
     system_name, stream = _split(config, args.stream)
@@ -92,14 +135,27 @@ def _expand(args: argparse.Namespace) -> int:
     async def go() -> int:
         system = await _with_system(config, system_name)
         try:
-            before = (await system.partition_counts([stream]))[stream]
+            counts = await system.list_streams()
+            if stream not in counts:
+                raise _missing(config, args.stream)
+            before = counts[stream]
+            if args.partitions < before:
+                raise SampanError(
+                    f"cannot shrink {args.stream} from {before} to {args.partitions} "
+                    f"partitions: partition counts only grow; pass --partitions N with "
+                    f"N > {before}")
+            if args.partitions > before and not args.force:
+                await _check_expansion(config, system, args.stream, args.partitions)
             await system.expand_stream(stream, args.partitions)
             return before
         finally:
             await system.close()
 
     before = asyncio.run(go())
-    print(f"expanded {args.stream} from {before} to {args.partitions} partitions")
+    if before == args.partitions:
+        print(f"{args.stream} already has {before} partitions; nothing to do")
+    else:
+        print(f"expanded {args.stream} from {before} to {args.partitions} partitions")
     return 0
 
 
@@ -131,10 +187,13 @@ def _produce(args: argparse.Namespace) -> int:
     def encode(line_no: int, line: str) -> ProducerRecord:
         try:
             item = json.loads(line)
-            key, value = item.get("key"), item.get("value")
-        except (json.JSONDecodeError, AttributeError) as error:
-            raise ConfigError(f"stdin line {line_no}: expected a JSON object like "
-                              f'{{"key": "k", "value": {{...}}}}: {error}') from None
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"stdin line {line_no}: not JSON ({error}); write one object "
+                              f'per line like {{"key": "k", "value": {{...}}}}') from None
+        if not isinstance(item, dict):
+            raise ConfigError(f"stdin line {line_no}: got a JSON {type(item).__name__}; write "
+                              f'one object per line like {{"key": "k", "value": {{...}}}}')
+        key, value = item.get("key"), item.get("value")
         try:
             return ProducerRecord(
                 stream, None if key is None else key_serde.to_bytes(key),
@@ -147,6 +206,8 @@ def _produce(args: argparse.Namespace) -> int:
         system = await _with_system(config, system_name)
         total = 0
         try:
+            if stream not in await system.list_streams():
+                raise _missing(config, args.stream)
             batch: list[ProducerRecord] = []
             for line_no, line in enumerate(sys.stdin, 1):
                 if line.strip():
@@ -207,6 +268,8 @@ def _tail(args: argparse.Namespace) -> int:
     async def go() -> None:
         system = await _with_system(config, system_name)
         try:
+            if stream not in await system.list_streams():
+                raise _missing(config, args.stream)
             async for partition, offset, key, value in _records(
                     system, stream, args.from_beginning, args.until_end):
                 k = None if key is None else key_serde.from_bytes(key)
@@ -219,8 +282,6 @@ def _tail(args: argparse.Namespace) -> int:
         finally:
             await system.close()
 
-    try:
+    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
         asyncio.run(go())
-    except (BrokenPipeError, KeyboardInterrupt):
-        pass
     return 0

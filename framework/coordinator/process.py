@@ -26,7 +26,7 @@ from framework.coordinator.stream import (
     read_state,
 )
 from framework.coordinator.supervisor import Supervisor
-from framework.errors import StreamNotFoundError
+from framework.errors import StreamNotFoundError, SystemUnavailableError
 from framework.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import System
@@ -221,7 +221,12 @@ class Coordinator:
             except TimeoutError:
                 pass
             await self.supervisor.check()
-            counts = await self.partition_counts()
+            try:
+                counts = await self.partition_counts()
+            except SystemUnavailableError as error:  # a broker blip must not stop the job
+                log.warning("cannot read partition counts (%s); retrying in %.1fs", error,
+                            interval)
+                continue
             assert self.model is not None
             if dict(counts) != dict(self.model.partition_counts):
                 await self._on_change(counts)

@@ -8,6 +8,7 @@ until it crashes ``max_restarts`` times in a row without making progress.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import logging
 import os
@@ -131,10 +132,8 @@ class Supervisor:
         self._stopping = True
         for worker in self.workers.values():
             if worker.process.returncode is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     worker.process.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         deadline = time.monotonic() + self.stop_timeout_s
         for worker in self.workers.values():
             assert worker.waiter is not None

@@ -16,6 +16,7 @@ import pyarrow as pa
 from framework.config import load_config
 from framework.serdes import Serde, get_serde
 from framework.spark.options import PartitionRange
+from framework.spark.streams import resolve_stream
 from framework.systems import open_system
 from framework.systems.base import Record
 from framework.systems.reading import read_range
@@ -78,7 +79,7 @@ def read_partition(part: PartitionRange, batch_size: int = 10_000) -> Iterator[p
     if part.start >= part.end:
         return
     config = load_config(part.job)
-    stream = config.stream(part.stream)
+    stream = resolve_stream(config, part.stream)
     serdes = None if part.raw else (
         get_serde(stream.key_serde, search_path=config.root),
         get_serde(stream.value_serde, search_path=config.root))

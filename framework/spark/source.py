@@ -28,6 +28,7 @@ from framework.spark.aio import with_system
 from framework.spark.errors import SparkOptionError
 from framework.spark.options import PartitionRange, SourceOptions, resolve_offsets
 from framework.spark.records import DECODED_SCHEMA, RAW_SCHEMA, read_partition
+from framework.spark.streams import resolve_stream
 from framework.spark.writing import write_batches
 from framework.systems.base import OffsetRange
 
@@ -51,7 +52,7 @@ def _ranges(options: SourceOptions, *, create: bool = False) -> dict[int, Offset
     """Per partition of the stream: oldest and end offset. ``create`` makes a missing stream
     that the job file declares with ``partitions`` (as `sampan run` would)."""
     config = load_config(options.job)
-    stream = config.stream(options.stream)
+    stream = resolve_stream(config, options.stream)
 
     async def offsets(system: Any) -> dict[int, OffsetRange]:
         try:

@@ -19,6 +19,7 @@ from framework.config import load_config
 from framework.partitioner import RoundRobin, partition_for_key
 from framework.serdes import Serde, get_serde
 from framework.spark.options import SourceOptions
+from framework.spark.streams import resolve_stream
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord
 
@@ -41,7 +42,7 @@ def _encoder(serde: Serde, column: pa.Array) -> Any:
 def write_batches(options: SourceOptions, count: int, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row of ``batches`` to ``options.stream`` (``count`` partitions)."""
     config = load_config(options.job)
-    stream = config.stream(options.stream)
+    stream = resolve_stream(config, options.stream)
     key_serde = get_serde(stream.key_serde, search_path=config.root)
     value_serde = get_serde(stream.value_serde, search_path=config.root)
     turns = RoundRobin()

@@ -78,6 +78,9 @@ class TaskStore:
         self.max_keys = max_keys
         self._key_serde = key_serde
         self._value_serde = value_serde
+        self._key_to = key_serde.to_bytes
+        self._value_to = value_serde.to_bytes
+        self._value_from = value_serde.from_bytes
         self._buffer: dict[bytes, bytes | None] = {}
         self._pending: dict[bytes, bytes | None] | None = None  # drained, not yet applied
 
@@ -85,19 +88,45 @@ class TaskStore:
 
     def get(self, key: Any) -> Any:
         """The value of ``key`` (buffered writes first), or None."""
-        raw = self._encode_key(key)
-        if raw in self._buffer:
-            data = self._buffer[raw]
+        raw = self._fast_key(key)
+        buffer = self._buffer
+        if raw in buffer:
+            data = buffer[raw]
         elif self._pending is not None and raw in self._pending:
             data = self._pending[raw]
         else:
             data = self.engine.get(raw)
-        return None if data is None else self._decode_value(raw, data)
+        if data is None:
+            return None
+        try:
+            return self._value_from(data)
+        except Exception:
+            return self._decode_value(raw, data)  # raises the SerdeError naming the store
 
     def put(self, key: Any, value: Any) -> None:
         """Set ``key`` to ``value`` in the write buffer; None deletes."""
-        raw = self._encode_key(key)
-        self._buffer[raw] = None if value is None else self._encode_value(key, value)
+        raw = self._fast_key(key)
+        if value is None:
+            self._buffer[raw] = None
+            return
+        try:
+            data = self._value_to(value)
+        except Exception:
+            data = None
+        if type(data) is not bytes:  # a failure or a non-bytes result: the careful path
+            data = self._encode_value(key, value)
+        self._buffer[raw] = data
+
+    def _fast_key(self, key: Any) -> bytes:
+        """The serialized key on the hot path; `_encode_key` for None, errors, non-bytes."""
+        if key is not None:
+            try:
+                raw = self._key_to(key)
+            except Exception:
+                raw = None
+            if type(raw) is bytes:
+                return raw
+        return self._encode_key(key)
 
     def delete(self, key: Any) -> None:
         """Delete ``key`` (a tombstone in the buffer, hiding any stored value)."""

@@ -20,6 +20,8 @@ A full restore wipes the engine first. Records are applied in write batches of
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -213,10 +215,14 @@ class _Applier:
                 f"something other than sampan writing to this changelog?"
             )
         changelog = ChangelogPosition(self._stream, self._partition, position)
-        # A dict keeps the latest value per key, as replaying the log in order would.
-        items = dict(zip(cast(list[bytes], keys), [record.value for record in records],
-                         strict=True))
-        self._engine.write_batch(items, changelog)
+        write_pairs = getattr(self._engine, "write_pairs", None)
+        if write_pairs is not None:  # engines that apply puts in order need no dict
+            write_pairs(keys, [record.value for record in records], changelog)
+        else:
+            # A dict keeps the latest value per key, as replaying the log in order would.
+            items = dict(zip(cast(list[bytes], keys), [record.value for record in records],
+                             strict=True))
+            self._engine.write_batch(items, changelog)
         self._written = True
         self.records += len(records)
         if self._reporter is not None:
@@ -234,6 +240,29 @@ def changelog_reader(
     """
 
     def fetch(start: int) -> AsyncIterator[Sequence[Record]]:
-        return read_range(system, ssp, start, end, batch_size)
+        return read_ahead(read_range(system, ssp, start, end, batch_size))
 
     return fetch
+
+
+async def read_ahead(source: AsyncIterator[Sequence[Record]]) -> AsyncIterator[Sequence[Record]]:
+    """Yield ``source``'s batches while already fetching the next one, so reading the
+    changelog (a system's I/O thread or socket) overlaps writing the store."""
+    step = source.__anext__
+    upcoming: asyncio.Future[Sequence[Record]] = asyncio.ensure_future(step())
+    try:
+        while True:
+            try:
+                batch = await upcoming
+            except StopAsyncIteration:
+                return
+            upcoming = asyncio.ensure_future(step())
+            yield batch
+    finally:
+        if not upcoming.done():
+            upcoming.cancel()
+        with contextlib.suppress(BaseException):
+            await upcoming
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from framework.api import Envelope, OutgoingMessage
 from framework.config import JobConfig
 from framework.serdes import Serde, decode, encode, get_serde
@@ -17,6 +19,7 @@ class RecordCodec:
     def __init__(self, config: JobConfig) -> None:
         self._config = config
         self._serdes: dict[str, tuple[Serde, Serde]] = {}
+        self._targets: dict[str, tuple[str, str, Serde, Serde]] = {}
 
     def serdes(self, qualified: str) -> tuple[Serde, Serde]:
         """(key serde, value serde) of a declared stream."""
@@ -28,6 +31,23 @@ class RecordCodec:
                      get_serde(stream.value_serde, search_path=root))
             self._serdes[qualified] = found
         return found
+
+    def decoder(self, ssp: SystemStreamPartition) -> Callable[[Record], Envelope]:
+        """`decode` bound to one SSP: the per-record hot path, with its serdes looked up once."""
+        qualified = f"{ssp.system}.{ssp.stream}"
+        key_from, value_from = (serde.from_bytes for serde in self.serdes(qualified))
+
+        def decode_record(record: Record) -> Envelope:
+            try:
+                key = None if record.key is None else key_from(record.key)
+                value = None if record.value is None else value_from(record.value)
+            except Exception:
+                self.decode(ssp, record)  # raises the SerdeError naming SSP, offset and serde
+                raise
+            return Envelope(ssp, record.offset, key, value, record.timestamp,
+                            dict(record.headers) if record.headers else {})
+
+        return decode_record
 
     def decode(self, ssp: SystemStreamPartition, record: Record) -> Envelope:
         """The envelope of ``record``; `SerdeError` names SSP, offset and serde."""
@@ -54,12 +74,16 @@ class RecordCodec:
 
     def encode(self, message: OutgoingMessage) -> tuple[str, ProducerRecord]:
         """(system name, record) for a task's output; `SerdeError` names the stream."""
-        stream = self._config.stream(message.stream)
-        key_serde, value_serde = self.serdes(message.stream)
+        target = self._targets.get(message.stream)
+        if target is None:
+            stream = self._config.stream(message.stream)
+            target = (stream.system, stream.stream, *self.serdes(message.stream))
+            self._targets[message.stream] = target
+        system, name, key_serde, value_serde = target
         key = encode(key_serde, message.key, part="key", stream=message.stream)
         value = encode(value_serde, message.value, part="value", stream=message.stream)
         headers = tuple(sorted(message.headers.items())) if message.headers else ()
-        return stream.system, ProducerRecord(
-            stream.stream, key, value, partition=message.partition,
+        return system, ProducerRecord(
+            name, key, value, partition=message.partition,
             timestamp=message.timestamp, headers=headers,
         )

@@ -49,6 +49,8 @@ class TaskInstance:
         self.has_window = type(task).window is not StreamTask.window
         self.processed = 0
         self.skipped = 0
+        self._declared: set[str] = set()
+        self._process = task.process
 
     # TaskContext -------------------------------------------------------------------------
     @property
@@ -84,7 +86,9 @@ class TaskInstance:
         timestamp: int | None = None,
         headers: Mapping[str, bytes] | None = None,
     ) -> None:
-        self._config.stream(stream)  # fail at the send site if the stream is undeclared
+        if stream not in self._declared:
+            self._config.stream(stream)  # fail at the send site if the stream is undeclared
+            self._declared.add(stream)
         self.outputs.append(OutgoingMessage(stream, key, value, partition, timestamp, headers))
 
     # TaskCoordinator ---------------------------------------------------------------------
@@ -99,7 +103,9 @@ class TaskInstance:
         await _maybe_await(self.task.init(self))
 
     async def process(self, envelope: Envelope) -> None:
-        await _maybe_await(self.task.process(envelope, self, self))
+        result = self._process(envelope, self, self)
+        if result is not None:  # an `async def process` (or one returning an awaitable)
+            await result
         self.positions[envelope.ssp] = envelope.offset + 1
         self.processed += 1
 
@@ -114,6 +120,10 @@ class TaskInstance:
 
     async def close(self) -> None:
         await _maybe_await(self.task.close())
+
+    def buffered_writes(self) -> bool:
+        """A store holds writes not yet committed (e.g. made by `window`)."""
+        return any(getattr(store, "buffered", 0) for store in self.stores.values())
 
     def buffers_full(self) -> bool:
         """A store's write buffer reached its bound: the worker must commit now."""

@@ -7,10 +7,10 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from framework.api import StreamTask
+from framework.api import Envelope, StreamTask
 from framework.config import JobConfig
 from framework.coordinator.stream import WORKER_PREFIX, publish_report, read_latest_model
 from framework.errors import FencedError, JobModelError, ProcessingError, SerdeError
@@ -196,16 +196,40 @@ class Worker:
         return released
 
     async def _loop(self, committer: Committer) -> str:
+        prefetched: dict[str, asyncio.Future[Mapping[SystemStreamPartition, Sequence[Record]]]]
+        prefetched = {}
+        try:
+            return await self._run_loop(committer, prefetched)
+        finally:
+            for future in prefetched.values():
+                future.cancel()
+            await asyncio.gather(*prefetched.values(), return_exceptions=True)
+
+    async def _run_loop(
+        self,
+        committer: Committer,
+        prefetched: dict[str, asyncio.Future[Mapping[SystemStreamPartition, Sequence[Record]]]],
+    ) -> str:
         interval = self.config.commit_interval_ms / 1000
         window_interval = self.config.window_interval_ms / 1000
         next_commit = time.monotonic() + interval
         next_window = time.monotonic() + window_interval
+        max_records = self.config.fetch_max_records
         dirty = False
         self._release_barriers()
         while True:
-            for consumer in self._consumers.values():
-                batch = await consumer.fetch(self.config.fetch_max_records,
-                                             timeout_ms=50 if not self.stop.is_set() else 0)
+            for name, consumer in self._consumers.items():
+                pending = prefetched.pop(name, None)
+                if pending is not None:
+                    batch = await pending
+                else:
+                    batch = await consumer.fetch(
+                        max_records, timeout_ms=50 if not self.stop.is_set() else 0)
+                if batch and not self._stages and not self.stop.is_set():
+                    # Read the next batch while this one is processed; never across a
+                    # barrier release, which reassigns the consumer.
+                    prefetched[name] = asyncio.ensure_future(
+                        consumer.fetch(max_records, timeout_ms=50))
                 for ssp, records in batch.items():
                     await self._dispatch(ssp, records)
                     dirty = dirty or bool(records)
@@ -216,7 +240,7 @@ class Worker:
                 for instance in self.instances:
                     await instance.window()
                 next_window = now + window_interval
-                dirty = dirty or any(i.outputs for i in self.instances)
+                dirty = dirty or any(i.outputs or i.buffered_writes() for i in self.instances)
             wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
             stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
             if (dirty and (now >= next_commit or wanted)) or (stopping and dirty):
@@ -235,6 +259,9 @@ class Worker:
 
     async def _dispatch(self, ssp: SystemStreamPartition, records: Sequence[Record]) -> None:
         readers = self._routes.get(ssp, ())
+        if len(readers) == 1:
+            await self._dispatch_one(readers[0], ssp, records)
+            return
         for record in records:
             targets = [r for r in readers if r.positions.get(ssp, 0) <= record.offset]
             if not targets:
@@ -245,13 +272,39 @@ class Worker:
                 self._bad_record(ssp, record, error, targets)
                 continue
             for instance in targets:
-                try:
-                    await instance.process(envelope)
-                except Exception as error:
-                    raise ProcessingError(
-                        f"task {instance.name!r} failed on {ssp} offset {record.offset}: "
-                        f"{error!r}; fix the task and restart — the record will be "
-                        f"processed again from the last commit") from error
+                await self._process(instance, envelope)
+
+    async def _dispatch_one(self, instance: TaskInstance, ssp: SystemStreamPartition,
+                            records: Sequence[Record]) -> None:
+        """The common case, one reader: the hot path of the worker, kept lean."""
+        position = instance.positions.get(ssp, 0)
+        decode = self._codec.decoder(ssp)
+        process = instance.process
+        for record in records:
+            if record.offset < position:
+                continue  # already processed (a rewind for another reader)
+            try:
+                envelope = decode(record)
+            except SerdeError as error:
+                self._bad_record(ssp, record, error, [instance])
+                continue
+            try:
+                await process(envelope)
+            except Exception as error:
+                raise self._failed(instance, ssp, record.offset, error) from error
+
+    async def _process(self, instance: TaskInstance, envelope: Envelope) -> None:
+        try:
+            await instance.process(envelope)
+        except Exception as error:
+            raise self._failed(instance, envelope.ssp, envelope.offset, error) from error
+
+    @staticmethod
+    def _failed(instance: TaskInstance, ssp: SystemStreamPartition, offset: int,
+                error: Exception) -> ProcessingError:
+        return ProcessingError(
+            f"task {instance.name!r} failed on {ssp} offset {offset}: {error!r}; fix the "
+            f"task and restart — the record will be processed again from the last commit")
 
     def _bad_record(self, ssp: SystemStreamPartition, record: Record, error: SerdeError,
                     targets: list[TaskInstance]) -> None:

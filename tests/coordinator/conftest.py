@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coordjobs import Job
+
+pytest.register_assert_rewrite("coordjobs")
+
+from coordjobs import Job  # noqa: E402
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ check reads the real local log on disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -135,10 +136,8 @@ class Job:
     def kill(self) -> None:
         """SIGKILL the coordinator's whole process group (workers included) and reap it."""
         if self.process is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.process.wait(30)
         self._close_log()
 

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
+import time
 from collections.abc import Callable
 
+import pytest
 from coordjobs import Job, keys, placement
 
+from framework.errors import FencedError
 from framework.stores.rocksdb import store_path
+from framework.worker.runner import Worker
 
 PADDING = 30_000  # changelog records of keys the task never sees: a long full restore
+
+
+def log_ms(text: str, needle: str) -> int:
+    """Wall-clock ms of the first log line containing ``needle`` (logging's local asctime)."""
+    line = next(line for line in text.splitlines() if needle in line)
+    seconds = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+    return int(seconds * 1000) + int(line[20:23])
 
 
 def resume_ms(job_state: object, epoch: int) -> int:
@@ -51,21 +63,28 @@ async def test_per_key_order_holds_across_two_expansions(make_job: Callable[...,
 
 async def test_worker_sigkilled_mid_expansion_is_restarted_and_exact(
         make_job: Callable[..., Job]) -> None:
-    """SIGKILL a worker right after it starts on the new epoch: restarted, counts exact."""
+    """SIGKILL worker 1's first epoch-2 process as soon as it exists: restarted, exact."""
     job = make_job("killed", {"words": 2})
     await job.create("words", 2)
     await job.produce("words", keys(50), 20)
     job.start()
-    await job.wait_epoch(1)
+    first = await job.wait_epoch(1)
+    old = first.workers[1]["pid"]
     await job.expand("words", 4)
     await job.produce("words", keys(50), 20)
-    state = await job.wait_epoch(2)
-    victim = state.workers[1]["pid"]
-    os.kill(victim, signal.SIGKILL)
+    victim: list[int] = []
+
+    async def switched() -> bool:
+        pid = (await job.state()).status.get("worker_pids", {}).get("1")
+        if pid is not None and pid != old:
+            victim.append(pid)
+        return bool(victim)
+    await job.wait(switched, "worker 1 started on epoch 2")
+    os.kill(victim[0], signal.SIGKILL)
 
     async def restarted() -> bool:
         report = (await job.state()).workers.get(1, {})
-        return report.get("pid") not in (None, victim) and report.get("epoch") == 2
+        return report.get("pid") not in (None, old, victim[0]) and report.get("epoch") == 2
     await job.wait(restarted, "worker 1 restarted on epoch 2")
     await job.produce("words", keys(50), 5)
     await job.wait_outputs()
@@ -86,6 +105,8 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
     await job.wait_outputs()
     assert await job.stop() == 0
     padding = await job.pad_changelog(partition=1, records=PADDING)
+    changelog = job.config.changelog_stream("counts").partition(".")[2]
+    restore_end = (await job.call(lambda s: s.offsets(changelog)))[1].end
     shutil.rmtree(store_path(job.config.data_dir, "counts", "Partition 1"))
     (job.logs / "worker-1.log").unlink()
     job.start()
@@ -102,6 +123,63 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
     assert await job.outputs() == job.truth.expected_outputs()
     assert await job.store() == {**padding, **job.truth.sent}
     text = (job.logs / "worker-1.log").read_text(errors="replace")
-    assert "restore store 'counts' of task 'Partition 1': full restore of" in text
+    began = log_ms(text, "restore store 'counts' of task 'Partition 1': full restore of [0, ")
+    ended = log_ms(text, f"full restore applied {restore_end} records")
+    assert began <= state.status["expansions"][0]["detected_ms"] <= ended
+    assert state.workers[1]["restore_modes"] == {"Partition 1/counts": "none"}
     assert state.workers[0]["restore_modes"] == {"Partition 0/counts": "none"}
     assert "local.words 2→4" in job.coordinator_log()
+
+
+async def test_expansion_while_stopped_drains_old_partitions_first(
+        make_job: Callable[..., Job]) -> None:
+    """Backlog in 2 partitions, expand to 4, more records, then start: barrier keeps order."""
+    job = make_job("offline", {"words": 2})
+    await job.create("words", 2)
+    await job.produce("words", keys(30), 2)
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    await job.produce("words", keys(30), 30)  # backlog in partitions 0 and 1
+    await job.expand("words", 4)
+    await job.produce("words", keys(30), 30)  # moved keys continue in partitions 2 and 3
+    ends = await job.call(lambda s: s.offsets("words"))
+    job.start()
+    state = await job.wait_epoch(2)
+    await job.wait_outputs()
+    await job.assert_exact()
+    assert state.model is not None
+    assert state.model.reason == "coordinator start, expansion local.words 2→4"
+    stages = {t.name: [(dict(s.barrier), sorted(s.held)) for s in t.stages]
+              for t in state.model.ordered_tasks()}
+    assert {name: [({ssp.partition: o for ssp, o in b.items()}, [h.partition for h in held])
+                   for b, held in st] for name, st in stages.items()} == {
+        "Partition 0": [({0: ends[0].end}, [2])], "Partition 1": [({1: ends[1].end}, [3])]}
+    status = job.sampan("status", "{job}")
+    assert "held behind" not in status.stdout
+    assert status.stdout.count("expansion barrier passed") == 2
+    assert "expansion local.words 2→4 → epoch 2" in status.stdout
+    assert await job.stop() == 0
+    await job.assert_exact()
+
+
+async def test_a_worker_of_the_old_epoch_is_fenced_after_an_expansion(
+        make_job: Callable[..., Job]) -> None:
+    """A straggler running epoch 1's model after the 2→4 switch cannot commit anything."""
+    job = make_job("fenced", {"words": 2})
+    await job.create("words", 2)
+    await job.produce("words", keys(20), 2)
+    job.start()
+    old = (await job.wait_epoch(1)).model
+    await job.expand("words", 4)
+    await job.wait_epoch(2)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    await job.produce("words", keys(20), 1)  # work the straggler would commit
+    before = await job.output_total()
+    straggler = Worker(job.config, 0, model=old)
+    with pytest.raises(FencedError, match="commit of epoch 1 refused, the job is fenced at "
+                                          "epoch 2"):
+        await asyncio.wait_for(straggler.run(), 30)
+    assert await job.output_total() == before

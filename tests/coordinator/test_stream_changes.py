@@ -156,9 +156,32 @@ async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
     assert "The job keeps running on epoch 1." in log
 
 
-async def produce_on_four(job: Job, rounds: int) -> None:
+async def produce_on_four(job: Job, rounds: int, names: list[str] | None = None) -> None:
     """Records keyed as a 4-partition producer places them (partitions 0..3)."""
+    names = names or keys(40)
     records = [ProducerRecord(r.stream, r.key, r.value,
                               partition=partition_for_key(r.key or b"", 4))
-               for r in job.truth.records("words", keys(40), rounds)]
+               for r in job.truth.records("words", names, rounds)]
     await job.call(lambda s: s.produce(records))
+
+
+async def test_refused_change_while_stopped_starts_on_the_previous_counts(
+        make_job: Callable[..., Job]) -> None:
+    """4→6 while the job was down: it starts on 4 partitions, refused and exact."""
+    job = make_job("refusestart", {"words": 4})
+    await job.create("words", 4)
+    await job.produce("words", keys(20), 3)
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    await job.expand("words", 6)
+    await produce_on_four(job, 3)
+    job.start()
+    state = await job.wait_epoch(2)
+    await job.wait_outputs()
+    assert state.model is not None and state.model.partition_counts == {"local.words": 4}
+    assert state.status["refusal"]["change"] == "local.words 4→6"
+    assert await job.stop() == 0
+    await job.assert_exact()
+    assert job.coordinator_log().count("REFUSED partition change local.words 4→6") == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 from jobs import harness as h
 from kafka_broker import TansuBroker
 
-RECORDS = 30_000
+RECORDS = 100_000
 KEYS = 1_000
 
 

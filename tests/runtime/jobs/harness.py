@@ -37,18 +37,20 @@ def write_job(
     system: str = "local",
     bootstrap: str | None = None,
     events: str = "events",
+    task: str = "sum_task:SumTask",
     errors: str = "",
     job_extra: str = "",
 ) -> Path:
     """A job folder with the sum task and its job file; returns the job file."""
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "sum_task.py", folder / "sum_task.py")
+    for module in HERE.glob("*_task.py"):
+        shutil.copy(module, folder / module.name)
     where = f'bootstrap = "{bootstrap}"' if system == "kafka" else 'path = "data"'
     path = folder / "job.toml"
     path.write_text(f"""\
 [job]
 name = "{name}"
-task = "sum_task:SumTask"
+task = "{task}"
 inputs = ["{system}.{events}"]
 commit_interval_ms = 100
 fetch_max_records = 2000

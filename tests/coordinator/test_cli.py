@@ -1,0 +1,140 @@
+"""The pinned CLI: `--help` everywhere, errors on stderr with a one-line cause and fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+
+import pytest
+from coordjobs import CLI, REPO, Job, keys
+
+PINNED = [
+    ["run"], ["status"], ["streams"], ["streams", "create"], ["streams", "expand"],
+    ["streams", "list"], ["streams", "produce"], ["streams", "tail"], ["drill"],
+]
+
+
+@pytest.mark.parametrize("command", PINNED, ids=" ".join)
+def test_every_pinned_command_has_help(command: list[str]) -> None:
+    done = subprocess.run([*CLI, *command, "--help"], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: sampan {' '.join(command)}")
+    assert done.stderr == ""
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
+    """The command failed with exit 2, nothing on stdout, one error line on stderr."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"sampan {command}: error: ")
+    return lines[0].removeprefix(f"sampan {command}: error: ")
+
+
+def test_status_of_a_job_never_run(make_job: Callable[..., Job]) -> None:
+    job = make_job("never", {"words": 2})
+    assert one_line_error(job.sampan("status", "{job}"), "status") == (
+        f"job 'never' has not been started: no job model in local.__sampan-never-coordinator; "
+        f"run `sampan run {job.path}`")
+
+
+def test_stream_command_errors_name_cause_and_fix(make_job: Callable[..., Job]) -> None:
+    job = make_job("clierr", {"words": 2})
+    assert job.sampan("streams", "create", "local.words", "--partitions", "2",
+                      "--job", "{job}").stdout == "created local.words with 2 partitions\n"
+    cases = {
+        ("streams", "create", "local.words", "--partitions", "2", "--job", "{job}"):
+            f"stream local.words already exists with 2 partitions; grow it with `sampan "
+            f"streams expand local.words --partitions N --job {job.path}`",
+        ("streams", "expand", "local.words", "--partitions", "1", "--job", "{job}"):
+            "cannot shrink local.words from 2 to 1 partitions: partition counts only grow; "
+            "pass --partitions N with N > 2",
+        ("streams", "tail", "local.counts", "--job", "{job}", "--from-beginning",
+         "--until-end", "--json"):
+            f"stream local.counts does not exist; create it with `sampan streams create "
+            f"local.counts --partitions N --job {job.path}`",
+        ("streams", "tail", "local.nope", "--job", "{job}"):
+            f'stream "local.nope" is not declared in {job.path}; add a [streams."local.nope"] '
+            f"table (declared: local.counts, local.words)",
+        ("streams", "create", "words", "--partitions", "2", "--job", "{job}"):
+            "'words': expected SYSTEM.STREAM, e.g. local.events",
+    }
+    for argv, message in cases.items():
+        assert one_line_error(job.sampan(*argv), "streams") == message
+    produce = ("streams", "produce", "local.words", "--job", "{job}")
+    assert one_line_error(job.sampan(*produce, stdin='{"key": "a", "value": {}}\nnope\n'),
+                          "streams") == (
+        'stdin line 2: not JSON (Expecting value: line 1 column 1 (char 0)); write one object '
+        'per line like {"key": "k", "value": {...}}')
+    assert one_line_error(job.sampan(*produce, stdin="[1]\n"), "streams") == (
+        'stdin line 1: got a JSON list; write one object per line like '
+        '{"key": "k", "value": {...}}')
+    assert one_line_error(job.sampan("run", str(job.folder / "nope.toml")), "run") == (
+        f"{job.folder / 'nope.toml'}: job file not found; pass the path of the job's .toml file")
+
+
+async def test_produce_list_and_tail_round_trip(make_job: Callable[..., Job]) -> None:
+    job = make_job("roundtrip", {"words": 2})
+    assert job.sampan("streams", "create", "local.words", "--partitions", "2",
+                      "--job", "{job}").returncode == 0
+    lines = "".join(json.dumps({"key": k, "value": {"seq": 1}}) + "\n" for k in keys(4))
+    produced = job.sampan("streams", "produce", "local.words", "--job", "{job}", stdin=lines)
+    assert (produced.returncode, produced.stderr) == (0, "produced 4 records to local.words\n")
+    listed = job.sampan("streams", "list", "--job", "{job}")
+    assert listed.stdout == "local.words\t2\n"
+    tail = job.sampan("streams", "tail", "local.words", "--job", "{job}", "--from-beginning",
+                      "--until-end", "--json")
+    rows = sorted((r["key"], r["partition"], r["offset"], r["value"]["seq"])
+                  for r in map(json.loads, tail.stdout.splitlines()))
+    assert [(k, seq) for k, _, _, seq in rows] == [(k, 1) for k in keys(4)]
+    assert sorted((p, o) for _, p, o, _ in rows) == sorted(
+        (p, o) for p in (0, 1) for o in range(sum(1 for _, q, _, _ in rows if q == p)))
+
+
+async def test_expand_refuses_what_the_coordinator_would_refuse(
+        make_job: Callable[..., Job]) -> None:
+    """4 tasks: `streams expand` to 6 exits 2 naming the remedy; --force expands anyway."""
+    job = make_job("cliexpand", {"words": 4})
+    await job.create("words", 4)
+    job.start()
+    await job.wait_epoch(1)
+    argv = ("streams", "expand", "local.words", "--partitions", "6", "--job", "{job}")
+    assert one_line_error(job.sampan(*argv), "streams") == (
+        "refused: stream local.words: partition count went from 4 to 6, refused (4 tasks "
+        "consume it): partition count 6 is not a multiple of 4: keys would change tasks; "
+        "expand to a multiple of 4 (e.g. 8), or re-key the job's state offline to a task count "
+        "that divides 6; pass --force to expand anyway (the running job would refuse it and "
+        "keep its current job model)")
+    ok = job.sampan("streams", "expand", "local.words", "--partitions", "8", "--job", "{job}")
+    assert (ok.returncode, ok.stdout) == (0, "expanded local.words from 4 to 8 partitions\n")
+    await job.wait_epoch(2)
+    assert await job.stop() == 0
+
+
+async def test_crash_loop_stops_the_job_naming_the_worker_log(
+        make_job: Callable[..., Job]) -> None:
+    """A task that always raises: restarts with backoff, then `sampan run` exits 2."""
+    job = make_job("crashing", {"words": 2}, task="BoomTask", max_restarts=2, workers=1)
+    await job.create("words", 2)
+    await job.produce("words", keys(4), 1)
+    process = job.start()
+
+    async def exited() -> bool:
+        return process.poll() is not None
+    job.process = None  # the exit is what we wait for
+    await job.wait(exited, "sampan run to give up")
+    job.process = process
+    assert process.returncode == 2
+    log = job.coordinator_log()
+    worker_log = job.logs / "worker-0.log"
+    assert log.splitlines()[-1] == (
+        f"sampan run: error: worker 0 exited 3 times in a row (last status 2); see "
+        f"{worker_log} for the cause, fix it and run again")
+    assert log.count("restarting worker 0") == 2
+    assert "RuntimeError('boom on k00" in worker_log.read_text()
+    document = json.loads(job.sampan("status", "{job}", "--json").stdout)
+    assert (document["state"], document["error"]) == ("failed", log.splitlines()[-1].removeprefix(
+        "sampan run: error: "))
