@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from bisect import bisect_left
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, TypeVar, cast
 
 from framework.errors import StoreError
 from framework.progress import Progress, ProgressFactory, Reporter
@@ -37,6 +40,7 @@ from groupers import SystemStreamPartition
 
 __all__ = [
     "Fetch",
+    "RecordColumns",
     "RestoreMode",
     "RestorePlan",
     "RestoreResult",
@@ -49,7 +53,22 @@ log = logging.getLogger(__name__)
 
 RestoreMode = Literal["none", "delta", "full"]
 
-Fetch = Callable[[int], AsyncIterator[Sequence[Record]]]
+@dataclass(frozen=True, slots=True)
+class RecordColumns:
+    """A batch of changelog records as parallel lists, in offset order: what a reader that
+    can skip building `Record` objects (the local log) yields."""
+
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+_Batch = TypeVar("_Batch")
+
+Fetch = Callable[[int], AsyncIterator[Sequence[Record] | RecordColumns]]
 """Given a start offset, yields batches of every retained changelog record from there up
 to the restore's ``end`` in offset order (records at or past ``end`` are ignored)."""
 
@@ -144,10 +163,11 @@ async def restore_store(
     batches = fetch(plan.start)
     try:
         async for batch in batches:
-            if batch and not applier.add(batch, end):
+            if batch and not await applier.add(batch, end):
                 break
-        applier.finish(end)
+        await applier.finish(end)
     finally:
+        await applier.close()
         aclose = getattr(batches, "aclose", None)
         if aclose is not None:
             await aclose()  # release the reader (e.g. its consumer) now, not at GC
@@ -176,55 +196,84 @@ class _Applier:
         self._partition = partition
         self._batch_size = batch_size
         self._reporter = reporter
-        self._pending: list[Record] = []
+        self._offsets: list[int] = []
+        self._keys: list[bytes | None] = []
+        self._values: list[bytes | None] = []
         self.position = start
         self.records = 0
         self._written = False
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="sampan-restore")
+        self._inflight: asyncio.Future[None] | None = None
 
-    def add(self, batch: Sequence[Record], end: int) -> bool:
+    async def add(self, batch: Sequence[Record] | RecordColumns, end: int) -> bool:
         """Queue ``batch``; False once a record at or past ``end`` shows the range is done."""
+        if isinstance(batch, RecordColumns):
+            offsets, keys, values = batch.offsets, batch.keys, batch.values
+        else:
+            offsets = [record.offset for record in batch]
+            keys = [record.key for record in batch]
+            values = [record.value for record in batch]
         more = True
-        if batch[-1].offset >= end:
-            batch = [record for record in batch if record.offset < end]
+        if offsets[-1] >= end:
+            cut = bisect_left(offsets, end)
+            offsets, keys, values = offsets[:cut], keys[:cut], values[:cut]
             more = False
-        pending = self._pending
-        pending.extend(batch)
+        self._offsets.extend(offsets)
+        self._keys.extend(keys)
+        self._values.extend(values)
         size = self._batch_size
         first = 0
-        while len(pending) - first >= size:
-            chunk = pending[first:first + size]
-            self._write(chunk, chunk[-1].offset + 1)
+        while len(self._offsets) - first >= size:
+            await self._write(first, first + size, self._offsets[first + size - 1] + 1)
             first += size
-        del pending[:first]
+        if first:
+            del self._offsets[:first], self._keys[:first], self._values[:first]
         return more
 
-    def finish(self, end: int) -> None:
+    async def finish(self, end: int) -> None:
         """Write what is left with the final position ``end`` (always at least one batch, so
         a restore of an empty changelog still records where the store stands)."""
-        if self._pending or self.position != end or not self._written:
-            self._write(self._pending, end)
-            self._pending = []
+        if self._offsets or self.position != end or not self._written:
+            await self._write(0, len(self._offsets), end)
+            self._offsets, self._keys, self._values = [], [], []
+        await self._settle()
 
-    def _write(self, records: Sequence[Record], position: int) -> None:
-        keys = [record.key for record in records]
+    async def close(self) -> None:
+        """Wait for the write in flight (errors included) and release the writer thread."""
+        try:
+            await self._settle()
+        finally:
+            self._writer.shutdown(wait=True)
+
+    async def _settle(self) -> None:
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            await inflight
+
+    async def _write(self, lo: int, hi: int, position: int) -> None:
+        keys = self._keys[lo:hi]
         if None in keys:
-            bad = records[keys.index(None)]
+            bad = self._offsets[lo + keys.index(None)]
             raise StoreError(
                 f"changelog {self._stream} partition {self._partition} has a record without "
-                f"a key at offset {bad.offset}; only keyed records can be restored — was "
+                f"a key at offset {bad}; only keyed records can be restored — was "
                 f"something other than sampan writing to this changelog?"
             )
+        values = self._values[lo:hi]
         changelog = ChangelogPosition(self._stream, self._partition, position)
         write_pairs = getattr(self._engine, "write_pairs", None)
         if write_pairs is not None:  # engines that apply puts in order need no dict
-            write_pairs(keys, [record.value for record in records], changelog)
+            call = functools.partial(write_pairs, keys, values, changelog)
         else:
             # A dict keeps the latest value per key, as replaying the log in order would.
-            items = dict(zip(cast(list[bytes], keys), [record.value for record in records],
-                             strict=True))
-            self._engine.write_batch(items, changelog)
+            call = functools.partial(self._engine.write_batch, dict(
+                zip(cast(list[bytes], keys), values, strict=True)), changelog)
+        # One write in flight, in order, on the writer thread (RocksDB releases the GIL):
+        # the next batch is read and prepared meanwhile.
+        await self._settle()
+        self._inflight = asyncio.get_running_loop().run_in_executor(self._writer, call)
         self._written = True
-        self.records += len(records)
+        self.records += hi - lo
         if self._reporter is not None:
             self._reporter.advance(position - self.position)
         self.position = position
@@ -239,17 +288,35 @@ def changelog_reader(
     compaction removed the records at the tail of the range.
     """
 
-    def fetch(start: int) -> AsyncIterator[Sequence[Record]]:
+    def fetch(start: int) -> AsyncIterator[Sequence[Record] | RecordColumns]:
+        read_columns = getattr(system, "read_columns", None)
+        if read_columns is not None:  # the local log: plain columns, no Record objects
+            return read_ahead(_columns(read_columns, ssp, start, end, batch_size))
         return read_ahead(read_range(system, ssp, start, end, batch_size))
 
     return fetch
 
 
-async def read_ahead(source: AsyncIterator[Sequence[Record]]) -> AsyncIterator[Sequence[Record]]:
+async def _columns(
+    read_columns: Callable[..., Awaitable[tuple[list[int], list[bytes | None],
+                                                list[bytes | None]]]],
+    ssp: SystemStreamPartition, start: int, end: int, batch_size: int,
+) -> AsyncIterator[RecordColumns]:
+    position = start
+    while position < end:
+        offsets, keys, values = await read_columns(ssp.stream, ssp.partition, position, end,
+                                                   batch_size)
+        if not offsets:
+            return  # compaction removed the rest of the range
+        yield RecordColumns(offsets, keys, values)
+        position = offsets[-1] + 1
+
+
+async def read_ahead(source: AsyncIterator[_Batch]) -> AsyncIterator[_Batch]:
     """Yield ``source``'s batches while already fetching the next one, so reading the
     changelog (a system's I/O thread or socket) overlaps writing the store."""
     step = source.__anext__
-    upcoming: asyncio.Future[Sequence[Record]] = asyncio.ensure_future(step())
+    upcoming: asyncio.Future[_Batch] = asyncio.ensure_future(step())
     try:
         while True:
             try:

@@ -41,7 +41,7 @@ from framework.systems.base import (
     Record,
     RecordPosition,
 )
-from framework.systems.local_fetch import Slot, read_batch
+from framework.systems.local_fetch import Columns, Slot, read_batch, read_columns
 from framework.systems.local_log import LocalLog
 from framework.systems.local_schema import LocalOptions, database_file
 from groupers import SystemStreamPartition
@@ -124,6 +124,13 @@ class LocalSystem:
 
     def consumer(self) -> LocalConsumer:
         return LocalConsumer(self)
+
+    async def read_columns(
+        self, stream: str, partition: int, start: int, end: int, limit: int
+    ) -> Columns:
+        """(offsets, keys, values) of up to ``limit`` records in ``[start, end)`` of one
+        partition: the fast read of restores (see `framework.stores.changelog_reader`)."""
+        return await self.call(read_columns, stream, partition, start, end, limit)
 
     async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
         if not records:

@@ -12,14 +12,20 @@ from collections.abc import Mapping, Sequence
 from framework.systems.base import Record
 from framework.systems.local_log import LocalLog, decode_headers
 
-__all__ = ["fair_quotas", "read_batch"]
+__all__ = ["fair_quotas", "read_batch", "read_columns"]
 
 _RANGE = (
     "SELECT offset, key, value, timestamp, headers FROM records "
     "WHERE stream_id = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?"
 )
 
+_COLUMNS = (
+    "SELECT offset, key, value FROM records "
+    "WHERE stream_id = ? AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?"
+)
+
 Slot = tuple[str, int]  # (stream, partition)
+Columns = tuple[list[int], list[bytes | None], list[bytes | None]]
 
 
 def fair_quotas(available: Sequence[tuple[Slot, int]], budget: int) -> dict[Slot, int]:
@@ -89,3 +95,19 @@ def read_batch(
                     for offset, key, value, timestamp, headers in rows
                 ]
         return result
+
+
+def read_columns(
+    log: LocalLog, stream: str, partition: int, start: int, end: int, limit: int
+) -> Columns:
+    """(offsets, keys, values) of up to ``limit`` records with ``start <= offset < end``;
+    plain lists straight from SQLite, for restores (no `Record` per row)."""
+    with log.read() as conn:
+        stream_id = log.stream_id(stream)
+        if stream_id is None:
+            return [], [], []
+        rows = conn.execute(_COLUMNS, (stream_id, partition, start, end, limit)).fetchall()
+    if not rows:
+        return [], [], []
+    offsets, keys, values = zip(*rows, strict=True)
+    return list(offsets), list(keys), list(values)

@@ -40,7 +40,7 @@ async def test_five_sigkills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     config = h.load(path)
     meta = await h.open_meta(config)
     rng = random.Random(2026)
-    kill_points = [step * RECORDS // 6 + rng.randrange(-4_000, 4_000) for step in range(1, 6)]
+    kill_points = [step * RECORDS // 8 + rng.randrange(-3_000, 3_000) for step in range(1, 6)]
     try:
         await h.prepare(config, meta)
         work = h.Workload(KEYS)
@@ -54,7 +54,7 @@ async def test_five_sigkills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
                         return await h.output_count(meta, config) >= target
 
                     await h.wait_until(reached, 60, f"{point} outputs", worker)
-                    await asyncio.sleep(rng.uniform(0, 0.15))  # land anywhere in a commit cycle
+                    await asyncio.sleep(rng.uniform(0, 0.05))  # land anywhere in a commit cycle
                 finally:
                     h.kill(worker)
                 killed.append(worker.returncode)

@@ -1,0 +1,99 @@
+"""Page views enriched with the user's profile as it was when the view happened.
+
+A stream-table join: `profiles` is a changelog of user profiles (the table), `page-views`
+the stream; both are keyed by user id. A profile update with ``ts = T`` applies to the
+views with ``ts > T`` only — by event time, not by which input the worker read first. So
+a view waits in a store until the watermark passes it (then every profile update before
+it has been read), and is enriched from the profile versions kept by ``ts``.
+
+The same task runs in both layouts: profiles co-partitioned with page views (`job.toml`,
+each task holds its users' profiles) or profiles as a broadcast input
+(`job_broadcast.toml`, every task holds every profile).
+"""
+
+from framework import StreamTask
+
+
+class Watermarks:
+    """The event time up to which this task has seen every record of its inputs.
+
+    The producer writes ``{"watermark": T}`` under marker keys that cover every partition,
+    promising no later record has ``ts < T``. Tracked per marker key, not per partition: a
+    key's records stay in order across an expansion, a partition's records do not.
+    """
+
+    def __init__(self, store, ssps):
+        self.store = store  # "key|<marker key>" -> T; "established" once all inputs spoke
+        self.waiting = {(s.stream, s.partition) for s in ssps}
+        self.marks = {k[4:]: t for k, t in store.prefix("key|")}
+
+    def observe(self, envelope):
+        """Record a marker; return the new watermark if it moved forward, else None."""
+        before = self.current()
+        self.marks[envelope.key] = envelope.value["watermark"]
+        self.store.put(f"key|{envelope.key}", envelope.value["watermark"])
+        self.waiting.discard((envelope.ssp.stream, envelope.ssp.partition))
+        if not self.waiting and not self.store.get("established"):
+            self.store.put("established", True)  # every input partition has spoken once
+        after = self.current()
+        return after if after is not None and (before is None or after > before) else None
+
+    def current(self):
+        """The watermark, or None until every input partition delivered a marker."""
+        if not self.store.get("established") or not self.marks:
+            return None
+        return min(self.marks.values())
+
+
+def is_watermark(value):
+    return isinstance(value, dict) and "watermark" in value
+
+
+def ts_key(ts):
+    return f"{ts:016d}"  # fixed width: string order is time order
+
+
+class EnrichmentTask(StreamTask):
+    def init(self, context):
+        self.profiles = context.store("profiles")  # "user|ts" -> profile version
+        self.views = context.store("waiting-views")  # "ts|view_id" -> view, until watermark
+        self.watermarks = Watermarks(context.store("watermarks"), context.ssps)
+
+    def process(self, envelope, collector, coordinator):
+        value = envelope.value
+        if is_watermark(value):
+            watermark = self.watermarks.observe(envelope)
+            if watermark is not None:
+                self.emit_views_before(envelope.ssp.system, collector, watermark)
+        elif envelope.ssp.stream == "profiles":
+            self.profiles.put(f"{value['user']}|{ts_key(value['ts'])}", value)
+        else:
+            self.views.put(f"{ts_key(value['ts'])}|{value['view_id']}", value)
+
+    def emit_views_before(self, system, collector, watermark):
+        """Views older than the watermark: every profile update before them is here."""
+        for key, view in list(self.views.range(ts_key(0), ts_key(watermark))):
+            self.views.delete(key)
+            profile = self.profile_at(view["user"], view["ts"])
+            collector.send(f"{system}.enriched-views", key=view["user"],
+                           value={**view, "profile": profile})
+
+    def profile_at(self, user, ts):
+        """The user's latest profile version with ``version.ts < ts``, or None."""
+        found = None
+        for _, version in self.profiles.range(f"{user}|", f"{user}|{ts_key(ts)}"):
+            found = version
+        return found
+
+    def window(self, collector, coordinator):
+        """Drop profile versions no future view can see: a newer one is older than the
+        watermark, and every view still to come is newer than the watermark."""
+        watermark = self.watermarks.current()
+        if watermark is None:
+            return
+        previous = None
+        for key, version in list(self.profiles.all()):
+            user = key.rsplit("|", 1)[0]
+            if previous and previous[0] == user and version["ts"] < watermark:
+                self.profiles.delete(previous[1])
+            previous = (user, key)
