@@ -161,11 +161,11 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
                  system: System) -> DrillReport:
     started = time.monotonic()
     streams = dict(scenario.streams(initial))
+    if steps:
+        await _probe_expansion(system, output.name)
     existing = await system.list_streams()
     if set(streams) & set(existing):
         raise DrillError(f"{output} already holds a drill's streams; pick an empty --output")
-    if steps:
-        await _probe_expansion(system, output.name)
     for stream, partitions in streams.items():
         await system.create_stream(stream, partitions)
     expanded = f"{system.name}.{scenario.expand}"

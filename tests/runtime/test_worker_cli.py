@@ -42,13 +42,14 @@ def test_a_wrong_type_names_the_expected_form(tmp_path: Path) -> None:
                            'an integer ≥ 1, got "2000"\n')
 
 
-def test_a_missing_task_class_suggests_the_close_name(tmp_path: Path) -> None:
-    """Checked before the worker opens any system or store."""
+@pytest.mark.parametrize("command", ["worker", "run"])
+def test_a_missing_task_class_suggests_the_close_name(tmp_path: Path, command: str) -> None:
+    """Checked before the worker (or `sampan run`) opens any system or store."""
     path = _job(tmp_path, '"sum_task:SumTask"', '"sum_task:SumTsk"')
-    done = _sampan("worker", "job.toml", cwd=tmp_path / "job")
+    done = _sampan(command, "job.toml", cwd=tmp_path / "job")
     assert done.returncode == 2
     assert done.stderr == (
-        f'sampan worker: error: job.task = "sum_task:SumTsk" in {path}: module "sum_task" '
+        f'sampan {command}: error: job.task = "sum_task:SumTsk" in {path}: module "sum_task" '
         f'({path.parent}/sum_task.py) has no attribute "SumTsk"; did you mean '
         '"sum_task:SumTask"?\n')
     assert not (tmp_path / "job" / "data").exists()
