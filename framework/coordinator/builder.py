@@ -59,7 +59,8 @@ def _changelog_partitions(
 
 
 def _placement(
-    config: JobConfig, changelogs: Mapping[str, int], previous: JobModel | None
+    config: JobConfig, changelogs: Mapping[str, int], previous: JobModel | None,
+    local_state: Mapping[int, Mapping[str, int]] | None = None,
 ) -> dict[str, int]:
     """Task → worker through a `groupers` assignor; sticky so restarts move nothing.
 
@@ -75,11 +76,28 @@ def _placement(
                 before[f"worker-{task.worker}"].add(changelogs[task.name])
     if config.coordinator.assignor == "high-availability":
         stateful = config.stateful
-        result = G.HighAvailabilityTaskAssignor().assign(
-            {task: stateful for task in changelogs},
-            {w: G.ClientState(previous_active={by_number[n] for n in before[w]},
-                              task_lags={by_number[n]: 0 for n in before[w]})
-             for w in workers})
+
+        assignor = G.HighAvailabilityTaskAssignor()
+
+        def client(worker: str) -> G.ClientState:
+            """Restore gaps the worker reported; without reports, its previous tasks at 0.
+
+            With reports, a previous task counts as the worker's own (gap 0 to the
+            assignor) only while its reported gap is acceptable: state it lost or that fell
+            far behind does not pin the task to it.
+            """
+            previous_tasks = {by_number[n] for n in before[worker]}
+            if local_state is None:
+                return G.ClientState(previous_active=previous_tasks,
+                                     task_lags={t: 0 for t in previous_tasks})
+            reported = local_state.get(int(worker.split("-")[1]), {})
+            lags = {t: gap for t, gap in reported.items() if t in changelogs}
+            kept = {t for t in previous_tasks
+                    if t in lags and lags[t] <= assignor.acceptable_recovery_lag}
+            return G.ClientState(previous_active=kept, task_lags=lags)
+
+        result = assignor.assign({task: stateful for task in changelogs},
+                                 {w: client(w) for w in workers})
         return {task: int(w.split("-")[1]) for w, a in result.clients.items()
                 for task in a.active}
     # One pseudo-topic per task numbering; counts cover the highest changelog partition.
@@ -130,11 +148,14 @@ def build_job_model(
     reason: str = "",
     end_offsets: Mapping[SystemStreamPartition, int] | None = None,
     checkpoints: Mapping[str, Checkpoint] | None = None,
+    local_state: Mapping[int, Mapping[str, int]] | None = None,
 ) -> JobModel:
     """The next model (epoch = previous + 1); raises `groupers.ExpansionError` on refusal.
 
     ``end_offsets`` (input SSP → end offset now) set the barriers of tasks that gain
     partitions; ``checkpoints`` tell which earlier barriers were already passed.
+    ``local_state`` (worker → task → restore gap, absent = no local copy) steers the
+    high-availability assignor's placement toward workers that already hold a task's state.
     """
     grouping = make_grouper(config).group(
         _ssps(list(config.inputs), partition_counts),
@@ -143,7 +164,7 @@ def build_job_model(
     tasks = list(grouping)
     broadcast = frozenset(_ssps(list(config.broadcast_inputs), partition_counts))
     changelogs = _changelog_partitions(tasks, previous)
-    placement = _placement(config, changelogs, previous)
+    placement = _placement(config, changelogs, previous, local_state)
     barriers = config.stateful and config.expansion == "fixed-tasks"
     models = {
         name: TaskModel(

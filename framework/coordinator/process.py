@@ -192,12 +192,39 @@ class Coordinator:
         ends = await self._end_offsets(previous) if previous else {}
         model = build_job_model(
             self.config, counts, previous, now_ms=_now_ms(), reason=reason,
-            end_offsets=ends, checkpoints=checkpoints)
+            end_offsets=ends, checkpoints=checkpoints,
+            local_state=await self._local_state(previous))
         await self._ensure_changelogs(model)
         await publish_model(self.meta, self.config, model)
         log.info("published job model epoch %d (%s): %d tasks on %d workers", model.epoch,
                  reason, len(model.tasks), model.workers)
         return model
+
+    async def _local_state(self, previous: JobModel | None) -> dict[int, dict[str, int]] | None:
+        """Worker → task → restore gap, from the workers' last reports of their stores.
+
+        Only the high-availability assignor uses it; None when no worker reported yet.
+        """
+        if self.config.coordinator.assignor != "high-availability" or previous is None:
+            return None
+        reports = (await read_state(self.meta, self.config)).workers
+        if not any("store_positions" in r for r in reports.values()):
+            return None
+        ends: dict[str, dict[int, int]] = {}
+        for store in self.config.logged_stores:
+            stream = self.config.changelog_stream(store).partition(".")[2]
+            ends[store] = {p: r.end for p, r in (await self.meta.offsets(stream)).items()}
+        state: dict[int, dict[str, int]] = {}
+        for worker, report in reports.items():
+            held: dict[str, dict[str, int]] = report.get("store_positions", {})
+            for task, stores in held.items():
+                if task not in previous.tasks:
+                    continue
+                partition = previous.tasks[task].changelog_partition
+                state.setdefault(worker, {})[task] = sum(
+                    max(0, ends.get(store, {}).get(partition, 0) - offset)
+                    for store, offset in stores.items())
+        return state
 
     async def _ensure_changelogs(self, model: JobModel) -> None:
         """Each logged store's changelog has at least one partition per task, compacted."""

@@ -33,6 +33,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _store_positions(committer: Committer) -> dict[str, dict[str, int]]:
+    """Task → store → changelog offset its local store holds: the coordinator's view of
+    this worker's local state, for restore-gap-aware placement."""
+    positions: dict[str, dict[str, int]] = {}
+    for (task, store), offset in sorted(committer.positions.items()):
+        positions.setdefault(task, {})[store] = offset
+    return positions
+
+
 @dataclass
 class WorkerResult:
     """What a worker did before it stopped."""
@@ -79,14 +88,16 @@ class Worker:
             report = {"epoch": model.epoch, "pid": os.getpid(), "started_ms": started_ms,
                       "resumed_ms": _now_ms(), "restored": self.restored,
                       "restore_modes": self.restore_modes,
-                      "tasks": [i.name for i in self.instances]}
+                      "tasks": [i.name for i in self.instances],
+                      "store_positions": _store_positions(committer)}
             await self._report(report)
             reason = await self._loop(committer)
             result = WorkerResult(model.epoch, sum(i.processed for i in self.instances),
                                   sum(i.skipped for i in self.instances), committer.commits,
                                   self.restored, reason)
             await self._report({**report, "stopped_ms": _now_ms(), "reason": reason,
-                                "processed": result.processed, "skipped": result.skipped})
+                                "processed": result.processed, "skipped": result.skipped,
+                                "store_positions": _store_positions(committer)})
             return result
         finally:
             await self._close()
