@@ -173,14 +173,17 @@ def compare_clicks(verdict: Verdict, stream: str, wanted: Mapping[str, dict[str,
     values = {value["click_id"]: value for value in got}
     for click_id in sorted(set(wanted) | set(values)):
         if click_id not in values:
-            verdict.wrong[f"click {click_id}"] = f"missing from {stream}"
+            problem = f"missing from {stream}"
         elif click_id not in wanted:
-            verdict.wrong[f"click {click_id}"] = f"in {stream}, expected elsewhere"
+            problem = f"in {stream}, expected elsewhere"
         elif copies[click_id] > 1:
-            verdict.wrong[f"click {click_id}"] = f"{copies[click_id]} times in {stream}"
+            problem = f"{copies[click_id]} times in {stream}"
         elif values[click_id] != wanted[click_id]:
-            verdict.wrong[f"click {click_id}"] = (
-                f"{stream} has {values[click_id]}, expected {wanted[click_id]}")
+            problem = f"{stream} has {values[click_id]}, expected {wanted[click_id]}"
+        else:
+            continue
+        key = f"click {click_id}"
+        verdict.wrong[key] = f"{verdict.wrong[key]}; {problem}" if key in verdict.wrong else problem
 
 
 async def last_partials(system: System, stream: str, by_key: bool = False

@@ -97,14 +97,14 @@ def test_watermark_waits_for_every_input_partition_and_the_slowest_marker_key() 
 
 
 def test_window_expires_closed_impressions_and_read_clicks() -> None:
-    inputs = [*marks(0), imp("a1", 1000), imp("a2", 3000), click("a1", 0, 1100),
+    inputs = [*marks(0), imp("a1", 1000), imp("a2", 3000), click("a1", 0, 1000 + W),
               *marks(1001 + W)]
     result = run_task(AdJoinTask, inputs, config=JOB, windows=1)
     assert result.stores["impressions"] == {"a2": {"campaign": "c1", "ts": 3000}}
     assert result.stores["seen-clicks"] == {}
     kept = run_task(AdJoinTask, [*inputs[:-2], *marks(1000 + W)], config=JOB, windows=1)
     assert sorted(kept.stores["impressions"]) == ["a1", "a2"]
-    assert kept.stores["seen-clicks"] == {"a1-0": 1100}
+    assert kept.stores["seen-clicks"] == {"a1-0": 1000 + W}
 
 
 def test_checker_table() -> None:
@@ -144,4 +144,7 @@ async def test_naive_grouper_loses_joins(tmp_path: Path) -> None:
     report = await run_drill(DrillOptions(example="ad_join", records=3000, rate=1500,
                                           naive=True, output=tmp_path / "naive", plot=False))
     assert not report.exact
-    assert any(why == "missing from attributed-clicks" for why in report.verdict.wrong.values())
+    moved = [key for key, why in report.verdict.wrong.items()
+             if why == "missing from attributed-clicks; in late, expected elsewhere"]
+    assert moved  # attributable clicks judged late: their impressions are in another task
+    assert all(key.startswith(("click ", "campaign ")) for key in report.verdict.wrong)
