@@ -12,21 +12,41 @@ after the expansion). That promise is what lets the task close windows exactly.
 from __future__ import annotations
 
 import heapq
+import importlib.util
 import itertools
 import json
 import random
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ad_join_task import JOIN_WINDOW_MS
-from checker import expected
 
 from framework.config import JobConfig
 from framework.drill.scenario import Verdict
 from framework.drill.verify import read_stream
 from framework.partitioner import partition_for_key
 from framework.systems.base import ProducerRecord, System
+from framework.systems.reading import read_range
+from groupers import SystemStreamPartition
+
+
+def _sibling(name: str) -> ModuleType:
+    """This example's ``<name>.py`` under a module name of its own: every example has a
+    ``checker.py``, and drills of several examples may run in one process."""
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_{path.parent.name}_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+checker = _sibling("checker")
 
 MAX_DELAY_MS = 1_000
 """A record is produced at most this long (in event time) after its ``ts``."""
@@ -149,7 +169,7 @@ class AdJoinScenario:
         yield from self._round(END_OF_TIME)
 
     async def verify(self, config: JobConfig, system: System) -> Verdict:
-        want = expected(self.impressions, self.clicks, JOIN_WINDOW_MS)
+        want = checker.expected(self.impressions, self.clicks, JOIN_WINDOW_MS)
         verdict = Verdict(keys=len(want.attributed) + len(want.late) + len(want.ctr))
         for stream, wanted in (("attributed-clicks", want.attributed), ("late", want.late)):
             got = [value for rows in (await read_stream(system, stream)).values()
@@ -163,6 +183,10 @@ class AdJoinScenario:
                     verdict.wrong.setdefault(f"campaign {campaign}", (
                         f"{where} sums to {totals.get(campaign)}, "
                         f"expected {want.ctr.get(campaign)}"))
+        for partition, left in (await store_state(system, config, "waiting-clicks")).items():
+            for key in left:  # the last watermark closed every window
+                verdict.wrong[f"click {key.split('|')[1]}"] = (
+                    f"still waiting in task {partition}'s store")
         return verdict
 
 
@@ -199,6 +223,24 @@ async def last_partials(system: System, stream: str, by_key: bool = False
             total["impressions"] += counts["impressions"]
             total["clicks"] += counts["clicks"]
     return totals
+
+
+async def store_state(system: System, config: JobConfig, store: str
+                      ) -> dict[int, dict[str, Any]]:
+    """Each task's final contents of ``store``, replayed from its changelog partition."""
+    changelog = config.changelog_stream(store).partition(".")[2]
+    state: dict[int, dict[str, Any]] = {}
+    for partition, offsets in sorted((await system.offsets(changelog)).items()):
+        contents = state.setdefault(partition, {})
+        ssp = SystemStreamPartition(system.name, changelog, partition)
+        async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
+            for record in batch:
+                key = (record.key or b"").decode()
+                if record.value is None:
+                    contents.pop(key, None)
+                else:
+                    contents[key] = json.loads(record.value)
+    return state
 
 
 def scenario(options: Any) -> AdJoinScenario:

@@ -12,19 +12,38 @@ every partition before and after each expansion).
 from __future__ import annotations
 
 import heapq
+import importlib.util
 import itertools
 import json
 import random
+import sys
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any
-
-from checker import expected
 
 from framework.config import JobConfig
 from framework.drill.scenario import Verdict
 from framework.drill.verify import read_stream
 from framework.partitioner import partition_for_key
 from framework.systems.base import ProducerRecord, System
+from framework.systems.reading import read_range
+from groupers import SystemStreamPartition
+
+
+def _sibling(name: str) -> ModuleType:
+    """This example's ``<name>.py`` under a module name of its own: every example has a
+    ``checker.py``, and drills of several examples may run in one process."""
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_{path.parent.name}_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+checker = _sibling("checker")
 
 MAX_DELAY_MS = 1_000
 """A record is produced at most this long (in event time) after its ``ts``."""
@@ -134,12 +153,26 @@ class EnrichmentScenario:
         yield from self._round(END_OF_TIME)
 
     async def verify(self, config: JobConfig, system: System) -> Verdict:
-        want = expected(self.profiles, self.views)
+        want = checker.expected(self.profiles, self.views)
         got: dict[str, list[dict[str, Any]]] = {}
         for rows in (await read_stream(system, "enriched-views")).values():
             for key, value in rows:
                 got.setdefault(key.decode(), []).append(json.loads(value))
-        return compare_views(want, got)
+        verdict = compare_views(want, got)
+        views = await store_state(system, config, "waiting-views")
+        for partition, left in views.items():
+            for view in left.values():  # the last watermark released every view
+                verdict.wrong.setdefault(view["user"], f"a view still waits in task {partition}")
+        held = {key: value for contents in (await store_state(system, config, "profiles")).values()
+                for key, value in contents.items()}
+        latest: dict[str, dict[str, Any]] = {}
+        for version in self.profiles:
+            if version["ts"] >= latest.get(version["user"], {"ts": -1})["ts"]:
+                latest[version["user"]] = version
+        for user, version in sorted(latest.items()):
+            if held.get(f"{user}|{version['ts']:016d}") != version:
+                verdict.wrong.setdefault(user, f"profile store lacks its latest version {version}")
+        return verdict
 
 
 def compare_views(want: Mapping[str, list[dict[str, Any]]],
@@ -156,6 +189,24 @@ def compare_views(want: Mapping[str, list[dict[str, Any]]],
         first = next(i for i, (a, b) in enumerate(zip(wanted, emitted, strict=True)) if a != b)
         verdict.wrong[user] = f"view {first + 1} is {emitted[first]}, expected {wanted[first]}"
     return verdict
+
+
+async def store_state(system: System, config: JobConfig, store: str
+                      ) -> dict[int, dict[str, Any]]:
+    """Each task's final contents of ``store``, replayed from its changelog partition."""
+    changelog = config.changelog_stream(store).partition(".")[2]
+    state: dict[int, dict[str, Any]] = {}
+    for partition, offsets in sorted((await system.offsets(changelog)).items()):
+        contents = state.setdefault(partition, {})
+        ssp = SystemStreamPartition(system.name, changelog, partition)
+        async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
+            for record in batch:
+                key = (record.key or b"").decode()
+                if record.value is None:
+                    contents.pop(key, None)
+                else:
+                    contents[key] = json.loads(record.value)
+    return state
 
 
 def scenario(options: Any) -> EnrichmentScenario:

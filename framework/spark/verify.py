@@ -21,6 +21,7 @@ from framework.config import JobConfig, load_config
 from framework.coordinator.stream import read_latest_model
 from framework.spark.aio import with_system
 from framework.spark.errors import VerificationError
+from framework.spark.verify_ad_join import verify_ad_join
 
 __all__ = ["VERIFIERS", "VerificationReport", "changelog_table", "classify", "read_stream",
            "verify_job"]
@@ -133,6 +134,7 @@ Verifier = Callable[[SparkSession, JobConfig], DataFrame]
 
 VERIFIERS: dict[str, tuple[Verifier, tuple[str, ...]]] = {
     "WordCountTask": (verify_wordcount, ("store", "last_output")),
+    "AdJoinTask": (verify_ad_join, ("output",)),
 }
 """Task class name → (verifier, its actual columns)."""
 
