@@ -22,6 +22,7 @@ from framework.coordinator.stream import read_latest_model
 from framework.spark.aio import with_system
 from framework.spark.errors import VerificationError
 from framework.spark.verify_ad_join import verify_ad_join
+from framework.spark.verify_enrichment import verify_enrichment
 
 __all__ = ["VERIFIERS", "VerificationReport", "changelog_table", "classify", "read_stream",
            "verify_job"]
@@ -135,6 +136,7 @@ Verifier = Callable[[SparkSession, JobConfig], DataFrame]
 VERIFIERS: dict[str, tuple[Verifier, tuple[str, ...]]] = {
     "WordCountTask": (verify_wordcount, ("store", "last_output")),
     "AdJoinTask": (verify_ad_join, ("output",)),
+    "EnrichmentTask": (verify_enrichment, ("output",)),
 }
 """Task class name → (verifier, its actual columns)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -229,6 +230,9 @@ class Worker:
         dirty = False
         self._release_barriers()
         while True:
+            if not self._consumers:  # a worker without tasks: idle, but hear SIGTERM
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), 0.05)
             for name, consumer in self._consumers.items():
                 pending = prefetched.pop(name, None)
                 if pending is not None:
