@@ -21,6 +21,9 @@ def add_drill_command(commands: Any) -> None:
         "the store contents, the outputs and per-key order exactly. Exit status 0 only on "
         "an exact result; with --naive, 1 and the number of wrong keys.")
     parser.add_argument("--example", default="wordcount", help="example job (default %(default)s)")
+    parser.add_argument("--job", default="job.toml", metavar="FILE",
+                        help="job file of the example to run (default %(default)s; e.g. "
+                        "enrichment's job_broadcast.toml)")
     parser.add_argument("--records", type=int, default=30_000, help="records to produce")
     parser.add_argument("--keys", type=int, default=1_000, help="distinct keys")
     parser.add_argument("--rate", type=int, default=3_000, help="records per second")
@@ -53,7 +56,8 @@ def _command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     options = DrillOptions(
-        example=args.example, records=args.records, keys=args.keys, rate=args.rate,
+        example=args.example, job_file=args.job, records=args.records, keys=args.keys,
+        rate=args.rate,
         initial_partitions=args.partitions, workers=args.workers,
         steps=tuple(args.steps) if args.steps else None,
         output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,

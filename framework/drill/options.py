@@ -14,6 +14,8 @@ class DrillOptions:
     """What a drill runs; defaults give a ~10 s drill with expansions 2 → 4 → 8."""
 
     example: str = "wordcount"
+    job_file: str = "job.toml"
+    """Which job file of the example folder to run (e.g. enrichment's job_broadcast.toml)."""
     records: int = 30_000
     keys: int = 1_000
     rate: int = 3_000
@@ -45,4 +47,4 @@ class DrillOptions:
                               "supports CreatePartitions")
         if self.system not in ("local", "kafka"):
             raise ConfigError(f"--system {self.system!r}: expected local or kafka")
-        example_dir(self.example)
+        example_dir(self.example, self.job_file)

@@ -75,10 +75,14 @@ class Scenario(Protocol):
         ...
 
 
-def example_dir(name: str) -> Path:
+def example_dir(name: str, job_file: str = "job.toml") -> Path:
     """The folder of example ``name``; `ConfigError` naming the known examples otherwise."""
     folder = EXAMPLES / name
-    if not (folder / "drill.py").is_file() or not (folder / "job.toml").is_file():
+    if (folder / "drill.py").is_file() and not (folder / job_file).is_file():
+        files = ", ".join(sorted(p.name for p in folder.glob("*.toml")))
+        raise ConfigError(f"--job {job_file!r}: example {name!r} has no such job file; "
+                          f"it has: {files}")
+    if not (folder / "drill.py").is_file() or not (folder / job_file).is_file():
         known = sorted(p.parent.name for p in EXAMPLES.glob("*/drill.py"))
         raise ConfigError(
             f"--example {name!r}: no drillable example at {folder} (needs job.toml and "
@@ -118,11 +122,12 @@ def _rename(value: Any, system: str) -> Any:
 def render_job(name: str, options: Any, folder: Path, *, initial_partitions: int,
                expand: str) -> Path:
     """Copy example ``name`` into ``folder`` with its job file rewritten for the drill."""
-    source = example_dir(name)
+    job_file = getattr(options, "job_file", "job.toml")
+    source = example_dir(name, job_file)
     folder.mkdir(parents=True, exist_ok=True)
     for module in source.glob("*.py"):
         shutil.copy(module, folder / module.name)
-    with (source / "job.toml").open("rb") as handle:
+    with (source / job_file).open("rb") as handle:
         document: dict[str, Any] = tomllib.load(handle)
     job = document.setdefault("job", {})
     job["workers"] = options.workers

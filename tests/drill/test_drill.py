@@ -57,6 +57,10 @@ async def test_drill_rejects_bad_options(tmp_path: Path) -> None:
         await run_drill(DrillOptions(steps=(4, 3), output=tmp_path / "x"))
     with pytest.raises(ConfigError, match="--example 'nope': no drillable example"):
         await run_drill(DrillOptions(example="nope", output=tmp_path / "y"))
+    with pytest.raises(ConfigError, match="--job 'job_x.toml': example 'enrichment' has no "
+                                          "such job file; it has: job.toml, job_broadcast.toml"):
+        await run_drill(DrillOptions(example="enrichment", job_file="job_x.toml",
+                                     output=tmp_path / "z"))
 
 
 def test_drill_refuses_a_broker_without_create_partitions(kafka_broker: Any, tmp_path: Path

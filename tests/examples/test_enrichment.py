@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-import framework.drill.scenario
 from framework.drill.options import DrillOptions
 from framework.drill.run import run_drill
 from framework.testing import run_task
@@ -111,16 +107,11 @@ async def test_drill_co_partitioned_profiles_exact_while_page_views_expand(tmp_p
     _assert_exact_run(report)
 
 
-async def test_drill_broadcast_profiles_exact_while_page_views_expand(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """job_broadcast.toml: `sampan drill` only runs an example's job.toml, so drill a copy
-    of the example whose job.toml is the broadcast one."""
-    copy = tmp_path / "examples" / "enrichment_broadcast"
-    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "job_broadcast.toml").replace(copy / "job.toml")
-    monkeypatch.setattr(framework.drill.scenario, "EXAMPLES", tmp_path / "examples")
-    report = await run_drill(DrillOptions(example="enrichment_broadcast", records=3000,
-                                          rate=1500, keys=200, steps=(4,),
+async def test_drill_broadcast_profiles_exact_while_page_views_expand(tmp_path: Path
+                                                                       ) -> None:
+    """`sampan drill --example enrichment --job job_broadcast.toml`: profiles broadcast."""
+    report = await run_drill(DrillOptions(example="enrichment", job_file="job_broadcast.toml",
+                                          records=3000, rate=1500, keys=200, steps=(4,),
                                           output=tmp_path / "d", plot=False))
     assert "broadcast_inputs = [\"local.profiles\"]" in (tmp_path / "d/job/job.toml").read_text()
     _assert_exact_run(report)
