@@ -42,11 +42,15 @@ def _ssps(streams: list[str], counts: Mapping[str, int]) -> list[SystemStreamPar
 def _changelog_partitions(
     tasks: list[str], previous: JobModel | None
 ) -> dict[str, int]:
-    """Keep every known task's changelog partition forever; new tasks get fresh ones."""
+    """Keep every known task's changelog partition forever; new tasks get fresh ones.
+
+    Fresh means never used by any earlier model: numbers below the previous model's
+    ``changelog_partitions`` may hold a retired task's records (e.g. after `sampan rekey`).
+    """
     known = {t.name: t.changelog_partition for t in previous.tasks.values()} if previous else {}
     used = set(known.values())
     mapping = {}
-    next_free = 0
+    next_free = previous.changelog_partitions if previous else 0
     for task in tasks:
         if task in known:
             mapping[task] = known[task]

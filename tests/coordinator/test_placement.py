@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -82,3 +83,20 @@ async def test_workers_report_store_positions_the_coordinator_turns_into_gaps(
             await system.close()
     assert gaps == {0: {"Partition 0": 0, "Partition 2": 7}, 1: {"Partition 1": 0,
                                                                   "Partition 3": 0}}
+
+
+def test_new_tasks_never_reuse_a_retired_changelog_partition(tmp_path: Path) -> None:
+    """After a re-key moved tasks 0–3 to changelog partitions 4–7 (0–3 retired), a task
+    added later (a new 5-partition input) gets 8, not the free-looking 0."""
+    first = build_job_model(_ha_config(tmp_path), {"local.words": 4}, None)
+    rekeyed = dataclasses.replace(first, tasks={
+        name: dataclasses.replace(task, changelog_partition=task.changelog_partition + 4)
+        for name, task in first.tasks.items()}, changelog_partitions=8)
+    (tmp_path / "two").mkdir()
+    path = tmp_path / "two" / "job.toml"
+    path.write_text(job_text("ha", {"words": 4, "extra": 5}))
+    grown = build_job_model(load_config(path), {"local.words": 4, "local.extra": 5}, rekeyed)
+    assert {n: t.changelog_partition for n, t in grown.tasks.items()} == {
+        "Partition 0": 4, "Partition 1": 5, "Partition 2": 6, "Partition 3": 7,
+        "Partition 4": 8}
+    assert grown.changelog_partitions == 9

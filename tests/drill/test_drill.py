@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,8 +58,9 @@ async def test_drill_rejects_bad_options(tmp_path: Path) -> None:
         await run_drill(DrillOptions(steps=(4, 3), output=tmp_path / "x"))
     with pytest.raises(ConfigError, match="--example 'nope': no drillable example"):
         await run_drill(DrillOptions(example="nope", output=tmp_path / "y"))
-    with pytest.raises(ConfigError, match="--job 'job_x.toml': example 'enrichment' has no "
-                                          "such job file; it has: job.toml, job_broadcast.toml"):
+    with pytest.raises(ConfigError, match=re.escape(
+            "--job 'job_x.toml': example 'enrichment' has no such job file; it has: job.toml, "
+            "job_broadcast.toml")):
         await run_drill(DrillOptions(example="enrichment", job_file="job_x.toml",
                                      output=tmp_path / "z"))
 
