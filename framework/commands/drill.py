@@ -44,6 +44,9 @@ def add_drill_command(commands: Any) -> None:
                         help="Kafka broker supporting CreatePartitions (with --system kafka)")
     parser.add_argument("--monitor-interval-ms", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--verify", choices=["exact", "spark"], default="exact",
+                        help="also recompute the expected result in Spark from the streams "
+                        "(spark; needs pip install -e '.[spark]'), default %(default)s")
     parser.add_argument("--no-plot", action="store_true", help="skip the timeline PNG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log the coordinator")
     parser.set_defaults(handler=_command)
@@ -61,7 +64,8 @@ def _command(args: argparse.Namespace) -> int:
         initial_partitions=args.partitions, workers=args.workers,
         steps=tuple(args.steps) if args.steps else None,
         output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,
-        monitor_interval_ms=args.monitor_interval_ms, seed=args.seed, plot=not args.no_plot)
+        monitor_interval_ms=args.monitor_interval_ms, seed=args.seed, plot=not args.no_plot,
+        verify=args.verify)
     report = asyncio.run(run_drill(options))
     print(report.text())
     return 0 if report.exact else 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from framework.drill.scenario import example_dir
 from framework.errors import ConfigError
@@ -37,6 +38,11 @@ class DrillOptions:
     seed: int = 7
     catch_up_timeout_s: float = 120.0
     plot: bool = True
+    verify: str = "exact"
+    """``exact``: the example's own checker; ``spark``: also recompute the result in Spark
+    from the streams (`framework.spark.verify`) — an independent oracle."""
+    spark: Any = None
+    """A SparkSession to verify with (default: a local one is started)."""
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -45,6 +51,8 @@ class DrillOptions:
         if self.system == "kafka" and not self.bootstrap:
             raise ConfigError("--system kafka needs --bootstrap HOST:PORT of a broker that "
                               "supports CreatePartitions")
+        if self.verify not in ("exact", "spark"):
+            raise ConfigError(f"--verify {self.verify!r}: expected exact or spark")
         if self.system not in ("local", "kafka"):
             raise ConfigError(f"--system {self.system!r}: expected local or kafka")
         example_dir(self.example, self.job_file)

@@ -64,10 +64,12 @@ class DrillReport:
     initial_restored: int = 0
     plot: Path | None = None
     duration_s: float = 0.0
+    spark: Any = None
+    """The Spark verification report (`--verify spark`), or None."""
 
     @property
     def exact(self) -> bool:
-        return self.verdict.exact
+        return self.verdict.exact and (self.spark is None or self.spark.exact)
 
     def text(self) -> str:
         o, s = self.options, self.scenario
@@ -93,6 +95,8 @@ class DrillReport:
         else:
             lines.append(f"  verdict: WRONG — {wrong:,} of {self.verdict.keys:,} keys are wrong")
             lines.extend(self.verdict.describe())
+        if self.spark is not None:
+            lines.append("  spark verification: " + self.spark.text().replace("\n", "\n  "))
         lines.append(f"  output folder: {self.output} (job, data, logs"
                      f"{', timeline.png' if self.plot else ''})")
         return "\n".join(lines)
@@ -254,6 +258,11 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
     report.verdict = await scenario.verify(config, system)
+    if options.verify == "spark":
+        from framework.spark.verify import verify_job  # Spark only when asked for
+
+        progress.show("verifying in Spark…", force=True)
+        report.spark = await asyncio.to_thread(verify_job, config.path, options.spark)
     if options.plot:
         report.plot = plot(timeline, output / "timeline.png",
                            f"sampan drill: {options.example}, "
