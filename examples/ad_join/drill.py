@@ -12,41 +12,22 @@ after the expansion). That promise is what lets the task close windows exactly.
 from __future__ import annotations
 
 import heapq
-import importlib.util
 import itertools
 import json
 import random
-import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ad_join_task import JOIN_WINDOW_MS
 
 from framework.config import JobConfig
-from framework.drill.scenario import Verdict
-from framework.drill.verify import read_stream
-from framework.partitioner import partition_for_key
+from framework.drill.scenario import Verdict, load_sibling
+from framework.drill.verify import read_stream, store_state
 from framework.systems.base import ProducerRecord, System
-from framework.systems.reading import read_range
-from groupers import SystemStreamPartition
+from framework.watermarks import marker_keys
 
-
-def _sibling(name: str) -> ModuleType:
-    """This example's ``<name>.py`` under a module name of its own: every example has a
-    ``checker.py``, and drills of several examples may run in one process."""
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_{path.parent.name}_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-checker = _sibling("checker")
+checker = load_sibling(__file__, "checker")
 
 MAX_DELAY_MS = 1_000
 """A record is produced at most this long (in event time) after its ``ts``."""
@@ -57,18 +38,6 @@ END_OF_TIME = 10**15
 """The last watermark: closes every window."""
 CAMPAIGNS = 12
 OUTPUTS = ("attributed-clicks", "late", "ctr")
-
-
-def marker_keys(stream: str, partitions: int) -> list[str]:
-    """One key per partition of a ``partitions``-partition stream (so also per partition of
-    every count dividing it: expansion keeps ``p' ≡ p (mod n)``)."""
-    found: dict[int, str] = {}
-    for n in itertools.count():
-        key = f"~watermark-{stream}-{n}"
-        found.setdefault(partition_for_key(key.encode(), partitions), key)
-        if len(found) == partitions:
-            return [found[p] for p in range(partitions)]
-    raise AssertionError("unreachable")
 
 
 def _record(stream: str, key: str, value: dict[str, Any]) -> ProducerRecord:
@@ -223,24 +192,6 @@ async def last_partials(system: System, stream: str, by_key: bool = False
             total["impressions"] += counts["impressions"]
             total["clicks"] += counts["clicks"]
     return totals
-
-
-async def store_state(system: System, config: JobConfig, store: str
-                      ) -> dict[int, dict[str, Any]]:
-    """Each task's final contents of ``store``, replayed from its changelog partition."""
-    changelog = config.changelog_stream(store).partition(".")[2]
-    state: dict[int, dict[str, Any]] = {}
-    for partition, offsets in sorted((await system.offsets(changelog)).items()):
-        contents = state.setdefault(partition, {})
-        ssp = SystemStreamPartition(system.name, changelog, partition)
-        async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
-            for record in batch:
-                key = (record.key or b"").decode()
-                if record.value is None:
-                    contents.pop(key, None)
-                else:
-                    contents[key] = json.loads(record.value)
-    return state
 
 
 def scenario(options: Any) -> AdJoinScenario:

@@ -12,41 +12,7 @@ each task holds its users' profiles) or profiles as a broadcast input
 """
 
 from framework import StreamTask
-
-
-class Watermarks:
-    """The event time up to which this task has seen every record of its inputs.
-
-    The producer writes ``{"watermark": T}`` under marker keys that cover every partition,
-    promising no later record has ``ts < T``. Tracked per marker key, not per partition: a
-    key's records stay in order across an expansion, a partition's records do not.
-    """
-
-    def __init__(self, store, ssps):
-        self.store = store  # "key|<marker key>" -> T; "established" once all inputs spoke
-        self.waiting = {(s.stream, s.partition) for s in ssps}
-        self.marks = {k[4:]: t for k, t in store.prefix("key|")}
-
-    def observe(self, envelope):
-        """Record a marker; return the new watermark if it moved forward, else None."""
-        before = self.current()
-        self.marks[envelope.key] = envelope.value["watermark"]
-        self.store.put(f"key|{envelope.key}", envelope.value["watermark"])
-        self.waiting.discard((envelope.ssp.stream, envelope.ssp.partition))
-        if not self.waiting and not self.store.get("established"):
-            self.store.put("established", True)  # every input partition has spoken once
-        after = self.current()
-        return after if after is not None and (before is None or after > before) else None
-
-    def current(self):
-        """The watermark, or None until every input partition delivered a marker."""
-        if not self.store.get("established") or not self.marks:
-            return None
-        return min(self.marks.values())
-
-
-def is_watermark(value):
-    return isinstance(value, dict) and "watermark" in value
+from framework.watermarks import Watermarks, is_watermark
 
 
 def ts_key(ts):

@@ -21,13 +21,15 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 from framework.config import JobConfig
 from framework.errors import ConfigError
 from framework.systems.base import ProducerRecord, System
 
-__all__ = ["EXAMPLES", "Scenario", "Verdict", "load_scenario", "render_job", "toml_text"]
+__all__ = ["EXAMPLES", "Scenario", "Verdict", "load_scenario", "load_sibling", "render_job",
+           "toml_text"]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -105,6 +107,21 @@ def load_scenario(name: str, options: Any) -> Scenario:
         sys.path.remove(str(folder))
     scenario: Scenario = module.scenario(options)
     return scenario
+
+
+def load_sibling(drill_file: str, name: str) -> ModuleType:
+    """Import ``<name>.py`` next to an example's drill module under a name of its own.
+
+    Every example has a ``checker.py``; drills of several examples may run in one process,
+    so a plain ``import checker`` would hand the second example the first one's module.
+    """
+    path = Path(drill_file).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_{path.parent.name}_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def _rename(value: Any, system: str) -> Any:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from framework.config import JobConfig
 from framework.systems.base import System
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 
-__all__ = ["read_stream"]
+__all__ = ["read_stream", "store_state"]
 
 
 async def read_stream(system: System, stream: str) -> dict[int, list[tuple[bytes, bytes]]]:
@@ -19,3 +23,22 @@ async def read_stream(system: System, stream: str) -> dict[int, list[tuple[bytes
             rows.extend((r.key or b"", r.value) for r in batch if r.value is not None)
         records[partition] = rows
     return records
+
+
+async def store_state(system: System, config: JobConfig, store: str
+                      ) -> dict[int, dict[str, Any]]:
+    """Each changelog partition's (each task's) final contents of ``store`` (JSON values),
+    replayed from its changelog."""
+    changelog = config.changelog_stream(store).partition(".")[2]
+    state: dict[int, dict[str, Any]] = {}
+    for partition, offsets in sorted((await system.offsets(changelog)).items()):
+        contents = state.setdefault(partition, {})
+        ssp = SystemStreamPartition(system.name, changelog, partition)
+        async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
+            for record in batch:
+                key = (record.key or b"").decode()
+                if record.value is None:
+                    contents.pop(key, None)
+                else:
+                    contents[key] = json.loads(record.value)
+    return state

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import pytest
 
 from framework.drill.options import DrillOptions
 from framework.drill.run import run_drill
+from framework.drill.scenario import load_sibling
 from framework.testing import run_task
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ad_join"
@@ -18,19 +18,7 @@ sys.path.insert(0, str(EXAMPLE))
 
 from ad_join_task import JOIN_WINDOW_MS, AdJoinTask  # noqa: E402
 
-
-def _checker() -> Any:
-    """The example's checker.py (loaded by path: every example has one)."""
-    path = EXAMPLE / "checker.py"
-    spec = importlib.util.spec_from_file_location("_test_ad_join_checker", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-expected = _checker().expected
+expected = load_sibling(str(EXAMPLE / "drill.py"), "checker").expected
 
 JOB = EXAMPLE / "job.toml"
 W = JOIN_WINDOW_MS

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
 
 from framework.drill.options import DrillOptions
 from framework.drill.run import run_drill
+from framework.drill.scenario import load_sibling
 from framework.testing import run_task
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "enrichment"
@@ -16,19 +16,7 @@ sys.path.insert(0, str(EXAMPLE))
 
 from enrichment_task import EnrichmentTask  # noqa: E402
 
-
-def _checker() -> Any:
-    """The example's checker.py (loaded by path: every example has one)."""
-    path = EXAMPLE / "checker.py"
-    spec = importlib.util.spec_from_file_location("_test_enrichment_checker", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-expected_views = _checker().expected
+expected_views = load_sibling(str(EXAMPLE / "drill.py"), "checker").expected
 
 JOB = EXAMPLE / "job.toml"
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 from sparkjobs import REPO, on_system
 
 from framework.config import load_config
+from framework.drill.scenario import load_sibling
 from framework.spark.verify import verify_job
 from framework.systems.base import ProducerRecord
 
@@ -26,13 +25,7 @@ CLICKS = [{"auction": "a1", "click_id": "k1", "ts": 150},
 
 
 def _checker() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "ad_join_checker", REPO / "examples" / "ad_join" / "checker.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while building
-    spec.loader.exec_module(module)
-    return module
+    return load_sibling(str(REPO / "examples" / "ad_join" / "drill.py"), "checker")
 
 
 def _record(stream: str, key: str, value: dict[str, Any]) -> ProducerRecord:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 from sparkjobs import REPO, on_system
 
 from framework.config import load_config
+from framework.drill.scenario import load_sibling
 from framework.spark.verify import verify_job
 from framework.systems.base import ProducerRecord
 
@@ -22,13 +21,7 @@ VIEWS = [{"user": "u1", "view_id": "v1", "ts": 5}, {"user": "u1", "view_id": "v2
 
 
 def _checker() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "enrichment_checker", REPO / "examples" / "enrichment" / "checker.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_sibling(str(REPO / "examples" / "enrichment" / "drill.py"), "checker")
 
 
 def _record(stream: str, key: str, value: dict[str, Any]) -> ProducerRecord:
