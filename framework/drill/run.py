@@ -86,7 +86,8 @@ class DrillReport:
                 f"resumed {e.pause_s:.2f} s later (detection→resume {e.detection_to_resume_s:.2f}"
                 f" s), {e.restored:,} changelog records restored")
         for label, rate in self.throughput:
-            shown = f"{rate:,.0f} records/s" if rate is not None else "n/a"
+            shown = (f"{rate:,.0f} records/s" if rate is not None
+                     else "n/a (phase too short to sample)")
             lines.append(f"  throughput {label}: {shown}")
         wrong = len(self.verdict.wrong_keys)
         if self.exact:
