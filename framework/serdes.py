@@ -92,7 +92,7 @@ class StringSerde:
     name = "string"
 
     def to_bytes(self, obj: Any) -> bytes:
-        if not isinstance(obj, str):
+        if type(obj) is not str and not isinstance(obj, str):
             raise SerdeError(f"expected str, got {type(obj).__name__}")
         try:
             return obj.encode()
@@ -106,6 +106,9 @@ class StringSerde:
             raise SerdeError(f"not UTF-8: {error}") from None
 
 
+_FAST_INT = 10**18
+
+
 class JsonSerde:
     """Compact UTF-8 JSON; see the module docstring for key order and NaN."""
 
@@ -115,12 +118,17 @@ class JsonSerde:
     _decoder = json.JSONDecoder()
 
     def to_bytes(self, obj: Any) -> bytes:
+        if type(obj) is int and -_FAST_INT < obj < _FAST_INT:  # counters and sums: the
+            return str(obj).encode()                           # same text as json.dumps
         try:
             return self._encoder.encode(obj).encode()
         except (TypeError, ValueError, UnicodeEncodeError) as error:
             raise SerdeError(f"not JSON-serializable: {error}") from None
 
     def from_bytes(self, data: bytes) -> Any:
+        if (type(data) is bytes and len(data) < 19 and data.isdigit()
+                and (len(data) == 1 or data[0] != 48)):  # a JSON natural number, no 0 prefix
+            return int(data)
         try:
             return self._decoder.decode(bytes(data).decode())
         except UnicodeDecodeError as error:

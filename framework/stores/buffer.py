@@ -42,6 +42,11 @@ class Serde(Protocol):
     def from_bytes(self, data: bytes) -> Any: ...
 
 
+_MISSING = object()
+_IMMUTABLE = frozenset({int, float, str, bool, bytes})
+"""Value types a task cannot mutate behind the store's back: safe to hand out again."""
+
+
 class TaskStore:
     """One task's instance of one store, implementing `framework.api.KeyValueStore`.
 
@@ -82,6 +87,9 @@ class TaskStore:
         self._value_to = value_serde.to_bytes
         self._value_from = value_serde.from_bytes
         self._buffer: dict[bytes, bytes | None] = {}
+        # Immutable values put since the last drain, so a get of a just-written key (the
+        # common read-modify-write of counters) skips decoding; in step with `_buffer`.
+        self._objects: dict[bytes, Any] = {}
         self._pending: dict[bytes, bytes | None] | None = None  # drained, not yet applied
 
     # -- the task's API ---------------------------------------------------------------
@@ -91,6 +99,9 @@ class TaskStore:
         raw = self._fast_key(key)
         buffer = self._buffer
         if raw in buffer:
+            cached = self._objects.get(raw, _MISSING)
+            if cached is not _MISSING:
+                return cached
             data = buffer[raw]
         elif self._pending is not None and raw in self._pending:
             data = self._pending[raw]
@@ -108,6 +119,7 @@ class TaskStore:
         raw = self._fast_key(key)
         if value is None:
             self._buffer[raw] = None
+            self._objects.pop(raw, None)
             return
         try:
             data = self._value_to(value)
@@ -116,6 +128,10 @@ class TaskStore:
         if type(data) is not bytes:  # a failure or a non-bytes result: the careful path
             data = self._encode_value(key, value)
         self._buffer[raw] = data
+        if type(value) in _IMMUTABLE:
+            self._objects[raw] = value
+        else:
+            self._objects.pop(raw, None)
 
     def _fast_key(self, key: Any) -> bytes:
         """The serialized key on the hot path; `_encode_key` for None, errors, non-bytes."""
@@ -130,7 +146,9 @@ class TaskStore:
 
     def delete(self, key: Any) -> None:
         """Delete ``key`` (a tombstone in the buffer, hiding any stored value)."""
-        self._buffer[self._encode_key(key)] = None
+        raw = self._encode_key(key)
+        self._buffer[raw] = None
+        self._objects.pop(raw, None)
 
     def range(self, start: Any, end: Any) -> Iterator[tuple[Any, Any]]:
         """Entries with ``start <= key < end`` by serialized key, buffered writes included."""
@@ -168,6 +186,7 @@ class TaskStore:
             drained = {**self._pending, **self._buffer}
         self._pending = drained
         self._buffer = {}
+        self._objects = {}
         return drained
 
     def apply(
@@ -183,6 +202,7 @@ class TaskStore:
     def discard(self) -> None:
         """Drop every write not yet applied (after a failed commit)."""
         self._buffer = {}
+        self._objects = {}
         self._pending = None
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -328,3 +329,22 @@ def test_encode_turns_a_bytearray_result_into_bytes() -> None:
             return data
 
     assert encode(Growing(), "ab", part="value", stream="local.out") == b"ab"
+
+
+@pytest.mark.parametrize("value", [0, 7, 10, -3, 123456789012345678, 10**18, -(10**18), 10**30])
+def test_json_int_fast_path_matches_the_json_module(value: int) -> None:
+    """Counters take a fast path both ways; the bytes must equal json's and round-trip."""
+    serde = get_serde("json")
+    assert serde.to_bytes(value) == json.dumps(value).encode()
+    assert serde.from_bytes(serde.to_bytes(value)) == value
+
+
+@pytest.mark.parametrize("text", [b"007", b"0", b"1_000", b"+5"])
+def test_json_decode_fast_path_keeps_json_rules(text: bytes) -> None:
+    """Only canonical natural numbers skip the decoder: "007", "1_000", "+5" are not JSON."""
+    serde = get_serde("json")
+    if text == b"0":
+        assert serde.from_bytes(text) == 0
+    else:
+        with pytest.raises(SerdeError, match="not JSON"):
+            serde.from_bytes(text)
