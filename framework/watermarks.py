@@ -10,15 +10,71 @@ partition has delivered a marker.
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from framework.api import Envelope, KeyValueStore
 from framework.partitioner import partition_for_key
 from groupers import SystemStreamPartition
 
-__all__ = ["Watermarks", "is_watermark", "marker_keys"]
+__all__ = ["Watermarks", "is_watermark", "marker_keys", "paced_workload"]
+
+
+R = TypeVar("R")
+
+
+def paced_workload(
+    total: int,
+    events: Callable[[int, int], Iterable[tuple[int, R]]],
+    watermarks: Callable[[int], list[R]],
+    *,
+    step_ms: int,
+    max_delay_ms: int,
+    every_ms: int,
+    reserve: int,
+    end_of_time: int = 10**15,
+) -> Iterator[R]:
+    """Exactly ``total`` records of a generator's event-time workload, watermarks included.
+
+    Event time advances by ``step_ms`` per event number; ``events(number, now)`` gives that
+    event's records with the time each is *produced* (at most ``max_delay_ms`` after its
+    ``ts``), and they come out in production order. Every ``every_ms`` a round of
+    ``watermarks(T)`` is written with T = now − ``max_delay_ms`` (a promise the delay bound
+    keeps). The workload ends with repeated last rounds (harmless) to reach ``total`` and a
+    final round at ``end_of_time`` that closes every window. ``reserve`` is the most records
+    one event can make.
+    """
+    round_size = len(watermarks(0))
+    scheduled: list[tuple[int, int, R]] = []
+    order = itertools.count()
+    produced = 0
+    now = next_round = last = 0
+    for number in itertools.count():
+        # Keep room for what is scheduled, one more round, one event and the last round.
+        if total - produced - len(scheduled) - 2 * round_size - reserve < 0:
+            break
+        now += step_ms
+        while scheduled and scheduled[0][0] <= now:
+            produced += 1
+            yield heapq.heappop(scheduled)[2]
+        if now >= next_round:
+            last = max(0, now - max_delay_ms)
+            for record in watermarks(last):
+                produced += 1
+                yield record
+            next_round += every_ms
+        for at, record in events(number, now):
+            heapq.heappush(scheduled, (at, next(order), record))
+    while scheduled:
+        produced += 1
+        yield heapq.heappop(scheduled)[2]
+    filler = itertools.cycle(watermarks(last))
+    while produced < total - round_size:
+        produced += 1
+        yield next(filler)
+    yield from watermarks(end_of_time)
 
 
 def is_watermark(value: Any) -> bool:

@@ -11,7 +11,6 @@ after the expansion). That promise is what lets the task close windows exactly.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import json
 import random
@@ -25,7 +24,7 @@ from framework.config import JobConfig
 from framework.drill.scenario import Verdict, load_sibling
 from framework.drill.verify import read_stream, store_state
 from framework.systems.base import ProducerRecord, System
-from framework.watermarks import marker_keys
+from framework.watermarks import marker_keys, paced_workload
 
 checker = load_sibling(__file__, "checker")
 
@@ -104,38 +103,10 @@ class AdJoinScenario:
         return out
 
     def _workload(self, rng: random.Random) -> Iterator[ProducerRecord]:
-        round_size = sum(map(len, self.markers.values()))
-        most_per_auction = 5
-        scheduled: list[tuple[int, int, ProducerRecord]] = []
-        order = itertools.count()
-        produced = 0
-        now = next_round = 0
-        last = 0
-        for number in itertools.count():
-            # Keep room for what is scheduled, one more round, one auction and the last round.
-            room = self.total - produced - len(scheduled) - 2 * round_size - most_per_auction
-            if room < 0:
-                break
-            now += STEP_MS
-            while scheduled and scheduled[0][0] <= now:
-                produced += 1
-                yield heapq.heappop(scheduled)[2]
-            if now >= next_round:
-                last = max(0, now - MAX_DELAY_MS)
-                for record in self._round(last):
-                    produced += 1
-                    yield record
-                next_round += WATERMARK_EVERY_MS
-            for at, record in self._auction(rng, number, now):
-                heapq.heappush(scheduled, (at, next(order), record))
-        while scheduled:
-            produced += 1
-            yield heapq.heappop(scheduled)[2]
-        filler = itertools.cycle(self._round(last))  # repeating a watermark changes nothing
-        while produced < self.total - round_size:
-            produced += 1
-            yield next(filler)
-        yield from self._round(END_OF_TIME)
+        return paced_workload(
+            self.total, lambda number, now: self._auction(rng, number, now), self._round,
+            step_ms=STEP_MS, max_delay_ms=MAX_DELAY_MS, every_ms=WATERMARK_EVERY_MS,
+            reserve=5, end_of_time=END_OF_TIME)  # an auction makes at most 5 records
 
     async def verify(self, config: JobConfig, system: System) -> Verdict:
         want = checker.expected(self.impressions, self.clicks, JOIN_WINDOW_MS)

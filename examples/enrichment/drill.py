@@ -11,7 +11,6 @@ every partition before and after each expansion).
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import json
 import random
@@ -22,7 +21,7 @@ from framework.config import JobConfig
 from framework.drill.scenario import Verdict, load_sibling
 from framework.drill.verify import read_stream, store_state
 from framework.systems.base import ProducerRecord, System
-from framework.watermarks import marker_keys
+from framework.watermarks import marker_keys, paced_workload
 
 checker = load_sibling(__file__, "checker")
 
@@ -91,35 +90,15 @@ class EnrichmentScenario:
                                             "ts": now, "url": f"/page/{rng.randrange(50)}"})
 
     def _workload(self, rng: random.Random) -> Iterator[ProducerRecord]:
-        round_size = sum(map(len, self.markers.values()))
-        scheduled: list[tuple[int, int, ProducerRecord]] = []
         versions: dict[str, int] = {}
-        produced = 0
-        now = next_round = last = 0
-        for number in itertools.count():
-            # Keep room for what is scheduled, one more round, one event and the last round.
-            if self.total - produced - len(scheduled) - 2 * round_size - 1 < 0:
-                break
-            now += STEP_MS
-            while scheduled and scheduled[0][0] <= now:
-                produced += 1
-                yield heapq.heappop(scheduled)[2]
-            if now >= next_round:
-                last = max(0, now - MAX_DELAY_MS)
-                for record in self._round(last):
-                    produced += 1
-                    yield record
-                next_round += WATERMARK_EVERY_MS
+
+        def events(number: int, now: int) -> list[tuple[int, ProducerRecord]]:
             record = self._event(rng, number, now, versions)
-            heapq.heappush(scheduled, (now + rng.randrange(MAX_DELAY_MS + 1), number, record))
-        while scheduled:
-            produced += 1
-            yield heapq.heappop(scheduled)[2]
-        filler = itertools.cycle(self._round(last))  # repeating a watermark changes nothing
-        while produced < self.total - round_size:
-            produced += 1
-            yield next(filler)
-        yield from self._round(END_OF_TIME)
+            return [(now + rng.randrange(MAX_DELAY_MS + 1), record)]
+
+        return paced_workload(
+            self.total, events, self._round, step_ms=STEP_MS, max_delay_ms=MAX_DELAY_MS,
+            every_ms=WATERMARK_EVERY_MS, reserve=1, end_of_time=END_OF_TIME)
 
     async def verify(self, config: JobConfig, system: System) -> Verdict:
         want = checker.expected(self.profiles, self.views)
