@@ -92,7 +92,7 @@ class StringSerde:
     name = "string"
 
     def to_bytes(self, obj: Any) -> bytes:
-        if type(obj) is not str and not isinstance(obj, str):
+        if not isinstance(obj, str):
             raise SerdeError(f"expected str, got {type(obj).__name__}")
         try:
             return obj.encode()
