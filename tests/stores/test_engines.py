@@ -149,6 +149,59 @@ def test_data_and_position_survive_a_killed_process_together(tmp_path: Path) -> 
     engine.close()
 
 
+def test_bulk_load_writes_read_back_after_it_and_survive_reopen(tmp_path: Path) -> None:
+    engine = RocksDBEngine.open(tmp_path, "counts", "Partition 3")
+    engine.write_batch({b"old": b"1"}, POSITION)
+    with engine.bulk_load():
+        assert engine.bulk_loading
+        for offset in range(43, 53):
+            engine.write_batch({str(n).encode(): str(offset).encode() for n in range(1000)},
+                               POSITION._replace(offset=offset))
+        engine.write_batch({b"old": None}, POSITION._replace(offset=53))
+    assert not engine.bulk_loading
+    assert engine.get(b"999") == b"52"
+    assert engine.get(b"old") is None
+    assert engine.count() == 1000
+    engine.close()
+    reopened = RocksDBEngine.open(tmp_path, "counts", "Partition 3")
+    assert reopened.changelog_position() == POSITION._replace(offset=53)
+    assert [k for k, _ in reopened.iterate(b"1", b"2")][:3] == [b"1", b"10", b"100"]
+    assert reopened.count() == 1000
+    reopened.close()
+
+
+def test_a_failure_inside_bulk_load_leaves_a_normal_engine(tmp_path: Path) -> None:
+    engine = RocksDBEngine.open(tmp_path, "counts", "Partition 3")
+    with pytest.raises(RuntimeError), engine.bulk_load():
+        engine.write_batch({b"a": b"1"}, POSITION)
+        raise RuntimeError("restore failed")
+    assert not engine.bulk_loading
+    assert (engine.get(b"a"), engine.changelog_position()) == (b"1", POSITION)
+    engine.close()
+
+
+def test_a_process_killed_during_bulk_load_keeps_data_and_position_together(
+    tmp_path: Path,
+) -> None:
+    script = textwrap.dedent(f"""
+        import os, signal
+        from framework.stores import ChangelogPosition, RocksDBEngine
+        engine = RocksDBEngine.open({str(tmp_path)!r}, "counts", "Partition 3")
+        with engine.bulk_load():
+            for offset in range(1, 4):
+                engine.write_batch({{b"n": str(offset).encode(), str(offset).encode(): b"x"}},
+                                   ChangelogPosition("log", 0, offset))
+            os.kill(os.getpid(), signal.SIGKILL)  # mid-restore: no flush, no reopen
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, check=False)
+    assert done.returncode == -9
+    engine = RocksDBEngine.open(tmp_path, "counts", "Partition 3")
+    assert not engine.bulk_loading
+    assert engine.changelog_position() == ChangelogPosition("log", 0, 3)
+    assert list(engine.iterate()) == [(b"1", b"x"), (b"2", b"x"), (b"3", b"x"), (b"n", b"3")]
+    engine.close()
+
+
 def test_user_keys_never_collide_with_the_stored_position(tmp_path: Path) -> None:
     engine = RocksDBEngine.open(tmp_path, "counts", "Partition 3")
     engine.write_batch({b"changelog-position": b"user data", b"sampan": b"more"}, POSITION)

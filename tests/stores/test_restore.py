@@ -173,9 +173,29 @@ async def test_an_interrupted_restore_resumes_from_its_last_batch(rocks: RocksDB
     # 28 records were fetched; the two full write batches (offsets 0..19) were applied.
     assert rocks.changelog_position() == ChangelogPosition("counts-changelog", 2, 20)
     assert rocks.count() == 20
+    assert not rocks.bulk_loading
     source = FakeChangelog(changelog(50))
     result = await restore(rocks, source, end=50)
     assert (result.mode, result.records, source.starts, rocks.count()) == ("delta", 30, [20], 50)
+
+
+async def test_rocksdb_restores_write_in_bulk_mode_and_end_in_normal_mode(
+    rocks: RocksDBEngine,
+) -> None:
+    modes: list[bool] = []
+    source = FakeChangelog(changelog(30, keys=10))
+
+    async def fetch(start: int) -> AsyncIterator[Sequence[Record]]:
+        async for batch in source.fetch(start):
+            modes.append(rocks.bulk_loading)
+            yield batch
+
+    await restore_store(rocks, changelog=LOG, fetch=fetch, end=30, oldest=0, batch_size=10,
+                        progress=None)
+    assert modes and all(modes)
+    assert not rocks.bulk_loading
+    assert (rocks.get(b"k0003"), rocks.count()) == (b"v23", 10)
+    assert rocks.changelog_position() == ChangelogPosition(*LOG, 30)
 
 
 # -- how records are applied ----------------------------------------------------------
