@@ -11,7 +11,14 @@ In one run on one machine:
   `changelog_reader` (changelog records/s, reading included); and `restore_store` from
   in-memory batches (`bench.stores`, RocksDB writes only);
 - raw baselines: plain aiokafka ``getmany`` reading the same 1M input records from
-  tansu, and plain rocksdict batched puts (`bench.stores`).
+  tansu, and plain rocksdict batched puts (`bench.stores`);
+- ceilings on tansu (`bench.kafka_floor`): plain aiokafka copying every input record to
+  an output topic, and a hand-written minimal sum (JSON, a dict, one output per record)
+  with no framework at all — what any one-process worker of this job can at most reach;
+  if ``orjson`` is installed (it is not a dependency), the minimal sum with it too.
+
+Restore and raw-put figures are the median of three runs each (both vary by ±15% from
+run to run on a small machine, mostly with RocksDB's background flushes).
 
 Run: ``.venv/bin/python -m bench.worker`` (``--records N --keys K`` for a smaller run).
 """
@@ -20,20 +27,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import kafka_floor
 from bench import stores as store_bench
 from bench.systems_baseline import tansu
 from framework.config import JobConfig, load_config
@@ -74,6 +86,8 @@ class Figures:
     local_restore: float
     kafka_sum: float
     kafka_raw_consume: float
+    kafka_pass_through: float
+    kafka_minimal_sum: float
     raw_put: float
     restore_store: float
 
@@ -189,6 +203,33 @@ async def _raw_consume(bootstrap: str, count: int) -> float:
         await consumer.stop()
 
 
+async def _ceilings(bootstrap: str, count: int) -> tuple[float, float, float | None]:
+    """(pass-through, minimal sum, minimal sum with orjson if installed) records/s of
+    plain aiokafka over the input topic."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in
+                                   ("floor-copy", "floor-sums", "floor-sums-orjson")])
+    finally:
+        await admin.close()
+    copy = await kafka_floor.rate(bootstrap, "events", PARTITIONS, "floor-copy", count,
+                                  kafka_floor.pass_through())
+    sums = await kafka_floor.rate(bootstrap, "events", PARTITIONS, "floor-sums", count,
+                                  kafka_floor.minimal_sum())
+    if importlib.util.find_spec("orjson") is None:
+        return copy, sums, None
+    import orjson  # optional: only to show that a compiled JSON codec does not lift the ceiling
+
+    fast = await kafka_floor.rate(bootstrap, "events", PARTITIONS, "floor-sums-orjson", count,
+                                  kafka_floor.minimal_sum(orjson.loads, orjson.dumps))
+    return copy, sums, fast
+
+
+def _median(runs: int, measure: Callable[[int], float]) -> float:
+    return statistics.median(measure(run) for run in range(runs))
+
+
 def run(records: int = RECORDS, keys: int = KEYS) -> Figures:
     """Measure every figure and print them with the targets."""
     data = _records(records, keys)
@@ -200,18 +241,31 @@ def run(records: int = RECORDS, keys: int = KEYS) -> Figures:
         with tansu() as bootstrap:
             kafka_sum = asyncio.run(_sum(_job(work / "kafka", "kafka", bootstrap), data))
             raw_consume = asyncio.run(_raw_consume(bootstrap, records))
+            pass_through, minimal_sum, orjson_sum = asyncio.run(_ceilings(bootstrap, records))
         keys_raw, values_raw = store_bench._data(records)
-        raw_put = store_bench.raw_put_rate(work / "raw", keys_raw, values_raw, store_bench.BATCH)
-        restore_memory = store_bench.restore_rate(work / "restore", keys_raw, values_raw,
-                                                 store_bench.BATCH)
-        local_restore = asyncio.run(_local_restore(work / "changelog", keys_raw, values_raw))
+        raw_put = _median(3, lambda n: store_bench.raw_put_rate(
+            work / f"raw{n}", keys_raw, values_raw, store_bench.BATCH))
+        restore_memory = _median(3, lambda n: store_bench.restore_rate(
+            work / f"restore{n}", keys_raw, values_raw, store_bench.BATCH))
+        local_restore = _median(3, lambda n: asyncio.run(
+            _local_restore(work / f"changelog{n}", keys_raw, values_raw)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    figures = Figures(local_sum, local_restore, kafka_sum, raw_consume, raw_put, restore_memory)
+    figures = Figures(local_sum, local_restore, kafka_sum, raw_consume, pass_through,
+                      minimal_sum, raw_put, restore_memory)
     print(f"sum on local (worker):                   {local_sum:>12,.0f} records/s")
     print(f"sum on tansu (worker):                   {kafka_sum:>12,.0f} records/s "
           f"({kafka_sum / raw_consume:.0%} of raw consume; target >= 50%)")
     print(f"raw consume on tansu (aiokafka getmany): {raw_consume:>12,.0f} records/s")
+    print(f"ceiling: aiokafka copy, no processing:   {pass_through:>12,.0f} records/s "
+          f"({pass_through / raw_consume:.0%} of raw consume)")
+    print(f"ceiling: hand-written sum, no framework: {minimal_sum:>12,.0f} records/s "
+          f"({minimal_sum / raw_consume:.0%} of raw consume)")
+    if orjson_sum is None:
+        print("ceiling: the same with orjson:           (pip install orjson to measure)")
+    else:
+        print(f"ceiling: the same with orjson:           {orjson_sum:>12,.0f} records/s "
+              f"({orjson_sum / raw_consume:.0%} of raw consume)")
     print(f"restore, local changelog -> RocksDB:     {local_restore:>12,.0f} records/s "
           f"({local_restore / raw_put:.0%} of raw puts; target >= 70%)")
     print(f"restore, in-memory batches -> RocksDB:   {restore_memory:>12,.0f} records/s "

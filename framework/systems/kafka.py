@@ -90,6 +90,8 @@ class KafkaSystem:
 
     async def _start_producer(self) -> AIOKafkaProducer:
         kwargs = self.options.client_kwargs(self.bootstrap)
+        batch = self.options.producer_batch_kb << 10
+        kwargs.update(max_batch_size=batch, max_request_size=max(batch, 1 << 20))
         if self.options.enable_idempotence is not False:
             producer = AIOKafkaProducer(acks="all", enable_idempotence=True, **kwargs)
             try:
@@ -189,7 +191,8 @@ class KafkaSystem:
             groups.setdefault((record.stream, partition), []).append(index)
         sent: list[tuple[asyncio.Future[Any], list[int]]] = []
         for (stream, partition), indices in groups.items():
-            batch, members = producer.create_batch(), []
+            batch = producer.create_batch()
+            members: list[int] = []
             for index in indices:
                 record = records[index]
                 headers = list(record.headers)

@@ -23,6 +23,11 @@ __all__ = ["KafkaConsumer"]
 _RECHECK_MISSING_S = 1.0
 
 
+def _headers(headers: Sequence[tuple[str, bytes | None]]) -> tuple[tuple[str, bytes], ...]:
+    """aiokafka's header list as sampan's: a tuple of pairs, a missing value as b""."""
+    return tuple((name, value or b"") for name, value in headers)
+
+
 class KafkaConsumer:
     """Reads assigned partitions of one Kafka cluster from sampan's positions."""
 
@@ -64,7 +69,7 @@ class KafkaConsumer:
                 continue
             result[self._ssps[tp]] = [
                 Record(m.partition, m.offset, m.key, m.value, m.timestamp,
-                       tuple((name, value or b"") for name, value in m.headers))
+                       _headers(m.headers) if m.headers else ())
                 for m in messages
             ]
             self._positions[tp] = messages[-1].offset + 1

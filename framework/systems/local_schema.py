@@ -140,7 +140,8 @@ def connect(path: Path, options: LocalOptions) -> sqlite3.Connection:
 
 
 def _is_empty(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0] == 0
+    count: int = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+    return count == 0
 
 
 def _create_schema(conn: sqlite3.Connection, file: Path) -> None:

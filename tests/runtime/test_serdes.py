@@ -118,6 +118,25 @@ def test_json_serde_refuses_malformed_bytes() -> None:
         "not JSON: Expecting value: line 1 column 1 (char 0)")
 
 
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12))
+def test_json_serde_decodes_exactly_what_the_stdlib_decodes(document: Any) -> None:
+    # The fast decoder must never change a value: big integers stay exact ints.
+    for text in (json.dumps(document), json.dumps(document, indent=1, ensure_ascii=False)):
+        data = text.encode()
+        assert repr(get_serde("json").from_bytes(data)) == repr(json.loads(data))
+
+
+@pytest.mark.parametrize("data", [
+    b"123456789012345678901234567890", b'{"n": [18446744073709551616, -99999999999999999999]}',
+    b"NaN", b'[Infinity, -Infinity]', b'"\\ud800"', b"1e400",
+])
+def test_json_serde_reads_what_only_the_stdlib_decoder_accepts(data: bytes) -> None:
+    assert repr(get_serde("json").from_bytes(data)) == repr(json.loads(data))
+
+
 def test_msgpack_serde_writes_msgpack_bytes() -> None:
     assert get_serde("msgpack").to_bytes({"a": 1}) == b"\x81\xa1a\x01"
 

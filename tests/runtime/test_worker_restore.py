@@ -31,7 +31,9 @@ def stored_totals(config: JobConfig) -> dict[str, int]:
 
 async def test_deleted_store_folder_is_restored_fully(tmp_path: Path) -> None:
     """No local state: every task restores its whole changelog partition, then compacted."""
-    config = h.load(h.write_job(tmp_path / "job"))
+    # A small write buffer forces commits as it fills, so keys are logged more than once
+    # however fast the worker runs.
+    config = h.load(h.write_job(tmp_path / "job", job_extra="write_buffer_max_keys = 50"))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)

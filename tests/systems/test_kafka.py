@@ -134,3 +134,33 @@ def test_open_system_builds_a_kafka_system() -> None:
 def test_unknown_client_options_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"\[systems.events.client_options\].*'linger'"):
         KafkaSystem("events", "127.0.0.1:9092", {"linger": 5})
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**21, 1.5, "512"])
+def test_a_bad_producer_batch_size_is_refused_naming_the_key(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"client_options\] producer_batch_kb must be"):
+        KafkaSystem("events", "127.0.0.1:9092", {"producer_batch_kb": bad})
+
+
+@pytest.mark.parametrize("batch_kb", [1, 512])
+async def test_records_split_over_many_or_few_batches_land_in_order(
+    kafka_broker: Any, name: str, batch_kb: int
+) -> None:
+    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"producer_batch_kb": batch_kb})
+    try:
+        await system.create_stream(name, 2)
+        records = [ProducerRecord(name, b"k%d" % (i % 7), b"value-%05d" % i) for i in range(3000)]
+        positions = await system.produce(records)
+        consumer = system.consumer()
+        consumer.assign({SSP("kafka", name, 0): 0, SSP("kafka", name, 1): 0})
+        read: dict[int, list[tuple[int, bytes | None]]] = {0: [], 1: []}
+        while sum(map(len, read.values())) < len(records):
+            for ssp, batch in (await consumer.fetch(max_records=1000, timeout_ms=500)).items():
+                read[ssp.partition].extend((r.offset, r.value) for r in batch)
+        await consumer.close()
+    finally:
+        await system.close()
+    for record, position in zip(records, positions, strict=True):
+        assert read[position.partition][position.offset] == (position.offset, record.value)
+    assert {p: len(v) for p, v in read.items()} == {
+        p: sum(1 for pos in positions if pos.partition == p) for p in (0, 1)}
