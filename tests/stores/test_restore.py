@@ -179,9 +179,8 @@ async def test_an_interrupted_restore_resumes_from_its_last_batch(rocks: RocksDB
     assert (result.mode, result.records, source.starts, rocks.count()) == ("delta", 30, [20], 50)
 
 
-async def test_rocksdb_restores_write_in_bulk_mode_and_end_in_normal_mode(
-    rocks: RocksDBEngine,
-) -> None:
+async def bulk_modes_seen(rocks: RocksDBEngine, *, bulk_from: int) -> list[bool]:
+    """Restore 30 records (10 keys) into ``rocks``; whether it was in bulk mode at each batch."""
     modes: list[bool] = []
     source = FakeChangelog(changelog(30, keys=10))
 
@@ -191,11 +190,23 @@ async def test_rocksdb_restores_write_in_bulk_mode_and_end_in_normal_mode(
             yield batch
 
     await restore_store(rocks, changelog=LOG, fetch=fetch, end=30, oldest=0, batch_size=10,
-                        progress=None)
-    assert modes and all(modes)
-    assert not rocks.bulk_loading
+                        progress=None, bulk_from=bulk_from)
     assert (rocks.get(b"k0003"), rocks.count()) == (b"v23", 10)
     assert rocks.changelog_position() == ChangelogPosition(*LOG, 30)
+    return modes
+
+
+async def test_rocksdb_restores_write_in_bulk_mode_and_end_in_normal_mode(
+    rocks: RocksDBEngine,
+) -> None:
+    modes = await bulk_modes_seen(rocks, bulk_from=30)
+    assert modes and all(modes)
+    assert not rocks.bulk_loading
+
+
+async def test_a_restore_below_the_bulk_threshold_skips_bulk_mode(rocks: RocksDBEngine) -> None:
+    modes = await bulk_modes_seen(rocks, bulk_from=31)
+    assert modes and not any(modes)
 
 
 # -- how records are applied ----------------------------------------------------------
