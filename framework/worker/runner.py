@@ -16,6 +16,7 @@ from framework.config import JobConfig
 from framework.coordinator.stream import WORKER_PREFIX, publish_report, read_latest_model
 from framework.errors import FencedError, JobModelError, ProcessingError, SerdeError
 from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, Consumer, Record, System
 from framework.worker.codec import RecordCodec
@@ -85,7 +86,10 @@ class Worker:
             started_ms = _now_ms()
             task_class = self.config.load_task_class()  # a bad job.task fails before any I/O
             model = await self._load()
-            committer = await self._start_tasks(model, task_class)
+            try:
+                committer = await self._start_tasks(model, task_class)
+            except RestoreStopped as stopped:
+                return await self._stopped_restoring(model, started_ms, stopped)
             report = {"epoch": model.epoch, "pid": os.getpid(), "started_ms": started_ms,
                       "resumed_ms": _now_ms(), "restored": self.restored,
                       "restore_modes": self.restore_modes,
@@ -102,6 +106,22 @@ class Worker:
             return result
         finally:
             await self._close()
+
+    async def _stopped_restoring(self, model: JobModel, started_ms: int,
+                                 stopped: RestoreStopped) -> WorkerResult:
+        """Stopped (SIGTERM, expansion) while restoring: exit now instead of finishing the
+        restore; what was applied stays, so the next start restores only the rest."""
+        self.restored += stopped.applied
+        log.info("worker %d stopped while restoring: %s", self.worker_id, stopped)
+        reason = "stopped while restoring"
+        await self._report({"epoch": model.epoch, "pid": os.getpid(), "started_ms": started_ms,
+                            "stopped_ms": _now_ms(), "reason": reason,
+                            "restored": self.restored, "restore_modes": self.restore_modes,
+                            "restore_stopped": {"store": stopped.label,
+                                                "position": stopped.position,
+                                                "end": stopped.end},
+                            "tasks": [i.name for i in self.instances]})
+        return WorkerResult(model.epoch, 0, 0, 0, self.restored, reason)
 
     async def _report(self, report: dict[str, object]) -> None:
         key = WORKER_PREFIX + str(self.worker_id).encode()
@@ -141,7 +161,8 @@ class Worker:
         changelog_positions: dict[tuple[str, str], int] = {}
         for task_model in model.tasks_of(self.worker_id):
             checkpoint = checkpoints.get(task_model.name)
-            opened = await open_task_stores(self.config, task_model, checkpoint, meta)
+            opened = await open_task_stores(self.config, task_model, checkpoint, meta,
+                                            stop=self.stop.is_set)
             self.restored += opened.restored
             self.restore_modes.update({f"{task_model.name}/{s}": m
                                        for s, m in opened.modes.items()})

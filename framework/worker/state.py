@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from framework.config import JobConfig
@@ -39,13 +40,15 @@ def _engine(config: JobConfig, store: str, task: str) -> StoreEngine:
 
 
 async def open_task_stores(
-    config: JobConfig, task: TaskModel, checkpoint: Checkpoint | None, meta: System
+    config: JobConfig, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
+    stop: Callable[[], bool] | None = None,
 ) -> OpenedStores:
     """Open every store of ``task``; logged ones are brought up to their restore end.
 
     The restore end is the changelog's end offset. On a system without atomic commits
     (kafka) it is the checkpointed changelog offset when there is one: records written
-    after the last checkpoint belong to inputs that will be processed again.
+    after the last checkpoint belong to inputs that will be processed again. ``stop`` ends
+    a restore early with `RestoreStopped` (its progress is kept for the next start).
     """
     opened = OpenedStores()
     for name in sorted(config.stores):
@@ -68,7 +71,7 @@ async def open_task_stores(
                     engine, changelog=(stream, task.changelog_partition),
                     fetch=changelog_reader(meta, ssp, end, batch_size=config.store_restore_batch),
                     end=end, oldest=oldest, batch_size=config.store_restore_batch,
-                    progress=Progress,
+                    progress=Progress, stop=stop,
                     label=f"store {name!r} of task {task.name!r}")
                 opened.positions[name] = end
                 opened.restored += result.records

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
-import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from coordjobs import Job, keys, placement
@@ -16,14 +17,7 @@ from framework.errors import FencedError
 from framework.stores.rocksdb import store_path
 from framework.worker.runner import Worker
 
-PADDING = 30_000  # changelog records of keys the task never sees: a long full restore
-
-
-def log_ms(text: str, needle: str) -> int:
-    """Wall-clock ms of the first log line containing ``needle`` (logging's local asctime)."""
-    line = next(line for line in text.splitlines() if needle in line)
-    seconds = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
-    return int(seconds * 1000) + int(line[20:23])
+PADDING = 60_000  # changelog records of keys the task never sees: a long full restore
 
 
 def resume_ms(job_state: object, epoch: int) -> int:
@@ -95,9 +89,23 @@ async def test_worker_sigkilled_mid_expansion_is_restarted_and_exact(
     assert "worker 1 exited with status -9" in job.coordinator_log()
 
 
+def pending_signals(pid: int) -> int:
+    """The signals waiting for a (stopped) process, as a bit mask (Linux /proc)."""
+    fields = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)
+
+
 async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..., Job]) -> None:
-    """A task that lost its store directory fully restores a big changelog during an expansion."""
-    job = make_job("restoring", {"words": 2}, extra="store_restore_batch = 1\n")
+    """A worker stopped mid-restore by an expansion stops at once; the next epoch restores
+    only the rest (a delta), and every output and the store are exact.
+
+    Deterministic on any machine: the restoring worker is frozen (SIGSTOP) once a quarter of
+    its restore is applied, the expansion is made and detected, and the worker is thawed only
+    when the coordinator's SIGTERM is pending for it.
+    """
+    job = make_job("restoring", {"words": 2}, stop_timeout_ms=60_000,
+                   extra="store_restore_batch = 1\n")
     await job.create("words", 2)
     await job.produce("words", keys(100), 5)
     job.start()
@@ -108,26 +116,45 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
     changelog = job.config.changelog_stream("counts").partition(".")[2]
     restore_end = (await job.call(lambda s: s.offsets(changelog)))[1].end
     shutil.rmtree(store_path(job.config.data_dir, "counts", "Partition 1"))
-    (job.logs / "worker-1.log").unlink()
+    log = job.logs / "worker-1.log"
+    log.unlink()
     job.start()
 
-    async def restoring() -> bool:
-        log = job.logs / "worker-1.log"
-        return log.exists() and "full restore of" in log.read_text(errors="replace")
-    await job.wait(restoring, "worker 1 fully restoring Partition 1")
+    async def quarter_restored() -> bool:
+        return log.exists() and "(25%)" in log.read_text(errors="replace")
+    await job.wait(quarter_restored, "worker 1 a quarter into restoring Partition 1")
+    pid = int((await job.state()).status["worker_pids"]["1"])
+    os.kill(pid, signal.SIGSTOP)
+    assert "restore applied" not in log.read_text(errors="replace"), (
+        "the restore finished before the test could freeze it; raise PADDING")
     await job.expand("words", 4)
+
+    async def term_pending() -> bool:
+        return bool(pending_signals(pid) & (1 << (signal.SIGTERM - 1)))
+    await job.wait(term_pending, "the coordinator's SIGTERM to the frozen worker 1")
+    os.kill(pid, signal.SIGCONT)
     await job.produce("words", keys(100), 5)
     state = await job.wait_epoch(3)
     await job.wait_outputs()
     assert await job.stop() == 0
     assert await job.outputs() == job.truth.expected_outputs()
     assert await job.store() == {**padding, **job.truth.sent}
-    text = (job.logs / "worker-1.log").read_text(errors="replace")
-    began = log_ms(text, "restore store 'counts' of task 'Partition 1': full restore of [0, ")
-    ended = log_ms(text, f"full restore applied {restore_end} records")
-    assert began <= state.status["expansions"][0]["detected_ms"] <= ended
-    assert state.workers[1]["restore_modes"] == {"Partition 1/counts": "none"}
+
+    text = log.read_text(errors="replace")
+    stopped = re.search(
+        r"worker 1 stopped while restoring: restore store 'counts' of task 'Partition 1': "
+        rf"full restore of \[0, {restore_end}\) stopped at offset (\d+) \((\S+) records "
+        r"applied\); the next start resumes with a delta restore", text)
+    assert stopped is not None, text[-3000:]
+    position = int(stopped[1])
+    assert restore_end // 4 <= position < restore_end
+    assert int(stopped[2].replace(",", "")) == position
+    assert f"delta restore of [{position}, {restore_end}) because local state is at offset " \
+        f"{position}" in text
+    assert state.workers[1]["restore_modes"] == {"Partition 1/counts": "delta"}
+    assert state.workers[1]["restored"] == restore_end - position
     assert state.workers[0]["restore_modes"] == {"Partition 0/counts": "none"}
+    assert "did not stop within" not in job.coordinator_log()
     assert "local.words 2→4" in job.coordinator_log()
 
 

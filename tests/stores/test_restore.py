@@ -13,6 +13,7 @@ from framework.stores import (
     ChangelogPosition,
     MemoryEngine,
     RestoreResult,
+    RestoreStopped,
     RocksDBEngine,
     StoreEngine,
     changelog_reader,
@@ -196,6 +197,68 @@ async def bulk_modes_seen(rocks: RocksDBEngine, *, bulk_from: int) -> list[bool]
     return modes
 
 
+async def test_a_stop_request_ends_the_restore_after_the_batch_in_flight(
+        rocks: RocksDBEngine) -> None:
+    """Asked to stop after 3 batches: exactly 30 records applied, then a delta of the rest."""
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 3
+
+    with pytest.raises(RestoreStopped, match=r"full restore of \[0, 100\) stopped at offset "
+                       r"30 \(30 records applied\); the next start resumes with a delta"):
+        await restore_store(rocks, changelog=LOG, fetch=FakeChangelog(changelog(100)).fetch,
+                            end=100, oldest=0, batch_size=10, progress=None, stop=stop)
+    assert rocks.changelog_position() == ChangelogPosition(*LOG, 30)
+    assert rocks.count() == 30
+    assert not rocks.bulk_loading
+    result = await restore(rocks, FakeChangelog(changelog(100)), end=100)
+    assert (result.mode, result.records, result.start, rocks.count()) == ("delta", 70, 30, 100)
+
+
+async def test_a_stop_before_the_first_batch_applies_nothing(rocks: RocksDBEngine) -> None:
+    with pytest.raises(RestoreStopped) as stopped:
+        await restore_store(rocks, changelog=LOG, fetch=FakeChangelog(changelog(50)).fetch,
+                            end=50, oldest=0, batch_size=10, progress=None, stop=lambda: True)
+    assert (stopped.value.position, stopped.value.applied) == (0, 0)
+    assert rocks.count() == 0
+    result = await restore(rocks, FakeChangelog(changelog(50)), end=50)
+    assert (result.mode, result.records) == ("full", 50)
+
+
+async def test_a_restore_reads_many_records_per_request_even_with_tiny_write_batches(
+        tmp_path: Path) -> None:
+    """``store_restore_batch = 1`` writes one record per batch but reads in large ranges."""
+    from framework.systems.base import ProducerRecord
+    from framework.systems.local import LocalSystem
+    from groupers import SystemStreamPartition
+
+    system = LocalSystem("local", tmp_path / "log")
+    stream = "job-counts-changelog"
+    await system.create_stream(stream, 1, compacted=True)
+    await system.produce([ProducerRecord(stream, f"k{i}".encode(), b"v", partition=0)
+                          for i in range(500)])
+    requests: list[tuple[int, int]] = []
+    original = system.read_columns
+
+    async def counting(stream: str, partition: int, start: int, end: int, limit: int) -> object:
+        requests.append((start, limit))
+        return await original(stream, partition, start, end, limit)
+
+    system.read_columns = counting  # type: ignore[method-assign]
+    engine = RecordingEngine()
+    try:
+        result = await restore_store(
+            engine, changelog=(stream, 0), oldest=0, end=500, batch_size=1, progress=None,
+            fetch=changelog_reader(system, SystemStreamPartition("local", stream, 0), 500,
+                                   batch_size=1))
+    finally:
+        await system.close()
+    assert (result.mode, result.records, len(engine.batches)) == ("full", 500, 500)
+    assert requests == [(0, 10_000)]
+
+
 async def test_rocksdb_restores_write_in_bulk_mode_and_end_in_normal_mode(
     rocks: RocksDBEngine,
 ) -> None:
@@ -226,9 +289,10 @@ async def test_compaction_gaps_and_an_empty_tail_still_end_at_the_end_offset() -
 
 
 async def test_an_empty_changelog_still_records_its_position() -> None:
+    """A brand-new store of an empty changelog: nothing to restore, position recorded."""
     engine = RecordingEngine()
     result = await restore(engine, FakeChangelog([]), end=0)
-    assert (result.mode, result.records, engine.batches) == ("full", 0, [(0, 0)])
+    assert (result.mode, result.records, engine.batches) == ("none", 0, [(0, 0)])
     assert engine.changelog_position() == ChangelogPosition("counts-changelog", 2, 0)
 
 
