@@ -88,13 +88,19 @@ class StoreConfig:
 
 @dataclass(frozen=True)
 class ErrorsConfig:
-    """``[errors]``: what a worker does with a record its serdes cannot decode."""
+    """``[errors]``: what a worker does with a record it cannot decode, or whose `process`
+    raises."""
 
     policy: str = "fail"
-    """``"fail"`` (stop, naming SSP and offset), ``"skip"`` (log and count) or
-    ``"dead-letter"`` (write it to `dead_letter_stream`); default ``"fail"``."""
+    """Records the serdes cannot decode: ``"fail"`` (stop, naming SSP and offset),
+    ``"skip"`` (log and count) or ``"dead-letter"`` (write it to `dead_letter_stream`);
+    default ``"fail"``."""
     dead_letter_stream: str | None = None
-    """``"system.stream"`` receiving bad records; required iff policy is dead-letter."""
+    """``"system.stream"`` receiving bad records; required iff a policy is dead-letter."""
+    process_policy: str = "fail"
+    """Records whose `StreamTask.process` raises: ``"fail"``, ``"skip"`` or
+    ``"dead-letter"`` (the dead letter carries the record and the traceback). Under skip
+    and dead-letter, what the failed call sent or wrote is undone; default ``"fail"``."""
 
 
 @dataclass(frozen=True)
@@ -253,6 +259,7 @@ class JobConfig:
         return {
             "job": job,
             "errors": _without_none({"policy": self.errors.policy,
+                                     "process_policy": self.errors.process_policy,
                                      "dead_letter_stream": self.errors.dead_letter_stream}),
             "coordinator": {
                 "monitor_interval_ms": self.coordinator.monitor_interval_ms,

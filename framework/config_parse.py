@@ -299,22 +299,26 @@ def _errors(
 ) -> ErrorsConfig:
     s = Section(table, ("errors",), problems)
     policy = s.choice("policy", "fail", ("fail", "skip", "dead-letter"))
+    process_policy = s.choice("process_policy", "fail", ("fail", "skip", "dead-letter"))
     stream = s.string("dead_letter_stream", pattern=STREAM_NAME, form=_STREAM_FORM)
     s.finish()
     path = ("errors", "dead_letter_stream")
-    if policy == "dead-letter" and stream is None and not s.present("dead_letter_stream"):
-        problems.add(path, 'missing required key when policy = "dead-letter"; add '
+    dead_letters = "dead-letter" in (policy, process_policy)
+    if dead_letters and stream is None and not s.present("dead_letter_stream"):
+        which = "policy" if policy == "dead-letter" else "process_policy"
+        problems.add(path, f'missing required key when {which} = "dead-letter"; add '
                            'dead_letter_stream = "system.stream" to [errors]')
-    elif policy != "dead-letter" and s.present("dead_letter_stream"):
-        problems.add(path, f'only used with policy = "dead-letter" (policy is "{policy}"); '
-                           'remove it or set policy = "dead-letter"')
+    elif not dead_letters and s.present("dead_letter_stream"):
+        problems.add(path, f'only used with policy or process_policy = "dead-letter" (policy '
+                           f'is "{policy}", process_policy is "{process_policy}"); remove it '
+                           'or set one of them to "dead-letter"')
     elif stream is not None and stream not in streams:
         problems.add(path, f'stream "{stream}" is not declared; add a [streams."{stream}"] '
                            "table")
     elif stream is not None and stream in consumed:
         problems.add(path, f'"{stream}" is an input of the job; send dead letters to a '
                            "stream the job does not consume")
-    return ErrorsConfig(policy, stream)
+    return ErrorsConfig(policy, stream, process_policy)
 
 
 def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig:

@@ -17,10 +17,13 @@ def add_run_command(commands: Any) -> None:
     parser = commands.add_parser(
         "run", help="run a job: coordinator + workers in the foreground (Ctrl-C stops)",
         description="Publish the job model, start the workers, and keep watching the "
-        "input streams: an expansion is applied without operator action.")
+        "input streams: an expansion is applied without operator action. Runs in the "
+        "foreground until Ctrl-C or SIGTERM (workers commit and stop); run other sampan "
+        "commands in a second terminal.")
     parser.add_argument("job", help="the job file (TOML)")
     parser.add_argument("--worker-logs", metavar="DIR",
-                        help="write worker output to DIR/worker-N.log instead of stderr")
+                        help="write worker output to DIR/worker-N.log only (default: worker "
+                        "output on stderr and also in <job.data_dir>/logs/worker-N.log)")
     parser.set_defaults(handler=_command)
 
 

@@ -93,6 +93,7 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
             "refusal": state.status.get("refusal"), "error": state.status.get("error"),
             "expansions": state.status.get("expansions", []),
             "worker_reports": {str(k): v for k, v in sorted(state.workers.items())},
+            "worker_logs": state.status.get("worker_logs"),
             "total_lag": total_lag, "tasks": tasks,
         }
     finally:
@@ -117,6 +118,8 @@ def _command(args: argparse.Namespace) -> int:
         print(f"  input {stream}: {count} partitions")
     if status["error"]:
         print(f"  FAILED: {status['error']}")
+    if status["worker_logs"]:
+        print(f"  worker logs: {status['worker_logs']}/worker-N.log")
     if status["refusal"]:
         print(f"  REFUSED {status['refusal']['change']}: {status['refusal']['error']}")
     for task in status["tasks"]:
@@ -129,7 +132,9 @@ def _command(args: argparse.Namespace) -> int:
         for row in task["ssps"]:
             system, stream, partition = row["ssp"]
             held = " [held behind expansion barrier]" if row["held"] else ""
-            print(f"    {system}.{stream}[{partition}] position {row['position']} "
+            position = "- (nothing committed yet)" if row["position"] is None else row[
+                "position"]
+            print(f"    {system}.{stream}[{partition}] position {position} "
                   f"end {row['end']} lag {row['lag']}{held}")
     reports = status["worker_reports"].values()
     for expansion in status["expansions"][-3:]:

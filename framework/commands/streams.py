@@ -47,7 +47,12 @@ def add_streams_command(commands: Any) -> None:
     p = sub.add_parser("list", help="list streams and partition counts")
     job_arg(p)
     p.set_defaults(handler=_list)
-    p = sub.add_parser("produce", help='write JSON lines {"key": ..., "value": ...} from stdin')
+    p = sub.add_parser(
+        "produce", help='write JSON lines {"key": ..., "value": ...} from stdin',
+        description='Write one record per stdin line, {"key": K, "value": V} (optionally '
+        '"partition": N), encoded with the stream\'s declared serdes. "value": null writes a '
+        "tombstone. Every line is checked first: a bad line writes nothing; on the local "
+        "log the whole input is one transaction.")
     p.add_argument("stream", metavar="SYSTEM.STREAM")
     job_arg(p)
     p.set_defaults(handler=_produce)
@@ -58,6 +63,9 @@ def add_streams_command(commands: Any) -> None:
     p.add_argument("--until-end", action="store_true", help="exit at the current end")
     p.add_argument("--json", action="store_true",
                    help='one JSON object per line: {"partition", "offset", "key", "value"}')
+    p.add_argument("--raw", action="store_true",
+                   help="show keys and values as stored bytes (base64 when not UTF-8), "
+                   "without the stream's serdes")
     p.set_defaults(handler=_tail)
 
 
@@ -182,47 +190,67 @@ def _produce(args: argparse.Namespace) -> int:
     config = load_config(args.job)
     system_name, stream = _split(config, args.stream)
     declared = config.stream(args.stream)
-    key_serde, value_serde = get_serde(declared.key_serde), get_serde(declared.value_serde)
+    key_serde = get_serde(declared.key_serde, search_path=config.root)
+    value_serde = get_serde(declared.value_serde, search_path=config.root)
+    example = '{"key": "k", "value": {...}}'
 
     def encode(line_no: int, line: str) -> ProducerRecord:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as error:
             raise ConfigError(f"stdin line {line_no}: not JSON ({error}); write one object "
-                              f'per line like {{"key": "k", "value": {{...}}}}') from None
+                              f"per line like {example}") from None
         if not isinstance(item, dict):
             raise ConfigError(f"stdin line {line_no}: got a JSON {type(item).__name__}; write "
-                              f'one object per line like {{"key": "k", "value": {{...}}}}')
-        key, value = item.get("key"), item.get("value")
+                              f"one object per line like {example}")
+        unknown = sorted(set(item) - {"key", "value", "partition"})
+        if "value" not in item:
+            raise ConfigError(
+                f"stdin line {line_no}: no \"value\" field (found {sorted(item)}); write "
+                f'{example}, or "value": null for a tombstone (a delete)')
+        if unknown:
+            raise ConfigError(f"stdin line {line_no}: unknown field(s) {unknown}; a line has "
+                              f'"key", "value" and optionally "partition"')
+        key, value, partition = item.get("key"), item["value"], item.get("partition")
+        if partition is not None and (not isinstance(partition, int) or partition < 0):
+            raise ConfigError(f"stdin line {line_no}: \"partition\" must be an integer ≥ 0, "
+                              f"got {partition!r}")
         try:
             return ProducerRecord(
                 stream, None if key is None else key_serde.to_bytes(key),
-                None if value is None else value_serde.to_bytes(value))
+                None if value is None else value_serde.to_bytes(value), partition=partition)
         except Exception as error:
             raise SerdeError(f"stdin line {line_no}: cannot encode for {args.stream} "
                              f"({declared.key_serde}/{declared.value_serde}): {error}") from None
 
+    # Every line is checked before anything is written: a bad line writes nothing.
+    records = [encode(line_no, line) for line_no, line in enumerate(sys.stdin, 1)
+               if line.strip()]
+
     async def go() -> int:
         system = await _with_system(config, system_name)
-        total = 0
+        written = 0
         try:
             if stream not in await system.list_streams():
                 raise _missing(config, args.stream)
-            batch: list[ProducerRecord] = []
-            for line_no, line in enumerate(sys.stdin, 1):
-                if line.strip():
-                    batch.append(encode(line_no, line))
-                if len(batch) >= PRODUCE_BATCH:
-                    total += len(await system.produce(batch))
-                    batch = []
-            if batch:
-                total += len(await system.produce(batch))
+            if system.atomic_commit:  # the local log: one transaction, all or nothing
+                return len(await system.produce(records))
+            for start in range(0, len(records), PRODUCE_BATCH):
+                written += len(await system.produce(records[start:start + PRODUCE_BATCH]))
+            return written
+        except SampanError as error:
+            if written:
+                raise SampanError(
+                    f"{error}; {written} of {len(records)} records (the first {written} "
+                    f"lines with a record) were written before the failure, the rest were "
+                    f"not") from None
+            raise
         finally:
             await system.close()
-        return total
 
     total = asyncio.run(go())
-    print(f"produced {total} records to {args.stream}", file=sys.stderr)
+    print(f"produced {total} record{'' if total == 1 else 's'} to {args.stream}",
+          file=sys.stderr)
     return 0
 
 
@@ -230,6 +258,27 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(bytes(value)).decode()
     return value
+
+
+def _raw_text(data: bytes | None) -> str | None:
+    """Stored bytes for people: UTF-8 text when they are, else ``base64:…``."""
+    if data is None:
+        return None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(data).decode()
+
+
+def _plain(value: Any) -> str:
+    """A decoded key or value in a tab-separated line: text as is, the rest as JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _raw_text(bytes(value)) or ""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 
 async def _records(system: System, stream: str, from_beginning: bool, until_end: bool
@@ -263,7 +312,27 @@ def _tail(args: argparse.Namespace) -> int:
     config = load_config(args.job)
     system_name, stream = _split(config, args.stream)
     declared = config.stream(args.stream)
-    key_serde, value_serde = get_serde(declared.key_serde), get_serde(declared.value_serde)
+    key_serde = get_serde(declared.key_serde, search_path=config.root)
+    value_serde = get_serde(declared.value_serde, search_path=config.root)
+
+    def show(partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+        if args.raw:
+            k: Any = _raw_text(key)
+            v: Any = _raw_text(value)
+        else:
+            try:
+                k = None if key is None else key_serde.from_bytes(key)
+                v = None if value is None else value_serde.from_bytes(value)
+            except Exception as error:
+                print(f"{args.stream} partition {partition} offset {offset}: cannot decode "
+                      f"with {declared.key_serde}/{declared.value_serde} ({error}); shown as "
+                      f"stored bytes (see it with --raw)", file=sys.stderr, flush=True)
+                k, v = _raw_text(key), _raw_text(value)
+        if args.json:
+            print(json.dumps({"partition": partition, "offset": offset, "key": _jsonable(k),
+                              "value": _jsonable(v)}, ensure_ascii=False), flush=True)
+        else:
+            print(f"{partition}\t{offset}\t{_plain(k)}\t{_plain(v)}", flush=True)
 
     async def go() -> None:
         system = await _with_system(config, system_name)
@@ -272,13 +341,7 @@ def _tail(args: argparse.Namespace) -> int:
                 raise _missing(config, args.stream)
             async for partition, offset, key, value in _records(
                     system, stream, args.from_beginning, args.until_end):
-                k = None if key is None else key_serde.from_bytes(key)
-                v = None if value is None else value_serde.from_bytes(value)
-                if args.json:
-                    print(json.dumps({"partition": partition, "offset": offset,
-                                      "key": _jsonable(k), "value": _jsonable(v)}), flush=True)
-                else:
-                    print(f"{partition}\t{offset}\t{k!r}\t{v!r}", flush=True)
+                show(partition, offset, key, value)
         finally:
             await system.close()
 

@@ -58,7 +58,7 @@ class Coordinator:
         self.stop = stop or asyncio.Event()
         self.systems: dict[str, System] = {}
         self.supervisor = Supervisor(
-            config.path, log_dir=log_dir,
+            config.path, log_dir=log_dir or config.data_dir / "logs", tee=log_dir is None,
             stop_timeout_s=config.coordinator.worker_stop_timeout_ms / 1000,
             restart_backoff_s=config.coordinator.worker_restart_backoff_ms / 1000,
             max_restarts=config.coordinator.max_worker_restarts)
@@ -291,6 +291,7 @@ class Coordinator:
             return
         self.status.update(state=state, epoch=self.model.epoch if self.model else None,
                            coordinator_pid=os.getpid(),
+                           worker_logs=str(self.supervisor.log_dir),
                            updated_ms=_now_ms(), worker_pids=self.supervisor.pids(),
                            restarts=self.supervisor.restarts)
         await publish_report(self.meta, self.config, STATUS_KEY, self.status)

@@ -3,6 +3,10 @@
 Workers die with the coordinator (Linux parent-death signal → SIGTERM, so they still
 commit and exit cleanly) and a crashed worker is restarted with exponential backoff
 until it crashes ``max_restarts`` times in a row without making progress.
+
+Every worker logs to ``<log_dir>/worker-<id>.log``. By default (``tee``) its output also
+stays on the coordinator's stderr; with ``tee=False`` (``sampan run --worker-logs DIR``)
+it goes to the file only. Either way a crash names the file and its last error line.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import IO
 from framework.errors import SampanError
 from framework.worker.main import EXIT_FENCED
 
-__all__ = ["Supervisor", "WorkerCrashLoopError"]
+__all__ = ["Supervisor", "WorkerCrashLoopError", "last_error_line"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,22 @@ HEALTHY_AFTER_S = 30.0  # a worker that ran this long resets its crash count
 
 class WorkerCrashLoopError(SampanError):
     """A worker kept crashing; the coordinator gives up instead of looping forever."""
+
+
+def last_error_line(path: Path, tail_bytes: int = 65536) -> str | None:
+    """The last line of a worker log that reports an error, or None (missing file, none)."""
+    try:
+        with path.open("rb") as file:
+            file.seek(max(0, path.stat().st_size - tail_bytes))
+            lines = file.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith("sampan worker: error: "):
+            return line.removeprefix("sampan worker: error: ")
+        if " ERROR " in line or " CRITICAL " in line:
+            return line.split(" ERROR ", 1)[-1].split(" CRITICAL ", 1)[-1]
+    return None
 
 
 def _die_with_parent() -> None:
@@ -59,13 +79,15 @@ class Supervisor:
         self,
         job_file: Path,
         *,
-        log_dir: Path | None = None,
+        log_dir: Path,
+        tee: bool = True,
         stop_timeout_s: float = 10.0,
         restart_backoff_s: float = 0.5,
         max_restarts: int = 5,
     ) -> None:
         self.job_file = job_file
         self.log_dir = log_dir
+        self.tee = tee
         self.stop_timeout_s = stop_timeout_s
         self.restart_backoff_s = restart_backoff_s
         self.max_restarts = max_restarts
@@ -73,15 +95,22 @@ class Supervisor:
         self.restarts = 0
         self._stopping = False
 
+    def log_path(self, worker_id: int) -> Path:
+        """The file holding worker ``worker_id``'s log."""
+        return self.log_dir / f"worker-{worker_id}.log"
+
     async def _spawn(self, worker_id: int, crashes: int = 0) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         log_file = None
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            log_file = open(self.log_dir / f"worker-{worker_id}.log", "ab")  # noqa: SIM115
+        extra: list[str] = []
+        if self.tee:
+            extra = ["--log-file", str(self.log_path(worker_id))]
+        else:
+            log_file = open(self.log_path(worker_id), "ab")  # noqa: SIM115
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "framework.cli", "worker", str(self.job_file),
-            "--worker", str(worker_id),
-            stdout=log_file or None, stderr=log_file or None,
+            "--worker", str(worker_id), *extra,
+            stdout=log_file, stderr=log_file,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
@@ -105,27 +134,26 @@ class Supervisor:
                 continue
             code = worker.waiter.result()
             self._close_log(worker)
+            cause = last_error_line(self.log_path(worker_id)) if code not in (
+                0, EXIT_FENCED) and code > 0 else None
             if code == EXIT_FENCED:
                 log.warning("worker %d exited: fenced by a newer job model", worker_id)
             else:
-                log.warning("worker %d exited with status %d", worker_id, code)
+                log.warning("worker %d exited with status %d%s (log: %s)", worker_id, code,
+                            f": {cause}" if cause else "", self.log_path(worker_id))
             ran = time.monotonic() - worker.started
             crashes = 1 if ran >= HEALTHY_AFTER_S else worker.crashes + 1
             if crashes > self.max_restarts:
                 raise WorkerCrashLoopError(
-                    f"worker {worker_id} exited {crashes} times in a row (last status {code});"
-                    f" see {self._log_hint(worker_id)} for the cause, fix it and run again")
+                    f"worker {worker_id} exited {crashes} times in a row (last status {code})"
+                    f"{f': {cause}' if cause else ''}; the worker's log is "
+                    f"{self.log_path(worker_id)}; fix the cause and run again")
             delay = self.restart_backoff_s * 2 ** (crashes - 1)
             log.info("restarting worker %d in %.1fs (crash %d of %d allowed)", worker_id,
                      delay, crashes, self.max_restarts)
             await asyncio.sleep(delay)
             self.restarts += 1
             await self._spawn(worker_id, crashes)
-
-    def _log_hint(self, worker_id: int) -> str:
-        if self.log_dir is None:
-            return "the worker's output above"
-        return str(self.log_dir / f"worker-{worker_id}.log")
 
     async def stop(self) -> None:
         """SIGTERM every worker (finish batch, commit, exit); SIGKILL after the timeout."""

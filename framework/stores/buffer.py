@@ -91,6 +91,8 @@ class TaskStore:
         # common read-modify-write of counters) skips decoding; in step with `_buffer`.
         self._objects: dict[bytes, Any] = {}
         self._pending: dict[bytes, bytes | None] | None = None  # drained, not yet applied
+        self.journal: list[tuple[TaskStore, bytes, Any, Any]] | None = None
+        """Set by a worker that may undo one record's writes (`undo`); None: no journal."""
 
     # -- the task's API ---------------------------------------------------------------
 
@@ -117,6 +119,8 @@ class TaskStore:
     def put(self, key: Any, value: Any) -> None:
         """Set ``key`` to ``value`` in the write buffer; None deletes."""
         raw = self._fast_key(key)
+        if self.journal is not None:
+            self._remember(raw)
         if value is None:
             self._buffer[raw] = None
             self._objects.pop(raw, None)
@@ -147,6 +151,8 @@ class TaskStore:
     def delete(self, key: Any) -> None:
         """Delete ``key`` (a tombstone in the buffer, hiding any stored value)."""
         raw = self._encode_key(key)
+        if self.journal is not None:
+            self._remember(raw)
         self._buffer[raw] = None
         self._objects.pop(raw, None)
 
@@ -164,6 +170,26 @@ class TaskStore:
         return self._entries(None, None)
 
     # -- the worker's API -------------------------------------------------------------
+
+    def _remember(self, raw: bytes) -> None:
+        assert self.journal is not None
+        self.journal.append((self, raw, self._buffer.get(raw, _MISSING),
+                             self._objects.get(raw, _MISSING)))
+
+    @staticmethod
+    def undo(journal: list[tuple[TaskStore, bytes, Any, Any]]) -> None:
+        """Take back the writes ``journal`` recorded (newest first), across stores, then
+        empty it: a failed `process` call leaves no trace in the write buffers."""
+        for store, raw, data, obj in reversed(journal):
+            if data is _MISSING:
+                store._buffer.pop(raw, None)
+            else:
+                store._buffer[raw] = data
+            if obj is _MISSING:
+                store._objects.pop(raw, None)
+            else:
+                store._objects[raw] = obj
+        journal.clear()
 
     @property
     def is_full(self) -> bool:

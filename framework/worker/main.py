@@ -1,7 +1,9 @@
 """`sampan worker JOB.toml --worker N`: one worker process (normally started by `sampan run`).
 
 SIGTERM or SIGINT: finish the batch, commit, close the tasks, exit 0. Exit 3 when a
-newer job model has fenced this worker out, 2 on any other sampan error.
+newer job model has fenced this worker out, 2 on any other sampan error, 1 on a crash.
+With ``--log-file`` the log (errors and tracebacks included) also goes to that file, so
+`sampan run` and `sampan status` can point at the file that holds a worker's error.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
-from framework.errors import FencedError
+from framework.errors import FencedError, SampanError
 
 __all__ = ["EXIT_FENCED", "add_worker_command", "run_worker"]
 
 EXIT_FENCED = 3
+
+log = logging.getLogger(__name__)
 
 
 def add_worker_command(commands: Any) -> None:
@@ -29,17 +34,36 @@ def add_worker_command(commands: Any) -> None:
     )
     parser.add_argument("job", help="the job file (TOML)")
     parser.add_argument("--worker", type=int, default=0, help="worker id (default %(default)s)")
+    parser.add_argument("--log-file", metavar="PATH",
+                        help="also append the log (errors and tracebacks included) to PATH")
     parser.set_defaults(handler=_command)
 
 
 def _command(args: argparse.Namespace) -> int:
     from framework.config import load_config
 
-    config = load_config(args.job)
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    file_handler: logging.FileHandler | None = None
+    if args.log_file:
+        Path(args.log_file).parent.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(args.log_file, encoding="utf-8")
+        handlers.append(file_handler)
     logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr,
+        level=logging.INFO, handlers=handlers, force=True,
         format=f"%(asctime)s worker-{args.worker} %(levelname)s %(message)s")
-    return asyncio.run(run_worker(config, args.worker))
+    try:
+        config = load_config(args.job)
+        return asyncio.run(run_worker(config, args.worker))
+    except SampanError as error:
+        if file_handler is not None:  # the CLI prints this line on stderr; the file needs it too
+            file_handler.stream.write(f"sampan worker: error: {error}\n")
+            file_handler.flush()
+        raise
+    except Exception:
+        if file_handler is None:
+            raise
+        log.critical("worker %d crashed", args.worker, exc_info=True)
+        return 1
 
 
 async def run_worker(config: Any, worker_id: int) -> int:
@@ -53,9 +77,9 @@ async def run_worker(config: Any, worker_id: int) -> int:
     try:
         result = await worker.run()
     except FencedError as error:
-        logging.getLogger(__name__).warning("%s", error)
+        log.warning("%s", error)
         return EXIT_FENCED
-    logging.getLogger(__name__).info(
+    log.info(
         "worker %d stopped (%s): epoch %d, %d processed, %d skipped, %d commits, "
         "%d changelog records restored", worker_id, result.reason, result.epoch,
         result.processed, result.skipped, result.commits, result.restored)

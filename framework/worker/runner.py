@@ -7,15 +7,18 @@ import contextlib
 import logging
 import os
 import time
+import traceback
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from framework.api import Envelope, StreamTask
 from framework.config import JobConfig
 from framework.coordinator.stream import WORKER_PREFIX, publish_report, read_latest_model
 from framework.errors import FencedError, JobModelError, ProcessingError, SerdeError
 from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, Consumer, Record, System
@@ -33,6 +36,14 @@ log = logging.getLogger(__name__)
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _describe(error: BaseException) -> str:
+    """``"TypeError: … (task.py:12 in process)"``: the error and where the task raised it."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" \
+        if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
 
 
 def _store_positions(committer: Committer) -> dict[str, dict[str, int]]:
@@ -79,6 +90,9 @@ class Worker:
         self._codec = RecordCodec(config)
         self.restored = 0
         self.restore_modes: dict[str, str] = {}  # "task/store" -> none | delta | full
+        # errors.process_policy skip/dead-letter: per task, the journal that undoes a
+        # failed process() call's store writes.
+        self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
 
     async def run(self) -> WorkerResult:
         """Open everything, loop until stopped, commit and close; returns a summary."""
@@ -171,7 +185,18 @@ class Worker:
             instance = TaskInstance(
                 task_model.name, task_class(), task_model.ssps | task_model.broadcast,
                 opened.stores, self.config, await self._start_positions(task_model, checkpoint))
-            await instance.init()
+            try:
+                await instance.init()
+            except Exception as error:
+                raise ProcessingError(
+                    f"task {task_model.name!r}: init() raised {_describe(error)}; fix the "
+                    f"task's init and restart") from error
+            if self.config.errors.process_policy != "fail":
+                journal: list[tuple[TaskStore, bytes, object, object]] = []
+                for store in instance.stores.values():
+                    if isinstance(store, TaskStore):
+                        store.journal = journal
+                self._journals[instance.name] = journal
             self.instances.append(instance)
             if task_model.stages:
                 self._stages[task_model.name] = list(task_model.stages)
@@ -295,7 +320,7 @@ class Worker:
 
     async def _dispatch(self, ssp: SystemStreamPartition, records: Sequence[Record]) -> None:
         readers = self._routes.get(ssp, ())
-        if len(readers) == 1:
+        if len(readers) == 1 and not self._journals:
             await self._dispatch_one(readers[0], ssp, records)
             return
         for record in records:
@@ -308,11 +333,11 @@ class Worker:
                 self._bad_record(ssp, record, error, targets)
                 continue
             for instance in targets:
-                await self._process(instance, envelope)
+                await self._process(instance, envelope, record)
 
     async def _dispatch_one(self, instance: TaskInstance, ssp: SystemStreamPartition,
                             records: Sequence[Record]) -> None:
-        """The common case, one reader: the hot path of the worker, kept lean."""
+        """The common case, one reader, ``process_policy = "fail"``: the worker's hot path."""
         position = instance.positions.get(ssp, 0)
         decode = self._codec.decoder(ssp)
         process = instance.process
@@ -329,18 +354,48 @@ class Worker:
             except Exception as error:
                 raise self._failed(instance, ssp, record.offset, error) from error
 
-    async def _process(self, instance: TaskInstance, envelope: Envelope) -> None:
+    async def _process(self, instance: TaskInstance, envelope: Envelope, record: Record) -> None:
+        journal = self._journals.get(instance.name)
+        if journal is None:
+            try:
+                await instance.process(envelope)
+            except Exception as error:
+                raise self._failed(instance, envelope.ssp, envelope.offset, error) from error
+            return
+        journal.clear()
+        outputs, raw_outputs = len(instance.outputs), len(instance.raw_outputs)
+        requests = (instance.commit_requested, instance.shutdown_requested)
         try:
             await instance.process(envelope)
         except Exception as error:
-            raise self._failed(instance, envelope.ssp, envelope.offset, error) from error
+            # Take back whatever the failed call did, then skip or dead-letter the record.
+            TaskStore.undo(journal)
+            del instance.outputs[outputs:], instance.raw_outputs[raw_outputs:]
+            instance.commit_requested, instance.shutdown_requested = requests
+            self._process_failed(instance, envelope.ssp, record, error)
 
-    @staticmethod
-    def _failed(instance: TaskInstance, ssp: SystemStreamPartition, offset: int,
+    def _failed(self, instance: TaskInstance, ssp: SystemStreamPartition, offset: int,
                 error: Exception) -> ProcessingError:
+        log.error("task %r failed on %s offset %d", instance.name, ssp, offset,
+                  exc_info=error)
         return ProcessingError(
-            f"task {instance.name!r} failed on {ssp} offset {offset}: {error!r}; fix the "
-            f"task and restart — the record will be processed again from the last commit")
+            f"task {instance.name!r} failed on {ssp} offset {offset}: {_describe(error)}; fix "
+            f"the task and restart (the record is processed again from the last commit), or "
+            f'set [errors] process_policy = "skip" or "dead-letter" to move past such records')
+
+    def _process_failed(self, instance: TaskInstance, ssp: SystemStreamPartition,
+                        record: Record, error: Exception) -> None:
+        """``process_policy`` skip or dead-letter: count the record as skipped, log it,
+        and under dead-letter queue it (with the traceback) for the next commit."""
+        policy = self.config.errors.process_policy
+        log.warning("task %r skipped %s offset %d: %s (errors.process_policy=%s)",
+                    instance.name, ssp, record.offset, _describe(error), policy)
+        instance.skip(ssp, record.offset)
+        if policy == "dead-letter" and self.config.errors.dead_letter_stream:
+            stream = self.config.stream(self.config.errors.dead_letter_stream)
+            text = "".join(traceback.format_exception(error))
+            instance.raw_outputs.append((stream.system, dead_letter_record(
+                stream.stream, ssp, record, error, task=instance.name, traceback=text)))
 
     def _bad_record(self, ssp: SystemStreamPartition, record: Record, error: SerdeError,
                     targets: list[TaskInstance]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 
@@ -130,11 +131,16 @@ async def test_crash_loop_stops_the_job_naming_the_worker_log(
     assert process.returncode == 2
     log = job.coordinator_log()
     worker_log = job.logs / "worker-0.log"
-    assert log.splitlines()[-1] == (
-        f"sampan run: error: worker 0 exited 3 times in a row (last status 2); see "
-        f"{worker_log} for the cause, fix it and run again")
+    last = log.splitlines()[-1]
+    assert re.fullmatch(
+        r"sampan run: error: worker 0 exited 3 times in a row \(last status 2\): task "
+        r"'Partition (\d)' failed on local\.words\[\1\] offset 0: RuntimeError: boom on "
+        r"k00\d \(count_task\.py:23 in process\); .*", last), last
+    assert last.endswith(f"the worker's log is {worker_log}; fix the cause and run again")
     assert log.count("restarting worker 0") == 2
-    assert "RuntimeError('boom on k00" in worker_log.read_text()
+    text = worker_log.read_text()
+    assert "Traceback (most recent call last)" in text
+    assert "RuntimeError: boom on k00" in text
     document = json.loads(job.sampan("status", "{job}", "--json").stdout)
     assert (document["state"], document["error"]) == ("failed", log.splitlines()[-1].removeprefix(
         "sampan run: error: "))

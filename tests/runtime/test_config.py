@@ -546,8 +546,32 @@ def test_dead_letter_stream_is_refused_under_another_policy() -> None:
     assert error_of("counter.toml", pinned_with(
         DEAD_LETTER_STREAM + '\n[errors]\npolicy = "skip"\ndead_letter_stream = "local.dead"\n'
     )) == (
-        'counter.toml:29: errors.dead_letter_stream: only used with policy = "dead-letter" '
-        '(policy is "skip"); remove it or set policy = "dead-letter"')
+        'counter.toml:29: errors.dead_letter_stream: only used with policy or process_policy '
+        '= "dead-letter" (policy is "skip", process_policy is "fail"); remove it or set one of '
+        'them to "dead-letter"')
+
+
+def test_process_policy_defaults_to_fail_and_accepts_dead_letter() -> None:
+    write("counter.toml", pinned_with(""))
+    assert load_config("counter.toml").errors.process_policy == "fail"
+    write("counter.toml", pinned_with(
+        DEAD_LETTER_STREAM + '\n[errors]\nprocess_policy = "dead-letter"\n'
+        'dead_letter_stream = "local.dead"\n'))
+    assert load_config("counter.toml").errors == ErrorsConfig("fail", "local.dead",
+                                                              "dead-letter")
+
+
+def test_process_policy_dead_letter_requires_a_stream() -> None:
+    assert error_of("counter.toml", pinned_with(
+        '\n[errors]\nprocess_policy = "dead-letter"\n')) == (
+        'counter.toml:24: errors.dead_letter_stream: missing required key when process_policy = '
+        '"dead-letter"; add dead_letter_stream = "system.stream" to [errors]')
+
+
+def test_process_policy_must_be_a_known_choice() -> None:
+    assert error_of("counter.toml", pinned_with('\n[errors]\nprocess_policy = "ignore"\n')) == (
+        'counter.toml:25: errors.process_policy: expected one of "fail", "skip", "dead-letter", '
+        'got "ignore"')
 
 
 def test_dead_letter_stream_must_not_be_an_input() -> None:

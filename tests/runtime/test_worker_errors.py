@@ -106,7 +106,8 @@ async def test_dead_letter_policy_writes_the_raw_record_and_the_error(tmp_path: 
         assert key == b"k"
         assert letter["error"].startswith(EXPECTED_ERROR)
         del letter["error"], letter["timestamp"]
-        assert letter == {"system": "local", "stream": "events", "partition": 0, "offset": 2,
+        assert letter == {"kind": "decode", "system": "local", "stream": "events", "partition": 0,
+                          "offset": 2,
                           "key_base64": base64.b64encode(b"k").decode(),
                           "value_base64": base64.b64encode(BAD).decode()}
     finally:

@@ -47,8 +47,8 @@ async def test_a_task_exception_stops_the_worker_naming_task_ssp_and_offset(
             await h.run_worker(config, model, 3)
         message = str(caught.value)
         assert message.startswith("task 'Partition 1' failed on ")
-        assert "offset 1: ValueError('negative amount -2')" in message
-        assert "the record will be processed again from the last commit" in message
+        assert "offset 1: ValueError: negative amount -2 (tick_task.py:12 in process)" in message
+        assert "the record is processed again from the last commit" in message
         assert await meta.read_checkpoints(config.name) == {}
     finally:
         await meta.close()
