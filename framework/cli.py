@@ -17,6 +17,7 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="sampan",
         description="Stateful stream tasks that keep exact results when input streams expand.",
     )
+    parser.add_argument("--version", action="version", version=f"sampan {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     plan = commands.add_parser(
@@ -53,6 +54,15 @@ def _build_parser() -> argparse.ArgumentParser:
     add_verify_command(commands)
     add_rekey_command(commands)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sampan")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def _expansion_plan(args: argparse.Namespace) -> int:

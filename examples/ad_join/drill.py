@@ -50,10 +50,12 @@ class AdJoinScenario:
     expand = "clicks"
     initial_partitions = 4
     steps = (8,)
+    checked = "results (attributed clicks, late clicks, campaign CTRs)"
 
     def __init__(self, records: int, seed: int, partitions: int, final_partitions: int
                  ) -> None:
         self.total = records
+        self.workload = f"{records:,} records (impressions, clicks, watermarks)"
         self.partitions = partitions
         self.markers = {"impressions": marker_keys("impressions", partitions),
                         "clicks": marker_keys("clicks", final_partitions)}

@@ -12,21 +12,43 @@ from typing import Any
 __all__ = ["add_drill_command"]
 
 
+class _DefaultsShown(argparse.HelpFormatter):
+    """Help that ends each option with its default, where it has one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _examples() -> str:
+    from framework.drill.scenario import EXAMPLES
+
+    return ", ".join(sorted(p.parent.name for p in EXAMPLES.glob("*/drill.py"))) or "none found"
+
+
 def add_drill_command(commands: Any) -> None:
     parser = commands.add_parser(
         "drill", help="run an example job, expand its input live, verify exact results",
+        formatter_class=_DefaultsShown,
         description="Runs an example job (default: word count) on the embedded local log (or "
         "Kafka) in a fresh folder with a producer of known ground truth, expands an input "
         "(word count: 2 → 4 → 8) while it runs, waits for the job to catch up and verifies "
         "the store contents, the outputs and per-key order exactly. Exit status 0 only on "
-        "an exact result; with --naive, 1 and the number of wrong keys.")
-    parser.add_argument("--example", default="wordcount", help="example job (default %(default)s)")
+        "an exact result; with --naive, 1 and the number of wrong keys.",
+        epilog="The drill writes its job file, data, worker logs and timeline.png to --output "
+        "or, by default, to a new folder sampan-drill-XXXX under the system's temporary "
+        "directory (the report's last line names it). Nothing else is written; remove the "
+        "folder when done (rm -r FOLDER).")
+    parser.add_argument("--example", default="wordcount",
+                        help=f"example job, one of: {_examples()}")
     parser.add_argument("--job", default="job.toml", metavar="FILE",
-                        help="job file of the example to run (default %(default)s; e.g. "
-                        "enrichment's job_broadcast.toml)")
+                        help="job file of the example to run (e.g. enrichment's "
+                        "job_broadcast.toml)")
     parser.add_argument("--records", type=int, default=30_000, help="records to produce")
     parser.add_argument("--keys", type=int, default=1_000, help="distinct keys")
-    parser.add_argument("--rate", type=int, default=3_000, help="records per second")
+    parser.add_argument("--rate", type=int, default=3_000, help="records produced per second")
     parser.add_argument("--partitions", type=int,
                         help="initial partitions of the expanded input (default: the "
                         "example's; wordcount 2)")
@@ -35,18 +57,20 @@ def add_drill_command(commands: Any) -> None:
                         "example's; wordcount 4 8)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--output", type=Path, help="folder for job, data, logs, report, plot "
-                        "(default: a fresh temporary folder)")
+                        "(default: a fresh temporary folder, see below)")
     parser.add_argument("--naive", action="store_true",
                         help="use the plain GroupByPartition grouper, as other frameworks do, "
                         "and show the miscount")
-    parser.add_argument("--system", choices=["local", "kafka"], default="local")
+    parser.add_argument("--system", choices=["local", "kafka"], default="local",
+                        help="where the streams live")
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
                         help="Kafka broker supporting CreatePartitions (with --system kafka)")
-    parser.add_argument("--monitor-interval-ms", type=int, default=1_000)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--monitor-interval-ms", type=int, default=1_000,
+                        help="how often the coordinator polls partition counts")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the generated workload")
     parser.add_argument("--verify", choices=["exact", "spark"], default="exact",
-                        help="also recompute the expected result in Spark from the streams "
-                        "(spark; needs pip install -e '.[spark]'), default %(default)s")
+                        help="spark: also recompute the expected result in Spark from the "
+                        "streams (needs pip install -e '.[spark]')")
     parser.add_argument("--no-plot", action="store_true", help="skip the timeline PNG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log the coordinator")
     parser.set_defaults(handler=_command)

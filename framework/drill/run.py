@@ -75,9 +75,12 @@ class DrillReport:
         o, s = self.options, self.scenario
         mode = "naive GroupByPartition" if o.naive else "fixed-task grouper (SEP-5)"
         counts = (o.initial_partitions or s.initial_partitions, *(o.steps or s.steps))
+        # A scenario may name its workload and what its verdict counts (ad_join: results).
+        workload = getattr(s, "workload", None) or f"{o.records:,} records over {o.keys:,} keys"
+        noun = getattr(s, "checked", "keys")
         lines = [
             f"sampan drill — {o.example} on {o.system}, {o.workers} workers, {mode}",
-            f"  {o.records:,} records over {o.keys:,} keys at {o.rate:,}/s; {s.expand} expanded "
+            f"  {workload} at {o.rate:,}/s; {s.expand} expanded "
             f"{' → '.join(map(str, counts))} while running",
         ]
         for e in self.expansions:
@@ -91,10 +94,10 @@ class DrillReport:
             lines.append(f"  throughput {label}: {shown}")
         wrong = len(self.verdict.wrong_keys)
         if self.exact:
-            lines.append(f"  verdict: EXACT — all {self.verdict.keys:,} keys match the ground "
+            lines.append(f"  verdict: EXACT — all {self.verdict.keys:,} {noun} match the ground "
                          f"truth in the stores and the outputs, in order")
         else:
-            lines.append(f"  verdict: WRONG — {wrong:,} of {self.verdict.keys:,} keys are wrong")
+            lines.append(f"  verdict: WRONG — {wrong:,} of {self.verdict.keys:,} {noun} are wrong")
             lines.extend(self.verdict.describe())
         if self.spark is not None:
             lines.append("  spark verification: " + self.spark.text().replace("\n", "\n  "))
@@ -294,6 +297,7 @@ async def _show(progress: _Progress, producer: PacedProducer, coordinator: Coord
     committed, end = await committed_and_end(system, config)
     epoch = coordinator.model.epoch if coordinator.model else "-"
     counts = coordinator.model.partition_counts if coordinator.model else {}
+    partitions = ", ".join(f"{stream} {count}" for stream, count in sorted(counts.items()))
     progress.show(f"produced {producer.produced:,}/{producer.records:,}  committed "
-                  f"{committed:,}  lag {end - committed:,}  epoch {epoch}  partitions "
-                  f"{dict(counts)}")
+                  f"{committed:,}  lag {end - committed:,}  epoch {epoch}  partitions: "
+                  f"{partitions or '-'}")
