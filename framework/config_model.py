@@ -147,7 +147,8 @@ class JobConfig:
     expansion_algorithm_spec: str = "default"
     """``job.expansion_algorithm``: ``"default"`` or ``"module:Class"``."""
     data_dir: Path = Path("state")
-    """Where stores live (``<data_dir>/stores/<store>/<task>``); default ``state``."""
+    """Where the job keeps its local state, in ``<data_dir>/<job name>/``: stores
+    (``stores/<store>/<task>``), worker logs (``logs/``), run files; default ``state``."""
     metadata_system: str = ""
     """System of the coordinator stream, checkpoints and changelogs; default: the
     system of the first input."""
@@ -167,6 +168,12 @@ class JobConfig:
     """``[streams.*]`` by qualified name."""
     stores: Mapping[str, StoreConfig] = field(default_factory=dict)
     """``[stores.*]`` by name."""
+
+    @property
+    def state_dir(self) -> Path:
+        """This job's own folder, ``<data_dir>/<name>``: its stores, worker logs and run
+        files, so several job files may share one ``data_dir``."""
+        return self.data_dir / self.name
 
     @property
     def root(self) -> Path:

@@ -23,7 +23,7 @@ def add_run_command(commands: Any) -> None:
     parser.add_argument("job", help="the job file (TOML)")
     parser.add_argument("--worker-logs", metavar="DIR",
                         help="write worker output to DIR/worker-N.log only (default: worker "
-                        "output on stderr and also in <job.data_dir>/logs/worker-N.log)")
+                        "output on stderr and also in <job.data_dir>/<job.name>/logs/worker-N.log)")
     parser.set_defaults(handler=_command)
 
 

@@ -94,6 +94,7 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
             "expansions": state.status.get("expansions", []),
             "worker_reports": {str(k): v for k, v in sorted(state.workers.items())},
             "worker_logs": state.status.get("worker_logs"),
+            "config_change": state.status.get("config_change"),
             "total_lag": total_lag, "tasks": tasks,
         }
     finally:
@@ -118,6 +119,9 @@ def _command(args: argparse.Namespace) -> int:
         print(f"  input {stream}: {count} partitions")
     if status["error"]:
         print(f"  FAILED: {status['error']}")
+    if status["config_change"]:
+        print(f"  JOB FILE EDITED while running ({status['config_change']['change']}): the "
+              f"job runs the configuration it started with; restart `sampan run` to apply it")
     if status["worker_logs"]:
         print(f"  worker logs: {status['worker_logs']}/worker-N.log")
     if status["refusal"]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import groupers as G
 from framework.config import JobConfig
+from framework.config_snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.stream import (
     STATUS_KEY,
@@ -41,6 +42,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size
+
+
 def _describe(before: Mapping[str, int], after: Mapping[str, int]) -> str:
     """``"local.words 2→4, ..."`` for the streams whose count changed (new streams excluded)."""
     return ", ".join(f"{s} {before[s]}→{c}" for s, c in sorted(after.items())
@@ -58,11 +67,12 @@ class Coordinator:
         self.stop = stop or asyncio.Event()
         self.systems: dict[str, System] = {}
         self.supervisor = Supervisor(
-            config.path, log_dir=log_dir or config.data_dir / "logs", tee=log_dir is None,
+            config.path, log_dir=log_dir or config.state_dir / "logs", tee=log_dir is None,
             stop_timeout_s=config.coordinator.worker_stop_timeout_ms / 1000,
             restart_backoff_s=config.coordinator.worker_restart_backoff_ms / 1000,
             max_restarts=config.coordinator.max_worker_restarts)
         self.start_workers = start_workers
+        self._job_file_stat: tuple[int, int] | None = None  # (mtime_ns, size) last looked at
         self.model: JobModel | None = None
         self.status: dict[str, Any] = {"expansions": [], "refusal": None}
 
@@ -74,10 +84,12 @@ class Coordinator:
         """Publish the model, start workers, then monitor until stopped."""
         failed: BaseException | None = None
         try:
+            self.supervisor.config_snapshot = snapshot_config(self.config)
+            self._job_file_stat = _stat(self.config.path)
             await self._open()
             state = await read_state(self.meta, self.config)
             self.status = {**state.status, "expansions": state.status.get("expansions", []),
-                           "refusal": None, "error": None}
+                           "refusal": None, "error": None, "config_change": None}
             counts = await self.partition_counts()
             await self._create_declared_streams()
             self.model = await self._start_model(counts, state.model)
@@ -248,6 +260,7 @@ class Coordinator:
             except TimeoutError:
                 pass
             await self.supervisor.check()
+            await self._check_job_file()
             try:
                 counts = await self.partition_counts()
             except SystemUnavailableError as error:  # a broker blip must not stop the job
@@ -262,6 +275,25 @@ class Coordinator:
                          self.model.epoch)
                 self.status["refusal"] = None
                 await self._report(state="running")
+
+    async def _check_job_file(self) -> None:
+        """Report an edit of the job file once: the job keeps running what it started with."""
+        seen = _stat(self.config.path)
+        if seen == self._job_file_stat:
+            return
+        self._job_file_stat = seen
+        change = job_file_change(self.config)
+        if change == (self.status.get("config_change") or {}).get("change"):
+            return
+        if change is None:
+            log.info("job file %s is back to the configuration the job runs", self.config.path)
+            self.status["config_change"] = None
+        else:
+            log.warning("job file %s was edited while the job runs: %s. The job keeps running "
+                        "the configuration it started with; restart `sampan run` to apply the "
+                        "edit", self.config.path, change)
+            self.status["config_change"] = {"detected_ms": _now_ms(), "change": change}
+        await self._report(state="running")
 
     async def _on_change(self, counts: dict[str, int]) -> None:
         assert self.model is not None

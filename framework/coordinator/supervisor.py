@@ -81,6 +81,7 @@ class Supervisor:
         *,
         log_dir: Path,
         tee: bool = True,
+        config_snapshot: Path | None = None,
         stop_timeout_s: float = 10.0,
         restart_backoff_s: float = 0.5,
         max_restarts: int = 5,
@@ -88,6 +89,8 @@ class Supervisor:
         self.job_file = job_file
         self.log_dir = log_dir
         self.tee = tee
+        self.config_snapshot = config_snapshot
+        """The configuration workers run (`snapshot_config`), whatever the job file says now."""
         self.stop_timeout_s = stop_timeout_s
         self.restart_backoff_s = restart_backoff_s
         self.max_restarts = max_restarts
@@ -103,8 +106,10 @@ class Supervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_file = None
         extra: list[str] = []
+        if self.config_snapshot is not None:
+            extra += ["--config-snapshot", str(self.config_snapshot)]
         if self.tee:
-            extra = ["--log-file", str(self.log_path(worker_id))]
+            extra += ["--log-file", str(self.log_path(worker_id))]
         else:
             log_file = open(self.log_path(worker_id), "ab")  # noqa: SIM115
         process = await asyncio.create_subprocess_exec(

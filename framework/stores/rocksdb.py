@@ -1,6 +1,7 @@
 """RocksDB `StoreEngine` (rocksdict, raw mode): one database per (store, task).
 
-Layout: ``<data_dir>/stores/<store>/<task>``, names percent-encoded so any task name
+Layout: ``<root>/stores/<store>/<task>`` (the worker's root is the job's
+``<data_dir>/<job name>``), names percent-encoded so any task name
 (``"SystemStreamPartition [local, clicks, 3]"``) is one safe, distinct directory.
 
 The changelog position lives in its own column family, ``sampan``, and is written in

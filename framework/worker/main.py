@@ -36,6 +36,9 @@ def add_worker_command(commands: Any) -> None:
     parser.add_argument("--worker", type=int, default=0, help="worker id (default %(default)s)")
     parser.add_argument("--log-file", metavar="PATH",
                         help="also append the log (errors and tracebacks included) to PATH")
+    parser.add_argument("--config-snapshot", metavar="PATH",
+                        help="run this configuration (written by `sampan run` when it started) "
+                        "instead of the job file's current contents")
     parser.set_defaults(handler=_command)
 
 
@@ -52,7 +55,12 @@ def _command(args: argparse.Namespace) -> int:
         level=logging.INFO, handlers=handlers, force=True,
         format=f"%(asctime)s worker-{args.worker} %(levelname)s %(message)s")
     try:
-        config = load_config(args.job)
+        if args.config_snapshot:
+            from framework.config_snapshot import load_snapshot
+
+            config = load_snapshot(Path(args.config_snapshot), args.job)
+        else:
+            config = load_config(args.job)
         return asyncio.run(run_worker(config, args.worker))
     except SampanError as error:
         if file_handler is not None:  # the CLI prints this line on stderr; the file needs it too

@@ -36,7 +36,7 @@ class OpenedStores:
 def _engine(config: JobConfig, store: str, task: str) -> StoreEngine:
     if config.store(store).type == "memory":
         return MemoryEngine()
-    return RocksDBEngine.open(config.data_dir, store, task)
+    return RocksDBEngine.open(config.state_dir, store, task)
 
 
 async def open_task_stores(

@@ -115,7 +115,7 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
     padding = await job.pad_changelog(partition=1, records=PADDING)
     changelog = job.config.changelog_stream("counts").partition(".")[2]
     restore_end = (await job.call(lambda s: s.offsets(changelog)))[1].end
-    shutil.rmtree(store_path(job.config.data_dir, "counts", "Partition 1"))
+    shutil.rmtree(store_path(job.config.state_dir, "counts", "Partition 1"))
     log = job.logs / "worker-1.log"
     log.unlink()
     job.start()

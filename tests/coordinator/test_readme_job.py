@@ -84,11 +84,12 @@ async def test_a_bad_record_stops_the_readme_job_with_status_naming_the_worker_l
             r"is (\S+); fix the cause and run again", failed)
         assert found is not None, status.stdout
         log = Path(found[3])
-        assert log == tmp_path / "state" / "logs" / f"worker-{found[1]}.log"
+        assert log == tmp_path / "state" / "counter" / "logs" / f"worker-{found[1]}.log"
         text = log.read_text()
         assert "Traceback (most recent call last)" in text
         assert "KeyError: 'amount'" in text
-        assert f"worker logs: {tmp_path / 'state' / 'logs'}/worker-N.log" in status.stdout
+        assert f"worker logs: {tmp_path / 'state' / 'counter' / 'logs'}/worker-N.log" in (
+            status.stdout)
 
         (tmp_path / "counter.toml").write_text(
             job + fast + '\n[errors]\nprocess_policy = "skip"\n')

@@ -21,7 +21,7 @@ def stored_totals(config: JobConfig) -> dict[str, int]:
     """What the tasks' RocksDB folders hold (the worker must be stopped)."""
     totals: dict[str, int] = {}
     for task in TASKS:
-        engine = RocksDBEngine.open(config.data_dir, "totals", task)
+        engine = RocksDBEngine.open(config.state_dir, "totals", task)
         try:
             totals.update({k.decode(): json.loads(v) for k, v in engine.iterate()})
         finally:
@@ -40,12 +40,13 @@ async def test_deleted_store_folder_is_restored_fully(tmp_path: Path) -> None:
         work = h.Workload(KEYS)
         await h.produce(meta, work.records(RECORDS))
         first, _ = await h.run_worker(config, model, RECORDS)
-        assert first.restore_modes == {f"{t}/totals": "full" for t in TASKS}
+        # A brand-new job: empty changelogs, nothing to restore.
+        assert first.restore_modes == {f"{t}/totals": "none" for t in TASKS}
         assert first.restored == 0
         logged = sum((await h.changelog_ends(meta, config)).values())
         assert logged > KEYS  # several commits wrote some keys more than once
 
-        shutil.rmtree(config.data_dir / "stores")
+        shutil.rmtree(config.state_dir / "stores")
         worker, _ = await h.run_worker(config, model, 0)
         assert worker.restore_modes == {f"{t}/totals": "full" for t in TASKS}
         assert worker.restored == logged
@@ -55,7 +56,7 @@ async def test_deleted_store_folder_is_restored_fully(tmp_path: Path) -> None:
 
         assert await meta.compact(config.changelog_stream("totals").partition(".")[2]) == (
             logged - KEYS)
-        shutil.rmtree(config.data_dir / "stores")
+        shutil.rmtree(config.state_dir / "stores")
         worker, _ = await h.run_worker(config, model, 0)
         assert worker.restored == KEYS  # one record per key is left after compaction
         assert stored_totals(config) == work.totals
@@ -73,14 +74,14 @@ async def test_store_behind_its_changelog_restores_only_the_delta(tmp_path: Path
         await h.produce(meta, work.records(RECORDS))
         await h.run_worker(config, model, RECORDS)
         before = await h.changelog_ends(meta, config)
-        shutil.copytree(config.data_dir / "stores", tmp_path / "backup")
+        shutil.copytree(config.state_dir / "stores", tmp_path / "backup")
 
         await h.produce(meta, work.records(RECORDS))
         second, _ = await h.run_worker(config, model, RECORDS)
         assert second.restore_modes == {f"{t}/totals": "none" for t in TASKS}
         after = await h.changelog_ends(meta, config)
-        shutil.rmtree(config.data_dir / "stores")
-        shutil.copytree(tmp_path / "backup", config.data_dir / "stores")
+        shutil.rmtree(config.state_dir / "stores")
+        shutil.copytree(tmp_path / "backup", config.state_dir / "stores")
 
         worker, _ = await h.run_worker(config, model, 0)
         assert worker.restore_modes == {f"{t}/totals": "delta" for t in TASKS}
