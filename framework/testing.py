@@ -4,24 +4,24 @@
 `TaskInstance`, same buffered `TaskStore` over in-memory engines, same serdes when a
 job file is given), and returns what it sent and what its stores hold afterwards.
 
->>> from framework import StreamTask
->>> class SumTask(StreamTask):
-...     def init(self, context):
-...         self.totals = context.store("totals")
-...     def process(self, envelope, collector, coordinator):
-...         total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
-...         self.totals.put(envelope.key, total)
-...         collector.send("local.totals", key=envelope.key, value=total)
->>> result = run_task(SumTask, [("local.events", "a", {"amount": 2}),
-...                             ("local.events", "b", {"amount": 5}),
-...                             ("local.events", "a", {"amount": 3})],
-...                   stores={"totals": {"b": 10}})
->>> [(m.stream, m.key, m.value) for m in result.outputs]
-[('local.totals', 'a', 2), ('local.totals', 'b', 15), ('local.totals', 'a', 5)]
->>> result.stores
-{'totals': {'a': 5, 'b': 15}}
->>> result.last_values("local.totals")
-{'a': 5, 'b': 15}
+    >>> from framework import StreamTask
+    >>> class SumTask(StreamTask):
+    ...     def init(self, context):
+    ...         self.totals = context.store("totals")
+    ...     def process(self, envelope, collector, coordinator):
+    ...         total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
+    ...         self.totals.put(envelope.key, total)
+    ...         collector.send("local.totals", key=envelope.key, value=total)
+    >>> result = run_task(SumTask, [("local.events", "a", {"amount": 2}),
+    ...                             ("local.events", "b", {"amount": 5}),
+    ...                             ("local.events", "a", {"amount": 3})],
+    ...                   stores={"totals": {"b": 10}})
+    >>> [(m.stream, m.key, m.value) for m in result.outputs]
+    [('local.totals', 'a', 2), ('local.totals', 'b', 15), ('local.totals', 'a', 5)]
+    >>> result.stores
+    {'totals': {'a': 5, 'b': 15}}
+    >>> result.last_values("local.totals")
+    {'a': 5, 'b': 15}
 """
 
 from __future__ import annotations

@@ -88,9 +88,9 @@ def marker_keys(stream: str, partitions: int) -> list[str]:
     Chosen for the *final* partition count, they also cover every count dividing it,
     since expansion keeps ``p' ≡ p (mod n)``.
 
-    >>> keys = marker_keys("clicks", 4)
-    >>> [partition_for_key(k.encode(), 4) for k in keys]
-    [0, 1, 2, 3]
+        >>> keys = marker_keys("clicks", 4)
+        >>> [partition_for_key(k.encode(), 4) for k in keys]
+        [0, 1, 2, 3]
     """
     found: dict[int, str] = {}
     for n in itertools.count():

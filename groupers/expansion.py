@@ -32,8 +32,8 @@ class PartitionExpansionAlgorithm(Protocol):
 class DefaultPartitionExpansionAlgorithm:
     """``partition % initial_count``: right for Kafka's default partitioner and k·n growth.
 
-    >>> DefaultPartitionExpansionAlgorithm().partition_before_expansion(5, 8, 2)
-    1
+        >>> DefaultPartitionExpansionAlgorithm().partition_before_expansion(5, 8, 2)
+        1
     """
 
     def partition_before_expansion(

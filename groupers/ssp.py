@@ -6,13 +6,13 @@ take the previous job model's SSP → task mapping and keep the number of tasks 
 stream fixed, so that a key stays on its task when its stream expands from ``n`` to
 ``k·n`` partitions.
 
->>> from groupers import SystemStreamPartition as SSP
->>> before = GroupByPartitionFixedTasks().group([SSP("local", "events", p) for p in range(2)])
->>> previous = ssp_task_mapping(before)
->>> after = GroupByPartitionFixedTasks().group(
-...     [SSP("local", "events", p) for p in range(4)], previous)
->>> sorted(ssp.partition for ssp in after["Partition 1"])
-[1, 3]
+    >>> from groupers import SystemStreamPartition as SSP
+    >>> before = GroupByPartitionFixedTasks().group([SSP("local", "events", p) for p in range(2)])
+    >>> previous = ssp_task_mapping(before)
+    >>> after = GroupByPartitionFixedTasks().group(
+    ...     [SSP("local", "events", p) for p in range(4)], previous)
+    >>> sorted(ssp.partition for ssp in after["Partition 1"])
+    [1, 3]
 """
 
 from __future__ import annotations

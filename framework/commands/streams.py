@@ -232,7 +232,12 @@ def _produce(args: argparse.Namespace) -> int:
         written = 0
         try:
             if stream not in await system.list_streams():
-                raise _missing(config, args.stream)
+                if declared.partitions is None:
+                    raise _missing(config, args.stream)
+                await system.create_stream(stream, declared.partitions,
+                                           compacted=declared.compacted, exist_ok=True)
+                print(f"created {args.stream} with {declared.partitions} partitions, as "
+                      f"{config.path.name} declares", file=sys.stderr)
             if system.atomic_commit:  # the local log: one transaction, all or nothing
                 return len(await system.produce(records))
             for start in range(0, len(records), PRODUCE_BATCH):

@@ -183,7 +183,8 @@ def _toml_key(key: str) -> str:
 def toml_text(document: Mapping[str, Any], prefix: str = "") -> str:
     """A TOML rendering of a job document (tables, strings, numbers, booleans, lists).
 
-    >>> print(toml_text({"job": {"name": "x", "workers": 2}, "streams": {"a.b": {"n": 1}}}))
+    >>> print(toml_text({"job": {"name": "x", "workers": 2}, "streams": {"a.b": {"n": 1}}}),
+    ...       end="")
     [job]
     name = "x"
     workers = 2

@@ -69,12 +69,12 @@ class StoreEngine(Protocol):
 def prefix_end(prefix: bytes) -> bytes | None:
     """The smallest key greater than every key starting with ``prefix``; None if unbounded.
 
-    >>> prefix_end(b"ab")
-    b'ac'
-    >>> prefix_end(b"a\\xff\\xff")
-    b'b'
-    >>> prefix_end(b"\\xff") is None
-    True
+        >>> prefix_end(b"ab")
+        b'ac'
+        >>> prefix_end(b"a\\xff\\xff")
+        b'b'
+        >>> prefix_end(b"\\xff") is None
+        True
     """
     stripped = prefix.rstrip(b"\xff")
     if not stripped:

@@ -50,18 +50,18 @@ _IMMUTABLE = frozenset({int, float, str, bool, bytes})
 class TaskStore:
     """One task's instance of one store, implementing `framework.api.KeyValueStore`.
 
-    >>> from framework.stores.memory import MemoryEngine
-    >>> class Utf8:
-    ...     name = "string"
-    ...     def to_bytes(self, obj): return obj.encode()
-    ...     def from_bytes(self, data): return data.decode()
-    >>> store = TaskStore("counts", MemoryEngine(), Utf8(), Utf8(), max_keys=100)
-    >>> store.put("b", "2"); store.put("a", "1")
-    >>> list(store.all())
-    [('a', '1'), ('b', '2')]
-    >>> store.apply(store.drain(), None)
-    >>> store.engine.get(b"a")
-    b'1'
+        >>> from framework.stores.memory import MemoryEngine
+        >>> class Utf8:
+        ...     name = "string"
+        ...     def to_bytes(self, obj): return obj.encode()
+        ...     def from_bytes(self, data): return data.decode()
+        >>> store = TaskStore("counts", MemoryEngine(), Utf8(), Utf8(), max_keys=100)
+        >>> store.put("b", "2"); store.put("a", "1")
+        >>> list(store.all())
+        [('a', '1'), ('b', '2')]
+        >>> store.apply(store.drain(), None)
+        >>> store.engine.get(b"a")
+        b'1'
     """
 
     def __init__(

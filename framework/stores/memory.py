@@ -20,12 +20,12 @@ _RESORT_FRACTION = 8
 class MemoryEngine:
     """A `StoreEngine` held in process memory.
 
-    >>> engine = MemoryEngine()
-    >>> engine.write_batch({b"b": b"2", b"a": b"1"}, ChangelogPosition("log", 0, 2))
-    >>> list(engine.iterate())
-    [(b'a', b'1'), (b'b', b'2')]
-    >>> engine.changelog_position()
-    ChangelogPosition(stream='log', partition=0, offset=2)
+        >>> engine = MemoryEngine()
+        >>> engine.write_batch({b"b": b"2", b"a": b"1"}, ChangelogPosition("log", 0, 2))
+        >>> list(engine.iterate())
+        [(b'a', b'1'), (b'b', b'2')]
+        >>> engine.changelog_position()
+        ChangelogPosition(stream='log', partition=0, offset=2)
     """
 
     def __init__(self, name: str = "memory") -> None:

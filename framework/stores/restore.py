@@ -128,8 +128,8 @@ def plan_restore(
 ) -> RestorePlan:
     """Decide the restore of a store at ``position`` from ``changelog`` holding [oldest, end).
 
-    >>> plan_restore(ChangelogPosition("log", 3, 40), ("log", 3), oldest=0, end=50)
-    RestorePlan(mode='delta', start=40, reason='local state is at offset 40 of 50')
+        >>> plan_restore(ChangelogPosition("log", 3, 40), ("log", 3), oldest=0, end=50)
+        RestorePlan(mode='delta', start=40, reason='local state is at offset 40 of 50')
     """
     stream, partition = changelog
     if position is None:

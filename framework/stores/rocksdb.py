@@ -74,12 +74,12 @@ class RocksDBOptions:
 def safe_name(name: str) -> str:
     """``name`` as one directory name: percent-encoded, injective, bounded length.
 
-    >>> safe_name("Partition 3")
-    'Partition%203'
-    >>> safe_name("SystemStreamPartition [local, clicks, 3]")
-    'SystemStreamPartition%20%5Blocal%2C%20clicks%2C%203%5D'
-    >>> safe_name("..")
-    '%2E%2E'
+        >>> safe_name("Partition 3")
+        'Partition%203'
+        >>> safe_name("SystemStreamPartition [local, clicks, 3]")
+        'SystemStreamPartition%20%5Blocal%2C%20clicks%2C%203%5D'
+        >>> safe_name("..")
+        '%2E%2E'
     """
     encoded = quote(name, safe="")
     if not encoded.strip("."):

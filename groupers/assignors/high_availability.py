@@ -21,16 +21,16 @@ Deviations from the document, and why:
   within a balanced standby quota, else the client with the fewest standbys, spreading
   one client's standbys over many clients so that its failure piles onto no one.
 
->>> import groupers as G
->>> caught_up = {"P0": 0, "P1": 0}
->>> result = G.HighAvailabilityTaskAssignor(max_warmups=1).assign(
-...     {"P0": True, "P1": True},
-...     {"a": G.ClientState(previous_active={"P0", "P1"}, task_lags=caught_up),
-...      "b": G.ClientState()})
->>> sorted(result.clients["a"].active), sorted(result.clients["b"].warmup)
-(['P0', 'P1'], ['P1'])
->>> result.probing_rebalance_needed
-True
+    >>> import groupers as G
+    >>> caught_up = {"P0": 0, "P1": 0}
+    >>> result = G.HighAvailabilityTaskAssignor(max_warmups=1).assign(
+    ...     {"P0": True, "P1": True},
+    ...     {"a": G.ClientState(previous_active={"P0", "P1"}, task_lags=caught_up),
+    ...      "b": G.ClientState()})
+    >>> sorted(result.clients["a"].active), sorted(result.clients["b"].warmup)
+    (['P0', 'P1'], ['P1'])
+    >>> result.probing_rebalance_needed
+    True
 """
 
 from __future__ import annotations

@@ -23,12 +23,12 @@ Choices and deviations, and why:
   partition with no lag given has lag 0.
 * `partition_lag` follows the document's rule; a committed offset past the end gives 0.
 
->>> import groupers as G
->>> lags = {G.TopicPartition("t0", 0): 100_000, G.TopicPartition("t0", 1): 60_000,
-...         G.TopicPartition("t0", 2): 50_000}
->>> result = G.LagAwareAssignor().assign({"t0": 3}, {"C0": ["t0"], "C1": ["t0"]}, lags)
->>> {member: [str(tp) for tp in tps] for member, tps in result.items()}
-{'C0': ['t0-0'], 'C1': ['t0-1', 't0-2']}
+    >>> import groupers as G
+    >>> lags = {G.TopicPartition("t0", 0): 100_000, G.TopicPartition("t0", 1): 60_000,
+    ...         G.TopicPartition("t0", 2): 50_000}
+    >>> result = G.LagAwareAssignor().assign({"t0": 3}, {"C0": ["t0"], "C1": ["t0"]}, lags)
+    >>> {member: [str(tp) for tp in tps] for member, tps in result.items()}
+    {'C0': ['t0-0'], 'C1': ['t0-1', 't0-2']}
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def partition_lag(
     ``auto_offset_reset`` is ``latest``, otherwise every available record
     (``end - begin``), since the group would start from the beginning.
 
-    >>> partition_lag(0, 500, 120), partition_lag(100, 500, None)
-    (380, 0)
-    >>> partition_lag(100, 500, None, "earliest")
-    400
+        >>> partition_lag(0, 500, 120), partition_lag(100, 500, None)
+        (380, 0)
+        >>> partition_lag(100, 500, None, "earliest")
+        400
     """
     if begin < 0 or end < begin:
         raise AssignmentError(

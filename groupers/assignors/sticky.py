@@ -23,17 +23,17 @@ Where this deviates from the document and from Kafka, and why:
 * Instead of Kafka's partition-movement bookkeeping, A → B → A cycles are removed after
   balancing (see `sticky_general`); the equal path cannot create them.
 
->>> import groupers as G
->>> first = G.StickyAssignor().assign({"t0": 2, "t1": 2}, {
-...     "C0": G.Subscription(["t0", "t1"]), "C1": G.Subscription(["t0", "t1"])})
->>> [str(tp) for tp in first["C0"]], [str(tp) for tp in first["C1"]]
-(['t0-0', 't1-0'], ['t0-1', 't1-1'])
->>> after = G.StickyAssignor().assign({"t0": 2, "t1": 2}, {
-...     "C0": G.Subscription(["t0", "t1"], first["C0"], generation=1),
-...     "C1": G.Subscription(["t0", "t1"], first["C1"], generation=1),
-...     "C2": G.Subscription(["t0", "t1"])})
->>> {member: [str(tp) for tp in tps] for member, tps in after.items()}
-{'C0': ['t0-0', 't1-0'], 'C1': ['t0-1'], 'C2': ['t1-1']}
+    >>> import groupers as G
+    >>> first = G.StickyAssignor().assign({"t0": 2, "t1": 2}, {
+    ...     "C0": G.Subscription(["t0", "t1"]), "C1": G.Subscription(["t0", "t1"])})
+    >>> [str(tp) for tp in first["C0"]], [str(tp) for tp in first["C1"]]
+    (['t0-0', 't1-0'], ['t0-1', 't1-1'])
+    >>> after = G.StickyAssignor().assign({"t0": 2, "t1": 2}, {
+    ...     "C0": G.Subscription(["t0", "t1"], first["C0"], generation=1),
+    ...     "C1": G.Subscription(["t0", "t1"], first["C1"], generation=1),
+    ...     "C2": G.Subscription(["t0", "t1"])})
+    >>> {member: [str(tp) for tp in tps] for member, tps in after.items()}
+    {'C0': ['t0-0', 't1-0'], 'C1': ['t0-1'], 'C2': ['t1-1']}
 """
 
 from __future__ import annotations

@@ -27,14 +27,14 @@ Where this deviates from the document and its example code, and why:
 * A member that subscribes to no topic takes no numbers (they would consume nothing); it
   still appears in the result, and its claims still out-rank lower-epoch claims.
 
->>> import groupers as G
->>> first = G.StreamJoinStickyAssignor().assign({"clicks": 4, "impressions": 4}, {
-...     "A": G.JoinSubscription(["clicks", "impressions"]),
-...     "B": G.JoinSubscription(["clicks", "impressions"])})
->>> first["A"].partition_numbers, first["B"].partition_numbers, first["A"].epoch
-((0, 2), (1, 3), 0)
->>> [str(tp) for tp in first["B"].topic_partitions]
-['clicks-1', 'clicks-3', 'impressions-1', 'impressions-3']
+    >>> import groupers as G
+    >>> first = G.StreamJoinStickyAssignor().assign({"clicks": 4, "impressions": 4}, {
+    ...     "A": G.JoinSubscription(["clicks", "impressions"]),
+    ...     "B": G.JoinSubscription(["clicks", "impressions"])})
+    >>> first["A"].partition_numbers, first["B"].partition_numbers, first["A"].epoch
+    ((0, 2), (1, 3), 0)
+    >>> [str(tp) for tp in first["B"].topic_partitions]
+    ['clicks-1', 'clicks-3', 'impressions-1', 'impressions-3']
 """
 
 from __future__ import annotations
