@@ -10,6 +10,8 @@ from collections.abc import Callable
 import pytest
 from coordjobs import CLI, REPO, Job, keys
 
+from framework.systems.base import ProducerRecord
+
 PINNED = [
     ["run"], ["status"], ["streams"], ["streams", "create"], ["streams", "expand"],
     ["streams", "list"], ["streams", "produce"], ["streams", "tail"], ["drill"],
@@ -144,3 +146,49 @@ async def test_crash_loop_stops_the_job_naming_the_worker_log(
     document = json.loads(job.sampan("status", "{job}", "--json").stdout)
     assert (document["state"], document["error"]) == ("failed", log.splitlines()[-1].removeprefix(
         "sampan run: error: "))
+
+
+async def test_produce_writes_nothing_when_any_line_is_bad(make_job: Callable[..., Job]) -> None:
+    """All or nothing: line 3 is bad, lines 1–2 are not written; a line without "value" is
+    refused (a tombstone says "value": null); one record is "1 record"."""
+    job = make_job("allornothing", {"words": 2})
+    await job.create("words", 2)
+    produce = ("streams", "produce", "local.words", "--job", "{job}")
+    lines = '{"key": "a", "value": 1}\n{"key": "b", "value": 2}\n{"key": "c", "val": 3}\n'
+    assert one_line_error(job.sampan(*produce, stdin=lines), "streams") == (
+        'stdin line 3: no "value" field (found [\'key\', \'val\']); write {"key": "k", '
+        '"value": {...}}, or "value": null for a tombstone (a delete)')
+    assert sum(r.end for r in (await job.call(lambda s: s.offsets("words"))).values()) == 0
+    done = job.sampan(*produce, stdin='{"key": "a", "value": null}\n')
+    assert (done.returncode, done.stderr) == (0, "produced 1 record to local.words\n")
+    tail = job.sampan("streams", "tail", "local.words", "--job", "{job}", "--from-beginning",
+                      "--until-end", "--json")
+    assert [(r["key"], r["value"]) for r in map(json.loads, tail.stdout.splitlines())] == [
+        ("a", None)]
+
+
+async def test_tail_prints_plain_text_and_names_records_it_cannot_decode(
+        make_job: Callable[..., Job]) -> None:
+    """Without --json: text keys, JSON values (no Python reprs); a record the serdes cannot
+    decode is named with partition and offset and shown as stored; --raw shows bytes."""
+    job = make_job("tailing", {"words": 2})
+    await job.create("words", 1)
+    records = [ProducerRecord("words", b"k1", b'{"n": 1, "s": "x"}', partition=0),
+               ProducerRecord("words", b"\xff\xfe", b'{"n": 2}', partition=0),
+               ProducerRecord("words", b"k3", b"not json", partition=0)]
+    await job.call(lambda s: s.produce(records))
+    tail = job.sampan("streams", "tail", "local.words", "--job", "{job}", "--from-beginning",
+                      "--until-end")
+    assert tail.returncode == 0
+    assert tail.stdout.splitlines() == [
+        '0\t0\tk1\t{"n": 1, "s": "x"}',
+        '0\t1\tbase64://4=\t{"n": 2}',
+        "0\t2\tk3\tnot json"]
+    assert [line.split(": cannot decode")[0] for line in tail.stderr.splitlines()] == [
+        "local.words partition 0 offset 1", "local.words partition 0 offset 2"]
+    assert "(see it with --raw)" in tail.stderr
+    raw = job.sampan("streams", "tail", "local.words", "--job", "{job}", "--from-beginning",
+                     "--until-end", "--raw", "--json")
+    assert [json.loads(line)["key"] for line in raw.stdout.splitlines()] == [
+        "k1", "base64://4=", "k3"]
+    assert raw.stderr == ""
