@@ -117,6 +117,9 @@ class CoordinatorConfig:
     """Restarts of one worker before the job gives up; default 5."""
     assignor: str = "sticky"
     """Task → worker placement: ``"sticky"`` or ``"high-availability"``; default sticky."""
+    lease_timeout_ms: int = 10000
+    """A coordinator that stops renewing its job's lease this long is replaced by the next
+    `sampan run` (one coordinator per job); default 10000."""
 
 
 @dataclass(frozen=True)
@@ -274,6 +277,7 @@ class JobConfig:
                 "worker_restart_backoff_ms": self.coordinator.worker_restart_backoff_ms,
                 "max_worker_restarts": self.coordinator.max_worker_restarts,
                 "assignor": self.coordinator.assignor,
+                "lease_timeout_ms": self.coordinator.lease_timeout_ms,
             },
             "systems": systems, "streams": streams, "stores": stores,
         }

@@ -329,6 +329,7 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
         worker_restart_backoff_ms=s.integer("worker_restart_backoff_ms", 500, minimum=0),
         max_worker_restarts=s.integer("max_worker_restarts", 5, minimum=0),
         assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
+        lease_timeout_ms=s.integer("lease_timeout_ms", 10000, minimum=1000),
     )
     s.finish()
     return config

@@ -10,6 +10,7 @@ __all__ = [
     "SampanError",
     "SerdeError",
     "StoreError",
+    "StoreLockedError",
     "StreamNotFoundError",
     "SystemUnavailableError",
     "TaskLoadError",
@@ -51,6 +52,10 @@ class FencedError(SampanError):
 
 class StoreError(SampanError):
     """A state store could not be opened, restored or written."""
+
+
+class StoreLockedError(StoreError):
+    """Another process has the store open (its RocksDB LOCK is taken)."""
 
 
 class ProcessingError(SampanError):

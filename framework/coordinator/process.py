@@ -9,6 +9,7 @@ epoch; a refused change (decrease, non-multiple) leaves the job running on its m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -20,6 +21,7 @@ import groupers as G
 from framework.config import JobConfig
 from framework.config_snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
+from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.stream import (
     STATUS_KEY,
     publish_model,
@@ -73,6 +75,8 @@ class Coordinator:
             max_restarts=config.coordinator.max_worker_restarts)
         self.start_workers = start_workers
         self._job_file_stat: tuple[int, int] | None = None  # (mtime_ns, size) last looked at
+        self.lease: CoordinatorLease | None = None
+        self._lease_lost = asyncio.Event()
         self.model: JobModel | None = None
         self.status: dict[str, Any] = {"expansions": [], "refusal": None}
 
@@ -83,10 +87,17 @@ class Coordinator:
     async def run(self) -> None:
         """Publish the model, start workers, then monitor until stopped."""
         failed: BaseException | None = None
+        keeper: asyncio.Task[None] | None = None
         try:
+            await self._open()
+            if isinstance(self.meta, LeaseStore):
+                self.lease = CoordinatorLease(self.meta, self.config.name,
+                                              self.config.coordinator.lease_timeout_ms)
+                await self.lease.acquire()  # before anything is written: one coordinator
+                keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
+                keeper.add_done_callback(lambda _: self._lease_lost.is_set() and self.stop.set())
             self.supervisor.config_snapshot = snapshot_config(self.config)
             self._job_file_stat = _stat(self.config.path)
-            await self._open()
             state = await read_state(self.meta, self.config)
             self.status = {**state.status, "expansions": state.status.get("expansions", []),
                            "refusal": None, "error": None, "config_change": None}
@@ -96,14 +107,27 @@ class Coordinator:
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
             await self._monitor()
+            if self._lease_lost.is_set():
+                raise LeaseLostError(
+                    f"job {self.config.name!r}: this coordinator could not renew its lease "
+                    f"within {self.config.coordinator.lease_timeout_ms} ms and another one "
+                    f"took the job over; its workers were stopped")
         except BaseException as error:
             failed = error
             raise
         finally:
+            if keeper is not None:
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeper
             await self.supervisor.stop()
             if isinstance(failed, Exception):
                 self.status["error"] = str(failed)
-            await self._report(state="failed" if isinstance(failed, Exception) else "stopped")
+            if self.lease is None or self.lease.held:  # never overwrite another's status
+                await self._report(state="failed" if isinstance(failed, Exception)
+                                   else "stopped")
+            if self.lease is not None:
+                await self.lease.release()
             for system in self.systems.values():
                 await system.close()
 
@@ -207,7 +231,7 @@ class Coordinator:
             end_offsets=ends, checkpoints=checkpoints,
             local_state=await self._local_state(previous))
         await self._ensure_changelogs(model)
-        await publish_model(self.meta, self.config, model)
+        model = await publish_model(self.meta, self.config, model)
         log.info("published job model epoch %d (%s): %d tasks on %d workers", model.epoch,
                  reason, len(model.tasks), model.workers)
         return model

@@ -7,7 +7,7 @@ and the task → changelog partition mapping the next model must keep.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from framework.config import JobConfig
@@ -41,12 +41,25 @@ async def ensure_coordinator_stream(system: System, config: JobConfig) -> None:
     await system.create_stream(ssp.stream, 1, compacted=True, exist_ok=True)
 
 
-async def publish_model(system: System, config: JobConfig, model: JobModel) -> None:
-    """Write ``model`` to the coordinator stream, then fence older epochs out."""
+async def publish_model(system: System, config: JobConfig, model: JobModel, *,
+                        fenced: bool = False) -> JobModel:
+    """Make ``model``'s epoch current (fencing every older worker out), then write it to the
+    coordinator stream; returns the model as published.
+
+    Epochs strictly increase: when the fence is already at or past the model's epoch (a
+    coordinator died between fencing and writing its model), the model takes the next epoch.
+    ``fenced``: the caller already fenced at ``model.epoch`` (`sampan rekey` does, before its
+    long re-key, so that no old worker commits meanwhile).
+    """
     ssp = _coordinator_ssp(config)
     await ensure_coordinator_stream(system, config)
+    if not fenced:
+        current = await system.fenced_epoch(config.name)
+        if current is not None and current >= model.epoch:
+            model = replace(model, epoch=current + 1)
+        await system.advance_fence(config.name, model.epoch)
     await system.produce([ProducerRecord(ssp.stream, MODEL_KEY, model.to_bytes(), partition=0)])
-    await system.fence(config.name, model.epoch)
+    return model
 
 
 async def publish_report(

@@ -181,7 +181,7 @@ def rekey_job(job_path: str | os.PathLike[str], tasks: int, *, key_fn: str | Non
                 for store, stream in changelogs.items()}
         carried = carry_checkpoints(plan, model, checkpoints, ends)
         await meta.commit(CommitRequest(config.name, plan.model.epoch, checkpoints=carried))
-        await publish_model(meta, config, plan.model)
+        await publish_model(meta, config, plan.model, fenced=True)
 
     with_system(config, meta_name, commit)
     result.seconds = time.monotonic() - started

@@ -39,7 +39,7 @@ from rocksdict import (
     WriteBatch,
 )
 
-from framework.errors import StoreError
+from framework.errors import StoreError, StoreLockedError
 from framework.stores.base import ChangelogPosition
 
 __all__ = ["RocksDBEngine", "RocksDBOptions", "safe_name", "store_path"]
@@ -185,7 +185,7 @@ class RocksDBEngine:
             )
         except Exception as exc:
             if "LOCK:" in str(exc):  # "While lock file: <path>/LOCK: …", "lock hold by …/LOCK: …"
-                raise StoreError(
+                raise StoreLockedError(
                     f"cannot open {self._where()}: another worker holds this task (its RocksDB "
                     f"LOCK file is taken). Stop the other worker (or the other process using "
                     f"this data directory) and retry. RocksDB said: {exc}"

@@ -22,6 +22,7 @@ __all__ = [
     "Record",
     "RecordPosition",
     "System",
+    "fence_message",
 ]
 
 Headers = tuple[tuple[str, bytes], ...]
@@ -169,9 +170,33 @@ class System(Protocol):
         ...
 
     async def fence(self, job: str, epoch: int) -> None:
-        """Record that ``job`` runs at ``epoch`` now; later commits of older epochs fail."""
+        """Record that ``job`` runs at ``epoch`` now (never lowering it); commits of any other
+        epoch fail from then on."""
+        ...
+
+    async def fenced_epoch(self, job: str) -> int | None:
+        """The job's current epoch, or None before its first job model."""
+        ...
+
+    async def advance_fence(self, job: str, epoch: int) -> None:
+        """Make ``epoch`` current; `JobModelError` unless it is above the current epoch."""
+        ...
+
+    async def check_fence(self, job: str, epoch: int) -> None:
+        """`FencedError` unless ``epoch`` is the job's current epoch (a worker asks this on
+        its own schedule, so a stale worker stops without having to commit)."""
         ...
 
     async def compact(self, stream: str) -> int:
         """Drop superseded records of a compacted stream; returns how many were dropped."""
         ...
+
+
+def fence_message(job: str, epoch: int, current: int) -> str:
+    """Why a commit of ``epoch`` is refused while the job's current epoch is ``current``."""
+    if epoch < current:
+        return (f"job {job!r}: commit of epoch {epoch} refused, the job is fenced at epoch "
+                f"{current}; this worker belongs to an old job model; it will be restarted")
+    return (f"job {job!r}: commit of epoch {epoch} refused, the job's current epoch is "
+            f"{current}; this worker's job model never became current (published by a "
+            f"coordinator that lost its lease); it will be restarted")

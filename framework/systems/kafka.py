@@ -20,13 +20,14 @@ from typing import Any, cast
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from framework.errors import FencedError, SampanError, UnsupportedOperation
+from framework.errors import FencedError, JobModelError, SampanError, UnsupportedOperation
 from framework.systems.base import (
     Checkpoint,
     CommitRequest,
     OffsetRange,
     ProducerRecord,
     RecordPosition,
+    fence_message,
 )
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
 from framework.systems.kafka_admin import UNREACHABLE, KafkaAdmin, KafkaOptions
@@ -258,11 +259,25 @@ class KafkaSystem:
 
     async def _check_fence(self, job: str, epoch: int) -> None:
         stored = await self._fenced_epoch(job)
-        if stored is not None and stored > epoch:
-            raise FencedError(
-                f"job {job!r}: commit of epoch {epoch} refused, the job is fenced at epoch "
-                f"{stored}; this worker belongs to an old job model; it will be restarted"
-            )
+        if stored is not None and stored != epoch:
+            raise FencedError(fence_message(job, epoch, stored))
+
+    async def check_fence(self, job: str, epoch: int) -> None:
+        """`FencedError` unless ``epoch`` is the job's current epoch."""
+        await self._check_fence(job, epoch)
+
+    async def fenced_epoch(self, job: str) -> int | None:
+        return await self._fenced_epoch(job)
+
+    async def advance_fence(self, job: str, epoch: int) -> None:
+        """Make ``epoch`` current, refusing one not above the current epoch. Not atomic on
+        Kafka (read, then write): it catches a second publisher, it cannot exclude one."""
+        stored = await self._fenced_epoch(job)
+        if stored is not None and stored >= epoch:
+            raise JobModelError(
+                f"job {job!r}: cannot publish epoch {epoch}, epoch {stored} is already "
+                f"current; another coordinator is running this job — stop it first")
+        await self.fence(job, epoch)
 
     async def _fenced_epoch(self, job: str) -> int | None:
         value = (await self._table(fences_topic(job)).refresh()).get(_EPOCH_KEY)

@@ -152,6 +152,27 @@ class LocalSystem:
     async def fence(self, job: str, epoch: int) -> None:
         await self.call(LocalLog.fence, job, epoch)
 
+    async def fenced_epoch(self, job: str) -> int | None:
+        return await self.call(LocalLog.fenced_epoch, job)
+
+    async def advance_fence(self, job: str, epoch: int) -> None:
+        """Make ``epoch`` current; `JobModelError` unless it is above the current one."""
+        await self.call(LocalLog.advance_fence, job, epoch)
+
+    async def check_fence(self, job: str, epoch: int) -> None:
+        """`FencedError` unless ``epoch`` is the job's current epoch."""
+        await self.call(LocalLog.check_fence, job, epoch)
+
+    async def acquire_lease(self, job: str, token: str, holder: str, ttl_ms: int,
+                            now_ms: int, replacing: str | None = None
+                            ) -> tuple[str, str, int] | None:
+        """See `LocalLog.acquire_lease`."""
+        return await self.call(LocalLog.acquire_lease, job, token, holder, ttl_ms, now_ms,
+                               replacing)
+
+    async def release_lease(self, job: str, token: str) -> None:
+        await self.call(LocalLog.release_lease, job, token)
+
     async def compact(self, stream: str) -> int:
         counts = await self.partition_counts([stream])
         dropped = 0

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from framework.errors import (
     FencedError,
+    JobModelError,
     SampanError,
     StreamNotFoundError,
     SystemUnavailableError,
@@ -27,6 +28,7 @@ from framework.systems.base import (
     OffsetRange,
     ProducerRecord,
     RecordPosition,
+    fence_message,
 )
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
 from framework.systems.local_schema import LocalOptions, connect, database_file
@@ -72,7 +74,7 @@ def decode_headers(blob: bytes | None) -> Headers:
 
 
 class LocalLog:
-    """Streams, records, checkpoints and fences in one SQLite file."""
+    """Streams, records, checkpoints, fences and coordinator leases in one SQLite file."""
 
     def __init__(self, system: str, path: Path, options: LocalOptions) -> None:
         self.system = system
@@ -263,11 +265,41 @@ class LocalLog:
 
     def _check_fence(self, job: str, epoch: int) -> None:
         row = self.conn.execute("SELECT epoch FROM fences WHERE job = ?", (job,)).fetchone()
-        if row is not None and row[0] > epoch:
-            raise FencedError(
-                f"job {job!r}: commit of epoch {epoch} refused, the job is fenced at epoch "
-                f"{row[0]}; this worker belongs to an old job model; it will be restarted"
-            )
+        if row is not None and row[0] != epoch:
+            raise FencedError(fence_message(job, epoch, row[0]))
+
+    def check_fence(self, job: str, epoch: int) -> None:
+        """Raise `FencedError` unless ``epoch`` is the job's current (fenced) epoch."""
+        with self.read():
+            self._check_fence(job, epoch)
+
+    def fenced_epoch(self, job: str) -> int | None:
+        """The job's current epoch, or None before its first job model."""
+        with self.guard("read of the fence"):
+            row = self.conn.execute("SELECT epoch FROM fences WHERE job = ?", (job,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def acquire_lease(self, job: str, token: str, holder: str, ttl_ms: int, now_ms: int,
+                      replacing: str | None = None) -> tuple[str, str, int] | None:
+        """Take or renew ``job``'s lease for ``token``; None on success, else the current
+        ``(token, holder, expires_ms)``. A lease held by another token is taken only once
+        it expired, or when it is still ``replacing`` (the caller found its holder dead)."""
+        with self.write() as conn:
+            row = conn.execute("SELECT token, holder, expires_ms FROM leases WHERE job = ?",
+                               (job,)).fetchone()
+            if row is not None and row[0] != token and row[2] > now_ms and row[0] != replacing:
+                return str(row[0]), str(row[1]), int(row[2])
+            conn.execute(
+                "INSERT INTO leases (job, token, holder, expires_ms) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (job) DO UPDATE SET token = excluded.token, holder = "
+                "excluded.holder, expires_ms = excluded.expires_ms",
+                (job, token, holder, now_ms + ttl_ms))
+        return None
+
+    def release_lease(self, job: str, token: str) -> None:
+        """Give the lease up (a clean stop), if ``token`` still holds it."""
+        with self.write() as conn:
+            conn.execute("DELETE FROM leases WHERE job = ? AND token = ?", (job, token))
 
     def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:
         with self.guard("read of checkpoints"):
@@ -283,6 +315,18 @@ class LocalLog:
                 "DO UPDATE SET epoch = max(epoch, excluded.epoch)",
                 (job, epoch),
             )
+
+    def advance_fence(self, job: str, epoch: int) -> None:
+        """Make ``epoch`` current, refusing one not above the current epoch: two publishers
+        can never both make the same epoch current (`JobModelError` names both)."""
+        with self.write() as conn:
+            row = conn.execute("SELECT epoch FROM fences WHERE job = ?", (job,)).fetchone()
+            if row is not None and row[0] >= epoch:
+                raise JobModelError(
+                    f"job {job!r}: cannot publish epoch {epoch}, epoch {row[0]} is already "
+                    f"current; another coordinator is running this job — stop it first")
+            conn.execute("INSERT INTO fences (job, epoch) VALUES (?, ?) ON CONFLICT (job) "
+                         "DO UPDATE SET epoch = excluded.epoch", (job, epoch))
 
     # -- compaction -------------------------------------------------------------------
 

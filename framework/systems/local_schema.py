@@ -16,7 +16,8 @@ from framework.errors import ConfigError, SystemUnavailableError
 
 __all__ = ["SCHEMA_VERSION", "LocalOptions", "connect", "database_file"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added the ``leases`` table (one coordinator per job); 1 → 2 migrates in place."""
 
 # Stream names map to small integer ids so the records key is three integers.
 # WITHOUT ROWID clusters each table on its primary key: a partition's records are
@@ -54,6 +55,12 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 CREATE TABLE IF NOT EXISTS fences (
     job         TEXT    PRIMARY KEY,
     epoch       INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+    job         TEXT    PRIMARY KEY,
+    token       TEXT    NOT NULL,
+    holder      TEXT    NOT NULL,
+    expires_ms  INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
 

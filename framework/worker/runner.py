@@ -38,6 +38,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+FENCE_CHECK_S = 1.0
+"""How often a worker asks whether its epoch is still the job's current one."""
+
+
 def _describe(error: BaseException) -> str:
     """``"TypeError: … (task.py:12 in process)"``: the error and where the task raised it."""
     frames = traceback.extract_tb(error.__traceback__)
@@ -136,6 +140,12 @@ class Worker:
                                                 "end": stopped.end},
                             "tasks": [i.name for i in self.instances]})
         return WorkerResult(model.epoch, 0, 0, 0, self.restored, reason)
+
+    async def _check_fence(self) -> None:
+        """`FencedError` once this worker's epoch is no longer the job's current one."""
+        assert self.model is not None
+        await self.systems[self.config.metadata_system].check_fence(self.config.name,
+                                                                    self.model.epoch)
 
     async def _report(self, report: dict[str, object]) -> None:
         key = WORKER_PREFIX + str(self.worker_id).encode()
@@ -272,6 +282,7 @@ class Worker:
         window_interval = self.config.window_interval_ms / 1000
         next_commit = time.monotonic() + interval
         next_window = time.monotonic() + window_interval
+        next_fence_check = time.monotonic() + FENCE_CHECK_S
         max_records = self.config.fetch_max_records
         dirty = False
         self._release_barriers()
@@ -297,6 +308,15 @@ class Worker:
             if self._stages and self._release_barriers():
                 dirty = True
             now = time.monotonic()
+            if now >= next_fence_check:  # a stale worker stops without having to commit
+                try:
+                    await self._check_fence()
+                except FencedError:
+                    log.warning("worker %d of epoch %s fenced: a newer job model exists; "
+                                "stopping without committing", self.worker_id,
+                                self.model and self.model.epoch)
+                    raise
+                next_fence_check = now + FENCE_CHECK_S
             if now >= next_window:
                 for instance in self.instances:
                     await instance.window()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from framework.config import JobConfig
+from framework.errors import StoreLockedError
 from framework.jobmodel import TaskModel
 from framework.progress import Progress
 from framework.serdes import get_serde
@@ -22,6 +26,8 @@ from groupers import SystemStreamPartition
 
 __all__ = ["OpenedStores", "open_task_stores"]
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class OpenedStores:
@@ -33,27 +39,49 @@ class OpenedStores:
     modes: dict[str, str] = field(default_factory=dict)  # store -> none | delta | full
 
 
-def _engine(config: JobConfig, store: str, task: str) -> StoreEngine:
+LOCK_WAIT_S = 30.0
+"""How long a worker waits for another process to release a store it must open (a worker
+of an older epoch still stopping, which notices its fence within a second)."""
+
+
+async def _engine(config: JobConfig, store: str, task: str,
+                  still_current: Callable[[], Awaitable[None]] | None) -> StoreEngine:
     if config.store(store).type == "memory":
         return MemoryEngine()
-    return RocksDBEngine.open(config.state_dir, store, task)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    waiting = False
+    while True:
+        try:
+            return RocksDBEngine.open(config.state_dir, store, task)
+        except StoreLockedError:
+            if time.monotonic() > deadline:
+                raise
+            if not waiting:
+                log.info("store %r of task %r is open in another process; waiting up to "
+                         "%.0f s for it to let go", store, task, LOCK_WAIT_S)
+                waiting = True
+            if still_current is not None:
+                await still_current()  # a stale worker must not wait for the current one
+            await asyncio.sleep(0.2)
 
 
 async def open_task_stores(
     config: JobConfig, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
     stop: Callable[[], bool] | None = None,
+    still_current: Callable[[], Awaitable[None]] | None = None,
 ) -> OpenedStores:
     """Open every store of ``task``; logged ones are brought up to their restore end.
 
     The restore end is the changelog's end offset. On a system without atomic commits
     (kafka) it is the checkpointed changelog offset when there is one: records written
     after the last checkpoint belong to inputs that will be processed again. ``stop`` ends
-    a restore early with `RestoreStopped` (its progress is kept for the next start).
+    a restore early with `RestoreStopped` (its progress is kept for the next start);
+    ``still_current`` raises `FencedError` once the worker's epoch is no longer current.
     """
     opened = OpenedStores()
     for name in sorted(config.stores):
         spec = config.store(name)
-        engine = _engine(config, name, task.name)
+        engine = await _engine(config, name, task.name, still_current)
         try:
             store = TaskStore(name, engine, get_serde(spec.key_serde, search_path=config.root),
                               get_serde(spec.value_serde, search_path=config.root),

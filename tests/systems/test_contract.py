@@ -18,6 +18,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from framework.errors import (
     FencedError,
+    JobModelError,
     SampanError,
     StreamNotFoundError,
     UnsupportedOperation,
@@ -351,8 +352,37 @@ async def test_a_commit_of_an_older_epoch_than_the_fence_is_refused(
     assert await system.read_checkpoints(job) == {}
     assert (await system.offsets(name))[0].end == 0
     await system.commit(CommitRequest(job, 3, (), [checkpoint(system, "t", 3, "in", 1)]))
+    assert (await system.read_checkpoints(job))["t"].epoch == 3
+
+
+async def test_only_the_current_epoch_commits(system: System, name: str) -> None:
+    """Not "anything not newer": a model that never became current cannot commit either."""
+    job = f"job-{name}"
+    await system.fence(job, 3)
+    with pytest.raises(FencedError, match="commit of epoch 4 refused, the job's current epoch "
+                                          "is 3"):
+        await system.commit(CommitRequest(job, 4, (), [checkpoint(system, "t", 4, "in", 2)]))
+    with pytest.raises(FencedError, match="epoch 4"):
+        await system.check_fence(job, 4)
+    await system.check_fence(job, 3)
+    assert await system.fenced_epoch(job) == 3
+    await system.fence(job, 4)
     await system.commit(CommitRequest(job, 4, (), [checkpoint(system, "t", 4, "in", 2)]))
     assert (await system.read_checkpoints(job))["t"].epoch == 4
+    with pytest.raises(FencedError, match="epoch 3 refused, the job is fenced at epoch 4"):
+        await system.check_fence(job, 3)
+
+
+async def test_advancing_the_fence_refuses_an_epoch_already_current(
+        system: System, name: str) -> None:
+    job = f"job-{name}"
+    assert await system.fenced_epoch(job) is None
+    await system.advance_fence(job, 1)
+    await system.advance_fence(job, 2)
+    with pytest.raises(JobModelError, match="cannot publish epoch 2, epoch 2 is already "
+                                            "current; another coordinator"):
+        await system.advance_fence(job, 2)
+    assert await system.fenced_epoch(job) == 2
 
 
 async def test_fencing_never_lowers_the_epoch(system: System, name: str) -> None:

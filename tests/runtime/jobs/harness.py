@@ -125,8 +125,7 @@ async def prepare(config: JobConfig, system: System) -> JobModel:
     changelog = config.changelog_stream("totals").partition(".")[2]
     await system.create_stream(changelog, model.changelog_partitions, compacted=True,
                                exist_ok=True)
-    await publish_model(system, config, model)
-    return model
+    return await publish_model(system, config, model)
 
 
 async def produce(system: System, records: Sequence[ProducerRecord]) -> None:
