@@ -9,6 +9,7 @@ __all__ = [
     "ProcessingError",
     "SampanError",
     "SerdeError",
+    "StoreCorruptedError",
     "StoreError",
     "StoreLockedError",
     "StreamNotFoundError",
@@ -56,6 +57,16 @@ class StoreError(SampanError):
 
 class StoreLockedError(StoreError):
     """Another process has the store open (its RocksDB LOCK is taken)."""
+
+
+class StoreCorruptedError(StoreError):
+    """A store's files are damaged (checksum mismatch, truncated file); names the folder."""
+
+    def __init__(self, message: str, *, path: str = "", store: str = "", task: str = ""):
+        super().__init__(message)
+        self.path = path
+        self.store = store
+        self.task = task
 
 
 class ProcessingError(SampanError):

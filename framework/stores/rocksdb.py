@@ -39,7 +39,7 @@ from rocksdict import (
     WriteBatch,
 )
 
-from framework.errors import StoreError, StoreLockedError
+from framework.errors import StoreCorruptedError, StoreError, StoreLockedError
 from framework.stores.base import ChangelogPosition
 
 __all__ = ["RocksDBEngine", "RocksDBOptions", "safe_name", "store_path"]
@@ -190,10 +190,7 @@ class RocksDBEngine:
                     f"LOCK file is taken). Stop the other worker (or the other process using "
                     f"this data directory) and retry. RocksDB said: {exc}"
                 ) from exc
-            raise StoreError(
-                f"cannot open {self._where()}: {exc}. If the files are damaged, delete the "
-                f"directory; the store is then restored from its changelog"
-            ) from exc
+            raise self._failed("open", exc) from exc
         self._db = db
         self._meta = db.get_column_family_handle(META_FAMILY)
         meta = db.get_column_family(META_FAMILY)
@@ -249,7 +246,21 @@ class RocksDBEngine:
             value: bytes | None = self._require_db().get(key)
         except DbClosedError as exc:
             raise StoreError(f"{self._where()} is closed; reopen it before use") from exc
+        except Exception as exc:
+            raise self._failed("read", exc) from exc
         return value
+
+    def _failed(self, what: str, error: Exception) -> StoreError:
+        """The error of a failed open/read/write: `StoreCorruptedError` for damaged files."""
+        text = " ".join(str(error).split())
+        if "Corruption" in text or "corrupt" in text:
+            return StoreCorruptedError(
+                f"{self._where()} is damaged ({text})", path=str(self.path), store=self.store,
+                task=self.task)
+        if "Permission denied" in text or "Read-only file system" in text:
+            return StoreError(f"cannot {what} {self._where()}: the folder is not writable "
+                              f"({text}); give this user write access to it")
+        return StoreError(f"cannot {what} {self._where()}: {text}")
 
     def iterate(
         self, start: bytes | None = None, end: bytes | None = None
@@ -275,9 +286,14 @@ class RocksDBEngine:
         tuple[bytes, bytes]
     ]:
         # Its own frame, so the RocksDB iterator is released before the caller yields.
-        entries = self._require_db().items(from_key=start, read_opt=read)
-        # Raw mode: keys and values are always bytes.
-        return list(islice(cast(Iterable[tuple[bytes, bytes]], entries), size))
+        try:
+            entries = self._require_db().items(from_key=start, read_opt=read)
+            # Raw mode: keys and values are always bytes.
+            return list(islice(cast(Iterable[tuple[bytes, bytes]], entries), size))
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise self._failed("read", exc) from exc
 
     def write_batch(
         self, items: Mapping[bytes, bytes | None], changelog: ChangelogPosition | None
@@ -318,7 +334,7 @@ class RocksDBEngine:
         try:
             db.write(batch)
         except Exception as exc:
-            raise StoreError(f"cannot write {self._where()}: {exc}") from exc
+            raise self._failed("write", exc) from exc
         if changelog is not None:
             self._position = changelog
 

@@ -31,7 +31,7 @@ from framework.systems.base import (
     fence_message,
 )
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
-from framework.systems.local_schema import LocalOptions, connect, database_file
+from framework.systems.local_schema import LocalOptions, connect, damaged_log, database_file
 from framework.systems.placement import Placement
 
 __all__ = ["LocalLog", "decode_headers", "encode_headers"]
@@ -115,16 +115,20 @@ class LocalLog:
 
     @contextmanager
     def guard(self, what: str) -> Iterator[None]:
-        """Turn SQLite's operational errors into `SystemUnavailableError` naming the file."""
+        """Turn SQLite's errors into `SystemUnavailableError` naming the file and the fix."""
         try:
             yield
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if not isinstance(exc, sqlite3.OperationalError) or "disk I/O" in str(exc):
+                raise damaged_log(self.file, exc) from exc
             if "locked" in str(exc) or "busy" in str(exc):
                 raise SystemUnavailableError(
                     f"local log {self.file}: another process held the database locked for "
                     f"more than {self.options.busy_timeout_ms} ms during a {what}; find the "
                     "stuck process (e.g. `fuser` on the file) or raise busy_timeout_ms"
                 ) from exc
+            raise SystemUnavailableError(f"local log {self.file}: {what} failed: {exc}") from exc
+        except sqlite3.Error as exc:
             raise SystemUnavailableError(f"local log {self.file}: {what} failed: {exc}") from exc
 
     # -- streams ----------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from framework.errors import ConfigError, SystemUnavailableError
 
-__all__ = ["SCHEMA_VERSION", "LocalOptions", "connect", "database_file"]
+__all__ = ["SCHEMA_VERSION", "LocalOptions", "connect", "damaged_log", "database_file"]
 
 SCHEMA_VERSION = 2
 """2 added the ``leases`` table (one coordinator per job); 1 → 2 migrates in place."""
@@ -108,6 +108,15 @@ def database_file(path: Path) -> Path:
     return path / "log.sqlite3"
 
 
+def damaged_log(file: Path, error: sqlite3.Error) -> SystemUnavailableError:
+    """The one-line error of a damaged log file: what is wrong and what to do."""
+    return SystemUnavailableError(
+        f"local log {file} is damaged ({error}): stop every sampan process using it, then "
+        f"put back a backup of the file, or move it away (`mv {file} {file}.damaged`) to "
+        f"start an empty log — every stream, changelog and checkpoint of this system is in "
+        f"that file")
+
+
 def connect(path: Path, options: LocalOptions) -> sqlite3.Connection:
     """Open (creating if needed) the log at ``path`` with the tuned pragmas."""
     file = database_file(path)
@@ -138,6 +147,13 @@ def connect(path: Path, options: LocalOptions) -> sqlite3.Connection:
         # leaving it at its high-water mark.
         conn.execute(f"PRAGMA journal_size_limit = {64 * 1024 * 1024}")
         _create_schema(conn, file)
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "disk I/O" not in str(exc):
+            raise SystemUnavailableError(
+                f"local log {file}: cannot open ({exc}); check the directory is writable "
+                "and no other program holds the file locked"
+            ) from exc
+        raise damaged_log(file, exc) from exc
     except sqlite3.Error as exc:
         raise SystemUnavailableError(
             f"local log {file}: cannot open ({exc}); check the directory is writable "

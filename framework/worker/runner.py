@@ -9,14 +9,21 @@ import os
 import time
 import traceback
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from framework.api import Envelope, StreamTask
 from framework.config import JobConfig
 from framework.coordinator.stream import WORKER_PREFIX, publish_report, read_latest_model
-from framework.errors import FencedError, JobModelError, ProcessingError, SerdeError
+from framework.errors import (
+    FencedError,
+    JobModelError,
+    ProcessingError,
+    SerdeError,
+    StoreCorruptedError,
+    StoreError,
+)
 from framework.jobmodel import BarrierStage, JobModel, TaskModel
 from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
@@ -26,7 +33,7 @@ from framework.worker.codec import RecordCodec
 from framework.worker.commit import Committer
 from framework.worker.dead_letter import dead_letter_record
 from framework.worker.instance import TaskInstance
-from framework.worker.state import open_task_stores
+from framework.worker.state import heal_damaged_store, open_task_stores
 from groupers import SystemStreamPartition
 
 __all__ = ["Worker", "WorkerResult"]
@@ -36,6 +43,13 @@ log = logging.getLogger(__name__)
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+async def _closing(closed: Awaitable[None], what: str) -> None:
+    try:
+        await closed
+    except Exception as error:
+        log.warning("closing %s failed: %s", what, error)
 
 
 FENCE_CHECK_S = 1.0
@@ -97,6 +111,7 @@ class Worker:
         # errors.process_policy skip/dead-letter: per task, the journal that undoes a
         # failed process() call's store writes.
         self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
+        self._closed = False
 
     async def run(self) -> WorkerResult:
         """Open everything, loop until stopped, commit and close; returns a summary."""
@@ -122,6 +137,11 @@ class Worker:
                                 "processed": result.processed, "skipped": result.skipped,
                                 "store_positions": _store_positions(committer)})
             return result
+        except StoreCorruptedError as error:
+            await self._close()  # closed first: then wipe it for a full restore
+            heal_damaged_store(self.config, error)
+            raise StoreError(f"{error}; wiped {error.path}: the next start of this worker "
+                             f"restores it fully from its changelog") from error
         finally:
             await self._close()
 
@@ -186,7 +206,8 @@ class Worker:
         for task_model in model.tasks_of(self.worker_id):
             checkpoint = checkpoints.get(task_model.name)
             opened = await open_task_stores(self.config, task_model, checkpoint, meta,
-                                            stop=self.stop.is_set)
+                                            stop=self.stop.is_set,
+                                            still_current=self._check_fence)
             self.restored += opened.restored
             self.restore_modes.update({f"{task_model.name}/{s}": m
                                        for s, m in opened.modes.items()})
@@ -371,6 +392,8 @@ class Worker:
                 continue
             try:
                 await process(envelope)
+            except StoreError:
+                raise  # the store failed, not the task: never skipped, never blamed on it
             except Exception as error:
                 raise self._failed(instance, ssp, record.offset, error) from error
 
@@ -379,6 +402,8 @@ class Worker:
         if journal is None:
             try:
                 await instance.process(envelope)
+            except StoreError:
+                raise
             except Exception as error:
                 raise self._failed(instance, envelope.ssp, envelope.offset, error) from error
             return
@@ -387,6 +412,8 @@ class Worker:
         requests = (instance.commit_requested, instance.shutdown_requested)
         try:
             await instance.process(envelope)
+        except StoreError:
+            raise
         except Exception as error:
             # Take back whatever the failed call did, then skip or dead-letter the record.
             TaskStore.undo(journal)
@@ -433,11 +460,20 @@ class Worker:
                 (stream.system, dead_letter_record(stream.stream, ssp, record, error)))
 
     async def _close(self) -> None:
+        """Close everything (once); a failure to close is logged, never masks the error
+        that stopped the worker."""
+        if self._closed:
+            return
+        self._closed = True
         for consumer in self._consumers.values():
-            await consumer.close()
+            await _closing(consumer.close(), "a consumer")
         for instance in self.instances:
-            for store in instance.stores.values():
-                store.close()
+            for name, store in instance.stores.items():
+                try:
+                    store.close()
+                except Exception as error:
+                    log.warning("closing store %r of task %r failed: %s", name, instance.name,
+                                error)
         for system in self.systems.values():
-            await system.close()
+            await _closing(system.close(), f"system {system.name!r}")
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from framework.config import JobConfig
-from framework.errors import StoreLockedError
+from framework.errors import StoreCorruptedError, StoreError, StoreLockedError
 from framework.jobmodel import TaskModel
 from framework.progress import Progress
 from framework.serdes import get_serde
@@ -24,7 +25,7 @@ from framework.stores import (
 from framework.systems.base import Checkpoint, System
 from groupers import SystemStreamPartition
 
-__all__ = ["OpenedStores", "open_task_stores"]
+__all__ = ["OpenedStores", "heal_damaged_store", "open_task_stores"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,20 @@ LOCK_WAIT_S = 30.0
 of an older epoch still stopping, which notices its fence within a second)."""
 
 
+def heal_damaged_store(config: JobConfig, error: StoreCorruptedError) -> None:
+    """Wipe a damaged RocksDB store that has a changelog, so that it is restored fully from
+    it; a store without a changelog cannot be rebuilt: raise a `StoreError` naming its folder
+    and what to do."""
+    if not config.store(error.store).changelog:
+        raise StoreError(
+            f"{error}; store {error.store!r} has no changelog to restore it from: move "
+            f"{error.path} away to start it empty (its contents are lost), or put back a "
+            f"backup of it") from error
+    log.error("%s; wiping %s: the store is restored fully from its changelog", error,
+              error.path)
+    shutil.rmtree(error.path, ignore_errors=True)
+
+
 async def _engine(config: JobConfig, store: str, task: str,
                   still_current: Callable[[], Awaitable[None]] | None) -> StoreEngine:
     if config.store(store).type == "memory":
@@ -53,6 +68,8 @@ async def _engine(config: JobConfig, store: str, task: str,
     while True:
         try:
             return RocksDBEngine.open(config.state_dir, store, task)
+        except StoreCorruptedError as error:
+            heal_damaged_store(config, error)  # raises for a store without changelog
         except StoreLockedError:
             if time.monotonic() > deadline:
                 raise
