@@ -92,5 +92,3 @@ async def test_a_damaged_store_without_changelog_stops_naming_its_folder(
         assert folder.exists()  # never wiped: it is the only copy
     finally:
         await meta.close()
-
-
