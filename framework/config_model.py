@@ -114,7 +114,9 @@ class CoordinatorConfig:
     worker_restart_backoff_ms: int = 500
     """Wait before restarting a crashed worker; default 500."""
     max_worker_restarts: int = 5
-    """Restarts of one worker before the job gives up; default 5."""
+    """Crashes of one worker within `crash_window_ms` before the job gives up; default 5."""
+    crash_window_ms: int = 600000
+    """The sliding window `max_worker_restarts` counts crashes in; default 600000 (10 min)."""
     assignor: str = "sticky"
     """Task → worker placement: ``"sticky"`` or ``"high-availability"``; default sticky."""
     lease_timeout_ms: int = 10000
@@ -161,6 +163,9 @@ class JobConfig:
     """Records per fetch; default 1000."""
     store_restore_batch: int = 10000
     """Changelog records per restore write batch; default 10000."""
+    task_timeout_ms: int = 60000
+    """A task whose ``process`` or ``window`` call runs this long without returning is
+    reported (task, SSP, offset) and its worker restarted; 0 disables; default 60000."""
     errors: ErrorsConfig = field(default_factory=ErrorsConfig)
     """``[errors]``."""
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
@@ -253,6 +258,7 @@ class JobConfig:
             "write_buffer_max_keys": self.write_buffer_max_keys,
             "fetch_max_records": self.fetch_max_records,
             "store_restore_batch": self.store_restore_batch,
+            "task_timeout_ms": self.task_timeout_ms,
         }
         systems = {name: _without_none({
             "type": s.type, "path": None if s.path is None else self._relative(s.path),
@@ -276,6 +282,7 @@ class JobConfig:
                 "worker_stop_timeout_ms": self.coordinator.worker_stop_timeout_ms,
                 "worker_restart_backoff_ms": self.coordinator.worker_restart_backoff_ms,
                 "max_worker_restarts": self.coordinator.max_worker_restarts,
+                "crash_window_ms": self.coordinator.crash_window_ms,
                 "assignor": self.coordinator.assignor,
                 "lease_timeout_ms": self.coordinator.lease_timeout_ms,
             },

@@ -265,6 +265,7 @@ def _job(
         write_buffer_max_keys=s.integer("write_buffer_max_keys", 100000, minimum=1),
         fetch_max_records=s.integer("fetch_max_records", 1000, minimum=1),
         store_restore_batch=s.integer("store_restore_batch", 10000, minimum=1),
+        task_timeout_ms=s.integer("task_timeout_ms", 60000, minimum=0),
     )
     s.finish()
     return job
@@ -328,6 +329,7 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
         worker_stop_timeout_ms=s.integer("worker_stop_timeout_ms", 10000, minimum=0),
         worker_restart_backoff_ms=s.integer("worker_restart_backoff_ms", 500, minimum=0),
         max_worker_restarts=s.integer("max_worker_restarts", 5, minimum=0),
+        crash_window_ms=s.integer("crash_window_ms", 600000, minimum=1),
         assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
         lease_timeout_ms=s.integer("lease_timeout_ms", 10000, minimum=1000),
     )

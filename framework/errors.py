@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
+    "EXIT_FENCED",
+    "EXIT_STUCK",
     "ConfigError",
     "FencedError",
     "JobModelError",
@@ -17,6 +19,12 @@ __all__ = [
     "TaskLoadError",
     "UnsupportedOperation",
 ]
+
+
+EXIT_FENCED = 3
+"""Exit status of a worker stopped because a newer job model fenced it out."""
+EXIT_STUCK = 4
+"""Exit status of a worker whose task watchdog found a task stuck (``job.task_timeout_ms``)."""
 
 
 class SampanError(Exception):

@@ -95,6 +95,8 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
             "worker_reports": {str(k): v for k, v in sorted(state.workers.items())},
             "worker_logs": state.status.get("worker_logs"),
             "config_change": state.status.get("config_change"),
+            "stuck": state.status.get("stuck"),
+            "restarts": state.status.get("restarts", 0),
             "total_lag": total_lag, "tasks": tasks,
         }
     finally:
@@ -119,6 +121,10 @@ def _command(args: argparse.Namespace) -> int:
         print(f"  input {stream}: {count} partitions")
     if status["error"]:
         print(f"  FAILED: {status['error']}")
+    if status["stuck"]:
+        stuck = status["stuck"]
+        print(f"  STUCK at {_clock(stuck['at_ms'])}: worker {stuck['worker']}: "
+              f"{stuck['detail'] or 'a task call made no progress'}; the worker was restarted")
     if status["config_change"]:
         print(f"  JOB FILE EDITED while running ({status['config_change']['change']}): the "
               f"job runs the configuration it started with; restart `sampan run` to apply it")

@@ -72,7 +72,8 @@ class Coordinator:
             config.path, log_dir=log_dir or config.state_dir / "logs", tee=log_dir is None,
             stop_timeout_s=config.coordinator.worker_stop_timeout_ms / 1000,
             restart_backoff_s=config.coordinator.worker_restart_backoff_ms / 1000,
-            max_restarts=config.coordinator.max_worker_restarts)
+            max_restarts=config.coordinator.max_worker_restarts,
+            crash_window_s=config.coordinator.crash_window_ms / 1000)
         self.start_workers = start_workers
         self._job_file_stat: tuple[int, int] | None = None  # (mtime_ns, size) last looked at
         self.lease: CoordinatorLease | None = None
@@ -283,7 +284,10 @@ class Coordinator:
                 break
             except TimeoutError:
                 pass
+            restarts = self.supervisor.restarts
             await self.supervisor.check()
+            if self.supervisor.restarts != restarts:
+                await self._report(state="running")
             await self._check_job_file()
             try:
                 counts = await self.partition_counts()
@@ -349,5 +353,6 @@ class Coordinator:
                            coordinator_pid=os.getpid(),
                            worker_logs=str(self.supervisor.log_dir),
                            updated_ms=_now_ms(), worker_pids=self.supervisor.pids(),
+                           stuck=self.supervisor.stuck,
                            restarts=self.supervisor.restarts)
         await publish_report(self.meta, self.config, STATUS_KEY, self.status)

@@ -2,7 +2,9 @@
 
 Workers die with the coordinator (Linux parent-death signal → SIGTERM, so they still
 commit and exit cleanly) and a crashed worker is restarted with exponential backoff
-until it crashes ``max_restarts`` times in a row without making progress.
+until it crashed more than ``max_restarts`` times within ``crash_window_s`` (a sliding
+window: crashes spread over a long time never stop a job). A fenced worker (a newer job
+model exists) is restarted without counting as a crash.
 
 Every worker logs to ``<log_dir>/worker-<id>.log``. By default (``tee``) its output also
 stays on the coordinator's stderr; with ``tee=False`` (``sampan run --worker-logs DIR``)
@@ -12,6 +14,7 @@ it goes to the file only. Either way a crash names the file and its last error l
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ctypes
 import logging
@@ -23,18 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from framework.errors import SampanError
-from framework.worker.main import EXIT_FENCED
+from framework.errors import EXIT_FENCED, EXIT_STUCK, SampanError
 
 __all__ = ["Supervisor", "WorkerCrashLoopError", "last_error_line"]
 
 log = logging.getLogger(__name__)
 
-HEALTHY_AFTER_S = 30.0  # a worker that ran this long resets its crash count
+MAX_BACKOFF_S = 30.0
 
 
 class WorkerCrashLoopError(SampanError):
     """A worker kept crashing; the coordinator gives up instead of looping forever."""
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
 def last_error_line(path: Path, tail_bytes: int = 65536) -> str | None:
@@ -68,7 +74,6 @@ class _Worker:
     process: asyncio.subprocess.Process
     started: float
     log_file: IO[bytes] | None
-    crashes: int = 0
     waiter: asyncio.Task[int] | None = field(default=None, repr=False)
 
 
@@ -85,6 +90,7 @@ class Supervisor:
         stop_timeout_s: float = 10.0,
         restart_backoff_s: float = 0.5,
         max_restarts: int = 5,
+        crash_window_s: float = 600.0,
     ) -> None:
         self.job_file = job_file
         self.log_dir = log_dir
@@ -94,6 +100,10 @@ class Supervisor:
         self.stop_timeout_s = stop_timeout_s
         self.restart_backoff_s = restart_backoff_s
         self.max_restarts = max_restarts
+        self.crash_window_s = crash_window_s
+        self._crashes: dict[int, collections.deque[float]] = {}  # worker → recent crash times
+        self.stuck: dict[str, object] | None = None
+        """The last worker the task watchdog stopped: worker, detail, at_ms (for status)."""
         self.workers: dict[int, _Worker] = {}
         self.restarts = 0
         self._stopping = False
@@ -102,7 +112,7 @@ class Supervisor:
         """The file holding worker ``worker_id``'s log."""
         return self.log_dir / f"worker-{worker_id}.log"
 
-    async def _spawn(self, worker_id: int, crashes: int = 0) -> None:
+    async def _spawn(self, worker_id: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_file = None
         extra: list[str] = []
@@ -119,7 +129,7 @@ class Supervisor:
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        worker = _Worker(worker_id, process, time.monotonic(), log_file, crashes)
+        worker = _Worker(worker_id, process, time.monotonic(), log_file)
         worker.waiter = asyncio.ensure_future(process.wait())
         self.workers[worker_id] = worker
         log.info("started worker %d (pid %d)", worker_id, process.pid)
@@ -146,19 +156,31 @@ class Supervisor:
             else:
                 log.warning("worker %d exited with status %d%s (log: %s)", worker_id, code,
                             f": {cause}" if cause else "", self.log_path(worker_id))
-            ran = time.monotonic() - worker.started
-            crashes = 1 if ran >= HEALTHY_AFTER_S else worker.crashes + 1
+            if code == EXIT_STUCK:
+                self.stuck = {"worker": worker_id, "detail": cause,
+                              "at_ms": int(time.time() * 1000)}
+            if code == EXIT_FENCED:
+                crashes = 0
+            else:
+                now = time.monotonic()
+                recent = self._crashes.setdefault(worker_id, collections.deque())
+                recent.append(now)
+                while recent and recent[0] < now - self.crash_window_s:
+                    recent.popleft()
+                crashes = len(recent)
             if crashes > self.max_restarts:
                 raise WorkerCrashLoopError(
-                    f"worker {worker_id} exited {crashes} times in a row (last status {code})"
+                    f"worker {worker_id} exited {crashes} times within "
+                    f"{_span(self.crash_window_s)} (last status {code})"
                     f"{f': {cause}' if cause else ''}; the worker's log is "
                     f"{self.log_path(worker_id)}; fix the cause and run again")
-            delay = self.restart_backoff_s * 2 ** (crashes - 1)
-            log.info("restarting worker %d in %.1fs (crash %d of %d allowed)", worker_id,
-                     delay, crashes, self.max_restarts)
+            delay = min(MAX_BACKOFF_S, self.restart_backoff_s * 2 ** (crashes - 1)) if (
+                crashes) else 0.0
+            log.info("restarting worker %d in %.1fs (%d of %d crashes allowed within %s)",
+                     worker_id, delay, crashes, self.max_restarts, _span(self.crash_window_s))
             await asyncio.sleep(delay)
             self.restarts += 1
-            await self._spawn(worker_id, crashes)
+            await self._spawn(worker_id)
 
     async def stop(self) -> None:
         """SIGTERM every worker (finish batch, commit, exit); SIGKILL after the timeout."""

@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from framework.errors import FencedError, SampanError
+from framework.errors import EXIT_FENCED, FencedError, SampanError
 
 __all__ = ["EXIT_FENCED", "add_worker_command", "run_worker"]
-
-EXIT_FENCED = 3
 
 log = logging.getLogger(__name__)
 

@@ -34,6 +34,7 @@ from framework.worker.commit import Committer
 from framework.worker.dead_letter import dead_letter_record
 from framework.worker.instance import TaskInstance
 from framework.worker.state import heal_damaged_store, open_task_stores
+from framework.worker.watchdog import Busy, TaskWatchdog
 from groupers import SystemStreamPartition
 
 __all__ = ["Worker", "WorkerResult"]
@@ -112,6 +113,8 @@ class Worker:
         # failed process() call's store writes.
         self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
         self._closed = False
+        self.busy: Busy | None = None
+        """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
 
     async def run(self) -> WorkerResult:
         """Open everything, loop until stopped, commit and close; returns a summary."""
@@ -287,9 +290,12 @@ class Worker:
     async def _loop(self, committer: Committer) -> str:
         prefetched: dict[str, asyncio.Future[Mapping[SystemStreamPartition, Sequence[Record]]]]
         prefetched = {}
+        watchdog = TaskWatchdog(lambda: self.busy, self.config.task_timeout_ms / 1000)
+        watchdog.start()
         try:
             return await self._run_loop(committer, prefetched)
         finally:
+            watchdog.stop()
             for future in prefetched.values():
                 future.cancel()
             await asyncio.gather(*prefetched.values(), return_exceptions=True)
@@ -340,7 +346,9 @@ class Worker:
                 next_fence_check = now + FENCE_CHECK_S
             if now >= next_window:
                 for instance in self.instances:
+                    self.busy = Busy("window", (instance,))
                     await instance.window()
+                self.busy = None
                 next_window = now + window_interval
                 dirty = dirty or any(i.outputs or i.buffered_writes() for i in self.instances)
             wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
@@ -361,6 +369,14 @@ class Worker:
 
     async def _dispatch(self, ssp: SystemStreamPartition, records: Sequence[Record]) -> None:
         readers = self._routes.get(ssp, ())
+        self.busy = Busy("process", readers, ssp)  # what the task watchdog looks at
+        try:
+            await self._dispatch_to(readers, ssp, records)
+        finally:
+            self.busy = None
+
+    async def _dispatch_to(self, readers: Sequence[TaskInstance], ssp: SystemStreamPartition,
+                           records: Sequence[Record]) -> None:
         if len(readers) == 1 and not self._journals:
             await self._dispatch_one(readers[0], ssp, records)
             return

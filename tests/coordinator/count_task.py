@@ -21,3 +21,15 @@ class BoomTask(StreamTask):
 
     def process(self, envelope, collector, coordinator):
         raise RuntimeError(f"boom on {envelope.key}")
+
+
+class StuckTask(CountTask):
+    """Counts, but hangs forever (a blocking call, the event loop frozen) on key ``k007``."""
+
+    def process(self, envelope, collector, coordinator):
+        if envelope.key == "k007":
+            import time
+
+            while True:
+                time.sleep(60)
+        super().process(envelope, collector, coordinator)

@@ -135,7 +135,7 @@ async def test_crash_loop_stops_the_job_naming_the_worker_log(
     worker_log = job.logs / "worker-0.log"
     last = log.splitlines()[-1]
     assert re.fullmatch(
-        r"sampan run: error: worker 0 exited 3 times in a row \(last status 2\): task "
+        r"sampan run: error: worker 0 exited 3 times within 10 min \(last status 2\): task "
         r"'Partition (\d)' failed on local\.words\[\1\] offset 0: RuntimeError: boom on "
         r"k00\d \(count_task\.py:23 in process\); .*", last), last
     assert last.endswith(f"the worker's log is {worker_log}; fix the cause and run again")

@@ -63,7 +63,9 @@ async def test_a_bad_record_stops_the_readme_job_with_status_naming_the_worker_l
     try:
         produce = ("streams", "produce", "local.events", "--job", "counter.toml")
         good = sampan(tmp_path, *produce, stdin='{"key": "a", "value": {"amount": 5}}\n')
-        assert (good.returncode, good.stderr) == (0, "produced 1 record to local.events\n")
+        assert good.returncode == 0
+        # `produce` creates local.events itself when `sampan run` has not yet.
+        assert good.stderr.endswith("produced 1 record to local.events\n"), good.stderr
         await wait(lambda: totals(tmp_path) == {"a": 5}, "a = 5")
 
         typo = sampan(tmp_path, *produce, stdin='{"key":"m","val":{"amount":1}}\n')
@@ -78,8 +80,8 @@ async def test_a_bad_record_stops_the_readme_job_with_status_naming_the_worker_l
         status = sampan(tmp_path, "status", "counter.toml")
         failed = next(line for line in status.stdout.splitlines() if "FAILED" in line)
         found = re.fullmatch(
-            r"  FAILED: worker (\d) exited 2 times in a row \(last status 2\): task 'Partition "
-            r"(\d)' failed on local\.events\[\2\] offset \d+: KeyError: 'amount' "
+            r"  FAILED: worker (\d) exited 2 times within 10 min \(last status 2\): task "
+            r"'Partition (\d)' failed on local\.events\[\2\] offset \d+: KeyError: 'amount' "
             r"\(counter_task\.py:9 in process\); fix the task and restart .*; the worker's log "
             r"is (\S+); fix the cause and run again", failed)
         assert found is not None, status.stdout
