@@ -77,11 +77,12 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
             for ssp in sorted(task.ssps | task.broadcast):
                 end = ends.get(tuple(ssp), 0)  # type: ignore[arg-type]
                 position = done.get(ssp)
-                lag = end - (position or 0)
+                ahead = position is not None and position > end  # the input was recreated
+                lag = 0 if ahead else end - (position or 0)
                 total_lag += lag
                 ssps.append({"ssp": [ssp.system, ssp.stream, ssp.partition],
                              "position": position, "end": end, "lag": lag,
-                             "held": ssp in held})
+                             "held": ssp in held, "past_end": ahead})
             tasks.append({"task": task.name, "worker": task.worker,
                           "barrier_stages": len(task.stages),
                           "barrier_stages_passed": len(task.stages) - _pending(task, done),
@@ -142,6 +143,9 @@ def _command(args: argparse.Namespace) -> int:
         for row in task["ssps"]:
             system, stream, partition = row["ssp"]
             held = " [held behind expansion barrier]" if row["held"] else ""
+            if row["past_end"]:
+                held += (" [CHECKPOINT PAST THE END: the stream was recreated or truncated; "
+                         "see `sampan streams reset-offsets`]")
             position = "- (nothing committed yet)" if row["position"] is None else row[
                 "position"]
             print(f"    {system}.{stream}[{partition}] position {position} "

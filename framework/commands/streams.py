@@ -1,4 +1,4 @@
-"""`sampan streams create|expand|list|produce|tail`: manage and inspect a job's streams."""
+"""`sampan streams create|expand|list|produce|reset-offsets|tail`: a job's streams."""
 
 from __future__ import annotations
 
@@ -56,6 +56,17 @@ def add_streams_command(commands: Any) -> None:
     p.add_argument("stream", metavar="SYSTEM.STREAM")
     job_arg(p)
     p.set_defaults(handler=_produce)
+    p = sub.add_parser(
+        "reset-offsets", help="set where a stopped job's tasks continue reading an input",
+        description="Move every task of a stopped job to the oldest record (earliest) or the "
+        "end (latest) of one input stream; stores keep their state. The remedy when an input "
+        "was deleted and created again.")
+    p.add_argument("stream", metavar="SYSTEM.STREAM")
+    job_arg(p)
+    p.add_argument("--to", required=True, choices=["earliest", "latest"],
+                   help="earliest: read everything the stream holds now; latest: only what "
+                   "comes next")
+    p.set_defaults(handler=_reset_offsets)
     p = sub.add_parser("tail", help="print records as JSON lines")
     p.add_argument("stream", metavar="SYSTEM.STREAM")
     job_arg(p)
@@ -311,6 +322,18 @@ async def _records(system: System, stream: str, from_beginning: bool, until_end:
                         position[p] = ends[p]
     finally:
         await consumer.close()
+
+
+def _reset_offsets(args: argparse.Namespace) -> int:
+    from framework.commands.offsets import describe, reset_offsets
+
+    config = load_config(args.job)
+    _split(config, args.stream)
+    changes = asyncio.run(reset_offsets(config, args.stream, args.to))
+    print(describe(changes))
+    print(f"reset {len(changes)} partition{'' if len(changes) == 1 else 's'} of {args.stream} "
+          f"to {args.to}; start the job with `sampan run {config.path}`")
+    return 0
 
 
 def _tail(args: argparse.Namespace) -> int:

@@ -23,7 +23,8 @@ from typing import Protocol, runtime_checkable
 
 from framework.errors import SampanError
 
-__all__ = ["CoordinatorLease", "CoordinatorRunningError", "LeaseLostError", "LeaseStore"]
+__all__ = ["CoordinatorLease", "CoordinatorRunningError", "LeaseLostError", "LeaseStore",
+           "pid_alive"]
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +66,24 @@ class Holder:
 
     def gone(self) -> bool:
         """True when this holder ran on this host and its process no longer runs."""
-        if self.host != socket.gethostname():
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        try:  # a zombie (killed, not yet reaped by its parent) is gone too
-            return Path(f"/proc/{self.pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-        except (OSError, IndexError):
-            return False
+        return self.host == socket.gethostname() and not pid_alive(self.pid)
+
+
+def pid_alive(pid: object) -> bool:
+    """Whether process ``pid`` runs on this host (a zombie, killed but not yet reaped by
+    its parent, does not)."""
+    if not isinstance(pid, int | str) or not str(pid).isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _now_ms() -> int:

@@ -30,6 +30,7 @@ from framework.coordinator.stream import (
 )
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import StreamNotFoundError, SystemUnavailableError
+from framework.inputs_check import InputRecreatedError, check_inputs
 from framework.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import System
@@ -103,6 +104,7 @@ class Coordinator:
             self.status = {**state.status, "expansions": state.status.get("expansions", []),
                            "refusal": None, "error": None, "config_change": None}
             counts = await self.partition_counts()
+            await self._check_inputs()  # before any worker starts reading
             await self._create_declared_streams()
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
@@ -291,6 +293,7 @@ class Coordinator:
             await self._check_job_file()
             try:
                 counts = await self.partition_counts()
+                await self._check_inputs()
             except SystemUnavailableError as error:  # a broker blip must not stop the job
                 log.warning("cannot read partition counts (%s); retrying in %.1fs", error,
                             interval)
@@ -303,6 +306,24 @@ class Coordinator:
                          self.model.epoch)
                 self.status["refusal"] = None
                 await self._report(state="running")
+
+    async def _check_inputs(self) -> None:
+        """Refuse to go on when an input went back in time (`framework.inputs_check`)."""
+        ends: dict[SystemStreamPartition, int] = {}
+        for qualified in self._all_inputs():
+            stream = self.config.stream(qualified)
+            try:
+                ranges = await self.systems[stream.system].offsets(stream.stream)
+            except StreamNotFoundError:
+                continue
+            ends.update({SystemStreamPartition(stream.system, stream.stream, p): r.end
+                         for p, r in ranges.items()})
+        try:
+            check_inputs(self.config.path, await self.meta.read_checkpoints(self.config.name),
+                         ends)
+        except InputRecreatedError as error:
+            log.error("REFUSED: %s", error)
+            raise
 
     async def _check_job_file(self) -> None:
         """Report an edit of the job file once: the job keeps running what it started with."""

@@ -9,12 +9,12 @@ what `GroupByPartitionFixedTasks` gives a job started with M tasks — and a key
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from framework.config import JobConfig
+from framework.coordinator.lease import pid_alive
 from framework.jobmodel import JobModel, TaskModel
 from framework.partitioner import partition_for_key
 from framework.spark.errors import RekeyError
@@ -44,23 +44,13 @@ def valid_task_counts(partition_counts: Mapping[str, int]) -> list[int]:
     return [m for m in range(1, common + 1) if common % m == 0]
 
 
-def _alive(pid: Any) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError, TypeError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def check_stopped(config: JobConfig, status: Mapping[str, Any]) -> None:
     """Refuse when the coordinator stream says the job runs and a process of it is alive."""
     workers = status.get("worker_pids") or {}
     worker_pids = list(workers.values()) if isinstance(workers, Mapping) else list(workers)
     coordinator = status.get("coordinator_pid")
-    running = status.get("state") == "running" and coordinator and _alive(coordinator)
-    live_workers = [pid for pid in worker_pids if _alive(pid)]
+    running = status.get("state") == "running" and coordinator and pid_alive(coordinator)
+    live_workers = [pid for pid in worker_pids if pid_alive(pid)]
     if running or live_workers:
         raise RekeyError(
             f"job {config.name!r} is running (coordinator pid {coordinator}, worker pids "

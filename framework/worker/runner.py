@@ -24,6 +24,7 @@ from framework.errors import (
     StoreCorruptedError,
     StoreError,
 )
+from framework.inputs_check import check_inputs
 from framework.jobmodel import BarrierStage, JobModel, TaskModel
 from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
@@ -242,15 +243,21 @@ class Worker:
     async def _start_positions(
         self, task: TaskModel, checkpoint: Checkpoint | None
     ) -> dict[SystemStreamPartition, int]:
-        """Checkpointed positions; SSPs without one start from their oldest offset."""
+        """Checkpointed positions; SSPs without one start from their oldest offset. A
+        checkpoint past its partition's end (the input was recreated) is refused."""
         done = dict(checkpoint.inputs) if checkpoint else {}
         positions = {}
+        ends: dict[SystemStreamPartition, int] = {}
         for ssp in sorted(task.ssps | task.broadcast):
+            ranges = await self.systems[ssp.system].offsets(ssp.stream)
+            if ssp.partition in ranges:
+                ends[ssp] = ranges[ssp.partition].end
             if ssp in done:
                 positions[ssp] = done[ssp]
                 continue
-            ranges = await self.systems[ssp.system].offsets(ssp.stream)
             positions[ssp] = ranges[ssp.partition].oldest if ssp.partition in ranges else 0
+        if checkpoint is not None:
+            check_inputs(self.config.path, {task.name: checkpoint}, ends)
         return positions
 
     def _route(self) -> None:

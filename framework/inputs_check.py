@@ -1,0 +1,54 @@
+"""Inputs that went back in time: a checkpoint beyond its partition's end.
+
+When an input stream is deleted and created again (or truncated), its offsets restart at
+0 while the job's checkpoints still say where the old stream was read to; reading on
+from there would skip the new stream's first records without a word. The coordinator
+and the workers refuse to run such a job and name the remedy, `sampan streams
+reset-offsets`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from framework.errors import SampanError
+from framework.systems.base import Checkpoint
+from groupers import SystemStreamPartition
+
+__all__ = ["InputRecreatedError", "check_inputs", "recreated_inputs"]
+
+
+class InputRecreatedError(SampanError):
+    """A checkpoint lies beyond the end of its input partition; names the remedy."""
+
+
+def recreated_inputs(
+    checkpoints: Mapping[str, Checkpoint], ends: Mapping[SystemStreamPartition, int]
+) -> list[tuple[str, SystemStreamPartition, int, int]]:
+    """(task, SSP, checkpointed position, end) for every checkpoint past its partition's
+    end, sorted; partitions not in ``ends`` are not judged."""
+    found = []
+    for task, checkpoint in sorted(checkpoints.items()):
+        for ssp, position in sorted(checkpoint.inputs.items()):
+            end = ends.get(ssp)
+            if end is not None and position > end:
+                found.append((task, ssp, position, end))
+    return found
+
+
+def check_inputs(job_file: Path, checkpoints: Mapping[str, Checkpoint],
+                 ends: Mapping[SystemStreamPartition, int]) -> None:
+    """Raise `InputRecreatedError` naming the first such input and the remedy."""
+    found = recreated_inputs(checkpoints, ends)
+    if not found:
+        return
+    task, ssp, position, end = found[0]
+    stream = f"{ssp.system}.{ssp.stream}"
+    more = f" (and {len(found) - 1} more partitions)" if len(found) > 1 else ""
+    raise InputRecreatedError(
+        f"input {stream} was deleted and created again, or truncated: task {task!r} has "
+        f"read {ssp} up to offset {position}, but the partition now ends at {end}{more}; "
+        f"reading on would skip its first records. Stop the job and choose where it "
+        f"continues: `sampan streams reset-offsets {stream} --job {job_file} --to earliest` "
+        f"(read everything the stream holds now) or `--to latest` (only what comes next)")
