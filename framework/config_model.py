@@ -119,6 +119,9 @@ class CoordinatorConfig:
     """The sliding window `max_worker_restarts` counts crashes in; default 600000 (10 min)."""
     assignor: str = "sticky"
     """Task → worker placement: ``"sticky"`` or ``"high-availability"``; default sticky."""
+    compaction_interval_ms: int = 60000
+    """How often the coordinator compacts the job's changelogs and coordinator stream on a
+    local log (Kafka compacts by itself); 0 never; default 60000."""
     lease_timeout_ms: int = 10000
     """A coordinator that stops renewing its job's lease this long is replaced by the next
     `sampan run` (one coordinator per job); default 10000."""
@@ -285,6 +288,7 @@ class JobConfig:
                 "crash_window_ms": self.coordinator.crash_window_ms,
                 "assignor": self.coordinator.assignor,
                 "lease_timeout_ms": self.coordinator.lease_timeout_ms,
+                "compaction_interval_ms": self.coordinator.compaction_interval_ms,
             },
             "systems": systems, "streams": streams, "stores": stores,
         }

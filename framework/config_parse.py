@@ -332,6 +332,7 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
         crash_window_ms=s.integer("crash_window_ms", 600000, minimum=1),
         assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
         lease_timeout_ms=s.integer("lease_timeout_ms", 10000, minimum=1000),
+        compaction_interval_ms=s.integer("compaction_interval_ms", 60000, minimum=0),
     )
     s.finish()
     return config

@@ -29,7 +29,7 @@ from framework.coordinator.stream import (
     read_state,
 )
 from framework.coordinator.supervisor import Supervisor
-from framework.errors import StreamNotFoundError, SystemUnavailableError
+from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
 from framework.jobmodel import JobModel
 from framework.systems import open_system
@@ -90,6 +90,7 @@ class Coordinator:
         """Publish the model, start workers, then monitor until stopped."""
         failed: BaseException | None = None
         keeper: asyncio.Task[None] | None = None
+        compactor: asyncio.Task[None] | None = None
         try:
             await self._open()
             if isinstance(self.meta, LeaseStore):
@@ -109,6 +110,8 @@ class Coordinator:
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
+            if self.config.coordinator.compaction_interval_ms:
+                compactor = asyncio.create_task(self._compact_forever())
             await self._monitor()
             if self._lease_lost.is_set():
                 raise LeaseLostError(
@@ -119,10 +122,14 @@ class Coordinator:
             failed = error
             raise
         finally:
-            if keeper is not None:
-                keeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await keeper
+            for background in (keeper, compactor):
+                if background is not None:
+                    background.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        try:
+                            await background
+                        except Exception as error:  # never mask why the coordinator stopped
+                            log.error("background task failed: %r", error)
             await self.supervisor.stop()
             if isinstance(failed, Exception):
                 self.status["error"] = str(failed)
@@ -306,6 +313,26 @@ class Coordinator:
                          self.model.epoch)
                 self.status["refusal"] = None
                 await self._report(state="running")
+
+    async def _compact_forever(self) -> None:
+        """Keep the job's compacted streams bounded: every `compaction_interval_ms`, drop
+        superseded records of its changelogs and coordinator stream (a full restore then
+        reads one record per key). Failures are logged and retried, never fatal."""
+        interval = self.config.coordinator.compaction_interval_ms / 1000
+        streams = [self.config.changelog_stream(s).partition(".")[2]
+                   for s in self.config.logged_stores]
+        streams.append(self.config.coordinator_stream.partition(".")[2])
+        while True:
+            await asyncio.sleep(interval)
+            for stream in streams:
+                try:
+                    dropped = await self.meta.compact(stream)
+                except SampanError as error:
+                    log.warning("compaction of %s failed (%s); retrying in %.0f s", stream,
+                                error, interval)
+                    continue
+                if dropped:
+                    log.info("compacted %s: dropped %d superseded records", stream, dropped)
 
     async def _check_inputs(self) -> None:
         """Refuse to go on when an input went back in time (`framework.inputs_check`)."""

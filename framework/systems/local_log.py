@@ -334,26 +334,31 @@ class LocalLog:
 
     # -- compaction -------------------------------------------------------------------
 
-    def compact_partition(self, stream: str, partition: int) -> int:
+    def compact_partition(self, stream: str, partition: int, chunk: int = 5000) -> int:
         """Drop every record of one partition superseded by a later one with its key.
 
         The latest record per key stays, tombstones (value None) included; records
-        without a key are never dropped. One transaction per partition keeps the write
-        lock short for committing workers.
+        without a key are never dropped. What to drop is found in a read transaction (no
+        write lock: committing workers go on), then deleted in short write transactions
+        of ``chunk`` records — safe, because later writes only add newer records.
         """
-        with self.write() as conn:
+        with self.read() as conn:
             stream_id, _, compacted = self._stream(stream)
             if not compacted:
                 raise UnsupportedOperation(
                     f"cannot compact stream {stream!r}: it was not created compacted; only "
                     "changelog and metadata streams are compacted"
                 )
-            cursor = conn.execute(
-                "DELETE FROM records WHERE stream_id = ?1 AND partition = ?2 AND offset IN ("
-                " SELECT offset FROM (SELECT offset, row_number() OVER ("
-                "  PARTITION BY key ORDER BY offset DESC) AS newer"
-                "  FROM records WHERE stream_id = ?1 AND partition = ?2 AND key IS NOT NULL)"
-                " WHERE newer > 1)",
-                (stream_id, partition),
-            )
-            return cursor.rowcount
+            superseded = [offset for (offset,) in conn.execute(
+                "SELECT offset FROM (SELECT offset, row_number() OVER ("
+                " PARTITION BY key ORDER BY offset DESC) AS newer"
+                " FROM records WHERE stream_id = ?1 AND partition = ?2 AND key IS NOT NULL)"
+                " WHERE newer > 1 ORDER BY offset", (stream_id, partition))]
+        dropped = 0
+        for start in range(0, len(superseded), chunk):
+            with self.write() as conn:
+                cursor = conn.executemany(
+                    "DELETE FROM records WHERE stream_id = ? AND partition = ? AND offset = ?",
+                    [(stream_id, partition, o) for o in superseded[start:start + chunk]])
+                dropped += cursor.rowcount
+        return dropped
