@@ -465,7 +465,8 @@ class Worker:
             stream = self.config.stream(self.config.errors.dead_letter_stream)
             text = "".join(traceback.format_exception(error))
             instance.raw_outputs.append((stream.system, dead_letter_record(
-                stream.stream, ssp, record, error, task=instance.name, traceback=text)))
+                stream.stream, ssp, record, error, task=instance.name, traceback=text,
+                serdes=self._codec.serdes(stream.qualified))))
 
     def _bad_record(self, ssp: SystemStreamPartition, record: Record, error: SerdeError,
                     targets: list[TaskInstance]) -> None:
@@ -480,7 +481,8 @@ class Worker:
         if policy == "dead-letter" and self.config.errors.dead_letter_stream:
             stream = self.config.stream(self.config.errors.dead_letter_stream)
             targets[0].raw_outputs.append(
-                (stream.system, dead_letter_record(stream.stream, ssp, record, error)))
+                (stream.system, dead_letter_record(stream.stream, ssp, record, error,
+                                                   serdes=self._codec.serdes(stream.qualified))))
 
     async def _close(self) -> None:
         """Close everything (once); a failure to close is logged, never masks the error

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +115,29 @@ async def test_dead_letter_policy_writes_the_raw_record_and_the_error(tmp_path: 
                           "value_base64": base64.b64encode(BAD).decode()}
     finally:
         await meta.close()
+
+
+async def test_dead_letters_read_back_with_the_dead_letter_streams_serdes(
+        tmp_path: Path) -> None:
+    """A bad record whose key is not UTF-8 (the dead-letter stream's key serde is string):
+    `sampan streams tail` of the dead letters decodes every one, nothing on stderr."""
+    path = h.write_job(tmp_path / "job", errors=(
+        '\n[errors]\npolicy = "dead-letter"\ndead_letter_stream = "local.dead-letters"\n'))
+    config = h.load(path)
+    meta = await h.open_meta(config)
+    try:
+        model = await h.prepare(config, meta)
+        await meta.produce([ProducerRecord("events", b"\xff\xfe", BAD, partition=0),
+                            ProducerRecord("events", b"k", BAD, partition=0)])
+        _, result = await h.run_worker(config, model, 2)
+        assert result.skipped == 2
+    finally:
+        await meta.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "framework.cli", "streams", "tail", "local.dead-letters",
+         "--job", str(path), "--from-beginning", "--until-end", "--json"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(h.REPO)})
+    assert (done.returncode, done.stderr) == (0, "")
+    letters = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(row["key"], row["value"]["key_base64"], row["value"]["offset"]) for row in letters
+            ] == [("base64://4=", "//4=", 0), ("k", "aw==", 1)]
