@@ -169,6 +169,9 @@ class JobConfig:
     task_timeout_ms: int = 60000
     """A task whose ``process`` or ``window`` call runs this long without returning is
     reported (task, SSP, offset) and its worker restarted; 0 disables; default 60000."""
+    guarantee: str = "exactly-once"
+    """``"exactly-once"`` or ``"at-least-once"``; default exactly-once when the metadata
+    system is local, at-least-once on kafka. Exactly-once on Kafka needs transactions."""
     errors: ErrorsConfig = field(default_factory=ErrorsConfig)
     """``[errors]``."""
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
@@ -262,6 +265,7 @@ class JobConfig:
             "fetch_max_records": self.fetch_max_records,
             "store_restore_batch": self.store_restore_batch,
             "task_timeout_ms": self.task_timeout_ms,
+            "guarantee": self.guarantee,
         }
         systems = {name: _without_none({
             "type": s.type, "path": None if s.path is None else self._relative(s.path),

@@ -267,8 +267,16 @@ def _job(
         store_restore_batch=s.integer("store_restore_batch", 10000, minimum=1),
         task_timeout_ms=s.integer("task_timeout_ms", 60000, minimum=0),
     )
+    job["guarantee"] = _guarantee(s, job["metadata_system"], systems)
     s.finish()
     return job
+
+
+def _guarantee(s: Section, metadata_system: str, systems: Mapping[str, SystemConfig]) -> str:
+    """Default: exactly-once on the local log (atomic commits), at-least-once on Kafka."""
+    meta = systems.get(metadata_system)
+    default = "at-least-once" if meta is not None and meta.type == "kafka" else "exactly-once"
+    return s.choice("guarantee", default, ("exactly-once", "at-least-once"))
 
 
 def _expansion_algorithm(s: Section, root: Path) -> str:

@@ -34,6 +34,7 @@ from framework.inputs_check import InputRecreatedError, check_inputs
 from framework.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import System
+from framework.worker.commit import check_guarantee
 from groupers import SystemStreamPartition
 
 __all__ = ["Coordinator"]
@@ -93,6 +94,7 @@ class Coordinator:
         compactor: asyncio.Task[None] | None = None
         try:
             await self._open()
+            await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
             if isinstance(self.meta, LeaseStore):
                 self.lease = CoordinatorLease(self.meta, self.config.name,
                                               self.config.coordinator.lease_timeout_ms)

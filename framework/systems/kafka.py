@@ -1,24 +1,28 @@
 """The kafka system: any Kafka-protocol cluster through aiokafka.
 
-Tasks read with manual assignment (no consumer group); records are placed by sampan
-with the Kafka default partitioner, identically to the local system. Commits are
-at-least-once (``atomic_commit = False``): records are produced and acknowledged, then
-the checkpoints are written to the compacted topic ``__sampan-<job>-checkpoints``.
+Tasks read with manual assignment (no consumer group), read_committed; records are
+placed by sampan with the Kafka default partitioner, identically to the local system.
+`commit` is at-least-once (``atomic_commit = False``): records are produced and
+acknowledged, then the checkpoints are written to the compacted topic
+``__sampan-<job>-checkpoints``. After `start_transactions` (``guarantee =
+"exactly-once"``), `commit_transaction` writes a commit as one Kafka transaction
+(`kafka_txn`).
 
-Fencing is best effort: `fence` records the epoch in ``__sampan-<job>-fences`` and
-`commit` reads it first, but a commit that passed the check can still land after a
-newer epoch was fenced. Only the local system fences atomically.
+Fencing: `fence` records the epoch in ``__sampan-<job>-fences`` and `commit` reads it
+first (best effort: a commit that passed the check can still land); it also bumps the
+epoch of every exactly-once worker's producer recorded there, which makes fencing exact
+for transactional commits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced
 
 from framework.errors import FencedError, JobModelError, SampanError, UnsupportedOperation
 from framework.systems.base import (
@@ -32,7 +36,16 @@ from framework.systems.base import (
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
 from framework.systems.kafka_admin import UNREACHABLE, KafkaAdmin, KafkaOptions
 from framework.systems.kafka_consumer import KafkaConsumer
+from framework.systems.kafka_fencing import fence_producer
 from framework.systems.kafka_table import TopicTable
+from framework.systems.kafka_txn import (
+    PRODUCER_PREFIX,
+    KafkaTransactions,
+    decode_identity,
+    encode_identity,
+    probe_transactions,
+    transactional_id,
+)
 from framework.systems.placement import Placement
 
 __all__ = ["KafkaSystem", "checkpoints_topic", "fences_topic"]
@@ -78,6 +91,7 @@ class KafkaSystem:
         self._tables: dict[str, TopicTable] = {}
         self._meta_topics: set[str] = set()
         self._start_lock = asyncio.Lock()
+        self.transactions: KafkaTransactions | None = None
 
     def __repr__(self) -> str:
         return f"KafkaSystem({self.name!r}, {self.bootstrap!r})"
@@ -122,6 +136,9 @@ class KafkaSystem:
         return producer
 
     async def close(self) -> None:
+        transactions, self.transactions = self.transactions, None
+        if transactions is not None:
+            await transactions.close()
         for table in self._tables.values():
             await table.close()
         self._tables.clear()
@@ -171,8 +188,14 @@ class KafkaSystem:
         if not records:
             return []
         await self.start()
-        producer = self._producer
-        assert producer is not None
+        assert self._producer is not None
+        return await self.send_records(self._producer, records)
+
+    async def send_records(self, producer: AIOKafkaProducer,
+                           records: Sequence[ProducerRecord]) -> list[RecordPosition]:
+        """Send ``records`` with ``producer`` and wait for their acknowledgements."""
+        if not records:
+            return []
         streams = sorted({r.stream for r in records})
         counts = await self.admin.partition_counts(streams, self.options.metadata_max_age_s)
         for stream in streams:
@@ -199,17 +222,20 @@ class KafkaSystem:
                 headers = list(record.headers)
                 if batch.append(key=record.key, value=record.value,
                                 timestamp=record.timestamp, headers=headers) is None:
-                    sent.append((await self._send_batch(batch, stream, partition), members))
+                    sent.append((await self._send_batch(producer, batch, stream, partition),
+                                 members))
                     batch, members = producer.create_batch(), []
                     batch.append(key=record.key, value=record.value,
                                  timestamp=record.timestamp, headers=headers)
                 members.append(index)
-            sent.append((await self._send_batch(batch, stream, partition), members))
+            sent.append((await self._send_batch(producer, batch, stream, partition), members))
         try:
             landed = await self.admin.bounded(
                 "produce acknowledgement (records may still be written)",
                 asyncio.gather(*(future for future, _ in sent)),
             )
+        except (ProducerFenced, InvalidProducerEpoch):
+            raise  # a transaction's producer was fenced: `kafka_txn` says so
         except KafkaError as exc:
             raise SampanError(
                 f"Kafka at {self.bootstrap} refused records for {streams}: "
@@ -222,10 +248,9 @@ class KafkaSystem:
                                                   metadata.offset + relative)
         return cast(list[RecordPosition], positions)
 
-    async def _send_batch(self, batch: Any, stream: str, partition: int) -> asyncio.Future[Any]:
+    async def _send_batch(self, producer: AIOKafkaProducer, batch: Any, stream: str,
+                          partition: int) -> asyncio.Future[Any]:
         """Queue one partition's batch; its future resolves to the batch's base offset."""
-        producer = self._producer
-        assert producer is not None
         batch.close()
         future: asyncio.Future[Any] = await self.admin.bounded(
             "produce", producer.send_batch(batch, stream, partition=partition))
@@ -243,6 +268,44 @@ class KafkaSystem:
             ])
         return positions
 
+    async def start_transactions(self, job: str, worker: int) -> KafkaTransactions:
+        """Start worker ``worker``'s transactional producer (fencing its predecessor);
+        `UnsupportedOperation` naming the broker's answer when it has no transactions."""
+        await self.start()
+        if self.transactions is None:
+            transactions = KafkaTransactions(self, job, worker)
+            await transactions.start()
+            self.transactions = transactions
+        return self.transactions
+
+    async def probe_transactions(self, job: str) -> None:
+        """`UnsupportedOperation` (naming the broker's answer) unless it runs transactions."""
+        await self.start()
+        await probe_transactions(self, job)
+
+    async def commit_transaction(
+        self, job: str, epoch: int, records: Sequence[ProducerRecord],
+        checkpoints: Callable[[list[RecordPosition]], Sequence[Checkpoint]],
+    ) -> list[RecordPosition]:
+        """Check the fence, then write ``records`` and ``checkpoints(their positions)``
+        as one transaction (after `start_transactions`)."""
+        if self.transactions is None:
+            raise SampanError(f"{self!r}: commit_transaction before start_transactions")
+        await self._check_fence(job, epoch)
+        return await self.transactions.commit(records, checkpoints)
+
+    async def checkpoints_stream(self, job: str) -> str:
+        """``job``'s checkpoints topic, created if missing."""
+        return await self._meta_topic(checkpoints_topic(job))
+
+    async def fences_table(self, job: str) -> dict[bytes, bytes | None]:
+        """The latest value of every key of ``job``'s fences topic."""
+        return await self._table(fences_topic(job)).refresh()
+
+    async def write_fence_record(self, job: str, key: bytes, value: bytes) -> None:
+        topic = await self._meta_topic(fences_topic(job))
+        await self.produce([ProducerRecord(topic, key, value, 0)])
+
     async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:
         latest = await self._table(checkpoints_topic(job)).refresh()
         return {
@@ -256,6 +319,21 @@ class KafkaSystem:
         stored = await self._fenced_epoch(job)
         if stored is None or stored < epoch:
             await self.produce([ProducerRecord(topic, _EPOCH_KEY, str(epoch).encode(), 0)])
+        await self._fence_producers(job)
+
+    async def _fence_producers(self, job: str) -> None:
+        """Bump every recorded exactly-once producer of ``job``: after the new epoch is
+        written, no worker of an older model can commit a transaction."""
+        for key, value in sorted((await self.fences_table(job)).items()):
+            if not key.startswith(PRODUCER_PREFIX) or value is None:
+                continue
+            await self.start()
+            assert self._producer is not None
+            worker = int(key[len(PRODUCER_PREFIX):])
+            bumped = await self.admin.bounded("fencing producers", fence_producer(
+                self._producer.client, transactional_id(job, worker), decode_identity(value)))
+            if bumped is not None:
+                await self.write_fence_record(job, key, encode_identity(bumped))
 
     async def _check_fence(self, job: str, epoch: int) -> None:
         stored = await self._fenced_epoch(job)

@@ -36,6 +36,7 @@ from framework.errors import (
     UnsupportedOperation,
 )
 from framework.systems.base import OffsetRange
+from framework.systems.kafka_txn_filter import CommittedFilter, TxnRecord
 
 __all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions"]
 
@@ -131,7 +132,8 @@ class KafkaAdmin:
         kwargs = self.options.client_kwargs(self.bootstrap)
         admin = AIOKafkaAdminClient(**kwargs)
         # Answers at once when a partition is empty (see `_high_watermarks`).
-        offsets = AIOKafkaConsumer(enable_auto_commit=False, fetch_max_wait_ms=10, **kwargs)
+        offsets = AIOKafkaConsumer(enable_auto_commit=False, fetch_max_wait_ms=10,
+                                   isolation_level="read_committed", **kwargs)
         try:
             await self.bounded("connect", admin.start())
             await self.bounded("connect", offsets.start())
@@ -221,6 +223,44 @@ class KafkaAdmin:
             end = await self._high_watermarks(listed, oldest)
         return {tp.partition: OffsetRange(oldest[tp], end[tp]) for tp in tps}
 
+    def _stable(self, tp: TopicPartition, high: int) -> int:
+        """The fetch's last stable offset when below ``high``: a read_committed fetch
+        never goes past it (an open transaction), so neither may the end."""
+        assert self._offsets is not None
+        stable = self._offsets.last_stable_offset(tp)
+        return high if stable is None or stable < 0 else min(high, stable)
+
+    async def _committed_end(self, tp: TopicPartition, oldest: int, high: int) -> int:
+        """One past the last committed record before ``high`` (`oldest` when none).
+
+        With transactions a partition's tail may be control records or records of
+        aborted or open transactions; readers stop at the last record they can see, so
+        that is the end they are given. Reads backwards in doubling windows; without
+        transactions the first window (the last batch, already fetched) answers.
+        """
+        consumer = self._offsets
+        assert consumer is not None
+        start, seek = max(high - 1, oldest), False
+        deadline = time.monotonic() + self.options.timeout_s
+        while True:
+            if seek:
+                consumer.seek(tp, start)
+            last, committed = -1, CommittedFilter()
+            released: list[TxnRecord] = []
+            while await consumer.position(tp) < high:
+                if time.monotonic() > deadline:
+                    raise self.unavailable(f"Fetch of {tp}", TimeoutError())
+                fetched = (await consumer.getmany(tp, timeout_ms=50)).get(tp, [])
+                released.extend(committed.release(fetched))
+            for record in released:
+                if record.offset < high:
+                    last = max(last, record.offset)
+            if last >= 0:
+                return last + 1
+            if start <= oldest:
+                return oldest
+            start, seek = max(oldest, high - 2 * (high - start)), True
+
     async def _high_watermarks(
         self, listed: Mapping[TopicPartition, int], oldest: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, int]:
@@ -229,7 +269,8 @@ class KafkaAdmin:
         tansu 0.6 answers ListOffsets(latest) with the base offset of the last batch
         plus one, short of the end whenever that batch holds several records; the
         high watermark of a fetch is right on every broker. Fetching from just before
-        the listed end reads at most the last batch.
+        the listed end reads at most the last batch. The end returned is then the
+        committed end (`_committed_end`) below that high watermark.
         """
         consumer = self._offsets
         assert consumer is not None
@@ -243,7 +284,10 @@ class KafkaAdmin:
                 if time.monotonic() > deadline:
                     raise self.unavailable(f"Fetch of {tps[0].topic!r}", TimeoutError())
                 await asyncio.sleep(0.002)
-            return {tp: max(listed[tp], consumer.highwater(tp)) for tp in tps}
+            high = {tp: self._stable(tp, max(listed[tp], consumer.highwater(tp)))
+                    for tp in tps}
+            return {tp: await self._committed_end(tp, oldest[tp], high[tp])
+                    if high[tp] > oldest[tp] else high[tp] for tp in tps}
         finally:
             consumer.assign([])
 
@@ -271,12 +315,20 @@ class KafkaAdmin:
                 f"cannot create stream {stream!r} with {partitions} partitions: a stream needs "
                 "a non-empty name and at least 1 partition"
             )
+        if exist_ok and stream in await self.topic_counts():
+            return  # no CreateTopics at all (librdkafka's mock cluster lacks it)
         await self.start()
         assert self._admin is not None
         configs = {"cleanup.policy": "compact"} if compacted else {}
         topic = NewTopic(stream, partitions, self.options.replication_factor,
                          topic_configs=configs)
-        response = await self.bounded("CreateTopics", self._admin.create_topics([topic]))
+        try:
+            response = await self.bounded("CreateTopics", self._admin.create_topics([topic]))
+        except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
+            raise UnsupportedOperation(
+                f"CreateTopics: the broker at {self.bootstrap} cannot create topics (e.g. "
+                f"librdkafka's mock cluster), so stream {stream!r} does not exist; create "
+                f"it with {partitions} partition(s) with the broker's own tools") from exc
         for error in response.topic_errors:
             code, message = error[1], error[2] if len(error) > 2 else None
             if code == TopicAlreadyExistsError.errno:

@@ -1,7 +1,9 @@
 """A `Consumer` over aiokafka with manual assignment (no consumer group).
 
 Positions are sampan's, not the broker's: `assign` seeks every partition, nothing is
-committed to Kafka. Partitions that do not exist yet are left out of the aiokafka
+committed to Kafka. Reads are read_committed, applied by `kafka_txn_filter` from the
+log's control batches (so they hold on brokers whose Fetch ignores the isolation level).
+Partitions that do not exist yet are left out of the aiokafka
 assignment (so the broker is never asked about them, and never auto-creates them) and
 re-checked every second; until they appear they yield nothing, as on the local system.
 """
@@ -16,11 +18,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from framework.systems.base import Record
 from framework.systems.kafka_admin import KafkaAdmin
+from framework.systems.kafka_txn_filter import CommittedFilter, install
 from groupers import SystemStreamPartition
 
 __all__ = ["KafkaConsumer"]
 
 _RECHECK_MISSING_S = 1.0
+
+install()
 
 
 def _headers(headers: Sequence[tuple[str, bytes | None]]) -> tuple[tuple[str, bytes], ...]:
@@ -37,6 +42,7 @@ class KafkaConsumer:
         self._ssps: dict[TopicPartition, SystemStreamPartition] = {}
         self._positions: dict[TopicPartition, int] = {}
         self._active: list[TopicPartition] = []
+        self._filters: dict[TopicPartition, CommittedFilter] = {}
         self._dirty = False
         self._checked_at = float("-inf")
         self._closed = False
@@ -67,13 +73,28 @@ class KafkaConsumer:
         for tp, messages in fetched.items():
             if not messages or tp not in self._ssps:
                 continue
-            result[self._ssps[tp]] = [
-                Record(m.partition, m.offset, m.key, m.value, m.timestamp,
-                       _headers(m.headers) if m.headers else ())
-                for m in messages
-            ]
-            self._positions[tp] = messages[-1].offset + 1
+            committed = self._filters.setdefault(tp, CommittedFilter())
+            released = committed.release(messages)
+            holding = committed.holding
+            # Re-seeking (a later `_apply_assignment`) must re-read what is still held.
+            self._positions[tp] = holding if holding is not None else messages[-1].offset + 1
+            if released:
+                partition = tp.partition
+                result[self._ssps[tp]] = [
+                    Record(partition, m.offset, m.key, m.value, m.timestamp,
+                           _headers(m.headers) if m.headers else ())
+                    for m in released
+                ]
         return result
+
+    async def caught_up(self, ssp: SystemStreamPartition) -> bool:
+        """Whether everything up to the high watermark of the last fetch was read: what
+        is still held then belongs to transactions that are open."""
+        tp = TopicPartition(ssp.stream, ssp.partition)
+        if self._consumer is None or tp not in self._active:
+            return False
+        high = self._consumer.highwater(tp)
+        return high is not None and await self._consumer.position(tp) >= high
 
     async def _apply_assignment(self) -> None:
         if self._consumer is None:
@@ -82,6 +103,7 @@ class KafkaConsumer:
                 # Only reached when a position is outside the retained log (retention
                 # deleted it): continue from the oldest record still there.
                 auto_offset_reset="earliest",
+                isolation_level="read_committed",
                 **self._admin.options.client_kwargs(self._admin.bootstrap),
             )
             try:
@@ -95,6 +117,7 @@ class KafkaConsumer:
         counts = await self._admin.topic_counts(max_age_s=_RECHECK_MISSING_S)
         active = sorted(tp for tp in self._positions if tp.partition < counts.get(tp.topic, 0))
         self._consumer.assign(active)
+        self._filters.clear()
         for tp in active:
             self._consumer.seek(tp, self._positions[tp])
         self._active = active

@@ -1,7 +1,8 @@
 """A one-partition compacted Kafka topic read as a table: the latest value per key.
 
 Checkpoints and fences live in such topics. The table keeps its position, so each
-refresh reads only what was appended since the last one.
+refresh reads only what was appended since the last one; records of transactions still
+open are left for a later refresh (read_committed).
 """
 
 from __future__ import annotations
@@ -45,11 +46,14 @@ class TopicTable:
         self._consumer.assign({ssp: self._position})
         deadline = time.monotonic() + self._admin.options.timeout_s
         while self._position < end:
-            batch = await self._consumer.fetch(max_records=_BATCH, timeout_ms=100)
-            for record in batch.get(ssp, ()):
+            records = (await self._consumer.fetch(max_records=_BATCH, timeout_ms=100)).get(
+                ssp, ())
+            for record in records:
                 if record.key is not None:
                     self._latest[record.key] = record.value
                 self._position = record.offset + 1
+            if not records and await self._consumer.caught_up(ssp):
+                break  # the rest is held by a transaction still open (read_committed)
             if self._position < end and time.monotonic() > deadline:
                 raise self._admin.unavailable(
                     f"reading {TopicPartition(self.topic, 0)} up to offset {end}",

@@ -2,8 +2,10 @@
 
 On a system with atomic commits (local) everything goes in one transaction and the
 checkpoint's changelog positions are the predicted ones (a task's changelog partition
-has one writer, so offsets are sequential); elsewhere (kafka) records are produced and
-flushed first and the checkpoint, with the positions actually assigned, follows.
+has one writer, so offsets are sequential). On Kafka with ``guarantee =
+"exactly-once"`` records and then the checkpoints, with the positions the records got,
+go in one Kafka transaction (`begin_commits` starts it before checkpoints are read);
+with at-least-once, records are produced and flushed first and the checkpoint follows.
 """
 
 from __future__ import annotations
@@ -14,14 +16,47 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from framework.config import JobConfig
+from framework.errors import UnsupportedOperation
 from framework.stores.base import ChangelogPosition
-from framework.systems.base import Checkpoint, CommitRequest, ProducerRecord, System
+from framework.systems.base import (
+    Checkpoint,
+    CommitRequest,
+    ProducerRecord,
+    RecordPosition,
+    System,
+)
 from framework.worker.codec import RecordCodec
 from framework.worker.instance import TaskInstance
 
-__all__ = ["Committer"]
+__all__ = ["Committer", "begin_commits", "check_guarantee"]
 
 log = logging.getLogger(__name__)
+
+
+async def begin_commits(config: JobConfig, worker_id: int, meta: System) -> None:
+    """Exactly-once on a system without atomic commits: start the worker's transactional
+    producer, fencing its previous incarnation, before any checkpoint is read."""
+    if config.guarantee != "exactly-once" or meta.atomic_commit:
+        return
+    start = getattr(meta, "start_transactions", None)
+    if start is None:
+        raise UnsupportedOperation(
+            f'[job] guarantee = "exactly-once": system {meta.name!r} has no transactions; '
+            'set guarantee = "at-least-once" or keep the metadata on a local system')
+    await start(config.name, worker_id)
+
+
+async def check_guarantee(config: JobConfig, meta: System) -> None:
+    """Refuse ``guarantee = "exactly-once"`` at once when ``meta`` cannot run it (for a
+    coordinator's start; workers refuse in `begin_commits` anyway)."""
+    if config.guarantee != "exactly-once" or meta.atomic_commit:
+        return
+    probe = getattr(meta, "probe_transactions", None)
+    if probe is None:
+        raise UnsupportedOperation(
+            f'[job] guarantee = "exactly-once": system {meta.name!r} has no transactions; '
+            'set guarantee = "at-least-once" or keep the metadata on a local system')
+    await probe(config.name)
 
 
 @dataclass
@@ -53,6 +88,8 @@ class Committer:
         self._changelog_partition = changelog_partition
         self.positions = changelog_positions  # (task, store) -> changelog position
         self.commits = 0
+        self._transactional = (config.guarantee == "exactly-once" and not self._meta.atomic_commit
+                               and getattr(self._meta, "transactions", None) is not None)
 
     def _changelog_of(self, store: str) -> tuple[str, bool]:
         qualified = self._config.changelog_stream(store)
@@ -88,6 +125,13 @@ class Committer:
             predicted = self._predict(writes)
             landed = await self._meta.commit(CommitRequest(
                 self._config.name, self._epoch, records, self._checkpoints(instances, predicted)))
+        elif self._transactional:
+            def checkpoints(positions: list[RecordPosition]) -> list[Checkpoint]:
+                return self._checkpoints(instances, self._actual(writes, positions))
+
+            landed = await self._meta.commit_transaction(  # type: ignore[attr-defined]
+                self._config.name, self._epoch, records, checkpoints)
+            predicted = self._actual(writes, landed)
         else:
             landed = await self._meta.produce(records) if records else []
             actual = self._actual(writes, landed)

@@ -31,7 +31,7 @@ from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, Consumer, Record, System
 from framework.worker.codec import RecordCodec
-from framework.worker.commit import Committer
+from framework.worker.commit import Committer, begin_commits
 from framework.worker.dead_letter import dead_letter_record
 from framework.worker.instance import TaskInstance
 from framework.worker.state import heal_damaged_store, open_task_stores
@@ -205,6 +205,7 @@ class Worker:
 
     async def _start_tasks(self, model: JobModel, task_class: type[StreamTask]) -> Committer:
         meta = self.systems[self.config.metadata_system]
+        await begin_commits(self.config, self.worker_id, meta)  # EOS: fence, then read
         checkpoints = await meta.read_checkpoints(self.config.name)
         changelog_positions: dict[tuple[str, str], int] = {}
         for task_model in model.tasks_of(self.worker_id):

@@ -1,0 +1,199 @@
+"""Exactly-once commits on Kafka: one transactional producer per worker.
+
+`KafkaTransactions.start` fences the worker's previous incarnation (its producer id and
+epoch are recorded in the job's fences topic under ``producer/<worker>``), starts a
+producer whose ``transactional.id`` is ``sampan-<job>-worker-<id>`` and records it in
+turn. `KafkaTransactions.commit` writes one commit — outputs, changelog records, then the
+checkpoints carrying the changelog offsets those records got — as one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import (
+    IllegalOperation,
+    InvalidProducerEpoch,
+    KafkaError,
+    ProducerFenced,
+    TransactionalIdAuthorizationFailed,
+)
+
+from framework.errors import FencedError, SampanError, UnsupportedOperation
+from framework.systems.base import Checkpoint, ProducerRecord, RecordPosition
+from framework.systems.checkpoint_json import checkpoint_to_json
+from framework.systems.kafka_fencing import ProducerIdentity, fence_producer
+
+if TYPE_CHECKING:
+    from framework.systems.kafka import KafkaSystem
+
+__all__ = [
+    "PRODUCER_PREFIX",
+    "KafkaTransactions",
+    "probe_transactions",
+    "start_transactional_producer",
+    "transactional_id",
+]
+
+log = logging.getLogger(__name__)
+
+PRODUCER_PREFIX = b"producer/"
+"""Key prefix, in the fences topic, of each worker's producer id and epoch."""
+
+_FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
+
+
+def transactional_id(job: str, worker: int) -> str:
+    """The ``transactional.id`` of worker ``worker`` of ``job``: stable across restarts,
+    so a restarted worker takes over (and fences) its predecessor."""
+    return f"sampan-{job}-worker-{worker}"
+
+
+def encode_identity(identity: ProducerIdentity) -> bytes:
+    return f"{identity[0]}:{identity[1]}".encode()
+
+
+def decode_identity(value: bytes) -> ProducerIdentity:
+    producer_id, _, epoch = value.decode().partition(":")
+    return int(producer_id), int(epoch)
+
+
+async def start_transactional_producer(system: KafkaSystem, txn_id: str) -> AIOKafkaProducer:
+    """A started producer with ``transactional.id`` ``txn_id``; `UnsupportedOperation`
+    naming the broker's answer and the fix when the broker has no transactions."""
+    kwargs = system.options.client_kwargs(system.bootstrap)
+    batch = system.options.producer_batch_kb << 10
+    producer = AIOKafkaProducer(
+        acks="all", enable_idempotence=True, transactional_id=txn_id,
+        max_batch_size=batch, max_request_size=max(batch, 1 << 20), **kwargs)
+    try:
+        await system.admin.bounded("InitProducerId (transactions)", producer.start())
+    except SampanError:  # no answer at all: SystemUnavailableError says so
+        await producer.stop()
+        raise
+    except KafkaError as exc:
+        await producer.stop()
+        raise UnsupportedOperation(
+            f'[job] guarantee = "exactly-once" needs Kafka transactions, and the broker at '
+            f"{system.bootstrap} (system {system.name!r}) refused them "
+            f"({type(exc).__name__}: {exc}); run the job on a broker with transactions "
+            f'(Kafka 2.5 or later), or set [job] guarantee = "at-least-once"'
+        ) from exc
+    return producer
+
+
+async def probe_transactions(system: KafkaSystem, job: str) -> None:
+    """Check that the broker runs transactions (for a coordinator's start-up check)."""
+    producer = await start_transactional_producer(system, f"sampan-{job}-probe")
+    await producer.stop()
+
+
+class KafkaTransactions:
+    """The transactional producer of one worker of ``job`` on ``system``."""
+
+    def __init__(self, system: KafkaSystem, job: str, worker: int) -> None:
+        self._system = system
+        self.job = job
+        self.worker = worker
+        self.transactional_id = transactional_id(job, worker)
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        """Refuse brokers without transactions, fence the previous incarnation, start."""
+        system = self._system
+        producer = await start_transactional_producer(system, self.transactional_id)
+        self._producer = producer
+        try:
+            key = PRODUCER_PREFIX + str(self.worker).encode()
+            previous = (await system.fences_table(self.job)).get(key)
+            if previous is not None:
+                await self._fence(decode_identity(previous))
+            manager = producer._txn_manager  # aiokafka keeps the producer id only there
+            identity = (manager.producer_id, manager.producer_epoch)
+            await system.write_fence_record(self.job, key, encode_identity(identity))
+        except BaseException:
+            await self.close()
+            raise
+        log.info("transactional producer %s started (producer id %d, epoch %d)",
+                 self.transactional_id, *identity)
+
+    async def _fence(self, previous: ProducerIdentity) -> None:
+        assert self._producer is not None
+        try:
+            await self._system.admin.bounded(
+                "fencing the previous producer",
+                fence_producer(self._producer.client, self.transactional_id, previous))
+        except KafkaError as exc:
+            raise SampanError(
+                f"could not fence the previous producer {previous} of "
+                f"{self.transactional_id!r} at {self._system.bootstrap}: "
+                f"{type(exc).__name__}: {exc}; retry, and check the broker's transaction "
+                "coordinator") from exc
+
+    async def _fenced(self, error: BaseException) -> bool:
+        """Whether a failed commit failed because this producer was fenced; aborts the
+        transaction if it is still open (EndTxn is refused to a fenced producer, which
+        is also how fencing shows when the broker answered a produce otherwise, e.g.
+        librdkafka's mock with OutOfOrderSequenceNumber)."""
+        fenced = isinstance(error, _FENCED) or isinstance(error.__cause__, _FENCED)
+        producer = self._producer
+        if producer is not None and producer._txn_manager.is_fatal_error():
+            # aiokafka's sender hit the fence (e.g. on AddPartitionsToTxn) and keeps the
+            # error on the transaction's waiter.
+            waiter = producer._txn_manager.wait_for_transaction_end()
+            if waiter.done() and not waiter.cancelled():
+                fenced = fenced or isinstance(waiter.exception(), _FENCED)
+        if producer is not None and producer._txn_manager.is_in_transaction():
+            try:
+                await asyncio.wait_for(producer.abort_transaction(),
+                                       self._system.options.timeout_s)
+            except _FENCED:
+                fenced = True
+            except (KafkaError, TimeoutError):
+                pass  # gone: the broker's timeout or the next owner aborts it
+        return fenced
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+
+    async def commit(
+        self, records: Sequence[ProducerRecord],
+        checkpoints: Callable[[list[RecordPosition]], Sequence[Checkpoint]],
+    ) -> list[RecordPosition]:
+        """One transaction: ``records``, then ``checkpoints(positions of records)``."""
+        producer = self._producer
+        if producer is None:
+            raise SampanError(f"{self.transactional_id}: commit before start(); call "
+                              "KafkaSystem.start_transactions first")
+        system = self._system
+        try:
+            await system.admin.bounded("begin transaction", producer.begin_transaction())
+            landed = await system.send_records(producer, records)
+            written = checkpoints(landed)
+            if written:
+                topic = await system.checkpoints_stream(self.job)
+                await system.send_records(producer, [
+                    ProducerRecord(topic, cp.task.encode(), checkpoint_to_json(cp).encode(), 0)
+                    for cp in written])
+            await system.admin.bounded("commit transaction",
+                                       asyncio.shield(producer.commit_transaction()))
+        except BaseException as exc:
+            if await self._fenced(exc):
+                raise FencedError(
+                    f"job {self.job!r}: worker {self.worker}'s transactional producer "
+                    f"{self.transactional_id!r} was fenced (a newer incarnation of this worker "
+                    "or a newer job model took over); nothing of this commit is visible; the "
+                    "worker stops and will be restarted") from exc
+            if isinstance(exc, KafkaError | IllegalOperation):
+                raise SampanError(
+                    f"Kafka at {system.bootstrap} failed the transaction of "
+                    f"{self.transactional_id!r}: {type(exc).__name__}: {exc}; nothing of this "
+                    "commit is visible; restart the worker") from exc
+            raise
+        return landed

@@ -1,0 +1,159 @@
+"""read_committed on the client: deliver only committed records, in offset order.
+
+A Kafka broker filters a read_committed Fetch itself (it stops at the last stable offset
+and lists aborted transactions). Brokers that do not (librdkafka's mock cluster answers
+every Fetch as read_uncommitted) still write the COMMIT/ABORT control batches, and those
+are enough: `CommittedFilter` holds every record from the first one of a transaction
+that is still open, releases the held prefix when the transaction's COMMIT arrives and
+drops its records on ABORT — the last stable offset, computed from the log. On a broker
+that filters, the filter only ever sees finished transactions and passes them through.
+
+`install` makes aiokafka's read_committed fetches yield `TxnRecord`s (records with their
+batch's producer id, epoch and control type) instead of dropping control batches.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import aiokafka.consumer.fetcher as _fetcher
+from aiokafka.errors import CorruptRecordException
+
+__all__ = ["ABORT", "COMMIT", "DATA", "CommittedFilter", "TxnRecord", "install"]
+
+DATA, COMMIT, ABORT = 0, 1, 2
+
+
+class TxnRecord(NamedTuple):
+    """A fetched record with what read_committed needs from its batch."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: tuple[tuple[str, bytes], ...]
+    producer_id: int
+    producer_epoch: int
+    transactional: bool
+    control: int  # DATA, or the COMMIT / ABORT marker of (producer_id, producer_epoch)
+
+
+class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
+    """aiokafka's per-partition unpacking, keeping control batches and batch metadata
+    under read_committed (aiokafka's own behaviour otherwise)."""
+
+    def _unpack_records(self) -> Iterator[Any]:
+        if self._isolation_level != _fetcher.READ_COMMITTED:
+            yield from super()._unpack_records()
+            return
+        records = self._records
+        while records.has_next():
+            batch = records.next_batch()
+            control = batch.is_control_batch
+            # librdkafka's mock cluster writes control batches with a zero CRC.
+            if self._check_crcs and not control and not batch.validate_crc():
+                raise CorruptRecordException(f"Invalid CRC - {self._tp}")
+            pid = batch.producer_id if batch.producer_id is not None else -1
+            if pid >= 0:
+                self._consume_aborted_up_to(batch.base_offset)
+                if control and self._contains_abort_marker(batch):
+                    self._aborted_producers.discard(pid)
+                    yield TxnRecord(batch.next_offset - 1, None, None, 0, (), pid,
+                                    batch.producer_epoch, True, ABORT)
+                    self.next_fetch_offset = batch.next_offset
+                    continue
+                if batch.is_transactional and pid in self._aborted_producers:
+                    self.next_fetch_offset = batch.next_offset  # the broker said: aborted
+                    continue
+            if control:
+                yield TxnRecord(batch.next_offset - 1, None, None, 0, (), pid,
+                                batch.producer_epoch, True, COMMIT)
+                self.next_fetch_offset = batch.next_offset
+                continue
+            epoch, transactional = batch.producer_epoch, batch.is_transactional
+            for record in batch:
+                if record.offset < self.next_fetch_offset:
+                    continue
+                self.next_fetch_offset = record.offset + 1
+                yield TxnRecord(record.offset, record.key, record.value, record.timestamp,
+                                tuple(record.headers), pid, epoch, transactional, DATA)
+            self.next_fetch_offset = batch.next_offset
+
+
+def install() -> None:
+    """Make aiokafka's fetcher unpack with `_TxnPartitionRecords` (idempotent; affects
+    read_committed consumers only)."""
+    _fetcher.PartitionRecords = _TxnPartitionRecords
+
+
+@dataclass
+class _Txn:
+    producer_id: int
+    epoch: int
+    state: int = DATA  # DATA while open, then COMMIT or ABORT
+
+
+class CommittedFilter:
+    """One partition's read_committed view of a stream of `TxnRecord`s in offset order."""
+
+    def __init__(self) -> None:
+        self._held: deque[tuple[TxnRecord, _Txn | None]] = deque()
+        self._open: dict[int, _Txn] = {}
+
+    @property
+    def holding(self) -> int | None:
+        """Offset of the first record held back by an open transaction, if any."""
+        return self._held[0][0].offset if self._held else None
+
+    def release(self, records: Sequence[TxnRecord]) -> list[TxnRecord]:
+        """Feed fetched records in order; returns those now readable, in order."""
+        if not self._held:  # the common case: plain records pass through untouched
+            for index, record in enumerate(records):
+                if record.transactional or record.control:
+                    out = list(records[:index])
+                    break
+            else:
+                return list(records)
+        else:
+            index, out = 0, []
+        for record in records[index:]:
+            self.push(record, out)
+        return out
+
+    def push(self, record: TxnRecord, out: list[TxnRecord]) -> None:
+        """Feed the next fetched record; append what became readable to ``out``."""
+        if record.control != DATA:
+            txn = self._open.get(record.producer_id)
+            if txn is not None and txn.epoch <= record.producer_epoch:
+                del self._open[record.producer_id]
+                txn.state = record.control
+                self._release(out)
+            return
+        if not record.transactional:
+            if self._held:
+                self._held.append((record, None))
+            else:
+                out.append(record)
+            return
+        txn = self._open.get(record.producer_id)
+        if txn is not None and txn.epoch < record.producer_epoch:
+            txn.state = ABORT  # a newer epoch of the producer: the old transaction is dead
+            txn = None
+        if txn is None:
+            txn = self._open[record.producer_id] = _Txn(record.producer_id,
+                                                        record.producer_epoch)
+        self._held.append((record, txn))
+        self._release(out)
+
+    def _release(self, out: list[TxnRecord]) -> None:
+        held = self._held
+        while held:
+            record, txn = held[0]
+            if txn is not None and txn.state == DATA:
+                return
+            held.popleft()
+            if txn is None or txn.state == COMMIT:
+                out.append(record)
