@@ -172,8 +172,13 @@ class Coordinator:
         """Log and record a refused partition change once per distinct set of counts."""
         if (self.status.get("refusal") or {}).get("counts") == counts:
             return
-        log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d.",
-                  described, error, epoch)
+        streams = ", ".join(part.split(" ")[0] for part in described.split(", ") if part)
+        log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d and stops "
+                  "reading %s where it grew (its other inputs go on): records written under "
+                  "the new count are never read under the old one. Remedy: expand to a valid "
+                  "count, or stop the job and re-key it to a task count that divides the new "
+                  "count (`sampan rekey %s --tasks M`)", described, error, epoch,
+                  streams or "the changed stream", self.config.path)
         self.status["refusal"] = {"detected_ms": detected, "change": described,
                                   "error": str(error), "counts": counts}
         await self._report(state="running")

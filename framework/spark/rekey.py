@@ -140,11 +140,20 @@ def rekey_job(job_path: str | os.PathLike[str], tasks: int, *, key_fn: str | Non
             counts[qualified] = (await meta.partition_counts([stream.stream]))[stream.stream]
         existing = await meta.list_streams()
         changelog_now = max((existing.get(s, 0) for s in changelogs.values()), default=0)
-        return state.model, counts, await meta.read_checkpoints(config.name), changelog_now
+        grown = {}  # inputs that grew past the model (a refused change): where they grew
+        growth_ends = getattr(meta, "growth_ends", None)  # the local log records it
+        for qualified, count in counts.items():
+            known = state.model.partition_counts.get(qualified, count)
+            if count != known and growth_ends is not None:
+                ends = await growth_ends(config.stream(qualified).stream, known)
+                if ends is not None:
+                    grown[qualified] = ends
+        return (state.model, counts, await meta.read_checkpoints(config.name), changelog_now,
+                grown)
 
-    model, counts, checkpoints, changelog_now = with_system(config, meta_name, inspect)
+    model, counts, checkpoints, changelog_now, grown = with_system(config, meta_name, inspect)
     plan = plan_rekey(config, model, counts, checkpoints, tasks, changelog_now,
-                      now_ms=int(time.time() * 1000))
+                      now_ms=int(time.time() * 1000), grown=grown)
 
     async def expand(meta: System) -> None:
         await meta.fence(config.name, plan.model.epoch)  # no old worker commits from here on

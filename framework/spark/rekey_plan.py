@@ -72,18 +72,32 @@ class RekeyPlan:
 
 
 def _check_model(config: JobConfig, model: JobModel, counts: Mapping[str, int],
-                 checkpoints: Mapping[str, Checkpoint], tasks: int) -> None:
+                 checkpoints: Mapping[str, Checkpoint], tasks: int,
+                 grown: Mapping[str, Mapping[int, int]]) -> None:
     if config.grouper != "partition":
         raise RekeyError(
             f'job.grouper = "{config.grouper}" in {config.path}: re-key supports the '
             '"partition" grouper (tasks "Partition i") only')
-    inputs = {q: model.partition_counts[q] for q in config.inputs}
+    known = {q: model.partition_counts[q] for q in config.inputs}
+    read = {ssp: position for cp in checkpoints.values() for ssp, position in cp.inputs.items()}
     for qualified, count in sorted(counts.items()):
-        if qualified in inputs and inputs[qualified] != count:
+        if qualified not in known or known[qualified] == count:
+            continue
+        if qualified not in grown:
             raise RekeyError(
                 f"input {qualified} has {count} partitions but the job model of epoch "
-                f"{model.epoch} has {inputs[qualified]}; run the job once (`sampan run "
+                f"{model.epoch} has {known[qualified]}; run the job once (`sampan run "
                 f"{config.path}`) so it adopts the expansion, stop it, then re-key")
+        system, _, stream = qualified.partition(".")
+        behind = sorted(p for p, end in grown[qualified].items()
+                        if read.get(SystemStreamPartition(system, stream, p), 0) < end)
+        if behind:
+            raise RekeyError(
+                f"input {qualified} grew from {known[qualified]} to {count} partitions while "
+                f"records written before that are still unread in partitions {behind}; run "
+                f"the job until it caught up (it reads {qualified} up to where it grew), stop "
+                f"it, then re-key")
+    inputs = dict(counts)
     for qualified, count in sorted(inputs.items()):
         if tasks < 1 or count % tasks:
             raise RekeyError(
@@ -102,13 +116,22 @@ def _check_model(config: JobConfig, model: JobModel, counts: Mapping[str, int],
 
 def plan_rekey(config: JobConfig, model: JobModel, counts: Mapping[str, int],
                checkpoints: Mapping[str, Checkpoint], tasks: int,
-               changelog_partitions_now: int, now_ms: int = 0) -> RekeyPlan:
+               changelog_partitions_now: int, now_ms: int = 0,
+               grown: Mapping[str, Mapping[int, int]] | None = None) -> RekeyPlan:
     """The M-task model of epoch ``model.epoch + 1``; changelog partitions past every one
-    used so far (``changelog_partitions_now`` is the changelog streams' current count)."""
-    _check_model(config, model, counts, checkpoints, tasks)
+    used so far (``changelog_partitions_now`` is the changelog streams' current count).
+
+    ``grown``: inputs that grew past the model to a count it refused, with where each old
+    partition ended then (the local log records it); once every record written before
+    that was read, the new model takes the inputs' current counts (the remedy of a refused
+    partition change)."""
+    _check_model(config, model, counts, checkpoints, tasks, grown or {})
     first = max(model.changelog_partitions, changelog_partitions_now)
     broadcast = frozenset().union(*(t.broadcast for t in model.tasks.values()))
-    ssps = [ssp for task in model.tasks.values() for ssp in task.ssps]
+    ssps = []
+    for qualified in config.inputs:
+        system, _, stream = qualified.partition(".")
+        ssps += [SystemStreamPartition(system, stream, p) for p in range(counts[qualified])]
     owned: dict[int, set[SystemStreamPartition]] = {i: set() for i in range(tasks)}
     for ssp in ssps:
         owned[ssp.partition % tasks].add(ssp)
@@ -119,7 +142,8 @@ def plan_rekey(config: JobConfig, model: JobModel, counts: Mapping[str, int],
         for i in range(tasks)}
     new_model = JobModel(
         job=config.name, epoch=model.epoch + 1, config_digest=config.digest,
-        workers=config.workers, tasks=new_tasks, partition_counts=dict(model.partition_counts),
+        workers=config.workers, tasks=new_tasks,
+        partition_counts={**model.partition_counts, **counts},
         changelog_partitions=first + tasks, created_ms=now_ms,
         reason=f"rekey {len(model.tasks)} → {tasks} tasks")
     old = tuple(sorted({t.changelog_partition for t in model.tasks.values()}))

@@ -105,6 +105,12 @@ class Consumer(Protocol):
         """Replace the assignment: read each SSP from the given position (next offset)."""
         ...
 
+    def expect_partition_counts(self, counts: Mapping[str, int]) -> None:
+        """The partition count of each stream (name in this system) the reader's job model
+        was built for: a system that knows where a stream grew reads it only up to there
+        (the local log); others ignore it."""
+        ...
+
     async def fetch(
         self, max_records: int = 1000, timeout_ms: int = 100
     ) -> Mapping[SystemStreamPartition, Sequence[Record]]:

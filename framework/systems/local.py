@@ -152,6 +152,10 @@ class LocalSystem:
     async def fence(self, job: str, epoch: int) -> None:
         await self.call(LocalLog.fence, job, epoch)
 
+    async def growth_ends(self, stream: str, partitions: int) -> dict[int, int] | None:
+        """Where each partition ended when ``stream`` grew past ``partitions`` partitions."""
+        return await self.call(LocalLog.growth_ends, stream, partitions)
+
     async def fenced_epoch(self, job: str) -> int | None:
         return await self.call(LocalLog.fenced_epoch, job)
 
@@ -191,11 +195,15 @@ class LocalConsumer:
         self._turn = 0
         self._generation = 0  # bumped by assign: a fetch in flight must not undo it
         self._closed = False
+        self._counts: dict[str, int] = {}
 
     def assign(self, positions: Mapping[SystemStreamPartition, int]) -> None:
         self._generation += 1
         self._ssps = {(ssp.stream, ssp.partition): ssp for ssp in positions}
         self._positions = {(ssp.stream, ssp.partition): pos for ssp, pos in positions.items()}
+
+    def expect_partition_counts(self, counts: Mapping[str, int]) -> None:
+        self._counts = dict(counts)
 
     async def fetch(
         self, max_records: int = 1000, timeout_ms: int = 100
@@ -212,7 +220,7 @@ class LocalConsumer:
             self._turn += 1
             generation = self._generation
             batch = await self._system.call(
-                read_batch, dict(self._positions), max_records, self._turn
+                read_batch, dict(self._positions), max_records, self._turn, self._counts
             )
             if generation != self._generation:
                 return {}

@@ -7,6 +7,8 @@ that have records and reads each with one primary-key range query.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Mapping, Sequence
 
 from framework.systems.base import Record
@@ -56,11 +58,15 @@ def fair_quotas(available: Sequence[tuple[Slot, int]], budget: int) -> dict[Slot
 
 
 def read_batch(
-    log: LocalLog, positions: Mapping[Slot, int], max_records: int, turn: int
+    log: LocalLog, positions: Mapping[Slot, int], max_records: int, turn: int,
+    counts: Mapping[str, int] | None = None,
 ) -> dict[Slot, list[Record]]:
     """Up to ``max_records`` records past ``positions``; ``turn`` rotates who goes first.
 
-    Streams or partitions that do not exist (yet) simply yield nothing.
+    Streams or partitions that do not exist (yet) simply yield nothing. ``counts`` are the
+    partition counts the reader's job model expects: a stream that has grown since is read
+    only up to where each partition ended when it grew (its ``growth`` row, in the same
+    snapshot), so no record written under the new count is read under the old one.
     """
     with log.read() as conn:
         ends: dict[Slot, int] = {}
@@ -70,10 +76,12 @@ def read_batch(
             if stream_id is None:
                 continue
             ids[stream] = stream_id
+            caps = _caps(conn, stream_id, counts.get(stream) if counts else None)
             for partition, end in conn.execute(
                 "SELECT partition, next_offset FROM partitions WHERE stream_id = ?", (stream_id,)
             ):
-                ends[(stream, partition)] = end
+                ends[(stream, partition)] = end if caps is None else min(
+                    end, caps.get(partition, 0))
         available = [
             (slot, ends[slot] - position)
             for slot, position in sorted(positions.items())
@@ -95,6 +103,21 @@ def read_batch(
                     for offset, key, value, timestamp, headers in rows
                 ]
         return result
+
+
+def _caps(conn: sqlite3.Connection, stream_id: int, expected: int | None
+          ) -> dict[int, int] | None:
+    """Per partition, the offset a reader expecting ``expected`` partitions stops at; None
+    when the stream still has that many (read freely). A growth sampan did not record (made
+    outside it) stops the stream where the reader is."""
+    if expected is None:
+        return None
+    (count,) = conn.execute("SELECT partitions FROM streams WHERE id = ?", (stream_id,)).fetchone()
+    if count == expected:
+        return None
+    row = conn.execute("SELECT ends FROM growth WHERE stream_id = ? AND partitions = ?",
+                       (stream_id, expected)).fetchone()
+    return {} if row is None else {int(p): int(e) for p, e in json.loads(row[0])}
 
 
 def read_columns(

@@ -7,6 +7,7 @@ is all-or-nothing even when its process is SIGKILLed mid-way.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import struct
 import time
@@ -158,6 +159,15 @@ class LocalLog:
             self._stream_ids[stream] = row[0]
         return self._stream_ids[stream]
 
+    def growth_ends(self, stream: str, partitions: int) -> dict[int, int] | None:
+        """Where each partition of ``stream`` ended when it grew past ``partitions``
+        partitions (None: it never did, or grew before sampan recorded it)."""
+        with self.read() as conn:
+            stream_id = self._stream(stream)[0]
+            row = conn.execute("SELECT ends FROM growth WHERE stream_id = ? AND partitions = ?",
+                               (stream_id, partitions)).fetchone()
+        return None if row is None else {int(p): int(e) for p, e in json.loads(row[0])}
+
     def list_streams(self) -> dict[str, int]:
         with self.guard("list of streams"):
             rows = self.conn.execute("SELECT name, partitions FROM streams ORDER BY name")
@@ -199,6 +209,14 @@ class LocalLog:
                     f"cannot shrink stream {stream!r} from {count} to {partitions} partitions: "
                     "partition counts only grow (records would lose their partition)"
                 )
+            if partitions > count:  # where every partition ended when it had `count` of them
+                ends = dict(conn.execute(
+                    "SELECT partition, next_offset FROM partitions WHERE stream_id = ?",
+                    (stream_id,)).fetchall())
+                conn.execute(
+                    "INSERT OR IGNORE INTO growth VALUES (?, ?, ?, ?)",
+                    (stream_id, count, json.dumps(sorted(ends.items())),
+                     int(time.time() * 1000)))
             conn.executemany(
                 "INSERT INTO partitions VALUES (?, ?, 0)",
                 [(stream_id, p) for p in range(count, partitions)],

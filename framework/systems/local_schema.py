@@ -16,8 +16,9 @@ from framework.errors import ConfigError, SystemUnavailableError
 
 __all__ = ["SCHEMA_VERSION", "LocalOptions", "connect", "damaged_log", "database_file"]
 
-SCHEMA_VERSION = 2
-"""2 added the ``leases`` table (one coordinator per job); 1 → 2 migrates in place."""
+SCHEMA_VERSION = 3
+"""2 added ``leases`` (one coordinator per job), 3 ``growth`` (end offsets when a stream
+grew); older files gain the tables in place when opened."""
 
 # Stream names map to small integer ids so the records key is three integers.
 # WITHOUT ROWID clusters each table on its primary key: a partition's records are
@@ -55,6 +56,13 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 CREATE TABLE IF NOT EXISTS fences (
     job         TEXT    PRIMARY KEY,
     epoch       INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS growth (
+    stream_id   INTEGER NOT NULL,
+    partitions  INTEGER NOT NULL,
+    ends        TEXT    NOT NULL,
+    grown_ms    INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, partitions)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
     job         TEXT    PRIMARY KEY,

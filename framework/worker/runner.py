@@ -273,10 +273,16 @@ class Worker:
         by_system: dict[str, dict[SystemStreamPartition, int]] = defaultdict(dict)
         for ssp, readers in self._routes.items():
             by_system[ssp.system][ssp] = min(r.positions[ssp] for r in readers)
+        counts: dict[str, dict[str, int]] = defaultdict(dict)
+        for qualified, count in (self.model.partition_counts if self.model else {}).items():
+            system, _, stream = qualified.partition(".")
+            counts[system][stream] = count
         for name, positions in by_system.items():
             if name not in self._consumers:
                 self._consumers[name] = self.systems[name].consumer()
             self._consumers[name].assign(positions)
+            # A stream that grew after this model is read only up to where it grew.
+            self._consumers[name].expect_partition_counts(counts[name])
 
     def _release_barriers(self) -> bool:
         """Release, in order, the barrier stages whose older partitions were read far enough."""

@@ -111,12 +111,18 @@ def set_partition_count(job: Job, stream: str, count: int) -> None:
 
 async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
         make_job: Callable[..., Job]) -> None:
-    """Both changes are refused loudly (log, status); the job keeps epoch 1 and stays exact."""
-    job = make_job("refuse", {"words": 4})
+    """Both changes are refused loudly (log, status) and the job keeps epoch 1; it stops
+    reading words exactly where it grew (never a record written under 6 partitions read
+    under 4), while its other input, clicks, goes on; once words is back to 4 partitions
+    the held records are read and every count is exact."""
+    job = make_job("refuse", {"words": 4, "clicks": 4})
     await job.create("words", 4)
+    await job.create("clicks", 4)
     await job.produce("words", keys(40), 5)
     job.start()
     await job.wait_epoch(1)
+    await job.wait_outputs()
+    grown_at = {p: r.end for p, r in (await job.call(lambda s: s.offsets("words"))).items()}
     await job.expand("words", 6)
 
     async def refused(change: str) -> bool:
@@ -128,8 +134,19 @@ async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
     assert ("REFUSED local.words 4→6: stream local.words: partition count went from 4 to 6, "
             "refused (4 tasks consume it): partition count 6 is not a multiple of 4: keys would "
             "change tasks; expand to a multiple of 4 (e.g. 8)") in status.stdout
-    await produce_on_four(job, 5)  # a producer still on 4 partitions: the job must count it
-    await job.wait_outputs()
+    before = await job.output_total()
+    await produce_on_four(job, 5)  # written after the growth: held, never read under 4
+    await job.produce("clicks", keys(40), 3)  # the other input goes on
+
+    async def clicks_done() -> bool:
+        return await job.output_total() >= before + 120
+    await job.wait(clicks_done, "every clicks record counted")
+    checkpoints = await job.checkpoints()
+    words_read = {ssp.partition: position for cp in checkpoints.values()
+                  for ssp, position in cp.inputs.items() if ssp.stream == "words"}
+    assert words_read == grown_at  # exactly where words grew, not one record further
+    assert await job.output_total() == before + 120
+
     set_partition_count(job, "words", 2)
     await job.wait(lambda: refused("local.words 4→2"), "the refusal of 4→2")
     document = json.loads(job.sampan("status", "{job}", "--json").stdout)
@@ -153,7 +170,8 @@ async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
     log = job.coordinator_log()
     assert "REFUSED partition change local.words 4→6" in log
     assert "REFUSED partition change local.words 4→2" in log
-    assert "The job keeps running on epoch 1." in log
+    assert "The job keeps running on epoch 1 and stops reading local.words where it grew" in (
+        log)
 
 
 async def produce_on_four(job: Job, rounds: int, names: list[str] | None = None) -> None:
@@ -167,7 +185,8 @@ async def produce_on_four(job: Job, rounds: int, names: list[str] | None = None)
 
 async def test_refused_change_while_stopped_starts_on_the_previous_counts(
         make_job: Callable[..., Job]) -> None:
-    """4→6 while the job was down: it starts on 4 partitions, refused and exact."""
+    """4→6 while the job was down: it starts on 4 partitions, refused, reads words only up
+    to where it grew; back at 4 partitions, everything is counted exactly."""
     job = make_job("refusestart", {"words": 4})
     await job.create("words", 4)
     await job.produce("words", keys(20), 3)
@@ -175,13 +194,19 @@ async def test_refused_change_while_stopped_starts_on_the_previous_counts(
     await job.wait_epoch(1)
     await job.wait_outputs()
     assert await job.stop() == 0
+    grown_at = {p: r.end for p, r in (await job.call(lambda s: s.offsets("words"))).items()}
     await job.expand("words", 6)
     await produce_on_four(job, 3)
     job.start()
     state = await job.wait_epoch(2)
-    await job.wait_outputs()
     assert state.model is not None and state.model.partition_counts == {"local.words": 4}
     assert state.status["refusal"]["change"] == "local.words 4→6"
+    assert "stops reading local.words where it grew" in job.coordinator_log()
+    checkpoints = await job.checkpoints()
+    assert {ssp.partition: position for cp in checkpoints.values()
+            for ssp, position in cp.inputs.items()} == grown_at
+    set_partition_count(job, "words", 4)
+    await job.wait_outputs()
     assert await job.stop() == 0
     await job.assert_exact()
     assert job.coordinator_log().count("REFUSED partition change local.words 4→6") == 1
