@@ -17,8 +17,9 @@ for transactional commits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer
@@ -59,6 +60,19 @@ _META_PREFIX = "__sampan-"
 def _is_internal(topic: str) -> bool:
     """The system's own checkpoint and fence topics, hidden from `list_streams`."""
     return topic.startswith(_META_PREFIX) and topic.endswith(("-checkpoints", "-fences"))
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Silence one library logger below CRITICAL for the duration (what it would say is
+    reported by sampan itself, once)."""
+    target = logging.getLogger(logger)
+    level = target.level
+    target.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        target.setLevel(level)
 
 
 def checkpoints_topic(job: str) -> str:
@@ -110,7 +124,10 @@ class KafkaSystem:
         if self.options.enable_idempotence is not False:
             producer = AIOKafkaProducer(acks="all", enable_idempotence=True, **kwargs)
             try:
-                await self.admin.bounded("connect", producer.start())
+                # A broker refusing InitProducerId is answered below (fallback or error);
+                # aiokafka would also log it as an ERROR of its own.
+                with _quiet("aiokafka.producer.sender"):
+                    await self.admin.bounded("connect", producer.start())
                 return producer
             except KafkaError as exc:
                 await producer.stop()

@@ -4,6 +4,7 @@ metadata topics are compacted and hidden, offsets are right despite tansu's quir
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -61,6 +62,22 @@ async def test_requiring_idempotence_on_tansu_names_init_producer_id(kafka_broke
     with pytest.raises(UnsupportedOperation, match=r"InitProducerId.*enable_idempotence = false"):
         await asyncio.wait_for(system.start(), BOUND_S)
     await system.close()
+
+
+async def test_a_broker_refusing_idempotence_is_reported_once_without_library_errors(
+        kafka_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """tansu refuses InitProducerId: one sampan WARNING saying what it does instead, and no
+    ERROR line from aiokafka for a refusal sampan handles."""
+    caplog.set_level(logging.INFO)
+    system = KafkaSystem("kafka", kafka_broker.bootstrap)
+    try:
+        await asyncio.wait_for(system.start(), BOUND_S)
+    finally:
+        await system.close()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]
+    warnings = [r.getMessage() for r in caplog.records if "idempotent producer" in r.getMessage()]
+    assert len(warnings) == 1 and "producing with acks=all only" in warnings[0]
 
 
 async def test_compacted_streams_get_cleanup_policy_compact(kafka: KafkaSystem, name: str) -> None:
