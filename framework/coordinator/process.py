@@ -21,9 +21,11 @@ import groupers as G
 from framework.config import JobConfig
 from framework.config_snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
+from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.stream import (
     STATUS_KEY,
+    ensure_coordinator_stream,
     publish_model,
     publish_report,
     read_state,
@@ -78,7 +80,7 @@ class Coordinator:
             crash_window_s=config.coordinator.crash_window_ms / 1000)
         self.start_workers = start_workers
         self._job_file_stat: tuple[int, int] | None = None  # (mtime_ns, size) last looked at
-        self.lease: CoordinatorLease | None = None
+        self.lease: CoordinatorLease | KafkaCoordinatorLease | None = None
         self._lease_lost = asyncio.Event()
         self.model: JobModel | None = None
         self.status: dict[str, Any] = {"expansions": [], "refusal": None}
@@ -95,9 +97,15 @@ class Coordinator:
         try:
             await self._open()
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
+            ttl = self.config.coordinator.lease_timeout_ms
             if isinstance(self.meta, LeaseStore):
-                self.lease = CoordinatorLease(self.meta, self.config.name,
-                                              self.config.coordinator.lease_timeout_ms)
+                self.lease = CoordinatorLease(self.meta, self.config.name, ttl)
+            else:  # Kafka: the lease is membership of the job's coordinators' group
+                await ensure_coordinator_stream(self.meta, self.config)
+                self.lease = KafkaCoordinatorLease(
+                    self.meta, self.config.name,
+                    self.config.coordinator_stream.partition(".")[2], ttl)
+            if self.lease is not None:
                 await self.lease.acquire()  # before anything is written: one coordinator
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
                 keeper.add_done_callback(lambda _: self._lease_lost.is_set() and self.stop.set())
