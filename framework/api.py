@@ -19,6 +19,8 @@ __all__ = [
     "StreamTask",
     "TaskContext",
     "TaskCoordinator",
+    "WatermarkSource",
+    "WindowTimes",
 ]
 
 
@@ -44,6 +46,26 @@ class OutgoingMessage:
     partition: int | None = None
     timestamp: int | None = None
     headers: Mapping[str, bytes] | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class WindowTimes:
+    """What a `StreamTask.window` declared with a third parameter receives."""
+
+    wall_ms: int
+    """Wall-clock time of this call, ms since the epoch."""
+    watermark_ms: int | None
+    """The task's event-time watermark (the least over its `WatermarkSource`s, e.g. a
+    `framework.windows.EventTime`); None while unknown or when nothing tracks event time."""
+
+
+class WatermarkSource(Protocol):
+    """Something tracking a task's event time (`TaskContext.track_watermark`)."""
+
+    @property
+    def watermark(self) -> int | None:
+        """Event time up to which the task has seen its inputs, or None."""
+        ...
 
 
 class MessageCollector(Protocol):
@@ -125,6 +147,10 @@ class TaskContext(Protocol):
         """The task's instance of the store ``[stores.<name>]``."""
         ...
 
+    def track_watermark(self, source: WatermarkSource) -> None:
+        """Report ``source.watermark`` to `StreamTask.window` (as `WindowTimes`)."""
+        ...
+
 
 class StreamTask:
     """Base class of user tasks. Override `process`; `init`, `window`, `close` are optional.
@@ -145,7 +171,11 @@ class StreamTask:
     def window(
         self, collector: MessageCollector, coordinator: TaskCoordinator
     ) -> Awaitable[None] | None:
-        """Called every ``job.window_interval_ms`` when overridden."""
+        """Called every ``job.window_interval_ms`` when overridden.
+
+        Declared with a third parameter, ``window(self, collector, coordinator, times)``,
+        it also receives the `WindowTimes` (wall clock and watermark) of the call.
+        """
         return None
 
     def close(self) -> Awaitable[None] | None:

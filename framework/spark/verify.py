@@ -23,6 +23,7 @@ from framework.spark.aio import with_system
 from framework.spark.errors import VerificationError
 from framework.spark.verify_ad_join import verify_ad_join
 from framework.spark.verify_enrichment import verify_enrichment
+from framework.spark.verify_windowed_counts import verify_windowed_counts
 
 __all__ = ["VERIFIERS", "VerificationReport", "changelog_table", "classify", "read_stream",
            "verify_job"]
@@ -137,6 +138,7 @@ VERIFIERS: dict[str, tuple[Verifier, tuple[str, ...]]] = {
     "WordCountTask": (verify_wordcount, ("store", "last_output")),
     "AdJoinTask": (verify_ad_join, ("output",)),
     "EnrichmentTask": (verify_enrichment, ("output",)),
+    "WindowedCountsTask": (verify_windowed_counts, ("output",)),
 }
 """Task class name → (verifier, its actual columns)."""
 

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
-from framework.api import Envelope, KeyValueStore, OutgoingMessage, StreamTask
+from framework.api import (
+    Envelope,
+    KeyValueStore,
+    OutgoingMessage,
+    StreamTask,
+    WatermarkSource,
+    WindowTimes,
+)
 from framework.config import JobConfig
 from framework.errors import ConfigError
 from framework.systems.base import ProducerRecord
@@ -18,6 +26,20 @@ __all__ = ["TaskInstance"]
 async def _maybe_await(result: Awaitable[None] | None) -> None:
     if inspect.isawaitable(result):
         await result
+
+
+def _wants_times(window: Any) -> bool:
+    """True when a task's ``window`` takes a third argument (the `WindowTimes`)."""
+    try:
+        parameters = list(inspect.signature(window).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return True
+    positional = [p for p in parameters if p.kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 and (positional[2].default is inspect.Parameter.empty
+                                     or positional[2].name == "times")
 
 
 class TaskInstance:
@@ -47,6 +69,8 @@ class TaskInstance:
         self.commit_requested = False
         self.shutdown_requested = False
         self.has_window = type(task).window is not StreamTask.window
+        self._window_times = self.has_window and _wants_times(task.window)
+        self._watermarks: list[WatermarkSource] = []
         self.processed = 0
         self.skipped = 0
         self._declared: set[str] = set()
@@ -74,6 +98,17 @@ class TaskInstance:
                 f"declare; add a [stores.{name}] table (declared: {sorted(self.stores)})"
             ) from None
         return store
+
+    def track_watermark(self, source: WatermarkSource) -> None:
+        self._watermarks.append(source)
+
+    @property
+    def watermark(self) -> int | None:
+        """The least watermark of the tracked sources (None if any is unknown or none)."""
+        marks = [source.watermark for source in self._watermarks]
+        if not marks or None in marks:
+            return None
+        return min(m for m in marks if m is not None)
 
     # MessageCollector --------------------------------------------------------------------
     def send(
@@ -115,7 +150,10 @@ class TaskInstance:
         self.skipped += 1
 
     async def window(self) -> None:
-        if self.has_window:
+        if self._window_times:
+            times = WindowTimes(int(time.time() * 1000), self.watermark)
+            await _maybe_await(self.task.window(self, self, times))  # type: ignore[call-arg]
+        elif self.has_window:
             await _maybe_await(self.task.window(self, self))
 
     async def close(self) -> None:

@@ -1,0 +1,196 @@
+"""A task's event time: how far each input has come, and the task's watermark.
+
+Two sources, chosen per tracker:
+
+- ``"records"`` (default) — a partition's time is the largest event time it delivered
+  (records and watermark records alike); the watermark is the least partition time. Like
+  Kafka Streams' stream time: exact when every record arrives at most ``grace_ms`` behind
+  its partition's time — across an input expansion, only if ``grace_ms`` also covers how
+  far event time moves between the expansion and the workers' restart (the old tasks do
+  not know the new partitions yet).
+- ``"markers"`` — only watermark records ``{"watermark": T}`` count (`framework.watermarks`:
+  the producer promises no later record of the stream has ``ts < T``, under one marker key
+  per partition of the *final* partition count). The watermark is the least latest ``T``
+  over the marker keys — per key, since a key's records stay in order across an expansion
+  while a partition's do not. A marker key that moved to a partition the task does not
+  read yet holds it back, so this is exact across any expansion the keys cover.
+
+The watermark does not move before the task has heard from all its inputs: with
+``"records"``, before every tracked partition — those an expansion added and that wait
+behind their barrier included — delivered something; with ``"markers"``, before it has
+seen, per stream, at least as many marker keys as it reads partitions (with one key per
+final partition, every key of its partitions; an added partition that stays empty then
+holds nothing back, as its keys were read in the partitions they came from). It never
+goes back, and it is saved with the partition and marker times in the task's store
+whenever a decision depends on it (`save`), committed with the input offsets, so
+restarts, restores and moves resume from the last commit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from framework.api import Envelope, KeyValueStore, TaskContext
+from framework.windows.kinds import WindowError
+from groupers import SystemStreamPartition
+
+__all__ = ["EventTime", "Timestamp"]
+
+Timestamp = Callable[[Envelope], int]
+"""The event time of a record, in ms since the epoch (default: ``envelope.timestamp``)."""
+
+PARTITION_PREFIX = "t|"
+MARKER_PREFIX = "t^"
+WATERMARK_KEY = "t~watermark"
+
+
+def open_window_store(context: TaskContext, name: str) -> KeyValueStore:
+    """``context.store(name)``, refused unless its keys are strings (windows and event
+    time keep prefixed text keys, ordered by their bytes)."""
+    store = context.store(name)
+    stores = getattr(context.config, "stores", {})
+    spec = stores.get(name) if isinstance(stores, dict) else None
+    if spec is not None and spec.key_serde != "string":
+        raise WindowError(
+            f"task {context.task_name!r}: store {name!r} holds windows, which need string "
+            f"keys, but [stores.{name}] has key_serde = {spec.key_serde!r}; remove that "
+            f"line (string is the default) or use another store for the windows")
+    return store
+
+
+def envelope_timestamp(envelope: Envelope) -> int:
+    return envelope.timestamp
+
+
+def _ssp_text(ssp: SystemStreamPartition) -> str:
+    return f"{ssp.system}.{ssp.stream}.{ssp.partition}"
+
+
+class EventTime:
+    """Tracks the event time of ``context``'s input partitions in ``store``.
+
+    ``streams`` limits the partitions tracked to those streams (``"system.stream"``); by
+    default every partition of the job's ``inputs`` the task reads (broadcast inputs are
+    left out: they are usually tables, not clocks). The tracker reports its watermark to
+    ``context``, so a three-parameter `StreamTask.window` receives it.
+    """
+
+    def __init__(
+        self,
+        context: TaskContext,
+        store: str | KeyValueStore,
+        *,
+        source: Literal["records", "markers"] = "records",
+        timestamp: Timestamp | None = None,
+        streams: Iterable[str] | None = None,
+    ) -> None:
+        if source not in ("records", "markers"):
+            raise WindowError(f"EventTime: source must be 'records' or 'markers', got "
+                              f"{source!r}")
+        self.store = open_window_store(context, store) if isinstance(store, str) else store
+        self.source = source
+        self.timestamp: Timestamp = timestamp or envelope_timestamp
+        wanted = set(streams) if streams is not None else set(context.config.inputs)
+        tracked = sorted(s for s in context.ssps if f"{s.system}.{s.stream}" in wanted)
+        if not tracked:
+            raise WindowError(
+                f"task {context.task_name!r}: EventTime tracks no partition — none of the "
+                f"task's inputs belongs to streams {sorted(wanted)}; pass streams= naming "
+                f"the task's input streams")
+        self._keys = {ssp: PARTITION_PREFIX + _ssp_text(ssp) for ssp in tracked}
+        self._times: dict[SystemStreamPartition, int | None] = {
+            ssp: self.store.get(key) for ssp, key in self._keys.items()}
+        self._unseen = sum(1 for t in self._times.values() if t is None)
+        self._low = None if self._unseen else min(self._times.values())  # type: ignore[type-var]
+        self._markers: dict[str, int] = {
+            key[len(MARKER_PREFIX):]: t for key, t in self.store.prefix(MARKER_PREFIX)}
+        self._partitions = Counter(f"{s.system}.{s.stream}" for s in tracked)
+        self._mark: int | None = self.store.get(WATERMARK_KEY)
+        self._dirty: set[SystemStreamPartition] = set()  # times not yet in the store
+        self._mark_dirty = False
+        track = getattr(context, "track_watermark", None)
+        if track is not None:
+            track(self)
+
+    @property
+    def watermark(self) -> int | None:
+        """Event time up to which the task has seen its inputs (None before every tracked
+        partition delivered something); never lower than an earlier watermark."""
+        return self._mark
+
+    def observe(self, envelope: Envelope, timestamp: int | None = None) -> int | None:
+        """Account for one record (``timestamp``: its event time if already known); the
+        new watermark when it moved forward, else None."""
+        value = envelope.value
+        ssp = envelope.ssp
+        if type(value) is dict and "watermark" in value:  # `is_watermark`, inlined
+            time = value["watermark"]
+            if self.source == "markers" and ssp in self._times:
+                self._marker(f"{ssp.system}.{ssp.stream}|{envelope.key}", time)
+        elif self.source == "records":
+            time = self.timestamp(envelope) if timestamp is None else timestamp
+        else:
+            return None
+        times = self._times
+        if ssp not in times:
+            return None
+        old = times[ssp]
+        if old is None or time > old:
+            times[ssp] = time
+            self._dirty.add(ssp)
+            if old is None:
+                self._unseen -= 1
+                if not self._unseen:
+                    self._low = min(times.values())  # type: ignore[type-var]
+            elif old == self._low:
+                self._low = min(times.values())  # type: ignore[type-var]
+        if self.source == "markers":
+            low = self._marker_low()
+        elif self._unseen:
+            return None
+        else:
+            low = self._low
+        if low is not None and (self._mark is None or low > self._mark):
+            self._mark = low
+            self._mark_dirty = True
+            if self.source == "markers":
+                self.save()  # markers are few: keep the store current
+            return low
+        return None
+
+    def save(self) -> None:
+        """Write the partition times and the watermark to the store.
+
+        `observe` keeps them in memory (two writes per record would cost more than the
+        window itself); whoever decides by the watermark — closes a window, judges a
+        record late — saves first, so the state committed with that decision holds a
+        watermark at least as high. A crash loses only moves nobody acted on: the records
+        since the commit are processed again and move it again.
+        """
+        for ssp in self._dirty:
+            self.store.put(self._keys[ssp], self._times[ssp])
+        self._dirty.clear()
+        if self._mark_dirty:
+            self.store.put(WATERMARK_KEY, self._mark)
+            self._mark_dirty = False
+
+    def _marker_low(self) -> int | None:
+        """The least marker time, once each stream has as many marker keys as partitions."""
+        keys = Counter(name.partition("|")[0] for name in self._markers)
+        if any(keys[stream] < n for stream, n in self._partitions.items()):
+            return None
+        return min(t for name, t in self._markers.items()
+                   if name.partition("|")[0] in self._partitions)
+
+    def _marker(self, name: str, time: int) -> None:
+        if time > self._markers.get(name, time - 1):
+            self._markers[name] = time
+            self.store.put(MARKER_PREFIX + name, time)
+
+    def describe(self) -> dict[str, Any]:
+        """The watermark, each partition's time and each marker key's, for debugging."""
+        return {"watermark": self._mark,
+                "partitions": {_ssp_text(s): t for s, t in sorted(self._times.items())},
+                "markers": dict(sorted(self._markers.items()))}

@@ -1,0 +1,94 @@
+"""Property: for random event streams (keys, event times, partitions, arrival order), the
+windows emitted equal a brute-force recomputation from the records that were on time."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from wtasks import ev, mark, run, table
+
+from framework.windows import Hopping, Session, Tumbling
+
+END = 10**6
+Event = tuple[str, int, int]  # key, ts, partition
+
+
+def on_time(events: list[Event], partitions: int, grace: int) -> tuple[list[Event], int]:
+    """The records that are not late, replaying the watermark rule naively."""
+    times: dict[int, int] = {}
+    watermark: int | None = None
+    kept, late = [], 0
+    for key, ts, partition in events:
+        if watermark is not None and ts < watermark - grace:
+            late += 1
+            continue
+        kept.append((key, ts, partition))
+        times[partition] = max(times.get(partition, ts), ts)
+        if len(times) == partitions:
+            watermark = max(watermark or 0, min(times.values()))
+    return kept, late
+
+
+def brute_fixed(events: list[Event], size: int, advance: int) -> Counter[tuple[Any, ...]]:
+    counts: Counter[tuple[Any, ...]] = Counter()
+    for key, ts, _ in events:
+        for start in range(0, ts + 1, advance):
+            if start <= ts < start + size:
+                counts[(key, start, start + size)] += 1
+    return counts
+
+
+def brute_sessions(events: list[Event], gap: int) -> Counter[tuple[Any, ...]]:
+    counts: Counter[tuple[Any, ...]] = Counter()
+    for key in {k for k, _, _ in events}:
+        times = sorted(ts for k, ts, _ in events if k == key)
+        group = [times[0]]
+        for ts in times[1:]:
+            if ts - group[-1] > gap:
+                counts[(key, group[0], group[-1] + 1)] = len(group)
+                group = []
+            group.append(ts)
+        counts[(key, group[0], group[-1] + 1)] = len(group)
+    return counts
+
+
+events = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 200), st.integers(0, 2)),
+                  max_size=40)
+
+
+def emitted(kind: Any, stream: list[Event], partitions: int) -> tuple[Counter[Any], int]:
+    inputs = [ev(key, ts, p) for key, ts, p in stream]
+    inputs += [mark(END, p) for p in range(partitions)]
+    result, _ = run(kind, inputs)
+    rows = table(result)
+    assert len(rows) == len(set((k, s, e) for k, s, e, _ in rows)), "a window emitted twice"
+    return Counter({(k, s, e): v for k, s, e, v in rows}), result.stores["w"].get("late", 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(stream=events, partitions=st.integers(1, 3), size=st.integers(1, 40),
+       hops=st.integers(1, 4), grace=st.integers(0, 30))
+def test_hopping_and_tumbling_counts_equal_brute_force(
+        stream: list[Event], partitions: int, size: int, hops: int, grace: int) -> None:
+    stream = [(k, ts, p % partitions) for k, ts, p in stream]
+    kept, late = on_time(stream, partitions, grace)
+    advance = max(1, size // hops)
+    got, counted = emitted(Hopping(size_ms=size, advance_ms=advance, grace_ms=grace),
+                           stream, partitions)
+    assert (got, counted) == (brute_fixed(kept, size, advance), late)
+    got, counted = emitted(Tumbling(size_ms=size, grace_ms=grace), stream, partitions)
+    assert (got, counted) == (brute_fixed(kept, size, size), late)
+
+
+@settings(max_examples=60, deadline=None)
+@given(stream=events, partitions=st.integers(1, 3), gap=st.integers(1, 30),
+       grace=st.integers(0, 30))
+def test_session_counts_equal_brute_force(
+        stream: list[Event], partitions: int, gap: int, grace: int) -> None:
+    stream = [(k, ts, p % partitions) for k, ts, p in stream]
+    kept, late = on_time(stream, partitions, grace)
+    got, counted = emitted(Session(gap_ms=gap, grace_ms=grace), stream, partitions)
+    assert (got, counted) == (brute_sessions(kept, gap) if kept else Counter(), late)

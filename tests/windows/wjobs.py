@@ -1,0 +1,202 @@
+"""Helpers of the windowing end-to-end tests: the windowed_counts example as a real job
+(`sampan run` subprocesses on the local log on disk), its workload and its truth."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, Any
+
+from framework.config import JobConfig, load_config
+from framework.coordinator.stream import CoordinatorState, read_state
+from framework.drill.scenario import load_sibling
+from framework.drill.verify import read_stream, store_state
+from framework.systems import open_system
+from framework.systems.base import ProducerRecord, System
+from framework.watermarks import marker_keys
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "windowed_counts"
+MINUTE = 60_000
+END_OF_TIME = 10**15
+checker = load_sibling(str(EXAMPLE / "drill.py"), "checker")
+
+
+def view(user: str, ts: int) -> ProducerRecord:
+    return ProducerRecord("page-views", user.encode(),
+                          json.dumps({"user": user, "ts": ts}).encode(), timestamp=ts)
+
+
+def watermark_round(watermark: int, final_partitions: int) -> list[ProducerRecord]:
+    """``{"watermark": T}`` under one marker key per partition of the final count."""
+    return [ProducerRecord("page-views", key.encode(),
+                           json.dumps({"watermark": watermark}).encode(), timestamp=watermark)
+            for key in marker_keys("page-views", final_partitions)]
+
+
+class WindowJob:
+    """The example in a folder of its own: job file, task, log on disk, `sampan run`."""
+
+    def __init__(self, folder: Path, *, workers: int, partitions: int) -> None:
+        folder.mkdir(parents=True)
+        for module in EXAMPLE.glob("*.py"):
+            shutil.copy(module, folder / module.name)
+        text = (EXAMPLE / "job.toml").read_text()
+        text = text.replace("workers = 2", f"workers = {workers}")
+        text = text.replace("commit_interval_ms = 500", "commit_interval_ms = 100")
+        text = text.replace("monitor_interval_ms = 1000", "monitor_interval_ms = 300")
+        text = text.replace('[streams."local.page-views"]\npartitions = 2',
+                            f'[streams."local.page-views"]\npartitions = {partitions}')
+        (folder / "job.toml").write_text(text)
+        self.folder = folder
+        self.path = folder / "job.toml"
+        self.config: JobConfig = load_config(self.path)
+        self.partitions = partitions
+        self.views: list[dict[str, Any]] = []
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def stores_dir(self) -> Path:
+        """Where the job's RocksDB stores live (``<state_dir>/stores``)."""
+        base = self.config.state_dir
+        return Path(base) / "stores"
+
+    # -- the log on disk --------------------------------------------------------------------
+    async def call(self, fn: Callable[[System], Awaitable[Any]]) -> Any:
+        system = open_system(self.config.system("local"))
+        await system.start()
+        try:
+            return await fn(system)
+        finally:
+            await system.close()
+
+    async def create_streams(self) -> None:
+        async def create(system: System) -> None:
+            await system.create_stream("page-views", self.partitions)
+            await system.create_stream("views-per-user", 4)
+            await system.create_stream("late-views", 1)
+        await self.call(create)
+
+    async def produce(self, records: list[ProducerRecord]) -> None:
+        self.views += [v for v in (json.loads(r.value or b"{}") for r in records) if "ts" in v]
+        await self.call(lambda s: s.produce(records))
+
+    async def expand(self, partitions: int) -> None:
+        await self.call(lambda s: s.expand_stream("page-views", partitions))
+
+    async def state(self) -> CoordinatorState:
+        return await self.call(lambda s: read_state(s, self.config))  # type: ignore[no-any-return]
+
+    async def emitted(self) -> list[dict[str, Any]]:
+        rows = await self.call(lambda s: read_stream(s, "views-per-user"))
+        return [json.loads(value) for part in rows.values() for _, value in part]
+
+    async def late(self) -> int:
+        rows = await self.call(lambda s: read_stream(s, "late-views"))
+        return sum(len(part) for part in rows.values())
+
+    async def open_windows(self) -> list[str]:
+        """Window state left in the store, per its changelog (empty once all closed)."""
+        state = await self.call(lambda s: store_state(s, self.config, "views"))
+        return [key for contents in state.values() for key in contents
+                if key.startswith(("k|", "c|"))]
+
+    async def caught_up(self) -> bool:
+        """Every record of page-views processed and committed."""
+        async def check(system: System) -> bool:
+            ends = {p: r.end for p, r in (await system.offsets("page-views")).items()}
+            done: dict[int, int] = {}
+            for checkpoint in (await system.read_checkpoints(self.config.name)).values():
+                for ssp, offset in checkpoint.inputs.items():
+                    if ssp.stream == "page-views":
+                        done[ssp.partition] = offset
+            return all(done.get(p, 0) >= end for p, end in ends.items())
+        return bool(await self.call(check))
+
+    def expected(self) -> dict[tuple[str, int], int]:
+        size, advance = 5 * MINUTE, MINUTE
+        return checker.expected(self.views, size, advance)  # type: ignore[no-any-return]
+
+    async def problems(self) -> list[str]:
+        """Each expected window emitted exactly once with its count; nothing else."""
+        emitted = await self.emitted()
+        copies = Counter((w["user"], w["start"]) for w in emitted)
+        got = {(w["user"], w["start"]): w["views"] for w in emitted}
+        found = [f"{key} emitted {n} times" for key, n in sorted(copies.items()) if n > 1]
+        want = self.expected()
+        for key in sorted(set(want) | set(got)):
+            if want.get(key) != got.get(key):
+                found.append(f"window {key}: emitted {got.get(key)}, expected {want.get(key)}")
+        return found
+
+    # -- processes --------------------------------------------------------------------------
+    def start(self) -> None:
+        """`sampan run JOB` in its own session (so the test can kill it with its workers)."""
+        self._log = open(self.folder / "coordinator.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "framework.cli", "run", str(self.path), "--worker-logs",
+             str(self.folder / "logs")], stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    def kill(self) -> None:
+        """SIGKILL the coordinator and its workers (the whole process group)."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    async def stop(self, timeout: float = 60) -> int:
+        """SIGINT (Ctrl-C) and wait for a clean exit."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"sampan run ignored SIGINT for {timeout:g}s")
+            await asyncio.sleep(0.05)
+        self.kill()
+        return self.process.returncode
+
+    def logs(self) -> str:
+        files = [self.folder / "coordinator.log", *sorted((self.folder / "logs").glob("*"))]
+        return "\n".join(f.read_text(errors="replace")[-2000:] for f in files if f.exists())
+
+    async def wait(self, condition: Callable[[], Awaitable[bool]], what: str,
+                   timeout: float = 120) -> None:
+        """Poll ``condition``; fail naming ``what`` on timeout or when `sampan run` exited."""
+        deadline = time.monotonic() + timeout
+        while not await condition():
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"sampan run exited with {self.process.returncode} "
+                                     f"while waiting for {what}:\n{self.logs()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g}s waiting for {what}:\n"
+                                     f"{self.logs()}")
+            await asyncio.sleep(0.1)
+
+    async def wait_epoch(self, epoch: int, workers: int) -> CoordinatorState:
+        """Until ``epoch`` runs on every worker."""
+        found: list[CoordinatorState] = []
+
+        async def ready() -> bool:
+            state = await self.state()
+            found[:] = [state]
+            return (state.model is not None and state.model.epoch == epoch
+                    and all(state.workers.get(w, {}).get("epoch") == epoch
+                            and "stopped_ms" not in state.workers[w] for w in range(workers)))
+        await self.wait(ready, f"epoch {epoch} running on {workers} workers")
+        return found[0]

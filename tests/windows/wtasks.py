@@ -1,0 +1,57 @@
+"""A windowing task for the tests: one `Windows` aggregation configured per test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework import StreamTask
+from framework.api import MessageCollector, TaskContext, TaskCoordinator, WindowTimes
+from framework.testing import TaskRunResult, run_task
+from framework.windows import EventTime, Reducer, WindowKind, Windows, count
+
+OUT = "local.out"
+
+
+class WindowTask(StreamTask):
+    """Windows over ``value["ts"]`` sent to ``local.out``; remembers what `window` got."""
+
+    def __init__(self, kind: WindowKind, reducer: Reducer | None = None,
+                 source: str = "records", **options: Any) -> None:
+        self.kind, self.reducer, self.source, self.options = kind, reducer, source, options
+        self.times: list[WindowTimes] = []
+
+    def init(self, context: TaskContext) -> None:
+        clock = EventTime(context, "w", source=self.source,  # type: ignore[arg-type]
+                          timestamp=lambda e: e.value["ts"])
+        self.windows = Windows(context, "w", self.kind, self.reducer or count(),
+                               event_time=clock, output=OUT, **self.options)
+
+    def process(self, envelope: Any, collector: MessageCollector,
+                coordinator: TaskCoordinator) -> None:
+        self.windows.process(envelope, collector)
+
+    def window(self, collector: MessageCollector, coordinator: TaskCoordinator,
+               times: WindowTimes) -> None:
+        self.times.append(times)
+
+
+def ev(key: str, ts: int, partition: int = 0, **value: Any) -> tuple[Any, ...]:
+    return ("local.views", key, {"ts": ts, **value}, partition)
+
+
+def mark(watermark: int, partition: int = 0) -> tuple[Any, ...]:
+    return ("local.views", f"~wm-{partition}", {"watermark": watermark}, partition)
+
+
+def run(kind: WindowKind, inputs: list[tuple[Any, ...]], *, stores: Any = None,
+        windows: int = 0, **options: Any) -> tuple[TaskRunResult, WindowTask]:
+    task = WindowTask(kind, **options)
+    result = run_task(task, inputs, stores=stores or {"w": None},
+                      windows=windows)
+    return result, task
+
+
+def table(result: TaskRunResult) -> list[tuple[Any, ...]]:
+    """(key, start, end, value) per emitted result, with ``"update"`` for non-final ones."""
+    return [(m.key, m.value["start"], m.value["end"], m.value["value"],
+             *(() if m.value["final"] else ("update",))) for m in result.sent_to(OUT)]
