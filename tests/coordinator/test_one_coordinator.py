@@ -19,7 +19,7 @@ from coordjobs import CLI, REPO, Job, keys
 
 from framework.config import load_config
 from framework.systems.local import LocalSystem
-from framework.systems.local_schema import LocalOptions, connect
+from framework.systems.local_schema import SCHEMA_VERSION, LocalOptions, connect
 
 
 def second_run(job: Job) -> subprocess.CompletedProcess[str]:
@@ -143,17 +143,18 @@ async def test_a_stray_worker_stops_by_itself_and_never_blocks_the_job(
     assert "did not stop" not in job.coordinator_log()
 
 
-def test_the_lease_table_exists_in_a_log_created_by_schema_1(tmp_path: Path) -> None:
-    """An existing log of schema 1 gains the leases table when opened (in-place upgrade)."""
+def test_a_log_of_schema_1_gains_the_new_tables_when_opened(tmp_path: Path) -> None:
+    """An existing log of schema 1 gains the leases and growth tables (in-place upgrade)."""
     folder = tmp_path
     connect(folder, LocalOptions()).close()
     raw = sqlite3.connect(folder / "log.sqlite3")
     raw.execute("DROP TABLE leases")
+    raw.execute("DROP TABLE growth")
     raw.execute("PRAGMA user_version = 1")
     raw.commit()
     raw.close()
     conn = connect(folder, LocalOptions())
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
-    assert "leases" in tables
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert {"leases", "growth"} <= tables
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     conn.close()
