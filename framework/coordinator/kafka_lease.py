@@ -185,13 +185,8 @@ class KafkaCoordinatorLease:
                     f"lease (group __sampan-{self.job}-coordinators on "
                     f"{self.system.bootstrap}) and has not said who it is yet; stop it first, "
                     f"then run again")
-        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(other.since_ms / 1000))
-        return (
-            f"job {self.job!r} is already running: its coordinator is pid {other.pid} on host "
-            f"{other.host}, running since {since}. Stop it first (Ctrl-C in its terminal, or "
-            f"`kill {other.pid}` on {other.host}: its workers commit and stop), then run "
-            f"again. A coordinator that died is replaced automatically: Kafka expires its "
-            f"group membership within {max(6000, self.ttl_ms) / 1000:g} s")
+        return other.running(self.job, f"Kafka expires its group membership within "
+                                       f"{max(6000, self.ttl_ms) / 1000:g} s")
 
     async def keep(self, lost: asyncio.Event) -> None:
         """Stay in the group until cancelled; set ``lost`` if the partition goes elsewhere."""

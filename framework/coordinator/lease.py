@@ -64,6 +64,16 @@ class Holder:
         data = json.loads(text)
         return cls(int(data["pid"]), str(data["host"]), int(data["since_ms"]))
 
+    def running(self, job: str, expiry: str) -> str:
+        """The refusal of a second coordinator: who runs ``job``, how to stop it, and
+        ``expiry`` (when a dead holder would be replaced)."""
+        return (
+            f"job {job!r} is already running: its coordinator is pid {self.pid} on host "
+            f"{self.host}, running since {_clock(self.since_ms)}. Stop it first (Ctrl-C in "
+            f"its terminal, or `kill {self.pid}` on {self.host}: its workers commit and "
+            f"stop), then run again. A coordinator that died is replaced automatically: "
+            f"{expiry}")
+
     def gone(self) -> bool:
         """True when this holder ran on this host and its process no longer runs."""
         return self.host == socket.gethostname() and not pid_alive(self.pid)
@@ -124,13 +134,9 @@ class CoordinatorLease:
         self.held = True
 
     def _running(self, other: Holder, expires_ms: int) -> str:
-        return (
-            f"job {self.job!r} is already running: its coordinator is pid {other.pid} on host "
-            f"{other.host}, running since {_clock(other.since_ms)}. Stop it first (Ctrl-C in "
-            f"its terminal, or `kill {other.pid}` on {other.host}: its workers commit and "
-            f"stop), then run again. A coordinator that died is replaced automatically: its "
-            f"lease expires within {self.ttl_ms / 1000:g} s of its last renewal (this one in "
-            f"{max(0, expires_ms - _now_ms()) / 1000:.1f} s)")
+        return other.running(self.job, (
+            f"its lease expires within {self.ttl_ms / 1000:g} s of its last renewal (this one "
+            f"in {max(0, expires_ms - _now_ms()) / 1000:.1f} s)"))
 
     async def keep(self, lost: asyncio.Event) -> None:
         """Renew every third of the timeout until cancelled; set ``lost`` if taken over."""

@@ -40,10 +40,14 @@ async def begin_commits(config: JobConfig, worker_id: int, meta: System) -> None
         return
     start = getattr(meta, "start_transactions", None)
     if start is None:
-        raise UnsupportedOperation(
-            f'[job] guarantee = "exactly-once": system {meta.name!r} has no transactions; '
-            'set guarantee = "at-least-once" or keep the metadata on a local system')
+        raise _no_transactions(meta)
     await start(config.name, worker_id)
+
+
+def _no_transactions(meta: System) -> UnsupportedOperation:
+    return UnsupportedOperation(
+        f'[job] guarantee = "exactly-once": system {meta.name!r} has no transactions; '
+        'set guarantee = "at-least-once" or keep the metadata on a local system')
 
 
 async def check_guarantee(config: JobConfig, meta: System) -> None:
@@ -53,9 +57,7 @@ async def check_guarantee(config: JobConfig, meta: System) -> None:
         return
     probe = getattr(meta, "probe_transactions", None)
     if probe is None:
-        raise UnsupportedOperation(
-            f'[job] guarantee = "exactly-once": system {meta.name!r} has no transactions; '
-            'set guarantee = "at-least-once" or keep the metadata on a local system')
+        raise _no_transactions(meta)
     await probe(config.name)
 
 
