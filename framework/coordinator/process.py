@@ -143,7 +143,7 @@ class Coordinator:
             await self.supervisor.stop()
             if isinstance(failed, Exception):
                 self.status["error"] = str(failed)
-            if self.lease is None or self.lease.held:  # never overwrite another's status
+            if self.lease is not None and self.lease.held:  # never overwrite another's status
                 await self._report(state="failed" if isinstance(failed, Exception)
                                    else "stopped")
             if self.lease is not None:

@@ -7,11 +7,9 @@ import contextlib
 import logging
 import os
 import time
-import traceback
 from collections import defaultdict
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from framework.api import Envelope, StreamTask
 from framework.config import JobConfig
@@ -32,8 +30,8 @@ from framework.systems import open_system
 from framework.systems.base import Checkpoint, Consumer, Record, System
 from framework.worker.codec import RecordCodec
 from framework.worker.commit import Committer, begin_commits
-from framework.worker.dead_letter import dead_letter_record
 from framework.worker.instance import TaskInstance
+from framework.worker.policies import ErrorPolicies, describe
 from framework.worker.state import heal_damaged_store, open_task_stores
 from framework.worker.watchdog import Busy, TaskWatchdog
 from groupers import SystemStreamPartition
@@ -56,14 +54,6 @@ async def _closing(closed: Awaitable[None], what: str) -> None:
 
 FENCE_CHECK_S = 1.0
 """How often a worker asks whether its epoch is still the job's current one."""
-
-
-def _describe(error: BaseException) -> str:
-    """``"TypeError: … (task.py:12 in process)"``: the error and where the task raised it."""
-    frames = traceback.extract_tb(error.__traceback__)
-    where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" \
-        if frames else ""
-    return f"{type(error).__name__}: {error}{where}"
 
 
 def _store_positions(committer: Committer) -> dict[str, dict[str, int]]:
@@ -108,6 +98,7 @@ class Worker:
         self._stages: dict[str, list[BarrierStage]] = {}
         self._consumers: dict[str, Consumer] = {}
         self._codec = RecordCodec(config)
+        self._policies = ErrorPolicies(config, self._codec)
         self.restored = 0
         self.restore_modes: dict[str, str] = {}  # "task/store" -> none | delta | full
         # errors.process_policy skip/dead-letter: per task, the journal that undoes a
@@ -225,7 +216,7 @@ class Worker:
                 await instance.init()
             except Exception as error:
                 raise ProcessingError(
-                    f"task {task_model.name!r}: init() raised {_describe(error)}; fix the "
+                    f"task {task_model.name!r}: init() raised {describe(error)}; fix the "
                     f"task's init and restart") from error
             if self.config.errors.process_policy != "fail":
                 journal: list[tuple[TaskStore, bytes, object, object]] = []
@@ -401,7 +392,7 @@ class Worker:
             try:
                 envelope = self._codec.decode(ssp, record)
             except SerdeError as error:
-                self._bad_record(ssp, record, error, targets)
+                self._policies.bad_record(ssp, record, error, targets)
                 continue
             for instance in targets:
                 await self._process(instance, envelope, record)
@@ -418,14 +409,14 @@ class Worker:
             try:
                 envelope = decode(record)
             except SerdeError as error:
-                self._bad_record(ssp, record, error, [instance])
+                self._policies.bad_record(ssp, record, error, [instance])
                 continue
             try:
                 await process(envelope)
             except StoreError:
                 raise  # the store failed, not the task: never skipped, never blamed on it
             except Exception as error:
-                raise self._failed(instance, ssp, record.offset, error) from error
+                raise self._policies.failed(instance, ssp, record.offset, error) from error
 
     async def _process(self, instance: TaskInstance, envelope: Envelope, record: Record) -> None:
         journal = self._journals.get(instance.name)
@@ -435,61 +426,10 @@ class Worker:
             except StoreError:
                 raise
             except Exception as error:
-                raise self._failed(instance, envelope.ssp, envelope.offset, error) from error
+                raise self._policies.failed(instance, envelope.ssp, envelope.offset,
+                                            error) from error
             return
-        journal.clear()
-        outputs, raw_outputs = len(instance.outputs), len(instance.raw_outputs)
-        requests = (instance.commit_requested, instance.shutdown_requested)
-        try:
-            await instance.process(envelope)
-        except StoreError:
-            raise
-        except Exception as error:
-            # Take back whatever the failed call did, then skip or dead-letter the record.
-            TaskStore.undo(journal)
-            del instance.outputs[outputs:], instance.raw_outputs[raw_outputs:]
-            instance.commit_requested, instance.shutdown_requested = requests
-            self._process_failed(instance, envelope.ssp, record, error)
-
-    def _failed(self, instance: TaskInstance, ssp: SystemStreamPartition, offset: int,
-                error: Exception) -> ProcessingError:
-        log.error("task %r failed on %s offset %d", instance.name, ssp, offset,
-                  exc_info=error)
-        return ProcessingError(
-            f"task {instance.name!r} failed on {ssp} offset {offset}: {_describe(error)}; fix "
-            f"the task and restart (the record is processed again from the last commit), or "
-            f'set [errors] process_policy = "skip" or "dead-letter" to move past such records')
-
-    def _process_failed(self, instance: TaskInstance, ssp: SystemStreamPartition,
-                        record: Record, error: Exception) -> None:
-        """``process_policy`` skip or dead-letter: count the record as skipped, log it,
-        and under dead-letter queue it (with the traceback) for the next commit."""
-        policy = self.config.errors.process_policy
-        log.warning("task %r skipped %s offset %d: %s (errors.process_policy=%s)",
-                    instance.name, ssp, record.offset, _describe(error), policy)
-        instance.skip(ssp, record.offset)
-        if policy == "dead-letter" and self.config.errors.dead_letter_stream:
-            stream = self.config.stream(self.config.errors.dead_letter_stream)
-            text = "".join(traceback.format_exception(error))
-            instance.raw_outputs.append((stream.system, dead_letter_record(
-                stream.stream, ssp, record, error, task=instance.name, traceback=text,
-                serdes=self._codec.serdes(stream.qualified))))
-
-    def _bad_record(self, ssp: SystemStreamPartition, record: Record, error: SerdeError,
-                    targets: list[TaskInstance]) -> None:
-        policy = self.config.errors.policy
-        if policy == "fail":
-            raise ProcessingError(
-                f"{error}; errors.policy is 'fail' — fix the producer, or set "
-                f"[errors] policy = \"skip\" or \"dead-letter\" to move past bad records")
-        log.warning("%s (errors.policy=%s)", error, policy)
-        for instance in targets:
-            instance.skip(ssp, record.offset)
-        if policy == "dead-letter" and self.config.errors.dead_letter_stream:
-            stream = self.config.stream(self.config.errors.dead_letter_stream)
-            targets[0].raw_outputs.append(
-                (stream.system, dead_letter_record(stream.stream, ssp, record, error,
-                                                   serdes=self._codec.serdes(stream.qualified))))
+        await self._policies.process_guarded(instance, envelope, record, journal)
 
     async def _close(self) -> None:
         """Close everything (once); a failure to close is logged, never masks the error
