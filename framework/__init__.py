@@ -2,6 +2,7 @@
 
 from framework.api import (
     Envelope,
+    KeyValueStore,
     MessageCollector,
     StreamTask,
     TaskContext,
@@ -9,5 +10,5 @@ from framework.api import (
     WindowTimes,
 )
 
-__all__ = ["Envelope", "MessageCollector", "StreamTask", "TaskContext", "TaskCoordinator",
-           "WindowTimes"]
+__all__ = ["Envelope", "KeyValueStore", "MessageCollector", "StreamTask", "TaskContext",
+           "TaskCoordinator", "WindowTimes"]

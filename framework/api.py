@@ -100,8 +100,12 @@ class TaskCoordinator(Protocol):
 class KeyValueStore(Protocol):
     """A task's view of one state store; keys and values pass through the store's serdes."""
 
-    def get(self, key: Any) -> Any:
-        """The value for ``key``, or None."""
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The value for ``key``, or ``default`` (None) when it has none."""
+        ...
+
+    def __contains__(self, key: Any) -> bool:
+        """``key in store``: whether ``key`` has a value."""
         ...
 
     def put(self, key: Any, value: Any) -> None:

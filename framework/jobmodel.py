@@ -33,13 +33,25 @@ def ssp_from_json(value: Iterable[Any]) -> SystemStreamPartition:
 class BarrierStage:
     """After an expansion: ``held`` SSPs wait until every SSP in ``barrier`` reached its offset.
 
-    ``barrier`` maps the task's older SSPs to their end offsets when the expansion was
-    detected, so everything produced before detection is processed before the
-    partitions the keys moved to — per-key order holds across the expansion.
+    ``barrier`` maps the task's older SSPs to their end offsets read when the new model was
+    built (after the workers of the old one stopped), so everything produced before is
+    processed before the partitions the keys moved to — per-key order holds across the
+    expansion.
     """
 
     barrier: Mapping[SystemStreamPartition, int]
     held: frozenset[SystemStreamPartition]
+
+    def passed(self, positions: Mapping[SystemStreamPartition, int]) -> bool:
+        """Whether ``positions`` (next offsets to read) reached every barrier offset: the one
+        rule for when the held SSPs may be read.
+
+            >>> from groupers import SystemStreamPartition as SSP
+            >>> stage = BarrierStage({SSP("local", "w", 0): 10}, frozenset({SSP("local", "w", 2)}))
+            >>> stage.passed({SSP("local", "w", 0): 9}), stage.passed({SSP("local", "w", 0): 10})
+            (False, True)
+        """
+        return all(positions.get(ssp, 0) >= offset for ssp, offset in self.barrier.items())
 
     def to_json(self) -> dict[str, Any]:
         return {

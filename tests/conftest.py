@@ -9,6 +9,20 @@ from kafka_broker import kafka_broker
 
 __all__ = ["kafka_broker", "spark"]
 
+SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs"}
+"""Test folders whose tests run real processes, brokers or Spark."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` by folder and `kafka` by fixture, so `-m 'not slow'` is a quick loop."""
+    for item in items:
+        parts = item.path.parts
+        if "tests" in parts and SLOW & set(parts[parts.index("tests") + 1:-1]):
+            item.add_marker(pytest.mark.slow)
+        if {"kafka", "eos"} & set(parts) or {"kafka_broker", "kafka_mock"} & set(
+                getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:

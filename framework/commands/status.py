@@ -31,7 +31,7 @@ def add_status_command(commands: Any) -> None:
 def _pending(task: TaskModel, done: Mapping[SystemStreamPartition, int]) -> int:
     """How many of the task's barrier stages its checkpoint has not passed yet (in order)."""
     for passed, stage in enumerate(task.stages):
-        if not all(done.get(ssp, 0) >= offset for ssp, offset in stage.barrier.items()):
+        if not stage.passed(done):
             return len(task.stages) - passed
     return 0
 

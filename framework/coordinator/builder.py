@@ -132,7 +132,7 @@ def _stages(
         return ()
     done = checkpoint.inputs if checkpoint else {}
     stages = list(before.stages)
-    while stages and all(done.get(s, 0) >= o for s, o in stages[0].barrier.items()):
+    while stages and stages[0].passed(done):
         stages.pop(0)
     gained = ssps - before.ssps
     if gained:

@@ -107,7 +107,7 @@ def _check_model(config: JobConfig, model: JobModel, counts: Mapping[str, int],
     for task in model.ordered_tasks():
         done = checkpoints[task.name].inputs if task.name in checkpoints else {}
         for stage in task.stages:
-            if not all(done.get(s, 0) >= o for s, o in stage.barrier.items()):
+            if not stage.passed(done):
                 raise RekeyError(
                     f"task {task.name!r} has not passed its expansion barrier yet (it still "
                     f"has records from before the expansion to process); run the job until "

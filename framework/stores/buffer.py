@@ -96,25 +96,29 @@ class TaskStore:
 
     # -- the task's API ---------------------------------------------------------------
 
-    def get(self, key: Any) -> Any:
-        """The value of ``key`` (buffered writes first), or None."""
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key`` (buffered writes first), or ``default`` when it has none."""
         raw = self._fast_key(key)
         buffer = self._buffer
         if raw in buffer:
             cached = self._objects.get(raw, _MISSING)
             if cached is not _MISSING:
-                return cached
+                return cached  # an immutable value put since the last drain (never None)
             data = buffer[raw]
         elif self._pending is not None and raw in self._pending:
             data = self._pending[raw]
         else:
             data = self.engine.get(raw)
         if data is None:
-            return None
+            return default
         try:
             return self._value_from(data)
         except Exception:
             return self._decode_value(raw, data)  # raises the SerdeError naming the store
+
+    def __contains__(self, key: Any) -> bool:
+        """``key in store``: whether ``key`` has a value (buffered writes first)."""
+        return self.get(key, _MISSING) is not _MISSING
 
     def put(self, key: Any, value: Any) -> None:
         """Set ``key`` to ``value`` in the write buffer; None deletes."""

@@ -280,8 +280,7 @@ class Worker:
         released = False
         for instance in self.instances:
             stages = self._stages.get(instance.name)
-            while stages and all(instance.positions.get(ssp, 0) >= offset
-                                 for ssp, offset in stages[0].barrier.items()):
+            while stages and stages[0].passed(instance.positions):
                 stage = stages.pop(0)
                 log.info("task %s passed its expansion barrier; consuming %d new partitions",
                          instance.name, len(stage.held))

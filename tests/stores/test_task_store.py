@@ -66,6 +66,19 @@ def test_reads_see_buffered_writes_before_the_engine_has_them(store: TaskStore) 
     assert store.engine.get(b"alice") is None
 
 
+def test_get_with_a_default_and_membership(store: TaskStore) -> None:
+    """``get(key, default)`` and ``key in store`` see buffered writes, the engine and deletes."""
+    assert (store.get("a", 0), "a" in store) == (0, False)
+    store.put("a", 5)
+    store.put("b", {"n": 1})
+    assert (store.get("a", 0), store.get("b", {}), "a" in store, "b" in store) == (
+        5, {"n": 1}, True, True)
+    store.apply(store.drain(), None)
+    assert (store.get("a", 0), "a" in store) == (5, True)  # from the engine now
+    store.delete("a")
+    assert (store.get("a", 0), "a" in store) == (0, False)
+
+
 def test_the_latest_buffered_write_wins(store: TaskStore) -> None:
     store.put("alice", 1)
     store.put("alice", 2)
