@@ -41,7 +41,14 @@ from framework.systems.base import (
     Record,
     RecordPosition,
 )
-from framework.systems.local_fetch import Columns, Slot, read_batch, read_columns
+from framework.systems.local_fetch import (
+    Columns,
+    RecordColumns,
+    Slot,
+    read_batch,
+    read_columns,
+    read_record_columns,
+)
 from framework.systems.local_log import LocalLog
 from framework.systems.local_schema import LocalOptions, database_file
 from groupers import SystemStreamPartition
@@ -131,6 +138,13 @@ class LocalSystem:
         """(offsets, keys, values) of up to ``limit`` records in ``[start, end)`` of one
         partition: the fast read of restores (see `framework.stores.changelog_reader`)."""
         return await self.call(read_columns, stream, partition, start, end, limit)
+
+    async def read_record_columns(
+        self, stream: str, partition: int, start: int, end: int, limit: int
+    ) -> RecordColumns:
+        """Every field of up to ``limit`` records in ``[start, end)`` of one partition, as
+        columns: the bulk read of the Spark DataSource (see `framework.spark.records`)."""
+        return await self.call(read_record_columns, stream, partition, start, end, limit)
 
     async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
         if not records:

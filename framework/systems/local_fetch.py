@@ -11,10 +11,10 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from framework.systems.base import Record
+from framework.systems.base import Headers, Record
 from framework.systems.local_log import LocalLog, decode_headers
 
-__all__ = ["fair_quotas", "read_batch", "read_columns"]
+__all__ = ["fair_quotas", "read_batch", "read_columns", "read_record_columns"]
 
 _RANGE = (
     "SELECT offset, key, value, timestamp, headers FROM records "
@@ -26,8 +26,15 @@ _COLUMNS = (
     "WHERE stream_id = ? AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?"
 )
 
+_RECORD_COLUMNS = (
+    "SELECT offset, key, value, timestamp, headers FROM records "
+    "WHERE stream_id = ? AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?"
+)
+
 Slot = tuple[str, int]  # (stream, partition)
 Columns = tuple[list[int], list[bytes | None], list[bytes | None]]
+RecordColumns = tuple[list[int], list[bytes | None], list[bytes | None], list[int], list[Headers]]
+"""(offsets, keys, values, timestamps, headers): one list per field, a row per record."""
 
 
 def fair_quotas(available: Sequence[tuple[Slot, int]], budget: int) -> dict[Slot, int]:
@@ -134,3 +141,22 @@ def read_columns(
         return [], [], []
     offsets, keys, values = zip(*rows, strict=True)
     return list(offsets), list(keys), list(values)
+
+
+def read_record_columns(
+    log: LocalLog, stream: str, partition: int, start: int, end: int, limit: int
+) -> RecordColumns:
+    """Every field of up to ``limit`` records with ``start <= offset < end``, as columns:
+    one range scan and no `Record` per row, for bulk readers (the Spark DataSource)."""
+    with log.read() as conn:
+        stream_id = log.stream_id(stream)
+        if stream_id is None:
+            return [], [], [], [], []
+        rows = conn.execute(_RECORD_COLUMNS, (stream_id, partition, start, end, limit)).fetchall()
+    if not rows:
+        return [], [], [], [], []
+    offsets, keys, values, timestamps, blobs = zip(*rows, strict=True)
+    headers: list[Headers] = (
+        [decode_headers(blob) if blob else () for blob in blobs] if any(blobs)
+        else [()] * len(rows))
+    return list(offsets), list(keys), list(values), list(timestamps), headers
