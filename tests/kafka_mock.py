@@ -40,14 +40,16 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import pytest
 
-__all__ = ["MockCluster", "kafka_mock", "start_mock_cluster"]
+__all__ = ["MockCluster", "kafka_mock", "start_mock_cluster", "transaction_cases"]
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -191,3 +193,33 @@ def kafka_mock() -> Iterator[MockCluster]:
 
 if __name__ == "__main__" and sys.argv[1:] == ["--serve"]:
     sys.exit(_serve())
+
+
+@asynccontextmanager
+async def transaction_cases(cluster: MockCluster, prefix: str
+                            ) -> AsyncIterator[tuple[str, Callable[[], Awaitable[None]]]]:
+    """A new one-partition topic holding, by offset: 0 committed, 1 its COMMIT marker,
+    2 aborted, 3 its ABORT marker, 4 a plain (non-transactional) record, 5 a record of a
+    transaction still open; yields the topic and the call that commits it (marker at 6)."""
+    from aiokafka import AIOKafkaProducer
+
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 1)
+    producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap,
+                                transactional_id=f"{topic}-txn")
+    plain = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap)
+    await producer.start()
+    await plain.start()
+    try:
+        async with producer.transaction():
+            await producer.send_and_wait(topic, b"committed", partition=0)
+        await producer.begin_transaction()
+        await producer.send_and_wait(topic, b"aborted", partition=0)
+        await producer.abort_transaction()
+        await plain.send_and_wait(topic, b"plain", partition=0)
+        await producer.begin_transaction()
+        await producer.send_and_wait(topic, b"open", partition=0)
+        yield topic, producer.commit_transaction
+    finally:
+        await plain.stop()
+        await producer.stop()

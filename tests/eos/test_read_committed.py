@@ -7,7 +7,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from kafka_mock import MockCluster
+from kafka_mock import MockCluster, transaction_cases
 
 from framework.errors import UnsupportedOperation
 from framework.systems.kafka import KafkaSystem
@@ -25,32 +25,17 @@ async def _read(system: KafkaSystem, topic: str) -> list[tuple[int, bytes | None
 
 async def test_readers_see_committed_transactions_only(kafka_mock: MockCluster) -> None:
     """Offsets: 0 committed, 1 COMMIT, 2 aborted, 3 ABORT, 4 plain, 5 open (then 6 COMMIT)."""
-    topic = f"rc-{uuid.uuid4().hex[:8]}"
-    kafka_mock.create_topic(topic, 1)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_mock.bootstrap,
-                                transactional_id=f"{topic}-txn")
-    plain = AIOKafkaProducer(bootstrap_servers=kafka_mock.bootstrap)
     system = KafkaSystem("kafka", kafka_mock.bootstrap)
-    await producer.start()
-    await plain.start()
     try:
-        async with producer.transaction():
-            await producer.send_and_wait(topic, b"committed", partition=0)
-        await producer.begin_transaction()
-        await producer.send_and_wait(topic, b"aborted", partition=0)
-        await producer.abort_transaction()
-        await plain.send_and_wait(topic, b"plain", partition=0)
-        await producer.begin_transaction()
-        await producer.send_and_wait(topic, b"open", partition=0)
-        assert await _read(system, topic) == [(0, b"committed"), (4, b"plain")]
-        assert (await system.offsets(topic))[0].end == 5  # the open transaction is not in
-        await producer.commit_transaction()
-        assert await _read(system, topic) == [(0, b"committed"), (4, b"plain"), (5, b"open")]
-        assert (await system.offsets(topic))[0].end == 6  # the COMMIT marker is not either
+        async with transaction_cases(kafka_mock, "rc") as (topic, commit):
+            assert await _read(system, topic) == [(0, b"committed"), (4, b"plain")]
+            assert (await system.offsets(topic))[0].end == 5  # the open transaction is not in
+            await commit()
+            assert await _read(system, topic) == [(0, b"committed"), (4, b"plain"),
+                                                  (5, b"open")]
+            assert (await system.offsets(topic))[0].end == 6  # the COMMIT marker is not either
     finally:
         await system.close()
-        await plain.stop()
-        await producer.stop()
 
 
 async def test_an_epoch_bump_fences_the_producer_and_aborts_its_transaction(

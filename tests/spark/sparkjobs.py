@@ -8,11 +8,12 @@ import shutil
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.process import Coordinator
 from framework.coordinator.stream import read_latest_model
+from framework.drill.verify import read_stream
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
 
@@ -129,3 +130,25 @@ async def _wait(check: Callable[[], Awaitable[bool]], timeout_s: float,
 
 def load(job: Path) -> JobConfig:
     return load_config(job)
+
+
+def final_state(job: Path) -> tuple[Any, dict[str, int], dict[str, list[dict[str, int]]]]:
+    """The job model, the store as the model's changelog partitions hold it, all outputs."""
+    config = load_config(job)
+
+    async def read(system: Any) -> tuple[Any, Any, Any]:
+        model = await read_latest_model(system, config)
+        changelog = config.changelog_stream("counts").partition(".")[2]
+        return model, await read_stream(system, changelog), await read_stream(system,
+                                                                              "word-counts")
+
+    model, changelog, outputs = on_system(config, read)
+    store: dict[str, int] = {}
+    for task in model.tasks.values():
+        for key, value in changelog.get(task.changelog_partition, []):
+            store[key.decode()] = json.loads(value)
+    emitted: dict[str, list[dict[str, int]]] = {}
+    for rows in outputs.values():
+        for key, value in rows:
+            emitted.setdefault(key.decode(), []).append(json.loads(value))
+    return model, store, emitted

@@ -5,16 +5,14 @@ and the remedy, `sampan rekey --tasks 3`, makes it go on with every count exact.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
-from sparkjobs import Words, on_system, run_until_caught_up, wordcount_job
+from sparkjobs import Words, final_state, on_system, run_until_caught_up, wordcount_job
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.process import Coordinator
-from framework.coordinator.stream import read_latest_model, read_state
-from framework.drill.verify import read_stream
+from framework.coordinator.stream import read_state
 from framework.spark.rekey import rekey_job
 from framework.systems import open_system
 
@@ -50,23 +48,9 @@ def run_until_refused_and_drained(config: JobConfig, log_dir: Path,
 
 
 def final_counts(job: Path) -> tuple[dict[str, int], dict[str, list[tuple[int, int]]]]:
-    config = load_config(job)
-
-    async def read(system: Any) -> tuple[Any, Any, Any]:
-        model = await read_latest_model(system, config)
-        changelog = config.changelog_stream("counts").partition(".")[2]
-        return model, await read_stream(system, changelog), await read_stream(system,
-                                                                              "word-counts")
-
-    model, changelog, outputs = on_system(config, read)
-    store = {key.decode(): json.loads(value) for task in model.tasks.values()
-             for key, value in changelog.get(task.changelog_partition, [])}
-    emitted: dict[str, list[tuple[int, int]]] = {}
-    for rows in outputs.values():
-        for key, value in rows:
-            update = json.loads(value)
-            emitted.setdefault(key.decode(), []).append((update["count"], update["seq"]))
-    return store, emitted
+    """The store and, per word, its outputs as (count, seq)."""
+    _, store, emitted = final_state(job)
+    return store, {w: [(u["count"], u["seq"]) for u in ups] for w, ups in emitted.items()}
 
 
 def test_a_forced_2_to_3_growth_is_held_then_rekeyed_to_3_tasks_exactly(

@@ -2,45 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkjobs import Words, on_system, run_until_caught_up, wordcount_job
+from sparkjobs import Words, final_state, on_system, run_until_caught_up, wordcount_job
 
 from framework.cli import main
 from framework.config import load_config
-from framework.coordinator.stream import read_latest_model
-from framework.drill.verify import read_stream
 from framework.spark.errors import RekeyError
 from framework.spark.rekey import rekey_job
 from framework.spark.verify import verify_job
 
 WORDS = [f"word-{n:02d}" for n in range(40)]
-
-
-def _final_state(job: Path) -> tuple[Any, dict[str, int], dict[str, list[dict[str, int]]]]:
-    """The job model, the store as the model's changelog partitions hold it, all outputs."""
-    config = load_config(job)
-
-    async def read(system: Any) -> tuple[Any, Any, Any]:
-        model = await read_latest_model(system, config)
-        changelog = config.changelog_stream("counts").partition(".")[2]
-        return model, await read_stream(system, changelog), await read_stream(system,
-                                                                              "word-counts")
-
-    model, changelog, outputs = on_system(config, read)
-    store: dict[str, int] = {}
-    for task in model.tasks.values():
-        for key, value in changelog.get(task.changelog_partition, []):
-            store[key.decode()] = json.loads(value)
-    emitted: dict[str, list[dict[str, int]]] = {}
-    for rows in outputs.values():
-        for key, value in rows:
-            emitted.setdefault(key.decode(), []).append(json.loads(value))
-    return model, store, emitted
 
 
 def test_rekey_from_2_to_4_tasks_continues_with_exact_counts(tmp_path: Path, spark: Any) -> None:
@@ -60,7 +35,7 @@ def test_rekey_from_2_to_4_tasks_continues_with_exact_counts(tmp_path: Path, spa
     words.produce(config, WORDS, 4)
     run_until_caught_up(config, tmp_path / "logs-2")
 
-    model, store, emitted = _final_state(job)
+    model, store, emitted = final_state(job)
     assert {name: sorted(s.partition for s in task.ssps) for name, task in model.tasks.items()} \
         == {"Partition 0": [0, 4], "Partition 1": [1, 5], "Partition 2": [2, 6],
             "Partition 3": [3, 7]}
