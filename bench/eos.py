@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.worker import KEYS, PARTITIONS, TASK, _records, _run_worker
 from framework.config import load_config
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.stream import publish_model
+from framework.metadata import publish_model
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord
 

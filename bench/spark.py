@@ -34,7 +34,7 @@ if __package__ in (None, ""):
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.stream import publish_model
+from framework.metadata import publish_model
 from framework.partitioner import partition_for_key
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System

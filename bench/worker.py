@@ -50,8 +50,8 @@ from bench import stores as store_bench
 from bench.systems_baseline import tansu
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.stream import publish_model
 from framework.jobmodel import JobModel
+from framework.metadata import publish_model
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System

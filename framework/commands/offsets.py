@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from framework.config import JobConfig
 from framework.coordinator.lease import CoordinatorLease, LeaseStore, pid_alive
-from framework.coordinator.stream import read_state
 from framework.errors import ConfigError, JobModelError, SampanError
+from framework.metadata import read_state
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, CommitRequest, System
 from groupers import SystemStreamPartition
@@ -28,14 +28,14 @@ async def _refuse_if_running(config: JobConfig, meta: System) -> CoordinatorLeas
         lease = CoordinatorLease(meta, config.name, config.coordinator.lease_timeout_ms)
         await lease.acquire()  # `CoordinatorRunningError` names the running coordinator
     status = (await read_state(meta, config)).status
-    workers = [pid for pid in (status.get("worker_pids") or {}).values() if pid_alive(pid)]
-    running = lease is None and status.get("state") == "running" and pid_alive(
-        status.get("coordinator_pid"))
+    workers = [pid for pid in status.worker_pids.values() if pid_alive(pid)]
+    running = lease is None and status.state == "running" and pid_alive(
+        status.coordinator_pid)
     if workers or running:
         if lease is not None:
             await lease.release()
         raise SampanError(
-            f"job {config.name!r} is running (coordinator pid {status.get('coordinator_pid')},"
+            f"job {config.name!r} is running (coordinator pid {status.coordinator_pid},"
             f" worker pids {workers}); stop it (Ctrl-C on `sampan run {config.path}`) and "
             f"reset again")
     return lease

@@ -6,17 +6,15 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from framework.config import JobConfig, load_config
-from framework.coordinator.stream import read_state
+from framework.coordinator.expansion import held_behind_barrier, pending_stages
 from framework.errors import JobModelError
-from framework.jobmodel import TaskModel
+from framework.metadata import read_state
 from framework.systems import open_system
-from groupers import SystemStreamPartition
 
-__all__ = ["add_status_command", "collect_status", "held_behind_barrier"]
+__all__ = ["add_status_command", "collect_status"]
 
 
 def add_status_command(commands: Any) -> None:
@@ -26,22 +24,6 @@ def add_status_command(commands: Any) -> None:
     parser.add_argument("job", help="the job file (TOML)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(handler=_command)
-
-
-def _pending(task: TaskModel, done: Mapping[SystemStreamPartition, int]) -> int:
-    """How many of the task's barrier stages its checkpoint has not passed yet (in order)."""
-    for passed, stage in enumerate(task.stages):
-        if not stage.passed(done):
-            return len(task.stages) - passed
-    return 0
-
-
-def held_behind_barrier(
-    task: TaskModel, done: Mapping[SystemStreamPartition, int]
-) -> frozenset[SystemStreamPartition]:
-    """SSPs still held: those of the stages the checkpointed positions have not passed."""
-    pending = task.stages[len(task.stages) - _pending(task, done):]
-    return frozenset().union(*(stage.held for stage in pending))
 
 
 async def collect_status(config: JobConfig) -> dict[str, Any]:
@@ -67,6 +49,7 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
             finally:
                 if system is not meta:
                     await system.close()
+        coordinator = state.status.to_dict()
         tasks = []
         total_lag = 0
         for task in state.model.ordered_tasks():
@@ -85,19 +68,16 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
                              "held": ssp in held, "past_end": ahead})
             tasks.append({"task": task.name, "worker": task.worker,
                           "barrier_stages": len(task.stages),
-                          "barrier_stages_passed": len(task.stages) - _pending(task, done),
+                          "barrier_stages_passed": len(task.stages) - pending_stages(task, done),
                           "changelog_partition": task.changelog_partition, "ssps": ssps})
         return {
             "job": config.name, "epoch": state.model.epoch, "reason": state.model.reason,
             "partition_counts": dict(state.model.partition_counts),
-            "workers": state.model.workers, "state": state.status.get("state"),
-            "refusal": state.status.get("refusal"), "error": state.status.get("error"),
-            "expansions": state.status.get("expansions", []),
-            "worker_reports": {str(k): v for k, v in sorted(state.workers.items())},
-            "worker_logs": state.status.get("worker_logs"),
-            "config_change": state.status.get("config_change"),
-            "stuck": state.status.get("stuck"),
-            "restarts": state.status.get("restarts", 0),
+            "workers": state.model.workers,
+            **{name: coordinator[name] for name in (
+                "state", "refusal", "error", "expansions", "worker_logs", "config_change",
+                "stuck", "restarts")},
+            "worker_reports": {str(k): v.to_dict() for k, v in sorted(state.workers.items())},
             "total_lag": total_lag, "tasks": tasks,
         }
     finally:
@@ -153,7 +133,7 @@ def _command(args: argparse.Namespace) -> int:
     reports = status["worker_reports"].values()
     for expansion in status["expansions"][-3:]:
         resumed = [r["resumed_ms"] for r in reports
-                   if r.get("epoch") == expansion["epoch"] and "resumed_ms" in r]
+                   if r["epoch"] == expansion["epoch"] and r["resumed_ms"] is not None]
         resume = (f", resumed {_clock(max(resumed))} "
                   f"({max(resumed) - expansion['detected_ms']} ms after detection)"
                   if len(resumed) == status["workers"] else "")

@@ -13,8 +13,8 @@ from typing import Any
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.stream import read_state
 from framework.errors import ConfigError, SampanError, SerdeError, StreamNotFoundError
+from framework.metadata import read_state
 from framework.serdes import get_serde
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System

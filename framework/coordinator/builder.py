@@ -9,7 +9,8 @@ from collections.abc import Mapping
 
 import groupers as G
 from framework.config import JobConfig
-from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.coordinator.expansion import barrier_stages
+from framework.jobmodel import JobModel, TaskModel
 from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
 
@@ -119,30 +120,6 @@ def _placement(
     return placement
 
 
-def _stages(
-    task: str,
-    ssps: frozenset[SystemStreamPartition],
-    previous: JobModel | None,
-    end_offsets: Mapping[SystemStreamPartition, int],
-    checkpoint: Checkpoint | None,
-) -> tuple[BarrierStage, ...]:
-    """Barriers for a task that gained partitions, after any earlier stage not yet passed."""
-    before = previous.tasks.get(task) if previous else None
-    if before is None:
-        return ()
-    done = checkpoint.inputs if checkpoint else {}
-    stages = list(before.stages)
-    while stages and stages[0].passed(done):
-        stages.pop(0)
-    gained = ssps - before.ssps
-    if gained:
-        streams = {(s.system, s.stream) for s in gained}
-        barrier = {s: end_offsets.get(s, 0) for s in sorted(before.ssps)
-                   if (s.system, s.stream) in streams}
-        stages.append(BarrierStage(barrier=barrier, held=frozenset(gained)))
-    return tuple(stages)
-
-
 def build_job_model(
     config: JobConfig,
     partition_counts: Mapping[str, int],
@@ -177,7 +154,7 @@ def build_job_model(
             changelog_partition=changelogs[name],
             worker=placement[name],
             broadcast=broadcast,
-            stages=_stages(name, grouping[name], previous, end_offsets or {},
+            stages=barrier_stages(name, grouping[name], previous, end_offsets or {},
                            (checkpoints or {}).get(name)) if barriers else (),
         )
         for name in tasks

@@ -15,25 +15,27 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import groupers as G
 from framework.config import JobConfig
 from framework.config_snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
+from framework.coordinator.expansion import ExpansionBook, describe_change
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
-from framework.coordinator.stream import (
-    STATUS_KEY,
-    ensure_coordinator_stream,
-    publish_model,
-    publish_report,
-    read_state,
-)
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
 from framework.jobmodel import JobModel
+from framework.metadata import (
+    ConfigChange,
+    CoordinatorStatus,
+    ExpansionRecord,
+    ensure_coordinator_stream,
+    publish_model,
+    publish_status,
+    read_state,
+)
 from framework.systems import open_system
 from framework.systems.base import System
 from framework.worker.commit import check_guarantee
@@ -54,12 +56,6 @@ def _stat(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return found.st_mtime_ns, found.st_size
-
-
-def _describe(before: Mapping[str, int], after: Mapping[str, int]) -> str:
-    """``"local.words 2→4, ..."`` for the streams whose count changed (new streams excluded)."""
-    return ", ".join(f"{s} {before[s]}→{c}" for s, c in sorted(after.items())
-                     if s in before and before[s] != c)
 
 
 class Coordinator:
@@ -83,7 +79,8 @@ class Coordinator:
         self.lease: CoordinatorLease | KafkaCoordinatorLease | None = None
         self._lease_lost = asyncio.Event()
         self.model: JobModel | None = None
-        self.status: dict[str, Any] = {"expansions": [], "refusal": None}
+        self.status = CoordinatorStatus()
+        self.expansions = ExpansionBook(self.status, config.path)
 
     @property
     def meta(self) -> System:
@@ -112,8 +109,8 @@ class Coordinator:
             self.supervisor.config_snapshot = snapshot_config(self.config)
             self._job_file_stat = _stat(self.config.path)
             state = await read_state(self.meta, self.config)
-            self.status = {**state.status, "expansions": state.status.get("expansions", []),
-                           "refusal": None, "error": None, "config_change": None}
+            # Expansions carry over; a refusal, error or edit is re-detected by this run.
+            self.status.expansions = state.status.expansions
             counts = await self.partition_counts()
             await self._check_inputs()  # before any worker starts reading
             await self._create_declared_streams()
@@ -142,7 +139,7 @@ class Coordinator:
                             log.error("background task failed: %r", error)
             await self.supervisor.stop()
             if isinstance(failed, Exception):
-                self.status["error"] = str(failed)
+                self.status.error = str(failed)
             if self.lease is not None and self.lease.held:  # never overwrite another's status
                 await self._report(state="failed" if isinstance(failed, Exception)
                                    else "stopped")
@@ -157,11 +154,12 @@ class Coordinator:
         detected = _now_ms()
         if previous is None:
             return await self._publish(counts, None, reason="coordinator start")
-        described = _describe(previous.partition_counts, counts)
+        described = describe_change(previous.partition_counts, counts)
         try:
             build_job_model(self.config, counts, previous)  # validate before publishing
         except G.ExpansionError as error:
-            await self._refuse(described, error, counts, detected, previous.epoch)
+            if self.expansions.refuse(described, error, counts, detected, previous.epoch):
+                await self._report(state="running")
             kept = {s: previous.partition_counts.get(s, c) for s, c in counts.items()}
             return await self._publish(kept, previous, reason="coordinator start")
         if not described:
@@ -169,27 +167,10 @@ class Coordinator:
         log.info("input expansion while the job was stopped: %s", described)
         model = await self._publish(counts, previous,
                                     reason=f"coordinator start, expansion {described}")
-        self.status["expansions"].append({
-            "change": described, "epoch": model.epoch, "detected_ms": detected,
-            "workers_stopped_ms": None, "model_published_ms": _now_ms(),
-            "workers_started_ms": None})
+        self.expansions.applied(ExpansionRecord(
+            change=described, epoch=model.epoch, detected_ms=detected,
+            model_published_ms=_now_ms()))
         return model
-
-    async def _refuse(self, described: str, error: Exception, counts: dict[str, int],
-                      detected: int, epoch: int) -> None:
-        """Log and record a refused partition change once per distinct set of counts."""
-        if (self.status.get("refusal") or {}).get("counts") == counts:
-            return
-        streams = ", ".join(part.split(" ")[0] for part in described.split(", ") if part)
-        log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d and stops "
-                  "reading %s where it grew (its other inputs go on): records written under "
-                  "the new count are never read under the old one. Remedy: expand to a valid "
-                  "count, or stop the job and re-key it to a task count that divides the new "
-                  "count (`sampan rekey %s --tasks M`)", described, error, epoch,
-                  streams or "the changed stream", self.config.path)
-        self.status["refusal"] = {"detected_ms": detected, "change": described,
-                                  "error": str(error), "counts": counts}
-        await self._report(state="running")
 
     async def _open(self) -> None:
         names = {self.config.metadata_system} | {
@@ -269,7 +250,7 @@ class Coordinator:
         if self.config.coordinator.assignor != "high-availability" or previous is None:
             return None
         reports = (await read_state(self.meta, self.config)).workers
-        if not any("store_positions" in r for r in reports.values()):
+        if not any(r.store_positions for r in reports.values()):
             return None
         ends: dict[str, dict[int, int]] = {}
         for store in self.config.logged_stores:
@@ -277,8 +258,7 @@ class Coordinator:
             ends[store] = {p: r.end for p, r in (await self.meta.offsets(stream)).items()}
         state: dict[int, dict[str, int]] = {}
         for worker, report in reports.items():
-            held: dict[str, dict[str, int]] = report.get("store_positions", {})
-            for task, stores in held.items():
+            for task, stores in report.store_positions.items():
                 if task not in previous.tasks:
                     continue
                 partition = previous.tasks[task].changelog_partition
@@ -323,10 +303,7 @@ class Coordinator:
             assert self.model is not None
             if dict(counts) != dict(self.model.partition_counts):
                 await self._on_change(counts)
-            elif self.status.get("refusal"):
-                log.info("partition counts are back to epoch %d's; refusal cleared",
-                         self.model.epoch)
-                self.status["refusal"] = None
+            elif self.expansions.clear_refusal(self.model.epoch):
                 await self._report(state="running")
 
     async def _compact_forever(self) -> None:
@@ -374,26 +351,27 @@ class Coordinator:
             return
         self._job_file_stat = seen
         change = job_file_change(self.config)
-        if change == (self.status.get("config_change") or {}).get("change"):
+        if change == (self.status.config_change.change if self.status.config_change else None):
             return
         if change is None:
             log.info("job file %s is back to the configuration the job runs", self.config.path)
-            self.status["config_change"] = None
+            self.status.config_change = None
         else:
             log.warning("job file %s was edited while the job runs: %s. The job keeps running "
                         "the configuration it started with; restart `sampan run` to apply the "
                         "edit", self.config.path, change)
-            self.status["config_change"] = {"detected_ms": _now_ms(), "change": change}
+            self.status.config_change = ConfigChange(change=change, detected_ms=_now_ms())
         await self._report(state="running")
 
     async def _on_change(self, counts: dict[str, int]) -> None:
         assert self.model is not None
         detected = _now_ms()
-        described = _describe(self.model.partition_counts, counts)
+        described = describe_change(self.model.partition_counts, counts)
         try:
             build_job_model(self.config, counts, self.model)  # validate before stopping
         except G.ExpansionError as error:
-            await self._refuse(described, error, counts, detected, self.model.epoch)
+            if self.expansions.refuse(described, error, counts, detected, self.model.epoch):
+                await self._report(state="running")
             return
         log.info("input expansion detected: %s; stopping workers", described)
         await self.supervisor.stop()
@@ -402,20 +380,19 @@ class Coordinator:
         published = _now_ms()
         if self.start_workers:
             await self.supervisor.start(self.model.workers)
-        self.status["refusal"] = None
-        self.status["expansions"].append({
-            "change": described, "epoch": self.model.epoch, "detected_ms": detected,
-            "workers_stopped_ms": stopped, "model_published_ms": published,
-            "workers_started_ms": _now_ms()})
+        self.expansions.applied(ExpansionRecord(
+            change=described, epoch=self.model.epoch, detected_ms=detected,
+            workers_stopped_ms=stopped, model_published_ms=published,
+            workers_started_ms=_now_ms()))
         await self._report(state="running")
 
     async def _report(self, *, state: str) -> None:
         if not self.systems:
             return
-        self.status.update(state=state, epoch=self.model.epoch if self.model else None,
-                           coordinator_pid=os.getpid(),
-                           worker_logs=str(self.supervisor.log_dir),
-                           updated_ms=_now_ms(), worker_pids=self.supervisor.pids(),
-                           stuck=self.supervisor.stuck,
-                           restarts=self.supervisor.restarts)
-        await publish_report(self.meta, self.config, STATUS_KEY, self.status)
+        status = self.status
+        status.state, status.epoch = state, self.model.epoch if self.model else None
+        status.coordinator_pid, status.updated_ms = os.getpid(), _now_ms()
+        status.worker_logs = str(self.supervisor.log_dir)
+        status.worker_pids, status.restarts = self.supervisor.pids(), self.supervisor.restarts
+        status.stuck = self.supervisor.stuck
+        await publish_status(self.meta, self.config, status)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from framework.errors import EXIT_FENCED, EXIT_STUCK, SampanError
+from framework.metadata import StuckWorker
 
 __all__ = ["Supervisor", "WorkerCrashLoopError", "last_error_line"]
 
@@ -102,7 +103,7 @@ class Supervisor:
         self.max_restarts = max_restarts
         self.crash_window_s = crash_window_s
         self._crashes: dict[int, collections.deque[float]] = {}  # worker → recent crash times
-        self.stuck: dict[str, object] | None = None
+        self.stuck: StuckWorker | None = None
         """The last worker the task watchdog stopped: worker, detail, at_ms (for status)."""
         self.workers: dict[int, _Worker] = {}
         self.restarts = 0
@@ -157,8 +158,8 @@ class Supervisor:
                 log.warning("worker %d exited with status %d%s (log: %s)", worker_id, code,
                             f": {cause}" if cause else "", self.log_path(worker_id))
             if code == EXIT_STUCK:
-                self.stuck = {"worker": worker_id, "detail": cause,
-                              "at_ms": int(time.time() * 1000)}
+                self.stuck = StuckWorker(worker=worker_id, detail=cause,
+                                         at_ms=int(time.time() * 1000))
             if code == EXIT_FENCED:
                 crashes = 0
             else:

@@ -15,12 +15,12 @@ from typing import Any
 
 from framework.config import load_config
 from framework.coordinator.process import Coordinator
-from framework.coordinator.stream import read_state
 from framework.drill.options import DrillOptions
 from framework.drill.producer import PacedProducer
 from framework.drill.scenario import Scenario, Verdict, load_scenario, render_job
 from framework.drill.timeline import Timeline, committed_and_end, plot, sample_forever
 from framework.errors import ConfigError, SampanError, UnsupportedOperation
+from framework.metadata import WorkerReport, read_state
 from framework.systems import open_system
 from framework.systems.base import System
 
@@ -186,9 +186,9 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
     progress = _Progress()
     report = DrillReport(options, scenario, output, Verdict(keys=0))
 
-    async def epoch_started(epoch: int) -> list[dict[str, Any]] | None:
+    async def epoch_started(epoch: int) -> list[WorkerReport] | None:
         state = await read_state(system, config)
-        reports = [r for r in state.workers.values() if r.get("epoch") == epoch]
+        reports = [r for r in state.workers.values() if r.epoch == epoch]
         return reports if len(reports) >= options.workers else None
 
     async def model_is(count: int) -> bool:
@@ -219,21 +219,21 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
             await _wait(lambda c=count: model_is(c), 60, f"the expansion to {count} partitions",
                         coordinator_task)
             epoch = coordinator.model.epoch
-            reports: list[dict[str, Any]] = []
+            reports: list[WorkerReport] = []
 
-            async def resumed(epoch: int = epoch, reports: list[dict[str, Any]] = reports
+            async def resumed(epoch: int = epoch, reports: list[WorkerReport] = reports
                               ) -> bool:
                 found = await epoch_started(epoch)
                 reports[:] = found or []
                 return found is not None
 
             await _wait(resumed, 60, f"workers of epoch {epoch}", coordinator_task)
-            expansion = coordinator.status["expansions"][-1]
+            expansion = coordinator.status.expansions[-1]
             figures = ExpansionFigures(
-                change=expansion["change"], epoch=epoch, requested_ms=requested,
-                detected_ms=expansion["detected_ms"],
-                resumed_ms=max(r["resumed_ms"] for r in reports),
-                restored=sum(r.get("restored", 0) for r in reports))
+                change=expansion.change, epoch=epoch, requested_ms=requested,
+                detected_ms=expansion.detected_ms,
+                resumed_ms=max(r.resumed_ms or 0 for r in reports),
+                restored=sum(r.restored for r in reports))
             report.expansions.append(figures)
             timeline.marks.append((t_expand + figures.detection_to_resume_s, f"resumed {count}"))
             phase_start = timeline.marks[-1][0]

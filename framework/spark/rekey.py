@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from framework.config import JobConfig, load_config
-from framework.coordinator.stream import publish_model, read_state
+from framework.metadata import publish_model, read_state
 from framework.serdes import get_serde
 from framework.spark.aio import with_system
 from framework.spark.errors import RekeyError

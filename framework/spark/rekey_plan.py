@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from framework.config import JobConfig
 from framework.coordinator.lease import pid_alive
 from framework.jobmodel import JobModel, TaskModel
+from framework.metadata import CoordinatorStatus
 from framework.partitioner import partition_for_key
 from framework.spark.errors import RekeyError
 from framework.systems.base import Checkpoint
@@ -44,12 +44,11 @@ def valid_task_counts(partition_counts: Mapping[str, int]) -> list[int]:
     return [m for m in range(1, common + 1) if common % m == 0]
 
 
-def check_stopped(config: JobConfig, status: Mapping[str, Any]) -> None:
+def check_stopped(config: JobConfig, status: CoordinatorStatus) -> None:
     """Refuse when the coordinator stream says the job runs and a process of it is alive."""
-    workers = status.get("worker_pids") or {}
-    worker_pids = list(workers.values()) if isinstance(workers, Mapping) else list(workers)
-    coordinator = status.get("coordinator_pid")
-    running = status.get("state") == "running" and coordinator and pid_alive(coordinator)
+    worker_pids = list(status.worker_pids.values())
+    coordinator = status.coordinator_pid
+    running = status.state == "running" and coordinator and pid_alive(coordinator)
     live_workers = [pid for pid in worker_pids if pid_alive(pid)]
     if running or live_workers:
         raise RekeyError(

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from framework.config import JobConfig, load_config
-from framework.coordinator.stream import read_latest_model
+from framework.metadata import read_latest_model
 from framework.spark.aio import with_system
 from framework.spark.errors import VerificationError
 from framework.spark.verify_ad_join import verify_ad_join

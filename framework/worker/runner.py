@@ -9,11 +9,10 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from framework.api import Envelope, StreamTask
 from framework.config import JobConfig
-from framework.coordinator.stream import WORKER_PREFIX, publish_report, read_latest_model
 from framework.errors import (
     FencedError,
     JobModelError,
@@ -24,6 +23,12 @@ from framework.errors import (
 )
 from framework.inputs_check import check_inputs
 from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.metadata import (
+    RestoreStop,
+    WorkerReport,
+    publish_worker_report,
+    read_latest_model,
+)
 from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
@@ -118,19 +123,19 @@ class Worker:
                 committer = await self._start_tasks(model, task_class)
             except RestoreStopped as stopped:
                 return await self._stopped_restoring(model, started_ms, stopped)
-            report = {"epoch": model.epoch, "pid": os.getpid(), "started_ms": started_ms,
-                      "resumed_ms": _now_ms(), "restored": self.restored,
-                      "restore_modes": self.restore_modes,
-                      "tasks": [i.name for i in self.instances],
-                      "store_positions": _store_positions(committer)}
+            report = WorkerReport(
+                epoch=model.epoch, pid=os.getpid(), started_ms=started_ms,
+                resumed_ms=_now_ms(), restored=self.restored,
+                restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
+                store_positions=_store_positions(committer))
             await self._report(report)
             reason = await self._loop(committer)
             result = WorkerResult(model.epoch, sum(i.processed for i in self.instances),
                                   sum(i.skipped for i in self.instances), committer.commits,
                                   self.restored, reason)
-            await self._report({**report, "stopped_ms": _now_ms(), "reason": reason,
-                                "processed": result.processed, "skipped": result.skipped,
-                                "store_positions": _store_positions(committer)})
+            await self._report(replace(
+                report, stopped_ms=_now_ms(), reason=reason, processed=result.processed,
+                skipped=result.skipped, store_positions=_store_positions(committer)))
             return result
         except StoreCorruptedError as error:
             await self._close()  # closed first: then wipe it for a full restore
@@ -147,13 +152,11 @@ class Worker:
         self.restored += stopped.applied
         log.info("worker %d stopped while restoring: %s", self.worker_id, stopped)
         reason = "stopped while restoring"
-        await self._report({"epoch": model.epoch, "pid": os.getpid(), "started_ms": started_ms,
-                            "stopped_ms": _now_ms(), "reason": reason,
-                            "restored": self.restored, "restore_modes": self.restore_modes,
-                            "restore_stopped": {"store": stopped.label,
-                                                "position": stopped.position,
-                                                "end": stopped.end},
-                            "tasks": [i.name for i in self.instances]})
+        await self._report(WorkerReport(
+            epoch=model.epoch, pid=os.getpid(), started_ms=started_ms, stopped_ms=_now_ms(),
+            reason=reason, restored=self.restored, restore_modes=self.restore_modes,
+            restore_stopped=RestoreStop(stopped.label, stopped.position, stopped.end),
+            tasks=[i.name for i in self.instances]))
         return WorkerResult(model.epoch, 0, 0, 0, self.restored, reason)
 
     async def _check_fence(self) -> None:
@@ -162,10 +165,9 @@ class Worker:
         await self.systems[self.config.metadata_system].check_fence(self.config.name,
                                                                     self.model.epoch)
 
-    async def _report(self, report: dict[str, object]) -> None:
-        key = WORKER_PREFIX + str(self.worker_id).encode()
-        await publish_report(self.systems[self.config.metadata_system], self.config, key,
-                             report)
+    async def _report(self, report: WorkerReport) -> None:
+        await publish_worker_report(self.systems[self.config.metadata_system], self.config,
+                                    self.worker_id, report)
 
     async def _load(self) -> JobModel:
         names = {self.config.metadata_system} | {

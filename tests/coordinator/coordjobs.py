@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from framework.config import JobConfig, load_config
-from framework.coordinator.stream import CoordinatorState, read_state
 from framework.drill.verify import read_stream
+from framework.metadata import CoordinatorState, read_state
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, ProducerRecord, System
 
@@ -241,9 +241,9 @@ class Job:
             state = await self.state()
             result[:] = [state]
             return (state.model is not None and state.model.epoch == epoch
-                    and state.status.get("epoch") == epoch
-                    and all(state.workers.get(w, {}).get("epoch") == epoch
-                            and "stopped_ms" not in state.workers[w] for w in range(count)))
+                    and state.status.epoch == epoch
+                    and all(w in state.workers and state.workers[w].epoch == epoch
+                            and state.workers[w].stopped_ms is None for w in range(count)))
         await self.wait(ready, f"epoch {epoch} running on {count} workers")
         return result[0]
 

@@ -14,18 +14,18 @@ import pytest
 from coordjobs import Job, keys, placement
 
 from framework.errors import FencedError
+from framework.metadata import CoordinatorState
 from framework.stores.rocksdb import store_path
 from framework.worker.runner import Worker
 
 PADDING = 60_000  # changelog records of keys the task never sees: a long full restore
 
 
-def resume_ms(job_state: object, epoch: int) -> int:
+def resume_ms(job_state: CoordinatorState, epoch: int) -> int:
     """Detection → every worker resumed on ``epoch`` (from the coordinator stream)."""
-    expansion = next(e for e in job_state.status["expansions"]  # type: ignore[attr-defined]
-                     if e["epoch"] == epoch)
-    resumed = max(r["resumed_ms"] for r in job_state.workers.values())  # type: ignore
-    return int(resumed - expansion["detected_ms"])
+    expansion = next(e for e in job_state.status.expansions if e.epoch == epoch)
+    resumed = max(r.resumed_ms or 0 for r in job_state.workers.values())
+    return resumed - expansion.detected_ms
 
 
 async def test_per_key_order_holds_across_two_expansions(make_job: Callable[..., Job]) -> None:
@@ -46,7 +46,7 @@ async def test_per_key_order_holds_across_two_expansions(make_job: Callable[...,
     assert await job.stop() == 0
     await job.assert_exact()
     state = await job.state()
-    assert [e["change"] for e in state.status["expansions"]] == [
+    assert [e.change for e in state.status.expansions] == [
         "local.words 2→4", "local.words 4→8"]
     assert placement(state) == {
         "Partition 0": ([["local", "words", p] for p in (0, 2, 4, 6)], 0, 0),
@@ -63,13 +63,13 @@ async def test_worker_sigkilled_mid_expansion_is_restarted_and_exact(
     await job.produce("words", keys(50), 20)
     job.start()
     first = await job.wait_epoch(1)
-    old = first.workers[1]["pid"]
+    old = first.workers[1].pid
     await job.expand("words", 4)
     await job.produce("words", keys(50), 20)
     victim: list[int] = []
 
     async def switched() -> bool:
-        pid = (await job.state()).status.get("worker_pids", {}).get("1")
+        pid = (await job.state()).status.worker_pids.get(1)
         if pid is not None and pid != old:
             victim.append(pid)
         return bool(victim)
@@ -77,15 +77,15 @@ async def test_worker_sigkilled_mid_expansion_is_restarted_and_exact(
     os.kill(victim[0], signal.SIGKILL)
 
     async def restarted() -> bool:
-        report = (await job.state()).workers.get(1, {})
-        return report.get("pid") not in (None, old, victim[0]) and report.get("epoch") == 2
+        report = (await job.state()).workers.get(1)
+        return report is not None and report.pid not in (old, victim[0]) and report.epoch == 2
     await job.wait(restarted, "worker 1 restarted on epoch 2")
     await job.produce("words", keys(50), 5)
     await job.wait_outputs()
     assert await job.stop() == 0
     await job.assert_exact()
     final = await job.state()
-    assert final.status["restarts"] == 1
+    assert final.status.restarts == 1
     assert "worker 1 exited with status -9" in job.coordinator_log()
 
 
@@ -123,7 +123,7 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
     async def quarter_restored() -> bool:
         return log.exists() and "(25%)" in log.read_text(errors="replace")
     await job.wait(quarter_restored, "worker 1 a quarter into restoring Partition 1")
-    pid = int((await job.state()).status["worker_pids"]["1"])
+    pid = (await job.state()).status.worker_pids[1]
     os.kill(pid, signal.SIGSTOP)
     assert "restore applied" not in log.read_text(errors="replace"), (
         "the restore finished before the test could freeze it; raise PADDING")
@@ -151,9 +151,9 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
     assert int(stopped[2].replace(",", "")) == position
     assert f"delta restore of [{position}, {restore_end}) because local state is at offset " \
         f"{position}" in text
-    assert state.workers[1]["restore_modes"] == {"Partition 1/counts": "delta"}
-    assert state.workers[1]["restored"] == restore_end - position
-    assert state.workers[0]["restore_modes"] == {"Partition 0/counts": "none"}
+    assert state.workers[1].restore_modes == {"Partition 1/counts": "delta"}
+    assert state.workers[1].restored == restore_end - position
+    assert state.workers[0].restore_modes == {"Partition 0/counts": "none"}
     assert "did not stop within" not in job.coordinator_log()
     assert "local.words 2→4" in job.coordinator_log()
 

@@ -29,21 +29,23 @@ async def test_an_edit_while_running_is_reported_and_restarted_workers_keep_goin
                         + "\n[errors]\nprocess_policy = \"skip\"\n")
 
     async def reported() -> bool:
-        return (await job.state()).status.get("config_change") is not None
+        return (await job.state()).status.config_change is not None
     await job.wait(reported, "the coordinator to report the edit")
-    change = (await job.state()).status["config_change"]["change"]
+    change = (await job.state()).status.config_change
+    assert change is not None
+    change = change.change
     assert change == "changed errors.process_policy, job.commit_interval_ms"
     status = job.sampan("status", "{job}")
     assert ("JOB FILE EDITED while running (changed errors.process_policy, "
             "job.commit_interval_ms): the job runs the configuration it started with; restart "
             "`sampan run` to apply it") in status.stdout
 
-    victim = int((await job.state()).status["worker_pids"]["1"])
+    victim = (await job.state()).status.worker_pids[1]
     os.kill(victim, signal.SIGKILL)
 
     async def restarted() -> bool:
-        report = (await job.state()).workers.get(1, {})
-        return report.get("pid") not in (None, victim) and "resumed_ms" in report
+        report = (await job.state()).workers.get(1)
+        return report is not None and report.pid != victim and report.resumed_ms is not None
     await job.wait(restarted, "worker 1 restarted")
     await job.produce("words", keys(40), 5)
     await job.wait_outputs()
@@ -52,13 +54,13 @@ async def test_an_edit_while_running_is_reported_and_restarted_workers_keep_goin
     job.path.write_text("[job\nbroken")  # an edit that does not even parse
 
     async def broken() -> bool:
-        found = (await job.state()).status.get("config_change") or {}
-        return found.get("change", "").startswith("it no longer loads")
+        found = (await job.state()).status.config_change
+        return found is not None and found.change.startswith("it no longer loads")
     await job.wait(broken, "the coordinator to report the unreadable job file")
     job.path.write_text(original)
 
     async def back() -> bool:
-        return (await job.state()).status.get("config_change") is None
+        return (await job.state()).status.config_change is None
     await job.wait(back, "the coordinator to see the original job file again")
     assert await job.stop() == 0
     await job.assert_exact()

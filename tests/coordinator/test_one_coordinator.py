@@ -54,7 +54,7 @@ async def test_a_second_run_refuses_at_once_naming_the_running_coordinator(
     await job.wait_outputs()
     state = await job.state()
     assert state.model is not None and state.model.epoch == 1  # nobody published epoch 2
-    assert state.status["coordinator_pid"] == first.pid
+    assert state.status.coordinator_pid == first.pid
     assert await job.stop() == 0
     await job.assert_exact()
 
@@ -124,8 +124,9 @@ async def test_a_stray_worker_stops_by_itself_and_never_blocks_the_job(
                                  env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         async def stray_running() -> bool:
-            report = (await job.state()).workers.get(0, {})
-            return report.get("pid") == stray.pid and "resumed_ms" in report
+            report = (await job.state()).workers.get(0)
+            return report is not None and report.pid == stray.pid and (
+                report.resumed_ms is not None)
         await job.wait(stray_running, "the stray worker to open its stores")
         await job.produce("words", keys(20), 3)
         job.start()

@@ -70,7 +70,7 @@ async def test_workers_report_store_positions_the_coordinator_turns_into_gaps(
     await job.wait_outputs()
     assert await job.stop() == 0
     state = await job.state()
-    held = {w: sorted(r["store_positions"]) for w, r in state.workers.items()}
+    held = {w: sorted(r.store_positions) for w, r in state.workers.items()}
     assert held == {0: ["Partition 0", "Partition 2"], 1: ["Partition 1", "Partition 3"]}
     padded = await job.pad_changelog(2, 7)  # 7 changelog records the workers never saw
     assert padded

@@ -31,10 +31,10 @@ async def test_restart_keeps_model_placement_changelogs_and_local_state(
         "Partition 3": ([["local", "words", 3]], 3, 1),
     }
     assert second.model is not None and second.model.reason == "coordinator start"
-    modes = {w: r["restore_modes"] for w, r in second.workers.items()}
+    modes = {w: r.restore_modes for w, r in second.workers.items()}
     assert modes == {0: {"Partition 0/counts": "none", "Partition 2/counts": "none"},
                      1: {"Partition 1/counts": "none", "Partition 3/counts": "none"}}
-    assert [second.workers[w]["restored"] for w in (0, 1)] == [0, 0]
+    assert [second.workers[w].restored for w in (0, 1)] == [0, 0]
     assert await job.stop() == 0
     await job.assert_exact()
 
@@ -55,7 +55,7 @@ async def test_sigkilled_coordinator_restarts_on_the_same_plan_and_stays_exact(
     second = await job.wait_epoch(2)
     await job.wait_outputs()
     assert placement(second) == placement(first)
-    modes = {m for r in second.workers.values() for m in r["restore_modes"].values()}
+    modes = {m for r in second.workers.values() for m in r.restore_modes.values()}
     assert modes <= {"none", "delta"}
     assert await job.stop() == 0
     await job.assert_exact()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.commands.status import held_behind_barrier
+from framework.coordinator.expansion import held_behind_barrier
 from framework.jobmodel import BarrierStage, TaskModel
 from groupers import SystemStreamPartition as SSP
 

@@ -40,7 +40,7 @@ async def test_only_one_of_two_joined_streams_expands(make_job: Callable[..., Jo
         "Partition 1": ([["local", "a", 1], ["local", "b", 1], ["local", "b", 4]], 1, 1),
         "Partition 2": ([["local", "a", 2], ["local", "b", 2], ["local", "b", 5]], 2, 0),
     }
-    assert state.status["expansions"][0]["change"] == "local.b 3→6"
+    assert state.status.expansions[0].change == "local.b 3→6"
 
 
 async def test_stream_added_with_a_multiple_count_joins_existing_tasks(
@@ -71,7 +71,7 @@ async def test_stream_added_with_a_multiple_count_joins_existing_tasks(
         "Partition 1": ([["local", "clicks", 1], ["local", "clicks", 3], ["local", "words", 1]],
                         1, 1),
     }
-    assert {w: r["restored"] for w, r in state.workers.items()} == {0: 0, 1: 0}
+    assert {w: r.restored for w, r in state.workers.items()} == {0: 0, 1: 0}
 
 
 async def test_stream_added_with_another_count_gets_new_tasks_and_changelogs(
@@ -126,8 +126,8 @@ async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
     await job.expand("words", 6)
 
     async def refused(change: str) -> bool:
-        refusal = (await job.state()).status.get("refusal") or {}
-        return refusal.get("change") == change
+        refusal = (await job.state()).status.refusal
+        return refusal is not None and refusal.change == change
     await job.wait(lambda: refused("local.words 4→6"), "the refusal of 4→6")
     status = job.sampan("status", "{job}")
     assert status.returncode == 0, status.stderr
@@ -158,13 +158,13 @@ async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
     set_partition_count(job, "words", 4)
 
     async def cleared() -> bool:
-        return (await job.state()).status.get("refusal") is None
+        return (await job.state()).status.refusal is None
     await job.wait(cleared, "the refusal cleared once the count is back to 4")
     await produce_on_four(job, 5)
     await job.wait_outputs()
     state = await job.state()
     assert state.model is not None and state.model.epoch == 1
-    assert state.status["expansions"] == []
+    assert state.status.expansions == []
     assert await job.stop() == 0
     await job.assert_exact()
     log = job.coordinator_log()
@@ -200,7 +200,8 @@ async def test_refused_change_while_stopped_starts_on_the_previous_counts(
     job.start()
     state = await job.wait_epoch(2)
     assert state.model is not None and state.model.partition_counts == {"local.words": 4}
-    assert state.status["refusal"]["change"] == "local.words 4→6"
+    assert state.status.refusal is not None
+    assert state.status.refusal.change == "local.words 4→6"
     assert "stops reading local.words where it grew" in job.coordinator_log()
     checkpoints = await job.checkpoints()
     assert {ssp.partition: position for cp in checkpoints.values()

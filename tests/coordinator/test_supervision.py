@@ -61,12 +61,12 @@ async def test_crashes_spread_over_time_never_stop_the_job(
     for round_number in range(3):
         await job.produce("words", keys(20), 2)
         await job.wait_outputs()
-        pid = int((await job.state()).status["worker_pids"]["0"])
+        pid = (await job.state()).status.worker_pids[0]
         os.kill(pid, signal.SIGKILL)
 
         async def restarted(old: int = pid) -> bool:
-            report = (await job.state()).workers.get(0, {})
-            return report.get("pid") not in (None, old) and "resumed_ms" in report
+            report = (await job.state()).workers.get(0)
+            return report is not None and report.pid != old and report.resumed_ms is not None
         await job.wait(restarted, f"worker 0 restarted after kill {round_number + 1}")
         await job.produce("words", keys(20), 1)
         await job.wait_outputs()

@@ -14,7 +14,7 @@ from jobs import harness as h
 from kafka_mock import MockCluster
 
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.stream import publish_model
+from framework.metadata import publish_model
 
 RECORDS = 100_000
 KEYS = 1_000

@@ -8,8 +8,8 @@ import pytest
 from jobs import harness as h
 
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.stream import publish_model, read_state
 from framework.errors import FencedError
+from framework.metadata import publish_model, read_state
 from framework.worker.main import EXIT_FENCED
 
 
@@ -44,7 +44,8 @@ async def test_a_fenced_worker_process_exits_with_status_3(tmp_path: Path) -> No
             worker = h.start_worker(path, log)
             try:
                 async def running() -> bool:
-                    return "resumed_ms" in (await read_state(meta, config)).workers.get(0, {})
+                    report = (await read_state(meta, config)).workers.get(0)
+                    return report is not None and report.resumed_ms is not None
 
                 await h.wait_until(running, 30, "the worker's start report", worker)
                 await publish_model(meta, config, build_job_model(

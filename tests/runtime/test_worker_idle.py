@@ -6,7 +6,7 @@ from pathlib import Path
 
 from jobs import harness as h
 
-from framework.coordinator.stream import read_state
+from framework.metadata import read_state
 
 
 async def test_a_worker_without_tasks_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
@@ -22,13 +22,14 @@ async def test_a_worker_without_tasks_stops_cleanly_on_sigterm(tmp_path: Path) -
             worker = h.start_worker(path, log, worker=4)
             try:
                 async def running() -> bool:
-                    return "resumed_ms" in (await read_state(meta, config)).workers.get(4, {})
+                    report = (await read_state(meta, config)).workers.get(4)
+                    return report is not None and report.resumed_ms is not None
 
                 await h.wait_until(running, 30, "the idle worker's start report", worker)
                 assert await h.stop(worker) == 0
             finally:
                 h.kill(worker)
         report = (await read_state(meta, config)).workers[4]
-        assert (report["tasks"], report["reason"], report["processed"]) == ([], "stopped", 0)
+        assert (report.tasks, report.reason, report.processed) == ([], "stopped", 0)
     finally:
         await meta.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 from jobs import harness as h
 
 from framework.config import JobConfig
-from framework.coordinator.stream import read_state
+from framework.metadata import read_state
 from framework.stores import RocksDBEngine
 
 RECORDS = 20_000
@@ -52,7 +52,7 @@ async def test_deleted_store_folder_is_restored_fully(tmp_path: Path) -> None:
         assert worker.restored == logged
         assert stored_totals(config) == work.totals
         report = (await read_state(meta, config)).workers[0]
-        assert (report["restored"], report["restore_modes"]) == (logged, worker.restore_modes)
+        assert (report.restored, report.restore_modes) == (logged, worker.restore_modes)
 
         assert await meta.compact(config.changelog_stream("totals").partition(".")[2]) == (
             logged - KEYS)

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.process import Coordinator
-from framework.coordinator.stream import read_latest_model
 from framework.drill.verify import read_stream
+from framework.metadata import read_latest_model
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
 

@@ -12,7 +12,7 @@ from sparkjobs import Words, final_state, on_system, run_until_caught_up, wordco
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.process import Coordinator
-from framework.coordinator.stream import read_state
+from framework.metadata import read_state
 from framework.spark.rekey import rekey_job
 from framework.systems import open_system
 
@@ -32,7 +32,7 @@ def run_until_refused_and_drained(config: JobConfig, log_dir: Path,
             while True:
                 assert not task.done(), task.result()
                 assert asyncio.get_running_loop().time() < deadline, "never drained"
-                refusal = (await read_state(meta, config)).status.get("refusal")
+                refusal = (await read_state(meta, config)).status.refusal
                 read = {ssp.partition: position
                         for cp in (await meta.read_checkpoints(config.name)).values()
                         for ssp, position in cp.inputs.items()}

@@ -69,11 +69,11 @@ def test_rekey_refuses_while_the_job_runs(tmp_path: Path, spark: Any) -> None:
     config = load_config(job)
     Words().produce(config, WORDS[:2], 1)
     run_until_caught_up(config, tmp_path / "logs")
-    from framework.coordinator.stream import STATUS_KEY, publish_report
+    from framework.metadata import CoordinatorStatus, publish_status
 
     async def pretend_running(system: Any) -> None:
-        await publish_report(system, config, STATUS_KEY, {
-            "state": "running", "coordinator_pid": os.getpid(), "worker_pids": {}})
+        await publish_status(system, config, CoordinatorStatus(
+            state="running", coordinator_pid=os.getpid()))
 
     on_system(config, pretend_running)
 

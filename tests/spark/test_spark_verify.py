@@ -13,7 +13,7 @@ from sparkjobs import on_system, wordcount_job
 from framework.cli import main
 from framework.config import load_config
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.stream import publish_model
+from framework.metadata import publish_model
 from framework.spark.errors import VerificationError
 from framework.spark.verify import verify_job
 from framework.systems.base import ProducerRecord

@@ -35,7 +35,7 @@ async def test_expansion_mid_window_neither_closes_early_nor_double_counts(
         assert {partition_for_key(v.key, 4) for v in moved if v.key} == {0, 1, 2, 3}
         await job.produce(moved + watermark_round(6 * MINUTE, 4))
         state = await job.wait_epoch(2, workers=2)
-        assert [e["change"] for e in state.status["expansions"]] == ["local.page-views 2→4"]
+        assert [e.change for e in state.status.expansions] == ["local.page-views 2→4"]
         await job.produce(watermark_round(10**15, 4))
         await job.wait(job.caught_up, "everything committed")
         assert await job.stop() == 0

@@ -40,9 +40,9 @@ async def test_restart_mid_window_restores_window_state_from_the_changelog(
         await job.wait(job.caught_up, "the second batch committed")
         state = await job.state()
         report = state.workers[0]
-        assert report["restore_modes"] == {"Partition 0/views": "full",
+        assert report.restore_modes == {"Partition 0/views": "full",
                                            "Partition 1/views": "full"}
-        assert report["restored"] > 0
+        assert report.restored > 0
         assert await job.stop() == 0
     finally:
         job.kill()

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from framework.config import JobConfig, load_config
-from framework.coordinator.stream import CoordinatorState, read_state
 from framework.drill.scenario import load_sibling
 from framework.drill.verify import read_stream, store_state
+from framework.metadata import CoordinatorState, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
 from framework.watermarks import marker_keys
@@ -196,7 +196,7 @@ class WindowJob:
             state = await self.state()
             found[:] = [state]
             return (state.model is not None and state.model.epoch == epoch
-                    and all(state.workers.get(w, {}).get("epoch") == epoch
-                            and "stopped_ms" not in state.workers[w] for w in range(workers)))
+                    and all(w in state.workers and state.workers[w].epoch == epoch
+                            and state.workers[w].stopped_ms is None for w in range(workers)))
         await self.wait(ready, f"epoch {epoch} running on {workers} workers")
         return found[0]

@@ -18,9 +18,9 @@ from typing import IO
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.stream import publish_model
 from framework.drill.verify import read_stream
 from framework.jobmodel import JobModel
+from framework.metadata import publish_model
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
 from framework.worker.runner import Worker, WorkerResult

@@ -1,7 +1,9 @@
 """The coordinator stream: a compacted one-partition stream holding a job's job models.
 
 It is the job's memory across restarts: the latest model gives the SSP → task history
-and the task → changelog partition mapping the next model must keep.
+and the task → changelog partition mapping the next model must keep. It also holds the
+coordinator's `CoordinatorStatus` and every worker's `WorkerReport`. Coordinator and
+workers both use this module, so it lives outside both.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from framework.config import JobConfig
 from framework.jobmodel import JobModel
+from framework.metadata.records import CoordinatorStatus, WorkerReport
 from framework.systems.base import ProducerRecord, System
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
@@ -26,8 +29,8 @@ class CoordinatorState:
     """Everything the coordinator stream holds: latest model, job status, worker reports."""
 
     model: JobModel | None = None
-    status: dict[str, Any] = field(default_factory=dict)
-    workers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    status: CoordinatorStatus = field(default_factory=CoordinatorStatus)
+    workers: dict[int, WorkerReport] = field(default_factory=dict)
 
 
 def _coordinator_ssp(config: JobConfig) -> SystemStreamPartition:
@@ -62,10 +65,21 @@ async def publish_model(system: System, config: JobConfig, model: JobModel, *,
     return model
 
 
-async def publish_report(
+async def publish_status(system: System, config: JobConfig, status: CoordinatorStatus) -> None:
+    """Write the coordinator's status to the coordinator stream."""
+    await _publish_report(system, config, STATUS_KEY, status.to_dict())
+
+
+async def publish_worker_report(system: System, config: JobConfig, worker: int,
+                                report: WorkerReport) -> None:
+    """Write worker ``worker``'s report to the coordinator stream."""
+    await _publish_report(system, config, WORKER_PREFIX + str(worker).encode(),
+                          report.to_dict())
+
+
+async def _publish_report(
     system: System, config: JobConfig, key: bytes, report: dict[str, Any]
 ) -> None:
-    """Write a status report (`STATUS_KEY` or ``worker/<id>``) to the coordinator stream."""
     ssp = _coordinator_ssp(config)
     await ensure_coordinator_stream(system, config)
     value = json.dumps(report, sort_keys=True).encode()
@@ -87,10 +101,11 @@ async def read_state(system: System, config: JobConfig) -> CoordinatorState:
     if MODEL_KEY in latest:
         state.model = JobModel.from_bytes(latest[MODEL_KEY])
     if STATUS_KEY in latest:
-        state.status = json.loads(latest[STATUS_KEY])
+        state.status = CoordinatorStatus.from_dict(json.loads(latest[STATUS_KEY]))
     for key, value in latest.items():
         if key.startswith(WORKER_PREFIX):
-            state.workers[int(key[len(WORKER_PREFIX):])] = json.loads(value)
+            state.workers[int(key[len(WORKER_PREFIX):])] = WorkerReport.from_dict(
+                json.loads(value))
     return state
 
 

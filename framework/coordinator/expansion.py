@@ -1,0 +1,122 @@
+"""Where expansion happens: naming a partition change, the barrier stages of tasks that
+gain partitions, and the bookkeeping of applied and refused changes.
+
+The coordinator detects a change by comparing partition counts with its model's; the
+builder (`framework.coordinator.builder`) validates it through the fixed-task grouper and
+asks `barrier_stages` for the barriers; `ExpansionBook` records what happened in the
+coordinator's status for `sampan status` and the drill. Workers enforce the barriers with
+`framework.jobmodel.BarrierStage.passed`, the one barrier rule.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.metadata import CoordinatorStatus, ExpansionRecord, Refusal
+from framework.systems.base import Checkpoint
+from groupers import SystemStreamPartition
+
+__all__ = [
+    "ExpansionBook",
+    "barrier_stages",
+    "describe_change",
+    "held_behind_barrier",
+    "pending_stages",
+]
+
+log = logging.getLogger(__name__)
+
+
+def describe_change(before: Mapping[str, int], after: Mapping[str, int]) -> str:
+    """``"local.words 2→4, ..."`` for the streams whose count changed (new streams excluded).
+
+    >>> describe_change({"local.a": 2, "local.b": 3}, {"local.a": 4, "local.b": 3})
+    'local.a 2→4'
+    """
+    return ", ".join(f"{s} {before[s]}→{c}" for s, c in sorted(after.items())
+                     if s in before and before[s] != c)
+
+
+def barrier_stages(
+    task: str,
+    ssps: frozenset[SystemStreamPartition],
+    previous: JobModel | None,
+    end_offsets: Mapping[SystemStreamPartition, int],
+    checkpoint: Checkpoint | None,
+) -> tuple[BarrierStage, ...]:
+    """Barriers for a task that gained partitions, after any earlier stage not yet passed.
+
+    The new stage holds the gained SSPs until the task's checkpoint reaches
+    ``end_offsets`` (read after the workers stopped) on its old SSPs of the same streams:
+    records written before the expansion are processed before any written after it.
+    """
+    before = previous.tasks.get(task) if previous else None
+    if before is None:
+        return ()
+    done = checkpoint.inputs if checkpoint else {}
+    stages = list(before.stages)
+    while stages and stages[0].passed(done):
+        stages.pop(0)
+    gained = ssps - before.ssps
+    if gained:
+        streams = {(s.system, s.stream) for s in gained}
+        barrier = {s: end_offsets.get(s, 0) for s in sorted(before.ssps)
+                   if (s.system, s.stream) in streams}
+        stages.append(BarrierStage(barrier=barrier, held=frozenset(gained)))
+    return tuple(stages)
+
+
+def pending_stages(task: TaskModel, done: Mapping[SystemStreamPartition, int]) -> int:
+    """How many of the task's barrier stages its checkpoint has not passed yet (in order)."""
+    for passed, stage in enumerate(task.stages):
+        if not stage.passed(done):
+            return len(task.stages) - passed
+    return 0
+
+
+def held_behind_barrier(
+    task: TaskModel, done: Mapping[SystemStreamPartition, int]
+) -> frozenset[SystemStreamPartition]:
+    """SSPs still held: those of the stages the checkpointed positions have not passed."""
+    pending = task.stages[len(task.stages) - pending_stages(task, done):]
+    return frozenset().union(*(stage.held for stage in pending))
+
+
+class ExpansionBook:
+    """The coordinator's record of applied and refused partition changes (in its status)."""
+
+    def __init__(self, status: CoordinatorStatus, job_path: Path) -> None:
+        self.status = status
+        self.job_path = job_path
+
+    def refuse(self, described: str, error: Exception, counts: dict[str, int],
+               detected_ms: int, epoch: int) -> bool:
+        """Log and record a refused change; False when these counts were refused already."""
+        if self.status.refusal is not None and self.status.refusal.counts == counts:
+            return False
+        streams = ", ".join(part.split(" ")[0] for part in described.split(", ") if part)
+        log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d and stops "
+                  "reading %s where it grew (its other inputs go on): records written under "
+                  "the new count are never read under the old one. Remedy: expand to a valid "
+                  "count, or stop the job and re-key it to a task count that divides the new "
+                  "count (`sampan rekey %s --tasks M`)", described, error, epoch,
+                  streams or "the changed stream", self.job_path)
+        self.status.refusal = Refusal(change=described, error=str(error),
+                                      detected_ms=detected_ms, counts=counts)
+        return True
+
+    def clear_refusal(self, epoch: int) -> bool:
+        """Forget a refusal once the counts are back to the model's; True if there was one."""
+        if self.status.refusal is None:
+            return False
+        log.info("partition counts are back to epoch %d's; refusal cleared", epoch)
+        self.status.refusal = None
+        return True
+
+    def applied(self, record: ExpansionRecord) -> None:
+        """Record an applied expansion (clears any refusal: the job runs the new counts)."""
+        self.status.refusal = None
+        self.status.expansions.append(record)

@@ -1,0 +1,47 @@
+"""A job's metadata: the coordinator stream's codec and the typed records it carries.
+
+Neutral ground: the coordinator writes models and its status here, workers read models
+and write their reports here, commands read both — none of them imports another for it.
+"""
+
+from framework.metadata.records import (
+    ConfigChange,
+    CoordinatorStatus,
+    ExpansionRecord,
+    Refusal,
+    RestoreStop,
+    StuckWorker,
+    WorkerReport,
+)
+from framework.metadata.stream import (
+    MODEL_KEY,
+    STATUS_KEY,
+    WORKER_PREFIX,
+    CoordinatorState,
+    ensure_coordinator_stream,
+    publish_model,
+    publish_status,
+    publish_worker_report,
+    read_latest_model,
+    read_state,
+)
+
+__all__ = [
+    "MODEL_KEY",
+    "STATUS_KEY",
+    "WORKER_PREFIX",
+    "ConfigChange",
+    "CoordinatorState",
+    "CoordinatorStatus",
+    "ExpansionRecord",
+    "Refusal",
+    "RestoreStop",
+    "StuckWorker",
+    "WorkerReport",
+    "ensure_coordinator_stream",
+    "publish_model",
+    "publish_status",
+    "publish_worker_report",
+    "read_latest_model",
+    "read_state",
+]

@@ -1,0 +1,160 @@
+"""Typed records of the coordinator stream: what the coordinator and the workers report.
+
+The coordinator writes one `CoordinatorStatus` (key ``status``), each worker one
+`WorkerReport` (key ``worker/<id>``); `sampan status`, the drill, `rekey` and
+`streams reset-offsets` read them. Each record has one codec (`to_dict` / `from_dict`);
+decoding ignores unknown fields and fills missing ones with defaults, so a reader and a
+writer of different versions still understand each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Self
+
+__all__ = [
+    "ConfigChange",
+    "CoordinatorStatus",
+    "ExpansionRecord",
+    "Refusal",
+    "RestoreStop",
+    "StuckWorker",
+    "WorkerReport",
+]
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of ``cls`` (newer writers may add more)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass
+class _Record:
+    """Plain-data codec shared by every record: JSON-ready dicts in and out."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        return cls(**_known(cls, data))
+
+
+@dataclass
+class ExpansionRecord(_Record):
+    """One applied input expansion and when each of its steps happened (epoch ms)."""
+
+    change: str
+    """``"local.words 2→4"``: the streams whose partition count changed."""
+    epoch: int
+    detected_ms: int
+    workers_stopped_ms: int | None = None
+    """None when the expansion happened while the job was stopped."""
+    model_published_ms: int | None = None
+    workers_started_ms: int | None = None
+
+
+@dataclass
+class Refusal(_Record):
+    """A partition change the coordinator refused (the job keeps running on its model)."""
+
+    change: str
+    error: str
+    detected_ms: int
+    counts: dict[str, int] = field(default_factory=dict)
+    """The refused partition counts (a refusal is logged once per distinct counts)."""
+
+
+@dataclass
+class ConfigChange(_Record):
+    """The job file was edited while the job runs; the job keeps its configuration."""
+
+    change: str
+    detected_ms: int
+
+
+@dataclass
+class StuckWorker(_Record):
+    """A worker the task watchdog stopped because a task call made no progress."""
+
+    worker: int
+    detail: str | None
+    at_ms: int
+
+
+@dataclass
+class CoordinatorStatus(_Record):
+    """The coordinator's report: its state, workers, expansions and what it refused."""
+
+    state: str | None = None
+    """``running``, ``stopped`` or ``failed``; None before the first report."""
+    epoch: int | None = None
+    coordinator_pid: int | None = None
+    updated_ms: int | None = None
+    worker_logs: str | None = None
+    """The folder of the workers' ``worker-N.log`` files."""
+    worker_pids: dict[int, int] = field(default_factory=dict)
+    restarts: int = 0
+    expansions: list[ExpansionRecord] = field(default_factory=list)
+    refusal: Refusal | None = None
+    error: str | None = None
+    config_change: ConfigChange | None = None
+    stuck: StuckWorker | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        known = _known(cls, data)
+        known["worker_pids"] = {int(w): int(p) for w, p in
+                                (known.get("worker_pids") or {}).items()}
+        known["expansions"] = [ExpansionRecord.from_dict(e)
+                               for e in known.get("expansions") or []]
+        for name, record in (("refusal", Refusal), ("config_change", ConfigChange),
+                             ("stuck", StuckWorker)):
+            if known.get(name) is not None:
+                known[name] = record.from_dict(known[name])
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["worker_pids"] = {str(w): p for w, p in self.worker_pids.items()}
+        return data
+
+
+@dataclass
+class RestoreStop(_Record):
+    """Where a restore stopped when the worker was asked to stop mid-restore."""
+
+    store: str
+    position: int
+    end: int
+
+
+@dataclass
+class WorkerReport(_Record):
+    """A worker's report: written when its tasks resumed and again when it stopped."""
+
+    epoch: int
+    pid: int
+    started_ms: int
+    resumed_ms: int | None = None
+    """When every task's stores were restored and processing began."""
+    stopped_ms: int | None = None
+    reason: str | None = None
+    tasks: list[str] = field(default_factory=list)
+    restored: int = 0
+    """Changelog records restored at this start, over all stores."""
+    restore_modes: dict[str, str] = field(default_factory=dict)
+    """``"task/store"`` → ``none`` | ``delta`` | ``full``."""
+    store_positions: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Task → store → the changelog offset its local copy holds."""
+    processed: int | None = None
+    skipped: int | None = None
+    restore_stopped: RestoreStop | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        known = _known(cls, data)
+        if known.get("restore_stopped") is not None:
+            known["restore_stopped"] = RestoreStop.from_dict(known["restore_stopped"])
+        return cls(**known)
