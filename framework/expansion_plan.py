@@ -7,6 +7,7 @@ users can see before an expansion which task every partition and key will land o
 from __future__ import annotations
 
 import groupers as G
+from framework.config import StreamRef
 from framework.errors import ConfigError
 from framework.partitioner import partition_for_key
 
@@ -15,7 +16,7 @@ SAMPLE_KEYS = tuple(f"user-{n}" for n in range(1000))
 
 def print_expansion_plan(stream: str, counts: list[int], *, naive: bool = False) -> int:
     """Print the grouping at each count; exit status 1 if any sample key changed task."""
-    system, _, name = stream.partition(".")
+    system, name = StreamRef.parse(stream)
     if not name:
         raise ConfigError(f"--stream {stream!r}: expected SYSTEM.STREAM, e.g. local.events")
     if not counts or min(counts) < 1:

@@ -42,8 +42,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from framework.config_imports import ImportSpecError, import_spec
 from framework.errors import ConfigError, SerdeError
+from framework.usercode import ImportSpecError, import_spec
 
 __all__ = [
     "BUILTIN_SERDES",

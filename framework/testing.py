@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.api import Envelope, OutgoingMessage, StreamTask
-from framework.config import JobConfig, load_config, parse_config
+from framework.config import JobConfig, StreamRef, load_config, parse_config
 from framework.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
 from framework.systems.base import Record
@@ -84,7 +84,7 @@ def _job_config(config: JobConfig | str | os.PathLike[str] | None, streams: Iter
     if config is not None:
         return load_config(config), False
     names = sorted(set(streams)) or ["local.input"]
-    systems = sorted({name.partition(".")[0] for name in names})
+    systems = sorted({StreamRef.parse(name).system for name in names})
     document = {
         "job": {"name": "test", "task": "framework.testing:StreamTask", "inputs": names},
         "systems": {system: {"type": "local"} for system in systems},
@@ -116,7 +116,7 @@ def _envelope(item: InputRecord, offsets: dict[SystemStreamPartition, int],
         offsets[item.ssp] = item.offset + 1
         return item
     stream, key, value, *rest = item
-    system, _, name = stream.partition(".")
+    system, name = StreamRef.parse(stream)
     ssp = SystemStreamPartition(system, name, int(rest[0]) if rest else 0)
     offset = offsets.get(ssp, 0)
     offsets[ssp] = offset + 1

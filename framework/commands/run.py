@@ -29,9 +29,10 @@ def add_run_command(commands: Any) -> None:
 
 def _command(args: argparse.Namespace) -> int:
     from framework.config import load_config
+    from framework.usercode import load_task_class
 
     config = load_config(args.job)
-    config.load_task_class()  # a wrong job.task fails here, not as a worker crash loop
+    load_task_class(config)  # a wrong job.task fails here, not as a worker crash loop
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s coordinator %(levelname)s %(message)s")
     log_dir = Path(args.worker_logs) if args.worker_logs else None

@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from framework.config import JobConfig, load_config
+from framework.config import JobConfig, StreamRef, load_config
 from framework.coordinator.builder import build_job_model
 from framework.errors import ConfigError, SampanError, SerdeError, StreamNotFoundError
 from framework.metadata import read_state
@@ -81,8 +81,8 @@ def add_streams_command(commands: Any) -> None:
 
 
 def _split(config: JobConfig, qualified: str) -> tuple[str, str]:
-    system, dot, stream = qualified.partition(".")
-    if not dot or not stream:
+    system, stream = StreamRef.parse(qualified)
+    if not stream:
         raise ConfigError(f"{qualified!r}: expected SYSTEM.STREAM, e.g. local.events")
     config.system(system)  # raises naming the declared systems
     return system, stream

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import groupers as G
-from framework.config import JobConfig
+from framework.config import JobConfig, StreamRef
 from framework.coordinator.expansion import barrier_stages
 from framework.jobmodel import JobModel, TaskModel
 from framework.systems.base import Checkpoint
+from framework.usercode import load_expansion_algorithm
 from groupers import SystemStreamPartition
 
 __all__ = ["build_job_model", "make_grouper"]
@@ -20,7 +21,7 @@ __all__ = ["build_job_model", "make_grouper"]
 def make_grouper(config: JobConfig) -> G.SspGrouper:
     """The SSP grouper the config asks for; fixed-task variants for stateful jobs."""
     fixed = config.expansion == "fixed-tasks" and config.stateful
-    algorithm = config.expansion_algorithm()
+    algorithm = load_expansion_algorithm(config)
     if config.grouper == "single":
         return G.AllSspToSingleTask()
     if config.grouper == "system-stream-partition":
@@ -35,7 +36,7 @@ def make_grouper(config: JobConfig) -> G.SspGrouper:
 def _ssps(streams: list[str], counts: Mapping[str, int]) -> list[SystemStreamPartition]:
     ssps = []
     for qualified in streams:
-        system, _, stream = qualified.partition(".")
+        system, stream = StreamRef.parse(qualified)
         ssps.extend(SystemStreamPartition(system, stream, p) for p in range(counts[qualified]))
     return ssps
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import groupers as G
 from framework.config import JobConfig
-from framework.config_snapshot import job_file_change, snapshot_config
+from framework.config.snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import ExpansionBook, describe_change
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
@@ -101,7 +101,7 @@ class Coordinator:
                 await ensure_coordinator_stream(self.meta, self.config)
                 self.lease = KafkaCoordinatorLease(
                     self.meta, self.config.name,
-                    self.config.coordinator_stream.partition(".")[2], ttl)
+                    self.config.coordinator_ref.stream, ttl)
             if self.lease is not None:
                 await self.lease.acquire()  # before anything is written: one coordinator
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
@@ -254,7 +254,7 @@ class Coordinator:
             return None
         ends: dict[str, dict[int, int]] = {}
         for store in self.config.logged_stores:
-            stream = self.config.changelog_stream(store).partition(".")[2]
+            stream = self.config.changelog_ref(store).stream
             ends[store] = {p: r.end for p, r in (await self.meta.offsets(stream)).items()}
         state: dict[int, dict[str, int]] = {}
         for worker, report in reports.items():
@@ -270,7 +270,7 @@ class Coordinator:
     async def _ensure_changelogs(self, model: JobModel) -> None:
         """Each logged store's changelog has at least one partition per task, compacted."""
         for store in sorted(self.config.logged_stores):
-            system_name, _, stream = self.config.changelog_stream(store).partition(".")
+            system_name, stream = self.config.changelog_ref(store)
             system = self.systems[system_name]
             wanted = max(model.changelog_partitions, 1)
             existing = await system.list_streams()
@@ -311,9 +311,9 @@ class Coordinator:
         superseded records of its changelogs and coordinator stream (a full restore then
         reads one record per key). Failures are logged and retried, never fatal."""
         interval = self.config.coordinator.compaction_interval_ms / 1000
-        streams = [self.config.changelog_stream(s).partition(".")[2]
+        streams = [self.config.changelog_ref(s).stream
                    for s in self.config.logged_stores]
-        streams.append(self.config.coordinator_stream.partition(".")[2])
+        streams.append(self.config.coordinator_ref.stream)
         while True:
             await asyncio.sleep(interval)
             for stream in streams:

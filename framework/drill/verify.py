@@ -29,7 +29,7 @@ async def store_state(system: System, config: JobConfig, store: str
                       ) -> dict[int, dict[str, Any]]:
     """Each changelog partition's (each task's) final contents of ``store`` (JSON values),
     replayed from its changelog."""
-    changelog = config.changelog_stream(store).partition(".")[2]
+    changelog = config.changelog_ref(store).stream
     state: dict[int, dict[str, Any]] = {}
     for partition, offsets in sorted((await system.offsets(changelog)).items()):
         contents = state.setdefault(partition, {})

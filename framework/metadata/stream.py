@@ -34,7 +34,7 @@ class CoordinatorState:
 
 
 def _coordinator_ssp(config: JobConfig) -> SystemStreamPartition:
-    system, _, stream = config.coordinator_stream.partition(".")
+    system, stream = config.coordinator_ref
     return SystemStreamPartition(system, stream, 0)
 
 

@@ -122,7 +122,7 @@ def rekey_job(job_path: str | os.PathLike[str], tasks: int, *, key_fn: str | Non
     started = time.monotonic()
     config = load_config(job_path)
     meta_name = config.metadata_system
-    changelogs = {s: config.changelog_stream(s).partition(".")[2] for s in config.logged_stores}
+    changelogs = {s: config.changelog_ref(s).stream for s in config.logged_stores}
 
     async def inspect(meta: System) -> tuple[Any, ...]:
         state = await read_state(meta, config)
@@ -202,7 +202,7 @@ def _written(config: JobConfig, store: str, plan: RekeyPlan) -> int:
     fresh = range(plan.first_changelog_partition, plan.model.changelog_partitions)
 
     async def count(meta: System) -> int:
-        stream = config.changelog_stream(store).partition(".")[2]
+        stream = config.changelog_ref(store).stream
         ranges = await meta.offsets(stream)
         return sum(ranges[p].end - ranges[p].oldest for p in fresh if p in ranges)
 

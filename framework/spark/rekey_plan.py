@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from framework.config import JobConfig
+from framework.config import JobConfig, StreamRef
 from framework.coordinator.lease import pid_alive
 from framework.jobmodel import JobModel, TaskModel
 from framework.metadata import CoordinatorStatus
@@ -87,7 +87,7 @@ def _check_model(config: JobConfig, model: JobModel, counts: Mapping[str, int],
                 f"input {qualified} has {count} partitions but the job model of epoch "
                 f"{model.epoch} has {known[qualified]}; run the job once (`sampan run "
                 f"{config.path}`) so it adopts the expansion, stop it, then re-key")
-        system, _, stream = qualified.partition(".")
+        system, stream = StreamRef.parse(qualified)
         behind = sorted(p for p, end in grown[qualified].items()
                         if read.get(SystemStreamPartition(system, stream, p), 0) < end)
         if behind:
@@ -129,7 +129,7 @@ def plan_rekey(config: JobConfig, model: JobModel, counts: Mapping[str, int],
     broadcast = frozenset().union(*(t.broadcast for t in model.tasks.values()))
     ssps = []
     for qualified in config.inputs:
-        system, _, stream = qualified.partition(".")
+        system, stream = StreamRef.parse(qualified)
         ssps += [SystemStreamPartition(system, stream, p) for p in range(counts[qualified])]
     owned: dict[int, set[SystemStreamPartition]] = {i: set() for i in range(tasks)}
     for ssp in ssps:

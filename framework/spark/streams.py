@@ -3,7 +3,7 @@ the coordinator stream, or any other stream of a declared system (as bytes)."""
 
 from __future__ import annotations
 
-from framework.config import JobConfig, StreamConfig
+from framework.config import JobConfig, StreamConfig, StreamRef
 
 __all__ = ["resolve_stream"]
 
@@ -16,7 +16,7 @@ def resolve_stream(config: JobConfig, qualified: str) -> StreamConfig:
     """
     if qualified in config.streams:
         return config.stream(qualified)
-    system, _, stream = qualified.partition(".")
+    system, stream = StreamRef.parse(qualified)
     for store in config.logged_stores:
         if config.changelog_stream(store) == qualified:
             spec = config.store(store)

@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from framework.config import JobConfig
+from framework.usercode import load_task_class
 
 __all__ = ["verify_ad_join"]
 
@@ -27,7 +28,7 @@ def _data(frame: DataFrame) -> DataFrame:
 
 
 def _window_ms(config: JobConfig) -> int:
-    task = config.load_task_class()
+    task = load_task_class(config)
     return int(sys.modules[task.__module__].JOIN_WINDOW_MS)
 
 

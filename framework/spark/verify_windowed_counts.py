@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from framework.config import JobConfig
 from framework.spark.errors import VerificationError
+from framework.usercode import load_task_class
 
 __all__ = ["verify_windowed_counts"]
 
@@ -26,7 +27,7 @@ def _field(name: str) -> Column:
 
 def _window(config: JobConfig) -> tuple[int, int]:
     """(size_ms, advance_ms) of the task module's ``WINDOW``."""
-    task = config.load_task_class()
+    task = load_task_class(config)
     window = getattr(sys.modules[task.__module__], "WINDOW", None)
     if window is None or not hasattr(window, "advance_ms"):
         raise VerificationError(

@@ -69,6 +69,8 @@ class RocksDBOptions:
     """Flush/compaction threads; 0 means one per CPU (at most 4)."""
     restore_write_buffer_mb: int = 8
     """Memtable size while restoring (vector memtables, see `RocksDBEngine.bulk_load`)."""
+    compression: str = "lz4"
+    """Compression of the upper levels: lz4, zstd, snappy or none (the bottom is zstd)."""
 
 
 def safe_name(name: str) -> str:
@@ -104,12 +106,14 @@ def _options(tuning: RocksDBOptions, *, bulk: bool = False) -> Options:
     options.set_write_buffer_size(tuning.write_buffer_mb << 20)
     options.set_max_write_buffer_number(tuning.max_write_buffers)
     options.set_level_compaction_dynamic_level_bytes(True)
-    options.set_compression_type(DBCompressionType.lz4())  # cheap on the write path
+    options.set_compression_type(  # lz4 by default: cheap on the write path
+        getattr(DBCompressionType, tuning.compression)())
     options.set_bottommost_compression_type(DBCompressionType.zstd())  # dense at rest
     options.set_bytes_per_sync(1 << 20)  # smooth out write-back instead of bursts
     options.set_keep_log_file_num(2)  # many stores per worker: keep info logs small
     table = BlockBasedOptions()
-    table.set_bloom_filter(tuning.bloom_bits_per_key, False)
+    if tuning.bloom_bits_per_key:
+        table.set_bloom_filter(tuning.bloom_bits_per_key, False)
     table.set_block_cache(Cache(tuning.block_cache_mb << 20))
     options.set_block_based_table_factory(table)
     if bulk:

@@ -54,7 +54,7 @@ def _command(args: argparse.Namespace) -> int:
         format=f"%(asctime)s worker-{args.worker} %(levelname)s %(message)s")
     try:
         if args.config_snapshot:
-            from framework.config_snapshot import load_snapshot
+            from framework.config.snapshot import load_snapshot
 
             config = load_snapshot(Path(args.config_snapshot), args.job)
         else:

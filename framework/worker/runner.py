@@ -33,6 +33,7 @@ from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, Consumer, Record, System
+from framework.usercode import load_task_class
 from framework.worker.codec import RecordCodec
 from framework.worker.commit import Committer, begin_commits
 from framework.worker.instance import TaskInstance
@@ -117,7 +118,7 @@ class Worker:
         """Open everything, loop until stopped, commit and close; returns a summary."""
         try:
             started_ms = _now_ms()
-            task_class = self.config.load_task_class()  # a bad job.task fails before any I/O
+            task_class = load_task_class(self.config)  # a bad job.task fails before any I/O
             model = await self._load()
             try:
                 committer = await self._start_tasks(model, task_class)

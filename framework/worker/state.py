@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from framework.config import JobConfig
+from framework.config import JobConfig, RocksDBConfig, StoreConfig
 from framework.errors import StoreCorruptedError, StoreError, StoreLockedError
 from framework.jobmodel import TaskModel
 from framework.progress import Progress
@@ -17,6 +17,7 @@ from framework.serdes import get_serde
 from framework.stores import (
     MemoryEngine,
     RocksDBEngine,
+    RocksDBOptions,
     StoreEngine,
     TaskStore,
     changelog_reader,
@@ -59,6 +60,15 @@ def heal_damaged_store(config: JobConfig, error: StoreCorruptedError) -> None:
     shutil.rmtree(error.path, ignore_errors=True)
 
 
+def rocksdb_options(store: StoreConfig) -> RocksDBOptions:
+    """The engine tuning a store's ``[stores.<name>.rocksdb]`` table asks for."""
+    tuning = store.rocksdb or RocksDBConfig()
+    return RocksDBOptions(
+        write_buffer_mb=tuning.write_buffer_mb, max_write_buffers=tuning.max_write_buffers,
+        block_cache_mb=tuning.block_cache_mb, bloom_bits_per_key=tuning.bloom_bits_per_key,
+        compression=tuning.compression)
+
+
 async def _engine(config: JobConfig, store: str, task: str,
                   still_current: Callable[[], Awaitable[None]] | None) -> StoreEngine:
     if config.store(store).type == "memory":
@@ -67,7 +77,8 @@ async def _engine(config: JobConfig, store: str, task: str,
     waiting = False
     while True:
         try:
-            return RocksDBEngine.open(config.state_dir, store, task)
+            return RocksDBEngine.open(config.state_dir, store, task,
+                                      options=rocksdb_options(config.store(store)))
         except StoreCorruptedError as error:
             heal_damaged_store(config, error)  # raises for a store without changelog
         except StoreLockedError:
@@ -104,7 +115,7 @@ async def open_task_stores(
                               get_serde(spec.value_serde, search_path=config.root),
                               config.write_buffer_max_keys, task=task.name)
             if name in config.logged_stores:
-                stream = config.changelog_stream(name).partition(".")[2]
+                stream = config.changelog_ref(name).stream
                 ssp = SystemStreamPartition(meta.name, stream, task.changelog_partition)
                 ranges = await meta.offsets(stream)
                 span = ranges.get(task.changelog_partition)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from framework.config import load_config
+from framework.usercode import load_task_class
 
 REPO = Path(__file__).resolve().parents[2]
 TUTORIAL = REPO / "docs" / "tutorial.md"
@@ -88,7 +89,7 @@ def test_the_kafka_job_file_is_valid(tmp_path: Path) -> None:
     config = load_config(tmp_path / "views-kafka.toml")
     assert config.system("kafka").bootstrap == "127.0.0.1:9092"
     assert config.changelog_stream("views") == "kafka.views-views-changelog"
-    config.load_task_class()
+    load_task_class(config)
 
 
 def test_the_job_runs_and_expands_as_the_tutorial_shows(tmp_path: Path) -> None:

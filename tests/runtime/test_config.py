@@ -14,13 +14,16 @@ from framework.config import (
     CoordinatorConfig,
     ErrorsConfig,
     JobConfig,
+    RocksDBConfig,
     StoreConfig,
     StreamConfig,
+    StreamRef,
     SystemConfig,
     load_config,
     parse_config,
 )
 from framework.errors import ConfigError, TaskLoadError
+from framework.usercode import load_expansion_algorithm, load_task_class
 from groupers import DefaultPartitionExpansionAlgorithm
 
 PINNED = """\
@@ -124,7 +127,8 @@ def test_pinned_file_loads_with_the_documented_defaults(tmp_path: Path) -> None:
             "local.events": StreamConfig("local", "events", "string", "json", None, False),
             "local.totals": StreamConfig("local", "totals", "string", "json", None, False),
         },
-        stores={"totals": StoreConfig("totals", "rocksdb", "string", "json", True)},
+        stores={"totals": StoreConfig("totals", "rocksdb", "string", "json", True,
+                                      RocksDBConfig())},
     )
 
 
@@ -133,6 +137,46 @@ def test_pinned_file_derives_the_metadata_stream_names() -> None:
     config = load_config("counter.toml")
     assert (config.coordinator_stream, config.changelog_stream("totals")) == (
         "local.__sampan-counter-coordinator", "local.counter-totals-changelog")
+    assert (config.coordinator_ref, config.changelog_ref("totals")) == (
+        StreamRef("local", "__sampan-counter-coordinator"),
+        StreamRef("local", "counter-totals-changelog"))
+    assert config.stream("local.events").ref == StreamRef.parse("local.events")
+
+
+def test_rocksdb_options_are_read_checked_and_round_trip() -> None:
+    write("counter.toml", PINNED + """
+[stores.totals.rocksdb]
+block_cache_mb = 256
+compression = "zstd"
+bloom_bits_per_key = 0
+""")
+    config = load_config("counter.toml")
+    assert config.store("totals").rocksdb == RocksDBConfig(block_cache_mb=256,
+                                                           compression="zstd",
+                                                           bloom_bits_per_key=0)
+    assert config.to_dict()["stores"]["totals"]["rocksdb"]["compression"] == "zstd"
+    assert parse_config(config.to_dict(), config.path) == config
+    assert config.with_overrides({"stores.totals.rocksdb.write_buffer_mb": 8}).store(
+        "totals").rocksdb == RocksDBConfig(block_cache_mb=256, write_buffer_mb=8,
+                                           compression="zstd", bloom_bits_per_key=0)
+
+
+def test_bad_rocksdb_options_are_named_with_their_key() -> None:
+    write("counter.toml", PINNED.replace("[stores.totals]", '[stores.totals]\ntype = "memory"')
+          + """
+[stores.totals.rocksdb]
+compression = "gzip"
+max_write_buffers = 1
+cache = 3
+""")
+    with pytest.raises(ConfigError) as error:
+        load_config("counter.toml")
+    message = str(error.value)
+    assert 'stores.totals.rocksdb: only a store of type = "rocksdb" has RocksDB options' in (
+        message)
+    assert "stores.totals.rocksdb.compression: expected one of" in message
+    assert "stores.totals.rocksdb.max_write_buffers: expected an integer ≥ 2, got 1" in message
+    assert "stores.totals.rocksdb.cache: unknown key" in message
 
 
 def test_a_job_with_a_logged_store_is_stateful() -> None:
@@ -358,7 +402,7 @@ def test_an_unknown_key_suggests_the_closest_known_one() -> None:
 def test_an_unknown_key_without_a_close_match_lists_the_known_keys() -> None:
     assert error_of("counter.toml", pinned_with("colour = \"blue\"\n")) == (
         "counter.toml:23: stores.totals.colour: unknown key; expected one of: changelog, "
-        "key_serde, type, value_serde")
+        "key_serde, rocksdb, type, value_serde")
 
 
 def test_an_unknown_table_suggests_the_closest_known_one() -> None:
@@ -587,7 +631,7 @@ def test_dead_letter_stream_must_not_be_an_input() -> None:
 def test_the_task_class_is_imported_from_the_job_files_folder() -> None:
     write("job/counter_task.py", COUNT_TASK)
     write("job/counter.toml", PINNED)
-    task = load_config("job/counter.toml").load_task_class()
+    task = load_task_class(load_config("job/counter.toml"))
     assert (task.__name__, issubclass(task, StreamTask)) == ("CountTask", True)
 
 
@@ -598,15 +642,15 @@ def test_each_job_gets_its_own_module_when_two_folders_use_the_same_name() -> No
                                                             "CountTask2\n\ndef not_a"))
     write("a/counter.toml", PINNED)
     write("b/counter.toml", PINNED)
-    first = load_config("a/counter.toml").load_task_class()
-    second = load_config("b/counter.toml").load_task_class()
+    first = load_task_class(load_config("a/counter.toml"))
+    second = load_task_class(load_config("b/counter.toml"))
     assert (first.__name__, second.__name__) == ("CountTask", "CountTask2")
 
 
 def test_a_missing_task_module_names_it_and_the_fix(tmp_path: Path) -> None:
     write("counter.toml", PINNED)
     with pytest.raises(TaskLoadError) as caught:
-        load_config("counter.toml").load_task_class()
+        load_task_class(load_config("counter.toml"))
     assert str(caught.value) == (
         f'job.task = "counter_task:CountTask" in {tmp_path}/counter.toml: no module named '
         f'"counter_task" (searched {tmp_path} and sys.path); put counter_task.py next to the '
@@ -617,7 +661,7 @@ def test_a_missing_task_class_suggests_a_close_name(tmp_path: Path) -> None:
     write("counter_task.py", COUNT_TASK)
     write("counter.toml", PINNED.replace("counter_task:CountTask", "counter_task:CountTsk"))
     with pytest.raises(TaskLoadError) as caught:
-        load_config("counter.toml").load_task_class()
+        load_task_class(load_config("counter.toml"))
     assert str(caught.value) == (
         f'job.task = "counter_task:CountTsk" in {tmp_path}/counter.toml: module '
         f'"counter_task" ({tmp_path}/counter_task.py) has no attribute "CountTsk"; did you '
@@ -628,7 +672,7 @@ def test_a_task_that_is_not_a_stream_task_subclass_is_refused(tmp_path: Path) ->
     write("counter_task.py", COUNT_TASK)
     write("counter.toml", PINNED.replace("counter_task:CountTask", "counter_task:Plain"))
     with pytest.raises(TaskLoadError) as caught:
-        load_config("counter.toml").load_task_class()
+        load_task_class(load_config("counter.toml"))
     assert str(caught.value) == (
         f'job.task = "counter_task:Plain" in {tmp_path}/counter.toml: counter_task:Plain is '
         "a class, not a StreamTask subclass; define `class Plain(StreamTask)` with "
@@ -639,7 +683,7 @@ def test_a_task_that_is_a_function_is_refused(tmp_path: Path) -> None:
     write("counter_task.py", COUNT_TASK)
     write("counter.toml", PINNED.replace("counter_task:CountTask", "counter_task:not_a_class"))
     with pytest.raises(TaskLoadError) as caught:
-        load_config("counter.toml").load_task_class()
+        load_task_class(load_config("counter.toml"))
     assert str(caught.value) == (
         f'job.task = "counter_task:not_a_class" in {tmp_path}/counter.toml: '
         "counter_task:not_a_class is function, not a StreamTask subclass; define "
@@ -650,7 +694,7 @@ def test_a_task_module_with_a_missing_dependency_names_the_dependency(tmp_path: 
     write("counter_task.py", "import not_installed_lib\n" + COUNT_TASK)
     write("counter.toml", PINNED)
     with pytest.raises(TaskLoadError) as caught:
-        load_config("counter.toml").load_task_class()
+        load_task_class(load_config("counter.toml"))
     assert str(caught.value) == (
         f'job.task = "counter_task:CountTask" in {tmp_path}/counter.toml: importing module '
         "\"counter_task\" failed: No module named 'not_installed_lib'; install "
@@ -662,7 +706,7 @@ def test_a_task_module_with_a_missing_dependency_names_the_dependency(tmp_path: 
 
 def test_the_default_expansion_algorithm_is_sep5s() -> None:
     write("counter.toml", PINNED)
-    algorithm = load_config("counter.toml").expansion_algorithm()
+    algorithm = load_expansion_algorithm(load_config("counter.toml"))
     assert isinstance(algorithm, DefaultPartitionExpansionAlgorithm)
 
 
@@ -671,7 +715,7 @@ def test_a_custom_expansion_algorithm_is_imported_from_the_job_folder() -> None:
                              "\n        return p // (c // i)\n")
     write("counter.toml", PINNED.replace(
         "workers = 2", 'workers = 2\nexpansion_algorithm = "halving_algo:Halving"'))
-    algorithm = load_config("counter.toml").expansion_algorithm()
+    algorithm = load_expansion_algorithm(load_config("counter.toml"))
     assert algorithm.partition_before_expansion(5, 8, 2) == 1
 
 

@@ -15,6 +15,7 @@ from framework import StreamTask
 from framework.api import Envelope
 from framework.errors import ConfigError
 from framework.testing import run_task, run_task_async
+from framework.usercode import load_task_class
 from groupers import SystemStreamPartition
 
 
@@ -81,7 +82,7 @@ def test_envelopes_are_fed_as_given() -> None:
 def test_a_job_file_brings_its_stores_and_serdes(tmp_path: Path) -> None:
     """With a job file: declared stores exist, inputs pass through the stream serdes."""
     path = h.write_job(tmp_path / "job")
-    result = run_task(h.load(path).load_task_class(), [
+    result = run_task(load_task_class(h.load(path)), [
         ("local.events", "a", {"amount": 2, "n": 1}),
         ("local.events", "a", {"amount": 3, "n": 2}),
     ], stores={"totals": {"b": 7}}, config=path)

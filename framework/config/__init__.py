@@ -8,7 +8,7 @@ reported together, one per line, as ``file:line: key.path: what is wrong and the
     counter.toml:5: job.workers: expected an integer ≥ 1, got "two"
 
 The reference of every key is ``docs/config.md``. The objects are in
-`framework.config_model`, re-exported here.
+`framework.config.model`, re-exported here.
 """
 
 from __future__ import annotations
@@ -18,23 +18,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from framework.config_model import (
+from framework.config.model import (
     CoordinatorConfig,
     ErrorsConfig,
     JobConfig,
+    RocksDBConfig,
     StoreConfig,
     StreamConfig,
+    StreamRef,
     SystemConfig,
 )
-from framework.config_parse import build_config
-from framework.config_source import KeyLines, read_toml
+from framework.config.parse import build_config
+from framework.config.source import KeyLines, read_toml
 
 __all__ = [
     "CoordinatorConfig",
     "ErrorsConfig",
     "JobConfig",
+    "RocksDBConfig",
     "StoreConfig",
     "StreamConfig",
+    "StreamRef",
     "SystemConfig",
     "load_config",
     "parse_config",

@@ -4,7 +4,7 @@ Each table is read by a `Section` (types, ranges, unknown keys); then references
 between tables are checked (inputs → streams → systems, the dead-letter stream, the
 metadata system). Custom serdes and expansion algorithms are imported here, so a typo
 fails at load with its line rather than in a worker later. The task class is not: it
-is imported by `JobConfig.load_task_class` where it runs.
+is imported by `framework.usercode.load_task_class` where it runs.
 """
 
 from __future__ import annotations
@@ -15,20 +15,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from framework.config_imports import SPEC_PATTERN
-from framework.config_model import (
+from framework.config.model import (
     CoordinatorConfig,
     ErrorsConfig,
     JobConfig,
+    RocksDBConfig,
     StoreConfig,
     StreamConfig,
+    StreamRef,
     SystemConfig,
-    make_expansion_algorithm,
 )
-from framework.config_schema import Problems, Section, closest, show
-from framework.config_source import KeyLines, format_path
+from framework.config.schema import Problems, Section, closest, show
+from framework.config.source import KeyLines, format_path
 from framework.errors import ConfigError
 from framework.serdes import get_serde
+from framework.usercode import SPEC_PATTERN, make_expansion_algorithm
 
 __all__ = ["build_config", "report"]
 
@@ -166,7 +167,7 @@ def _streams(
     streams = {}
     for qualified, entry in _entries(table, "streams", problems).items():
         section = Section(entry, ("streams", qualified), problems)
-        system, _, name = qualified.partition(".")
+        system, name = StreamRef.parse(qualified)
         if not STREAM_NAME.fullmatch(qualified):
             problems.add(("streams", qualified),
                          f'expected {_STREAM_FORM} of letters, digits, "_", "-" and ".", '
@@ -193,9 +194,33 @@ def _stores(table: dict[str, Any], root: Path, problems: Problems) -> dict[str, 
         key_serde = _serde(section, "key_serde", root)
         value_serde = _serde(section, "value_serde", root)
         changelog = section.boolean("changelog", True)
+        rocksdb = _rocksdb(section.table_of("rocksdb"), ("stores", name, "rocksdb"), problems)
+        if kind != "rocksdb" and section.values.get("rocksdb"):
+            problems.add(("stores", name, "rocksdb"), 'only a store of type = "rocksdb" has '
+                         'RocksDB options; remove the table or set type = "rocksdb"')
         section.finish()
-        stores[name] = StoreConfig(name, kind, key_serde, value_serde, changelog)
+        stores[name] = StoreConfig(name, kind, key_serde, value_serde, changelog,
+                                   rocksdb if kind == "rocksdb" else None)
     return stores
+
+
+def _rocksdb(table: dict[str, Any], path: tuple[str, ...], problems: Problems) -> RocksDBConfig:
+    """``[stores.<name>.rocksdb]``: the RocksDB tuning keys, each checked."""
+    section = Section(table, path, problems)
+    defaults = RocksDBConfig()
+    config = RocksDBConfig(
+        block_cache_mb=section.integer("block_cache_mb", defaults.block_cache_mb, minimum=1),
+        write_buffer_mb=section.integer("write_buffer_mb", defaults.write_buffer_mb,
+                                        minimum=1),
+        max_write_buffers=section.integer("max_write_buffers", defaults.max_write_buffers,
+                                          minimum=2),
+        compression=section.choice("compression", defaults.compression,
+                                   ("lz4", "zstd", "snappy", "none")),
+        bloom_bits_per_key=section.integer("bloom_bits_per_key", defaults.bloom_bits_per_key,
+                                           minimum=0),
+    )
+    section.finish()
+    return config
 
 
 def _task_fix(value: str) -> str | None:
@@ -216,7 +241,7 @@ def _stream_refs(
             continue
         path = (*section.path, key, raw.index(name)) if isinstance(raw, list) else (
             *section.path, key)
-        system = name.partition(".")[0]
+        system = StreamRef.parse(name).system
         also = "" if system in systems else f" and a [systems.{system}] table"
         section.problems.add(
             path, f'stream "{name}" is not declared; add a [streams."{name}"] table{also}')
@@ -294,7 +319,7 @@ def _expansion_algorithm(s: Section, root: Path) -> str:
 def _metadata_system(
     s: Section, inputs: list[str], systems: Mapping[str, SystemConfig]
 ) -> str:
-    default = inputs[0].partition(".")[0] if inputs else ""
+    default = StreamRef.parse(inputs[0]).system if inputs else ""
     name = s.string("metadata_system", default, form="a system name") or default
     if s.present("metadata_system") and isinstance(s.table["metadata_system"], str) and (
             name not in systems):

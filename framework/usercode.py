@@ -1,7 +1,8 @@
 """Import user code named ``"module:attribute"`` from a job's folder (tasks, serdes, algorithms).
 
 Callers turn the `ImportSpecError` into their own error type (`ConfigError`,
-`TaskLoadError`) with the key and file it came from.
+`TaskLoadError`) with the key and file it came from. `load_task_class` and
+`load_expansion_algorithm` load what a job file names; the config objects stay plain data.
 """
 
 from __future__ import annotations
@@ -12,9 +13,23 @@ import re
 import sys
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["SPEC_PATTERN", "ImportSpecError", "import_spec"]
+from framework.api import StreamTask
+from framework.errors import ConfigError, TaskLoadError
+from groupers.expansion import DefaultPartitionExpansionAlgorithm, PartitionExpansionAlgorithm
+
+if TYPE_CHECKING:
+    from framework.config import JobConfig
+
+__all__ = [
+    "SPEC_PATTERN",
+    "ImportSpecError",
+    "import_spec",
+    "load_expansion_algorithm",
+    "load_task_class",
+    "make_expansion_algorithm",
+]
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 SPEC_PATTERN = re.compile(rf"{_NAME}(\.{_NAME})*:{_NAME}")
@@ -90,3 +105,46 @@ def _forget_if_shadowed(module_name: str, folder: Path) -> None:
         return
     for name in [n for n in sys.modules if n == top or n.startswith(f"{top}.")]:
         del sys.modules[name]
+
+
+def load_task_class(config: JobConfig) -> type[StreamTask]:
+    """Import ``job.task`` with the job file's folder first on ``sys.path``; `TaskLoadError`
+    names the module, class and file, and the fix."""
+    where = f'job.task = "{config.task}" in {config.path}'
+    try:
+        target = import_spec(config.task, config.root)
+    except ImportSpecError as error:
+        raise TaskLoadError(f"{where}: {error}") from None
+    if not (isinstance(target, type) and issubclass(target, StreamTask)):
+        name = config.task.partition(":")[2]
+        kind = "a class" if isinstance(target, type) else type(target).__name__
+        raise TaskLoadError(
+            f"{where}: {config.task} is {kind}, not a StreamTask subclass; define "
+            f"`class {name}(StreamTask)` with `from framework.api import StreamTask`"
+        )
+    return target
+
+
+def load_expansion_algorithm(config: JobConfig) -> PartitionExpansionAlgorithm:
+    """A new instance of ``job.expansion_algorithm`` (SEP-5's default unless named)."""
+    if config.expansion_algorithm_spec == "default":
+        return DefaultPartitionExpansionAlgorithm()
+    return make_expansion_algorithm(config.expansion_algorithm_spec, config.root)
+
+
+def make_expansion_algorithm(spec: str, root: Path) -> PartitionExpansionAlgorithm:
+    """Import and instantiate a custom algorithm; `ConfigError` (message without the key
+    path: callers add it) when it is missing or lacks ``partition_before_expansion``."""
+    try:
+        target = import_spec(spec, root)
+        instance = target() if isinstance(target, type) else target
+    except ImportSpecError as error:
+        raise ConfigError(str(error)) from None
+    except Exception as error:
+        raise ConfigError(f"{spec}() raised {type(error).__name__}: {error}") from None
+    if not isinstance(instance, PartitionExpansionAlgorithm):
+        raise ConfigError(
+            f"{spec} does not implement partition_before_expansion(partition, "
+            "current_count, initial_count) -> int"
+        )
+    return instance

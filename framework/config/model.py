@@ -2,7 +2,8 @@
 
 Build them with `framework.config.load_config`; every value here has passed validation.
 `JobConfig` adds the derived names the runtime shares (changelog and coordinator
-streams, the one definition of "stateful") and loads the user code the file names.
+streams, the one definition of "stateful"). Loading the user code the file names is
+`framework.usercode`'s job: these objects stay plain data.
 """
 
 from __future__ import annotations
@@ -10,31 +11,60 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from framework.api import StreamTask
-from framework.config_imports import ImportSpecError, import_spec
-from framework.errors import ConfigError, TaskLoadError
-from groupers.expansion import DefaultPartitionExpansionAlgorithm, PartitionExpansionAlgorithm
+from framework.errors import ConfigError
 
 __all__ = [
     "CoordinatorConfig",
     "ErrorsConfig",
     "JobConfig",
+    "RocksDBConfig",
     "StoreConfig",
     "StreamConfig",
+    "StreamRef",
     "SystemConfig",
 ]
+
+
+_NOT_A_KEY: dict[str, Any] = {"key": None}
+"""Field metadata: the field is derived (a table's name, the file's path), not a key."""
+
+
+class StreamRef(NamedTuple):
+    """A stream named by its system and its name inside it, the one parse of
+    ``"system.stream"`` (the system is the part before the first dot).
+
+    >>> ref = StreamRef.parse("local.page.views")
+    >>> ref.system, ref.stream, str(ref)
+    ('local', 'page.views', 'local.page.views')
+    """
+
+    system: str
+    stream: str
+
+    @classmethod
+    def parse(cls, qualified: str) -> StreamRef:
+        system, _, stream = qualified.partition(".")
+        return cls(system, stream)
+
+    @property
+    def qualified(self) -> str:
+        """``"system.stream"``, as job files and `MessageCollector.send` name it."""
+        return f"{self.system}.{self.stream}"
+
+    def __str__(self) -> str:
+        return self.qualified
 
 
 @dataclass(frozen=True)
 class SystemConfig:
     """``[systems.<name>]``: where streams live. The name prefixes stream names."""
 
-    name: str
+    name: str = field(metadata=_NOT_A_KEY)
     """The table name, e.g. ``local`` in ``[systems.local]``."""
     type: str
     """``"local"`` (embedded SQLite log) or ``"kafka"``. Required."""
@@ -50,9 +80,9 @@ class SystemConfig:
 class StreamConfig:
     """``[streams."<system>.<stream>"]``: how a stream's records are (de)serialized."""
 
-    system: str
+    system: str = field(metadata=_NOT_A_KEY)
     """The system holding it: the part of the name before the first dot."""
-    stream: str
+    stream: str = field(metadata=_NOT_A_KEY)
     """Its name inside the system: the part after the first dot."""
     key_serde: str = "string"
     """Serde of record keys; default ``"string"``."""
@@ -68,12 +98,34 @@ class StreamConfig:
         """``"system.stream"``, as the job file and `MessageCollector.send` name it."""
         return f"{self.system}.{self.stream}"
 
+    @property
+    def ref(self) -> StreamRef:
+        return StreamRef(self.system, self.stream)
+
+
+@dataclass(frozen=True)
+class RocksDBConfig:
+    """``[stores.<name>.rocksdb]``: RocksDB tuning of a ``rocksdb`` store, per task
+    instance (each task's store is its own database)."""
+
+    block_cache_mb: int = 32
+    """LRU cache of data blocks for reads; default 32."""
+    write_buffer_mb: int = 64
+    """Memtable size; bigger absorbs larger commits before a flush; default 64."""
+    max_write_buffers: int = 4
+    """Memtables before writes stall while flushes catch up; default 4."""
+    compression: str = "lz4"
+    """``"lz4"``, ``"zstd"``, ``"snappy"`` or ``"none"`` for the upper levels (the
+    bottom level is always zstd); default lz4."""
+    bloom_bits_per_key: int = 10
+    """Bloom filter bits per key (0 disables): skips disk reads of missing keys; default 10."""
+
 
 @dataclass(frozen=True)
 class StoreConfig:
     """``[stores.<name>]``: a key-value store every task gets its own instance of."""
 
-    name: str
+    name: str = field(metadata=_NOT_A_KEY)
     """The table name; tasks open it with ``context.store(name)``."""
     type: str = "rocksdb"
     """``"rocksdb"`` (on disk under ``job.data_dir``) or ``"memory"``; default rocksdb."""
@@ -84,6 +136,8 @@ class StoreConfig:
     changelog: bool = True
     """Log every write to a changelog stream, so the store survives losing its disk and
     moving between workers; default ``true``. A job with a logged store is stateful."""
+    rocksdb: RocksDBConfig | None = None
+    """``[stores.<name>.rocksdb]`` of a rocksdb store (None: the defaults, or a memory store)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +185,7 @@ class CoordinatorConfig:
 class JobConfig:
     """A whole job file, validated. Paths are absolute, resolved against the file's folder."""
 
-    path: Path
+    path: Path = field(metadata=_NOT_A_KEY)
     """The job file (absolute)."""
     name: str
     """``job.name``: ``[A-Za-z0-9][A-Za-z0-9_.-]*``; names the job's metadata streams."""
@@ -152,7 +206,8 @@ class JobConfig:
     expansion: str = "fixed-tasks"
     """``"fixed-tasks"`` keeps keys on their task when inputs expand; ``"regroup"`` is
     the plain grouper that miscounts (for drills). Default fixed-tasks."""
-    expansion_algorithm_spec: str = "default"
+    expansion_algorithm_spec: str = field(default="default",
+                                          metadata={"key": "expansion_algorithm"})
     """``job.expansion_algorithm``: ``"default"`` or ``"module:Class"``."""
     data_dir: Path = Path("state")
     """Where the job keeps its local state, in ``<data_dir>/<job name>/``: stores
@@ -242,60 +297,31 @@ class JobConfig:
 
     def changelog_stream(self, store: str) -> str:
         """``"<metadata_system>.<job>-<store>-changelog"``, one partition per task."""
+        return self.changelog_ref(store).qualified
+
+    def changelog_ref(self, store: str) -> StreamRef:
+        """Store ``store``'s changelog as a `StreamRef` (on the metadata system)."""
         self.store(store)
-        return f"{self.metadata_system}.{self.name}-{store}-changelog"
+        return StreamRef(self.metadata_system, f"{self.name}-{store}-changelog")
 
     @property
     def coordinator_stream(self) -> str:
         """``"<metadata_system>.__sampan-<job>-coordinator"``, the job's memory."""
-        return f"{self.metadata_system}.__sampan-{self.name}-coordinator"
+        return self.coordinator_ref.qualified
+
+    @property
+    def coordinator_ref(self) -> StreamRef:
+        """The coordinator stream as a `StreamRef` (on the metadata system)."""
+        return StreamRef(self.metadata_system, f"__sampan-{self.name}-coordinator")
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as a TOML-shaped document with every default filled in and
-        paths relative to `root` where they lie inside it; `parse_config` accepts it."""
-        job = {
-            "name": self.name, "task": self.task, "inputs": list(self.inputs),
-            "broadcast_inputs": list(self.broadcast_inputs), "workers": self.workers,
-            "commit_interval_ms": self.commit_interval_ms,
-            "window_interval_ms": self.window_interval_ms, "grouper": self.grouper,
-            "expansion": self.expansion, "expansion_algorithm": self.expansion_algorithm_spec,
-            "data_dir": self._relative(self.data_dir),
-            "metadata_system": self.metadata_system,
-            "write_buffer_max_keys": self.write_buffer_max_keys,
-            "fetch_max_records": self.fetch_max_records,
-            "store_restore_batch": self.store_restore_batch,
-            "task_timeout_ms": self.task_timeout_ms,
-            "guarantee": self.guarantee,
-        }
-        systems = {name: _without_none({
-            "type": s.type, "path": None if s.path is None else self._relative(s.path),
-            "bootstrap": s.bootstrap, "client_options": dict(s.client_options),
-        }) for name, s in self.systems.items()}
-        streams = {q: _without_none({
-            "key_serde": s.key_serde, "value_serde": s.value_serde,
-            "partitions": s.partitions, "compacted": s.compacted,
-        }) for q, s in self.streams.items()}
-        stores = {name: {
-            "type": s.type, "key_serde": s.key_serde, "value_serde": s.value_serde,
-            "changelog": s.changelog,
-        } for name, s in self.stores.items()}
-        return {
-            "job": job,
-            "errors": _without_none({"policy": self.errors.policy,
-                                     "process_policy": self.errors.process_policy,
-                                     "dead_letter_stream": self.errors.dead_letter_stream}),
-            "coordinator": {
-                "monitor_interval_ms": self.coordinator.monitor_interval_ms,
-                "worker_stop_timeout_ms": self.coordinator.worker_stop_timeout_ms,
-                "worker_restart_backoff_ms": self.coordinator.worker_restart_backoff_ms,
-                "max_worker_restarts": self.coordinator.max_worker_restarts,
-                "crash_window_ms": self.coordinator.crash_window_ms,
-                "assignor": self.coordinator.assignor,
-                "lease_timeout_ms": self.coordinator.lease_timeout_ms,
-                "compaction_interval_ms": self.coordinator.compaction_interval_ms,
-            },
-            "systems": systems, "streams": streams, "stores": stores,
-        }
+        paths relative to `root` where they lie inside it; `parse_config` accepts it.
+
+        Derived from the dataclass fields (a new key appears here by being a field)."""
+        document = _document(self, self._relative)
+        tables = {name: document.pop(name) for name in TABLES}
+        return {"job": document, **tables}
 
     @cached_property
     def digest(self) -> str:
@@ -327,56 +353,38 @@ class JobConfig:
             table[path[-1]] = value
         return parse_config(document, self.path)
 
-    def load_task_class(self) -> type[StreamTask]:
-        """Import ``job.task`` with `root` first on ``sys.path``; `TaskLoadError` names the
-        module, class and file, and the fix."""
-        where = f'job.task = "{self.task}" in {self.path}'
-        try:
-            target = import_spec(self.task, self.root)
-        except ImportSpecError as error:
-            raise TaskLoadError(f"{where}: {error}") from None
-        if not (isinstance(target, type) and issubclass(target, StreamTask)):
-            name = self.task.partition(":")[2]
-            kind = "a class" if isinstance(target, type) else type(target).__name__
-            raise TaskLoadError(
-                f"{where}: {self.task} is {kind}, not a StreamTask subclass; define "
-                f"`class {name}(StreamTask)` with `from framework.api import StreamTask`"
-            )
-        return target
-
-    def expansion_algorithm(self) -> PartitionExpansionAlgorithm:
-        """A new instance of ``job.expansion_algorithm`` (SEP-5's default unless named)."""
-        if self.expansion_algorithm_spec == "default":
-            return DefaultPartitionExpansionAlgorithm()
-        return make_expansion_algorithm(self.expansion_algorithm_spec, self.root)
-
-
     def _relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(
             path)
 
 
-def make_expansion_algorithm(spec: str, root: Path) -> PartitionExpansionAlgorithm:
-    """Import and instantiate a custom algorithm; `ConfigError` (message without the key
-    path: callers add it) when it is missing or lacks ``partition_before_expansion``."""
-    try:
-        target = import_spec(spec, root)
-        instance = target() if isinstance(target, type) else target
-    except ImportSpecError as error:
-        raise ConfigError(str(error)) from None
-    except Exception as error:
-        raise ConfigError(f"{spec}() raised {type(error).__name__}: {error}") from None
-    if not isinstance(instance, PartitionExpansionAlgorithm):
-        raise ConfigError(
-            f"{spec} does not implement partition_before_expansion(partition, "
-            "current_count, initial_count) -> int"
-        )
-    return instance
+TABLES = ("errors", "coordinator", "systems", "streams", "stores")
+"""`JobConfig` fields that are top-level tables of the file; the other keys are ``[job]``'s."""
+
+
+def _document(section: Any, relative: Any) -> dict[str, Any]:
+    """A config dataclass as the TOML table it came from: keys by field (renamed by the
+    ``key`` metadata, derived fields left out), None left out, paths made relative."""
+    table: dict[str, Any] = {}
+    for spec in fields(section):
+        key = spec.metadata.get("key", spec.name)
+        value = getattr(section, spec.name)
+        if key is not None and value is not None:
+            table[key] = _plain(value, relative)
+    return table
+
+
+def _plain(value: Any, relative: Any) -> Any:
+    if is_dataclass(value):
+        return _document(value, relative)
+    if isinstance(value, Path):
+        return relative(value)
+    if isinstance(value, tuple):
+        return [_plain(v, relative) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v, relative) for k, v in value.items()}
+    return value
 
 
 def _names(table: Mapping[str, Any]) -> str:
     return ", ".join(sorted(table)) or "none"
-
-
-def _without_none(table: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in table.items() if v is not None}

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from difflib import get_close_matches
 from typing import Any
 
-from framework.config_source import KeyPath, format_path
+from framework.config.source import KeyPath, format_path
 
 __all__ = ["Problems", "Section", "closest", "did_you_mean", "show"]
 
