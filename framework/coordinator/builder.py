@@ -10,12 +10,12 @@ from collections.abc import Mapping
 import groupers as G
 from framework.config import JobConfig, StreamRef
 from framework.coordinator.expansion import barrier_stages
-from framework.jobmodel import JobModel, TaskModel
+from framework.jobmodel import BarrierStage, JobModel, TaskModel
 from framework.systems.base import Checkpoint
 from framework.usercode import load_expansion_algorithm
 from groupers import SystemStreamPartition
 
-__all__ = ["build_job_model", "make_grouper"]
+__all__ = ["build_job_model", "build_rekeyed_model", "make_grouper"]
 
 
 def make_grouper(config: JobConfig) -> G.SspGrouper:
@@ -144,21 +144,57 @@ def build_job_model(
         previous.ssp_task_mapping() if previous else None,
     )
     tasks = list(grouping)
-    broadcast = frozenset(_ssps(list(config.broadcast_inputs), partition_counts))
     changelogs = _changelog_partitions(tasks, previous)
-    placement = _placement(config, changelogs, previous, local_state)
     barriers = config.stateful and config.expansion == "fixed-tasks"
+    stages = {name: barrier_stages(name, grouping[name], previous, end_offsets or {},
+                                   (checkpoints or {}).get(name)) if barriers else ()
+              for name in tasks}
+    return _model(config, partition_counts, previous, grouping, changelogs,
+                  _placement(config, changelogs, previous, local_state), stages,
+                  now_ms=now_ms, reason=reason)
+
+
+def build_rekeyed_model(
+    config: JobConfig,
+    partition_counts: Mapping[str, int],
+    previous: JobModel,
+    tasks: int,
+    first_changelog_partition: int,
+    *,
+    now_ms: int = 0,
+) -> JobModel:
+    """The model of an offline re-key (`sampan rekey`) to ``tasks`` tasks: ``Partition i``
+    owns every input partition ``p`` with ``p % tasks == i`` and writes a fresh changelog
+    partition ``first_changelog_partition + i`` (never one an earlier task used)."""
+    grouping = {
+        f"Partition {i}": frozenset(s for s in _ssps(list(config.inputs), partition_counts)
+                                    if s.partition % tasks == i)
+        for i in range(tasks)}
+    changelogs = {name: first_changelog_partition + i for i, name in enumerate(grouping)}
+    return _model(config, {**previous.partition_counts, **partition_counts}, previous,
+                  grouping, changelogs, _placement(config, changelogs, None),
+                  {name: () for name in grouping}, now_ms=now_ms,
+                  reason=f"rekey {len(previous.tasks)} → {tasks} tasks")
+
+
+def _model(
+    config: JobConfig,
+    partition_counts: Mapping[str, int],
+    previous: JobModel | None,
+    grouping: Mapping[str, frozenset[SystemStreamPartition]],
+    changelogs: Mapping[str, int],
+    placement: Mapping[str, int],
+    stages: Mapping[str, tuple[BarrierStage, ...]],
+    *,
+    now_ms: int,
+    reason: str,
+) -> JobModel:
+    """Assemble the next model (epoch = previous + 1) from its decided parts."""
+    broadcast = frozenset(_ssps(list(config.broadcast_inputs), partition_counts))
     models = {
-        name: TaskModel(
-            name=name,
-            ssps=grouping[name],
-            changelog_partition=changelogs[name],
-            worker=placement[name],
-            broadcast=broadcast,
-            stages=barrier_stages(name, grouping[name], previous, end_offsets or {},
-                           (checkpoints or {}).get(name)) if barriers else (),
-        )
-        for name in tasks
+        name: TaskModel(name=name, ssps=grouping[name], changelog_partition=changelogs[name],
+                        worker=placement[name], broadcast=broadcast, stages=stages[name])
+        for name in grouping
     }
     used = max(changelogs.values(), default=-1) + 1
     return JobModel(

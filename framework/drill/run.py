@@ -167,7 +167,39 @@ async def run_drill(options: DrillOptions) -> DrillReport:
 async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
                  steps: tuple[int, ...], output: Path, config: Any,
                  system: System) -> DrillReport:
+    """The drill's phases: create the streams, start the job, produce while expanding
+    at each step, wait for the catch-up, stop, verify and report."""
     started = time.monotonic()
+    await _create_streams(system, scenario, initial, steps, output)
+    run = _DrillRun(options, scenario, output, config, system)
+    try:
+        await run.start(initial)
+        for index, count in enumerate(steps):
+            await run.produce_until(options.records * (index + 1) / (len(steps) + 1))
+            await run.expand(count)
+        await run.produce_until(None)
+        await run.catch_up(steps[-1] if steps else initial)
+    finally:
+        await run.stop()
+    report = run.report
+    report.verdict = await scenario.verify(config, system)
+    if options.verify == "spark":
+        from framework.spark.verify import verify_job  # Spark only when asked for
+
+        run.progress.show("verifying in Spark…", force=True)
+        report.spark = await asyncio.to_thread(verify_job, config.path, options.spark)
+    if options.plot:
+        report.plot = plot(run.timeline, output / "timeline.png",
+                           f"sampan drill: {options.example}, "
+                           f"{'naive' if options.naive else 'fixed tasks'}")
+    report.duration_s = time.monotonic() - started
+    (output / "report.txt").write_text(report.text() + "\n")
+    return report
+
+
+async def _create_streams(system: System, scenario: Scenario, initial: int,
+                          steps: tuple[int, ...], output: Path) -> None:
+    """The scenario's streams, in an empty output; refuses early if expansion is impossible."""
     streams = dict(scenario.streams(initial))
     if steps:
         await _probe_expansion(system, output.name)
@@ -176,104 +208,122 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
         raise DrillError(f"{output} already holds a drill's streams; pick an empty --output")
     for stream, partitions in streams.items():
         await system.create_stream(stream, partitions)
-    expanded = f"{system.name}.{scenario.expand}"
-    coordinator = Coordinator(config, log_dir=output / "logs")
-    coordinator_task = asyncio.create_task(coordinator.run())
-    timeline = Timeline()
-    producer = PacedProducer(system, scenario, records=options.records, rate=options.rate)
-    sampler = asyncio.create_task(
-        sample_forever(system, config, timeline, lambda: producer.produced))
-    progress = _Progress()
-    report = DrillReport(options, scenario, output, Verdict(keys=0))
 
-    async def epoch_started(epoch: int) -> list[WorkerReport] | None:
-        state = await read_state(system, config)
+
+class _DrillRun:
+    """A running drill: the coordinator, the paced producer, the timeline and the figures."""
+
+    def __init__(self, options: DrillOptions, scenario: Scenario, output: Path, config: Any,
+                 system: System) -> None:
+        self.options, self.scenario, self.config, self.system = options, scenario, config, system
+        self.expanded = f"{system.name}.{scenario.expand}"
+        self.coordinator = Coordinator(config, log_dir=output / "logs")
+        self.coordinator_task = asyncio.create_task(self.coordinator.run())
+        self.timeline = Timeline()
+        self.producer = PacedProducer(system, scenario, records=options.records,
+                                      rate=options.rate)
+        self.sampler = asyncio.create_task(
+            sample_forever(system, config, self.timeline, lambda: self.producer.produced))
+        self.progress = _Progress()
+        self.report = DrillReport(options, scenario, output, Verdict(keys=0))
+        self.production: asyncio.Task[None] | None = None
+        self.phase_start = 0.0
+
+    async def _wait(self, condition: Callable[[], Awaitable[bool]], timeout_s: float,
+                    what: str) -> None:
+        await _wait(condition, timeout_s, what, self.coordinator_task)
+
+    async def _epoch_started(self, epoch: int) -> list[WorkerReport] | None:
+        """Every worker's report of ``epoch``, once all of them resumed on it."""
+        state = await read_state(self.system, self.config)
         reports = [r for r in state.workers.values() if r.epoch == epoch]
-        return reports if len(reports) >= options.workers else None
+        return reports if len(reports) >= self.options.workers else None
 
-    async def model_is(count: int) -> bool:
-        model = coordinator.model
-        return model is not None and model.partition_counts.get(expanded) == count
+    async def _model_is(self, count: int) -> bool:
+        model = self.coordinator.model
+        return model is not None and model.partition_counts.get(self.expanded) == count
 
-    try:
-        await _wait(lambda: model_is(initial), 60, "the first job model",
-                    coordinator_task)
-        assert coordinator.model is not None
-        first_epoch = coordinator.model.epoch
-        await _wait(lambda: _truthy(epoch_started(first_epoch)), 60, "the workers to start",
-                    coordinator_task)
-        production = asyncio.create_task(producer.run())
-        phase_start = time.monotonic() - timeline.start
-        for index, count in enumerate(steps):
-            threshold = options.records * (index + 1) / (len(steps) + 1)
-            while producer.produced < threshold and not production.done():
-                await _show(progress, producer, coordinator, system, config)
-                await asyncio.sleep(0.2)
-            before = coordinator.model.partition_counts[expanded] if coordinator.model else 0
-            t_expand = time.monotonic() - timeline.start
-            report.throughput.append((f"at {before} partitions",
-                                      timeline.throughput(phase_start, t_expand)))
-            requested = _now_ms()
-            await system.expand_stream(scenario.expand, count)
-            timeline.mark(f"expand to {count}")
-            await _wait(lambda c=count: model_is(c), 60, f"the expansion to {count} partitions",
-                        coordinator_task)
-            epoch = coordinator.model.epoch
-            reports: list[WorkerReport] = []
+    async def _show(self) -> None:
+        await _show(self.progress, self.producer, self.coordinator, self.system, self.config)
 
-            async def resumed(epoch: int = epoch, reports: list[WorkerReport] = reports
-                              ) -> bool:
-                found = await epoch_started(epoch)
-                reports[:] = found or []
-                return found is not None
+    async def start(self, initial: int) -> None:
+        """Wait for the first model and its workers, then start producing."""
+        await self._wait(lambda: self._model_is(initial), 60, "the first job model")
+        assert self.coordinator.model is not None
+        first_epoch = self.coordinator.model.epoch
+        await self._wait(lambda: _truthy(self._epoch_started(first_epoch)), 60,
+                         "the workers to start")
+        self.production = asyncio.create_task(self.producer.run())
+        self.phase_start = time.monotonic() - self.timeline.start
 
-            await _wait(resumed, 60, f"workers of epoch {epoch}", coordinator_task)
-            expansion = coordinator.status.expansions[-1]
-            figures = ExpansionFigures(
-                change=expansion.change, epoch=epoch, requested_ms=requested,
-                detected_ms=expansion.detected_ms,
-                resumed_ms=max(r.resumed_ms or 0 for r in reports),
-                restored=sum(r.restored for r in reports))
-            report.expansions.append(figures)
-            timeline.marks.append((t_expand + figures.detection_to_resume_s, f"resumed {count}"))
-            phase_start = timeline.marks[-1][0]
-            progress.show(f"expanded to {count} partitions: detection→resume "
-                          f"{figures.detection_to_resume_s:.2f} s", force=True)
-        while not production.done():
-            await _show(progress, producer, coordinator, system, config)
+    async def produce_until(self, threshold: float | None) -> None:
+        """Show progress until ``threshold`` records are produced (None: all of them)."""
+        assert self.production is not None
+        while not self.production.done() and (
+                threshold is None or self.producer.produced < threshold):
+            await self._show()
             await asyncio.sleep(0.2)
-        production.result()
-        timeline.mark("producer done")
+        if threshold is None:
+            self.production.result()
+            self.timeline.mark("producer done")
 
+    async def expand(self, count: int) -> None:
+        """Expand the input to ``count`` partitions and time detection and resume."""
+        model = self.coordinator.model
+        before = model.partition_counts[self.expanded] if model else 0
+        t_expand = time.monotonic() - self.timeline.start
+        self.report.throughput.append((f"at {before} partitions",
+                                       self.timeline.throughput(self.phase_start, t_expand)))
+        requested = _now_ms()
+        await self.system.expand_stream(self.scenario.expand, count)
+        self.timeline.mark(f"expand to {count}")
+        await self._wait(lambda: self._model_is(count), 60,
+                         f"the expansion to {count} partitions")
+        assert self.coordinator.model is not None
+        epoch = self.coordinator.model.epoch
+        reports: list[WorkerReport] = []
+
+        async def resumed() -> bool:
+            found = await self._epoch_started(epoch)
+            reports[:] = found or []
+            return found is not None
+
+        await self._wait(resumed, 60, f"workers of epoch {epoch}")
+        expansion = self.coordinator.status.expansions[-1]
+        figures = ExpansionFigures(
+            change=expansion.change, epoch=epoch, requested_ms=requested,
+            detected_ms=expansion.detected_ms,
+            resumed_ms=max(r.resumed_ms or 0 for r in reports),
+            restored=sum(r.restored for r in reports))
+        self.report.expansions.append(figures)
+        self.timeline.marks.append((t_expand + figures.detection_to_resume_s,
+                                    f"resumed {count}"))
+        self.phase_start = self.timeline.marks[-1][0]
+        self.progress.show(f"expanded to {count} partitions: detection→resume "
+                           f"{figures.detection_to_resume_s:.2f} s", force=True)
+
+    async def catch_up(self, final_count: int) -> None:
+        """Wait until every produced record is processed and committed."""
         async def caught_up() -> bool:
-            committed, end = await committed_and_end(system, config)
-            await _show(progress, producer, coordinator, system, config)
-            return end == producer.produced and committed == end
+            committed, end = await committed_and_end(self.system, self.config)
+            await self._show()
+            return end == self.producer.produced and committed == end
 
-        await _wait(caught_up, options.catch_up_timeout_s, "the job to catch up",
-                    coordinator_task)
-        t_done = time.monotonic() - timeline.start
-        report.throughput.append((f"at {steps[-1] if steps else initial} partitions",
-                                  timeline.throughput(phase_start, t_done)))
-        progress.done()
-    finally:
-        coordinator.stop.set()
-        await asyncio.gather(coordinator_task, return_exceptions=True)
-        sampler.cancel()
-        await asyncio.gather(sampler, return_exceptions=True)
-    report.verdict = await scenario.verify(config, system)
-    if options.verify == "spark":
-        from framework.spark.verify import verify_job  # Spark only when asked for
+        await self._wait(caught_up, self.options.catch_up_timeout_s, "the job to catch up")
+        t_done = time.monotonic() - self.timeline.start
+        self.report.throughput.append((f"at {final_count} partitions",
+                                       self.timeline.throughput(self.phase_start, t_done)))
+        self.progress.done()
 
-        progress.show("verifying in Spark…", force=True)
-        report.spark = await asyncio.to_thread(verify_job, config.path, options.spark)
-    if options.plot:
-        report.plot = plot(timeline, output / "timeline.png",
-                           f"sampan drill: {options.example}, "
-                           f"{'naive' if options.naive else 'fixed tasks'}")
-    report.duration_s = time.monotonic() - started
-    (output / "report.txt").write_text(report.text() + "\n")
-    return report
+    async def stop(self) -> None:
+        """Stop the coordinator (and its workers) and the sampler."""
+        self.coordinator.stop.set()
+        await asyncio.gather(self.coordinator_task, return_exceptions=True)
+        self.sampler.cancel()
+        await asyncio.gather(self.sampler, return_exceptions=True)
+        if self.production is not None and not self.production.done():
+            self.production.cancel()
+            await asyncio.gather(self.production, return_exceptions=True)
 
 
 async def _probe_expansion(system: System, tag: str) -> None:

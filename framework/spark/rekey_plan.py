@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from framework.config import JobConfig, StreamRef
+from framework.coordinator.builder import build_rekeyed_model
 from framework.coordinator.lease import pid_alive
-from framework.jobmodel import JobModel, TaskModel
+from framework.jobmodel import JobModel
 from framework.metadata import CoordinatorStatus
 from framework.partitioner import partition_for_key
 from framework.spark.errors import RekeyError
@@ -126,25 +127,7 @@ def plan_rekey(config: JobConfig, model: JobModel, counts: Mapping[str, int],
     partition change)."""
     _check_model(config, model, counts, checkpoints, tasks, grown or {})
     first = max(model.changelog_partitions, changelog_partitions_now)
-    broadcast = frozenset().union(*(t.broadcast for t in model.tasks.values()))
-    ssps = []
-    for qualified in config.inputs:
-        system, stream = StreamRef.parse(qualified)
-        ssps += [SystemStreamPartition(system, stream, p) for p in range(counts[qualified])]
-    owned: dict[int, set[SystemStreamPartition]] = {i: set() for i in range(tasks)}
-    for ssp in ssps:
-        owned[ssp.partition % tasks].add(ssp)
-    new_tasks = {
-        f"Partition {i}": TaskModel(
-            name=f"Partition {i}", ssps=frozenset(owned[i]), changelog_partition=first + i,
-            worker=i % config.workers, broadcast=broadcast)
-        for i in range(tasks)}
-    new_model = JobModel(
-        job=config.name, epoch=model.epoch + 1, config_digest=config.digest,
-        workers=config.workers, tasks=new_tasks,
-        partition_counts={**model.partition_counts, **counts},
-        changelog_partitions=first + tasks, created_ms=now_ms,
-        reason=f"rekey {len(model.tasks)} → {tasks} tasks")
+    new_model = build_rekeyed_model(config, counts, model, tasks, first, now_ms=now_ms)
     old = tuple(sorted({t.changelog_partition for t in model.tasks.values()}))
     return RekeyPlan(new_model, first, old, tasks)
 

@@ -10,6 +10,7 @@ from sparkjobs import wordcount_job
 
 from framework.config import load_config
 from framework.coordinator.builder import build_job_model
+from framework.metadata import CoordinatorStatus
 from framework.spark.errors import RekeyError
 from framework.spark.rekey_plan import (
     carry_checkpoints,
@@ -86,10 +87,10 @@ def test_a_stopped_job_passes_and_a_live_coordinator_refuses(tmp_path: Path) -> 
     import os
 
     config = load_config(wordcount_job(tmp_path / "wordcount"))
-    check_stopped(config, {"state": "stopped", "coordinator_pid": os.getpid()})
-    check_stopped(config, {})
+    check_stopped(config, CoordinatorStatus(state="stopped", coordinator_pid=os.getpid()))
+    check_stopped(config, CoordinatorStatus())
     with pytest.raises(RekeyError, match="is running"):
-        check_stopped(config, {"state": "running", "coordinator_pid": os.getpid(),
-                               "worker_pids": {"0": 999_999_999}})
+        check_stopped(config, CoordinatorStatus(state="running", coordinator_pid=os.getpid(),
+                                                worker_pids={0: 999_999_999}))
     with pytest.raises(RekeyError, match="is running"):
-        check_stopped(config, {"state": "stopped", "worker_pids": {"0": os.getpid()}})
+        check_stopped(config, CoordinatorStatus(state="stopped", worker_pids={0: os.getpid()}))
