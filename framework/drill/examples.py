@@ -49,17 +49,18 @@ def find_example(name: str, job_file: str = "job.toml", folder: Path | None = No
         installed = installed_examples()
         if name not in installed:
             raise ConfigError(
-                f"--example {name!r}: no such example; installed: "
+                f"--example {name!r}: no drillable example of that name; installed: "
                 f"{', '.join(installed) or 'none'} (entry point group {ENTRY_POINT_GROUP}). "
                 f"For a folder of your own, pass --example-dir DIR")
         folder = _package_folder(name, installed[name])
-        what = f"example {name!r} ({folder})"
+        what = f"example {name!r}"
     else:
         folder = folder.resolve()
         what = f"--example-dir {folder}"
     if not (folder / "drill.py").is_file():
-        raise ConfigError(f"{what} has no drill.py defining scenario(options) -> Scenario; "
-                          f"see docs/drill.md")
+        where = "" if what.startswith("--example-dir") else f" ({folder})"
+        raise ConfigError(f"{what}{where} has no drill.py defining scenario(options) -> "
+                          f"Scenario; see docs/drill.md")
     if not (folder / job_file).is_file():
         files = ", ".join(sorted(p.name for p in folder.glob("*.toml"))) or "none"
         raise ConfigError(f"--job {job_file!r}: {what} has no such job file; it has: {files}")
