@@ -100,6 +100,7 @@ class WorkerMetrics:
                                  self.config.metrics.worker_port(self.worker_id),
                                  f"worker {self.worker_id} of job {self.config.name!r}")
             self.port = self._server.port
+        self._restoring.clear()
         self._background = asyncio.create_task(self._report_restores(started_ms))
 
     def _log_context(self) -> dict[str, Any]:
@@ -113,6 +114,8 @@ class WorkerMetrics:
         """The tasks run: stop restore reports (the worker's own report follows), watch lag."""
         await self._stop_background()
         if self.enabled:
+            self._samples.append((time.monotonic(), {i.name: i.processed
+                                                     for i in self._worker.instances}))
             self._background = asyncio.create_task(self._watch_lag())
 
     async def close(self) -> None:
@@ -126,11 +129,11 @@ class WorkerMetrics:
         background, self._background = self._background, None
         if background is None:
             return
-        self._restoring.set()  # ends a restore report loop after its write in flight
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(background), 5)
-        if not background.done():
-            background.cancel()
+        if not self._restoring.is_set():  # a restore report loop: let it write its last
+            self._restoring.set()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(background), 5)
+        background.cancel()  # the lag watcher: nothing to finish
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await background
 
@@ -169,7 +172,6 @@ class WorkerMetrics:
     # -- background ---------------------------------------------------------------------------
     async def _report_restores(self, started_ms: int) -> None:
         """Write this worker's port at once, then its restore progress every second."""
-        self._restoring.clear()
         last: list[RestoreProgress] | None = None
         stopping = False
         while True:
@@ -217,7 +219,7 @@ class WorkerMetrics:
         while len(self._samples) > 2 and self._samples[1][0] <= now - RATE_WINDOW_S:
             self._samples.popleft()
         (first, before), (last, after) = self._samples[0], self._samples[-1]
-        if last > first:
+        if last - first >= 0.5:
             self._rates = {t: (n - before.get(t, 0)) / (last - first) for t, n in after.items()}
 
     # -- scrape (on the server's thread: read, copy, never block) -----------------------------
