@@ -1,7 +1,8 @@
 """Typed records of the coordinator stream: what the coordinator and the workers report.
 
 The coordinator writes one `CoordinatorStatus` (key ``status``), each worker one
-`WorkerReport` (key ``worker/<id>``); `sampan status`, the drill, `rekey` and
+`WorkerReport` (key ``worker/<id>``) and one `WorkerProgress` (key ``progress/<id>``: its
+metrics port and live restore progress); `sampan status`, the drill, `rekey` and
 `streams reset-offsets` read them. Each record has one codec (`to_dict` / `from_dict`);
 decoding ignores unknown fields and fills missing ones with defaults, so a reader and a
 writer of different versions still understand each other.

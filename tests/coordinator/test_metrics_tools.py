@@ -44,6 +44,7 @@ async def test_a_prometheus_server_scrapes_the_job(make_job: Callable[..., Job],
     targets = [urllib.parse.urlsplit(u).netloc for u in (coordinator, *workers.values())]
     config = tmp_path / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sampan\n"
+                      "    honor_labels: true\n"
                       f"    static_configs:\n      - targets: {json.dumps(targets)}\n")
     port = free_port()
     assert PROMETHEUS is not None
@@ -71,6 +72,11 @@ async def test_a_prometheus_server_scrapes_the_job(make_job: Callable[..., Job],
                                 f"{job.truth.total} records processed", timeout=30)
         assert [r["value"][1] for r in ask('sampan_job_model_epoch{process="coordinator"}')
                 ] == ["1"]
+        dashboard = json.loads((REPO / "docs" / "grafana-dashboard.json").read_text())
+        queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]] + [
+            a["expr"] for a in dashboard["annotations"]["list"]]
+        for query in queries:  # every dashboard query is valid PromQL (else HTTP 400)
+            ask(query.replace("$job", "scraped"))
     finally:
         server.terminate()
         server.wait(30)
