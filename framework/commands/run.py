@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
+import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,10 @@ def add_run_command(commands: Any) -> None:
     parser.add_argument("--worker-logs", metavar="DIR",
                         help="write worker output to DIR/worker-N.log only (default: worker "
                         "output on stderr and also in <job.data_dir>/<job.name>/logs/worker-N.log)")
+    parser.add_argument("--log-format", choices=("text", "json"), default=None,
+                        help="text (default) or json: one JSON object per line with job, "
+                        "process, worker, epoch and task fields, for the coordinator and "
+                        "its workers")
     parser.set_defaults(handler=_command)
 
 
@@ -33,8 +36,12 @@ def _command(args: argparse.Namespace) -> int:
 
     config = load_config(args.job)
     load_task_class(config)  # a wrong job.task fails here, not as a worker crash loop
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s coordinator %(levelname)s %(message)s")
+    from framework.logformat import ENV, configure_logging, default_format
+
+    if args.log_format:
+        os.environ[ENV] = args.log_format  # the workers inherit it
+    configure_logging(args.log_format or default_format(), process="coordinator",
+                      job=config.name)
     log_dir = Path(args.worker_logs) if args.worker_logs else None
     return asyncio.run(_run(config, log_dir))
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from framework.config import JobConfig
 from framework.jobmodel import JobModel
-from framework.metadata.records import CoordinatorStatus, WorkerReport
+from framework.metadata.records import CoordinatorStatus, WorkerProgress, WorkerReport
 from framework.systems.base import ProducerRecord, System
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
@@ -22,6 +22,7 @@ from groupers import SystemStreamPartition
 MODEL_KEY = b"job-model"
 STATUS_KEY = b"status"
 WORKER_PREFIX = b"worker/"
+PROGRESS_PREFIX = b"progress/"
 
 
 @dataclass
@@ -31,6 +32,8 @@ class CoordinatorState:
     model: JobModel | None = None
     status: CoordinatorStatus = field(default_factory=CoordinatorStatus)
     workers: dict[int, WorkerReport] = field(default_factory=dict)
+    progress: dict[int, WorkerProgress] = field(default_factory=dict)
+    """Worker → its live facts (metrics port, restores in progress)."""
 
 
 def _coordinator_ssp(config: JobConfig) -> SystemStreamPartition:
@@ -77,6 +80,13 @@ async def publish_worker_report(system: System, config: JobConfig, worker: int,
                           report.to_dict())
 
 
+async def publish_worker_progress(system: System, config: JobConfig, worker: int,
+                                  progress: WorkerProgress) -> None:
+    """Write worker ``worker``'s live facts (metrics port, restore progress)."""
+    await _publish_report(system, config, PROGRESS_PREFIX + str(worker).encode(),
+                          progress.to_dict())
+
+
 async def _publish_report(
     system: System, config: JobConfig, key: bytes, report: dict[str, Any]
 ) -> None:
@@ -105,6 +115,9 @@ async def read_state(system: System, config: JobConfig) -> CoordinatorState:
     for key, value in latest.items():
         if key.startswith(WORKER_PREFIX):
             state.workers[int(key[len(WORKER_PREFIX):])] = WorkerReport.from_dict(
+                json.loads(value))
+        elif key.startswith(PROGRESS_PREFIX):
+            state.progress[int(key[len(PROGRESS_PREFIX):])] = WorkerProgress.from_dict(
                 json.loads(value))
     return state
 
