@@ -158,6 +158,7 @@ class LocalSystem:
             request.job,
             request.epoch,
             list(request.checkpoints),
+            request.positions,
         )
 
     async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:

@@ -25,7 +25,7 @@ from framework.systems.base import (
     RecordPosition,
     System,
 )
-from framework.worker.codec import RecordCodec
+from framework.worker.codec import RecordCodec, producer_record
 from framework.worker.instance import TaskInstance
 
 __all__ = ["Committer", "begin_commits", "check_guarantee"]
@@ -98,35 +98,41 @@ class Committer:
         return qualified.partition(".")[2], store in self._config.logged_stores
 
     async def commit(self, instances: Sequence[TaskInstance]) -> None:
-        """Write everything the instances produced since the last commit; then apply state."""
+        """Write everything the instances produced since the last commit; then apply state.
+
+        The metadata system's records list the changelog records first: only their
+        positions are needed (``CommitRequest.positions``), not one per output.
+        """
+        meta = self._config.metadata_system
         other: dict[str, list[ProducerRecord]] = defaultdict(list)
-        records: list[ProducerRecord] = []
+        changelog: list[ProducerRecord] = []
+        outputs: list[ProducerRecord] = []
         writes: list[_StoreWrites] = []
         for instance in instances:
-            for message in instance.outputs:
-                system, record = self._codec.encode(message)
-                (records if system == self._config.metadata_system else other[system]).append(
-                    record)
-            for system, record in instance.raw_outputs:
-                (records if system == self._config.metadata_system else other[system]).append(
-                    record)
+            sent, raw = instance.take_outputs()
+            for system, encoded in self._codec.encode_all(sent).items():
+                (outputs if system == meta else other[system]).extend(encoded)
+            for system, record in raw:
+                (outputs if system == meta else other[system]).append(record)
             for name, store in instance.stores.items():
                 items = store.drain()
                 stream, logged = self._changelog_of(name)
                 if not logged:
-                    writes.append(_StoreWrites(instance, name, items, None, len(records)))
+                    writes.append(_StoreWrites(instance, name, items, None, len(changelog)))
                     continue
                 partition = self._changelog_partition[instance.name]
                 writes.append(
-                    _StoreWrites(instance, name, items, (stream, partition), len(records)))
-                records.extend(ProducerRecord(stream, key, value, partition=partition)
-                               for key, value in items.items())
+                    _StoreWrites(instance, name, items, (stream, partition), len(changelog)))
+                changelog.extend([producer_record(stream, key, value, partition, None, ())
+                                  for key, value in items.items()])
         for system, produced in other.items():
             await self._systems[system].produce(produced)  # at-least-once outside the log
+        records = changelog + outputs
         if self._meta.atomic_commit:
             predicted = self._predict(writes)
             landed = await self._meta.commit(CommitRequest(
-                self._config.name, self._epoch, records, self._checkpoints(instances, predicted)))
+                self._config.name, self._epoch, records, self._checkpoints(instances, predicted),
+                positions=len(changelog)))
         elif self._transactional:
             def checkpoints(positions: list[RecordPosition]) -> list[Checkpoint]:
                 return self._checkpoints(instances, self._actual(writes, positions))
@@ -149,9 +155,7 @@ class Committer:
                 self.positions[(write.instance.name, write.store)] = offset
             write.instance.stores[write.store].apply(write.items, position)
         for instance in instances:
-            instance.outputs.clear()
-            instance.raw_outputs.clear()
-            instance.commit_requested = False
+            instance.committed()
         self.commits += 1
 
     def _predict(self, writes: list[_StoreWrites]) -> dict[tuple[str, str], int]:

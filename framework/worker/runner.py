@@ -354,7 +354,8 @@ class Worker:
                     await instance.window()
                 self.busy = None
                 next_window = now + window_interval
-                dirty = dirty or any(i.outputs or i.buffered_writes() for i in self.instances)
+                dirty = dirty or any(i.outputs or i.raw_outputs or i.buffered_writes()
+                                     for i in self.instances)
             wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
             stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
             if (dirty and (now >= next_commit or wanted)) or (stopping and dirty):
@@ -398,24 +399,38 @@ class Worker:
 
     async def _dispatch_one(self, instance: TaskInstance, ssp: SystemStreamPartition,
                             records: Sequence[Record]) -> None:
-        """The common case, one reader, ``process_policy = "fail"``: the worker's hot path."""
+        """The common case, one reader, ``process_policy = "fail"``: the worker's hot path.
+        No await per record unless the task's ``process`` returns an awaitable; the
+        position and count are brought up to date once per batch (and on the way out)."""
         position = instance.positions.get(ssp, 0)
         decode = self._codec.decoder(ssp)
-        process = instance.process
-        for record in records:
-            if record.offset < position:
-                continue  # already processed (a rewind for another reader)
-            try:
-                envelope = decode(record)
-            except SerdeError as error:
-                self._policies.bad_record(ssp, record, error, [instance])
-                continue
-            try:
-                await process(envelope)
-            except StoreError:
-                raise  # the store failed, not the task: never skipped, never blamed on it
-            except Exception as error:
-                raise self._policies.failed(instance, ssp, record.offset, error) from error
+        process = instance.task.process
+        done, count = position, 0
+        try:
+            for record in records:
+                offset = record.offset
+                if offset < position:
+                    continue  # already processed (a rewind for another reader)
+                try:
+                    envelope = decode(record)
+                except SerdeError as error:
+                    self._policies.bad_record(ssp, record, error, [instance])
+                    done = offset + 1
+                    continue
+                try:
+                    result = process(envelope, instance, instance)
+                    if result is not None:  # an `async def process`
+                        await result
+                except StoreError:
+                    raise  # the store failed, not the task: never skipped, never blamed on it
+                except Exception as error:
+                    raise self._policies.failed(instance, ssp, offset, error) from error
+                done = offset + 1
+                count += 1
+        finally:
+            if done != position:
+                instance.positions[ssp] = done
+            instance.processed += count
 
     async def _process(self, instance: TaskInstance, envelope: Envelope, record: Record) -> None:
         journal = self._journals.get(instance.name)
