@@ -67,8 +67,8 @@ def fold(raw: Path) -> Counter[str]:
 
 
 async def _child_run(system: str, records: int, keys: int) -> None:
-    from bench.worker import _job, _prepare, _records, _run_worker
     from bench.systems_baseline import tansu
+    from bench.worker import _job, _prepare, _records, _run_worker
     from framework.systems import open_system
 
     work = Path(tempfile.mkdtemp(prefix="sampan-profile-"))

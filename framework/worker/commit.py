@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from framework.config import JobConfig
 from framework.errors import UnsupportedOperation
@@ -27,8 +27,9 @@ from framework.systems.base import (
 )
 from framework.worker.codec import RecordCodec, producer_record
 from framework.worker.instance import TaskInstance
+from groupers import SystemStreamPartition
 
-__all__ = ["Committer", "begin_commits", "check_guarantee"]
+__all__ = ["Committer", "PreparedCommit", "begin_commits", "check_guarantee"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,18 @@ class _StoreWrites:
     first: int  # index of its first changelog record in the commit's record list
 
 
+@dataclass
+class PreparedCommit:
+    """What one commit writes, taken from the instances at `Committer.prepare`."""
+
+    instances: list[TaskInstance]
+    changelog: list[ProducerRecord] = field(default_factory=list)  # metadata system
+    outputs: list[ProducerRecord] = field(default_factory=list)  # metadata system
+    other: dict[str, list[ProducerRecord]] = field(default_factory=lambda: defaultdict(list))
+    writes: list[_StoreWrites] = field(default_factory=list)
+    inputs: dict[str, dict[SystemStreamPartition, int]] = field(default_factory=dict)
+
+
 class Committer:
     """Commits a worker's tasks together and keeps each store's changelog position."""
 
@@ -98,44 +111,56 @@ class Committer:
         return qualified.partition(".")[2], store in self._config.logged_stores
 
     async def commit(self, instances: Sequence[TaskInstance]) -> None:
-        """Write everything the instances produced since the last commit; then apply state.
+        """Write everything the instances produced since the last commit; then apply state."""
+        await self.write(self.prepare(instances))
+
+    def prepare(self, instances: Sequence[TaskInstance]) -> PreparedCommit:
+        """Take what the instances produced, their stores' writes and their positions now
+        (no I/O): the commit `write` makes durable. The instances go on collecting anew.
 
         The metadata system's records list the changelog records first: only their
         positions are needed (``CommitRequest.positions``), not one per output.
         """
         meta = self._config.metadata_system
-        other: dict[str, list[ProducerRecord]] = defaultdict(list)
-        changelog: list[ProducerRecord] = []
+        commit = PreparedCommit(list(instances))
         outputs: list[ProducerRecord] = []
-        writes: list[_StoreWrites] = []
         for instance in instances:
             sent, raw = instance.take_outputs()
             for system, encoded in self._codec.encode_all(sent).items():
-                (outputs if system == meta else other[system]).extend(encoded)
+                (outputs if system == meta else commit.other[system]).extend(encoded)
             for system, record in raw:
-                (outputs if system == meta else other[system]).append(record)
+                (outputs if system == meta else commit.other[system]).append(record)
+            commit.inputs[instance.name] = dict(instance.positions)
             for name, store in instance.stores.items():
                 items = store.drain()
                 stream, logged = self._changelog_of(name)
+                first = len(commit.changelog)
                 if not logged:
-                    writes.append(_StoreWrites(instance, name, items, None, len(changelog)))
+                    commit.writes.append(_StoreWrites(instance, name, items, None, first))
                     continue
                 partition = self._changelog_partition[instance.name]
-                writes.append(
-                    _StoreWrites(instance, name, items, (stream, partition), len(changelog)))
-                changelog.extend([producer_record(stream, key, value, partition, None, ())
-                                  for key, value in items.items()])
-        for system, produced in other.items():
+                commit.writes.append(
+                    _StoreWrites(instance, name, items, (stream, partition), first))
+                commit.changelog.extend([producer_record(stream, key, value, partition, None, ())
+                                         for key, value in items.items()])
+        commit.outputs = outputs
+        return commit
+
+    async def write(self, commit: PreparedCommit) -> None:
+        """Make a prepared commit durable (outputs, changelog, checkpoints), then apply
+        its store writes to the engines; the next `prepare` may run meanwhile."""
+        for system, produced in commit.other.items():
             await self._systems[system].produce(produced)  # at-least-once outside the log
-        records = changelog + outputs
+        records = commit.changelog + commit.outputs
+        writes = commit.writes
         if self._meta.atomic_commit:
             predicted = self._predict(writes)
             landed = await self._meta.commit(CommitRequest(
-                self._config.name, self._epoch, records, self._checkpoints(instances, predicted),
-                positions=len(changelog)))
+                self._config.name, self._epoch, records, self._checkpoints(commit, predicted),
+                positions=len(commit.changelog)))
         elif self._transactional:
             def checkpoints(positions: list[RecordPosition]) -> list[Checkpoint]:
-                return self._checkpoints(instances, self._actual(writes, positions))
+                return self._checkpoints(commit, self._actual(writes, positions))
 
             landed = await self._meta.commit_transaction(  # type: ignore[attr-defined]
                 self._config.name, self._epoch, records, checkpoints)
@@ -144,7 +169,7 @@ class Committer:
             landed = await self._meta.produce(records) if records else []
             actual = self._actual(writes, landed)
             await self._meta.commit(CommitRequest(
-                self._config.name, self._epoch, (), self._checkpoints(instances, actual)))
+                self._config.name, self._epoch, (), self._checkpoints(commit, actual)))
             predicted = actual
         self._check(writes, landed, predicted)
         for write in writes:
@@ -154,7 +179,7 @@ class Committer:
                 position = ChangelogPosition(write.changelog[0], write.changelog[1], offset)
                 self.positions[(write.instance.name, write.store)] = offset
             write.instance.stores[write.store].apply(write.items, position)
-        for instance in instances:
+        for instance in commit.instances:
             instance.committed()
         self.commits += 1
 
@@ -186,15 +211,15 @@ class Committer:
                             predicted[key])
                 predicted[key] = offset
 
-    def _checkpoints(self, instances: Sequence[TaskInstance],
+    def _checkpoints(self, commit: PreparedCommit,
                      changelogs: Mapping[tuple[str, str], int]) -> list[Checkpoint]:
         return [
             Checkpoint(
                 task=instance.name,
                 epoch=self._epoch,
-                inputs=dict(instance.positions),
+                inputs=commit.inputs[instance.name],
                 changelogs={store: offset for (task, store), offset in changelogs.items()
                             if task == instance.name},
             )
-            for instance in instances
+            for instance in commit.instances
         ]

@@ -75,6 +75,8 @@ class TaskInstance:
         self._watermarks: list[WatermarkSource] = []
         self.processed = 0
         self.skipped = 0
+        self.commits = 0
+        """Commits made durable with this task's progress."""
         self._declared: set[str] = set()
         self._process = task.process
 
@@ -130,20 +132,23 @@ class TaskInstance:
 
     def take_outputs(self) -> tuple[list[Sent], list[tuple[str, ProducerRecord]]]:
         """Hand what the task sent since the last call to a commit: (sends, already-encoded
-        records with their system); the instance starts collecting anew."""
+        records with their system). The instance starts collecting anew, and the commit
+        taking them answers any commit request made so far."""
         outputs, raw = self.outputs, self.raw_outputs
         self.outputs, self.raw_outputs = [], []
+        self.commit_requested = False
         return outputs, raw
 
     def take_messages(self) -> list[OutgoingMessage]:
-        """The sends since the last call as `OutgoingMessage` objects (for
-        `framework.testing`); already-encoded records stay."""
+        """The sends since the last call as `OutgoingMessage` objects, answering any
+        commit request (for `framework.testing`); already-encoded records stay."""
         outputs, self.outputs = self.outputs, []
+        self.commit_requested = False
         return [OutgoingMessage(*sent) for sent in outputs]
 
     def committed(self) -> None:
-        """A commit carrying everything taken from this instance succeeded."""
-        self.commit_requested = False
+        """A commit carrying everything taken from this instance is durable."""
+        self.commits += 1
 
     # TaskCoordinator ---------------------------------------------------------------------
     def commit(self) -> None:

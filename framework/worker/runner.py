@@ -105,6 +105,7 @@ class Worker:
         # failed process() call's store writes.
         self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
         self._closed = False
+        self._inflight: asyncio.Future[None] | None = None  # the commit being written
         self.busy: Busy | None = None
         """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
 
@@ -300,6 +301,9 @@ class Worker:
             return await self._run_loop(committer, prefetched)
         finally:
             watchdog.stop()
+            if self._inflight is not None:  # leaving on an error: let the write finish
+                await asyncio.gather(self._inflight, return_exceptions=True)
+                self._inflight = None
             for future in prefetched.values():
                 future.cancel()
             await asyncio.gather(*prefetched.values(), return_exceptions=True)
@@ -359,18 +363,43 @@ class Worker:
             wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
             stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
             if (dirty and (now >= next_commit or wanted)) or (stopping and dirty):
-                try:
-                    await committer.commit(self.instances)
-                except FencedError:
-                    log.warning("worker %d of epoch %s fenced: a newer job model exists",
-                                self.worker_id, self.model and self.model.epoch)
-                    raise
+                await self._commit(committer)
                 dirty = False
                 next_commit = time.monotonic() + interval
+            elif self._inflight is not None and self._inflight.done():
+                await self._settle_commit()  # a failed commit stops the worker now
             if stopping:
+                await self._settle_commit()
                 for instance in self.instances:
                     await instance.close()
                 return "stopped" if self.stop.is_set() else "task requested shutdown"
+
+    async def _commit(self, committer: Committer) -> None:
+        """Commit everything so far. Where the metadata system writes over the network
+        (kafka), processing goes on while the commit is acknowledged; the local log's
+        SQLite thread would only fight the loop for the GIL, so it is waited for.
+
+        At most one commit is in flight: the previous one is awaited before the next is
+        prepared, so changelog offsets and store writes follow each other in order, and
+        each checkpoint holds exactly the positions whose outputs and state it carries.
+        """
+        await self._settle_commit()
+        prepared = committer.prepare(self.instances)
+        self._inflight = asyncio.ensure_future(committer.write(prepared))
+        if self.systems[self.config.metadata_system].atomic_commit:
+            await self._settle_commit()
+
+    async def _settle_commit(self) -> None:
+        """Wait for the commit in flight, if any; its error (e.g. fenced) is raised here."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return
+        try:
+            await inflight
+        except FencedError:
+            log.warning("worker %d of epoch %s fenced: a newer job model exists",
+                        self.worker_id, self.model and self.model.epoch)
+            raise
 
     async def _dispatch(self, ssp: SystemStreamPartition, records: Sequence[Record]) -> None:
         readers = self._routes.get(ssp, ())
