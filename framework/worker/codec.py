@@ -9,7 +9,7 @@ from typing import Any
 from framework.api import Envelope, OutgoingMessage
 from framework.config import JobConfig
 from framework.frozen import fast_constructor
-from framework.serdes import Serde, decode, encode, get_serde
+from framework.serdes import Serde, StringSerde, decode, encode, get_serde
 from framework.systems.base import ProducerRecord, Record
 from groupers import SystemStreamPartition
 
@@ -24,6 +24,22 @@ producer_record = fast_constructor(ProducerRecord)
 """``ProducerRecord(stream, key, value, partition, timestamp, headers)`` built the cheap way."""
 _NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 """The headers of every envelope without any (read-only, so one can be shared)."""
+
+
+def _from_bytes(serde: Serde) -> Callable[[bytes], Any]:
+    """``serde.from_bytes``, or what it amounts to for bytes input where that is a builtin
+    (a failure still goes through ``serde`` again, for its error)."""
+    if type(serde) is StringSerde:
+        return bytes.decode
+    return serde.from_bytes
+
+
+def _to_bytes(serde: Serde) -> Callable[[Any], bytes]:
+    """``serde.to_bytes``, or ``str.encode`` for the string serde (a non-str then fails
+    and goes through ``serde`` again, for its error)."""
+    if type(serde) is StringSerde:
+        return str.encode
+    return serde.to_bytes
 
 
 class RecordCodec:
@@ -48,15 +64,14 @@ class RecordCodec:
     def decoder(self, ssp: SystemStreamPartition) -> Callable[[Record], Envelope]:
         """`decode` bound to one SSP: the per-record hot path, with its serdes looked up once."""
         qualified = f"{ssp.system}.{ssp.stream}"
-        key_from, value_from = (serde.from_bytes for serde in self.serdes(qualified))
+        key_from, value_from = (_from_bytes(serde) for serde in self.serdes(qualified))
 
         def decode_record(record: Record) -> Envelope:
             try:
                 key = None if record.key is None else key_from(record.key)
                 value = None if record.value is None else value_from(record.value)
-            except Exception:
-                self.decode(ssp, record)  # raises the SerdeError naming SSP, offset and serde
-                raise
+            except Exception:  # the careful path: the SerdeError naming SSP, offset, serde
+                return self.decode(ssp, record)
             headers = record.headers
             return _envelope(ssp, record.offset, key, value, record.timestamp,
                              dict(headers) if headers else _NO_HEADERS)
@@ -103,7 +118,7 @@ class RecordCodec:
             stream, key, value, partition, timestamp, headers = one
             if stream != last:
                 system, name, key_serde, value_serde = self._target(stream)
-                key_to, value_to = key_serde.to_bytes, value_serde.to_bytes
+                key_to, value_to = _to_bytes(key_serde), _to_bytes(value_serde)
                 bucket = out.setdefault(system, [])
                 last = stream
             try:
