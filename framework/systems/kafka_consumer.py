@@ -86,9 +86,10 @@ class KafkaConsumer:
             self._positions[tp] = holding if holding is not None else messages[-1].offset + 1
             if released:
                 partition = tp.partition
+                # TxnRecord fields by index (offset, key, value, timestamp, headers):
+                # cheaper than its attribute properties, once per record.
                 result[self._ssps[tp]] = [
-                    _record(partition, m.offset, m.key, m.value, m.timestamp,
-                            _headers(m.headers) if m.headers else ())
+                    _record(partition, m[0], m[1], m[2], m[3], _headers(m[4]) if m[4] else ())
                     for m in released
                 ]
         return result
