@@ -179,8 +179,10 @@ class System(Protocol):
         """A new consumer with no assignment."""
         ...
 
-    async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
-        """Write records (outside any commit) and return where each landed, in order."""
+    async def produce(self, records: Sequence[ProducerRecord], *,
+                      positions: int | None = None) -> list[RecordPosition]:
+        """Write records (outside any commit) and return where each landed, in order
+        (only the first ``positions`` of them when given)."""
         ...
 
     async def commit(self, request: CommitRequest) -> list[RecordPosition]:

@@ -205,16 +205,18 @@ class KafkaSystem:
 
     # -- producing and committing -----------------------------------------------------
 
-    async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
+    async def produce(self, records: Sequence[ProducerRecord], *,
+                      positions: int | None = None) -> list[RecordPosition]:
         if not records:
             return []
         await self.start()
         assert self._producer is not None
-        return await self.send_records(self._producer, records)
+        return await self.send_records(self._producer, records, positions)
 
-    async def send_records(self, producer: AIOKafkaProducer,
-                           records: Sequence[ProducerRecord]) -> list[RecordPosition]:
-        """Send ``records`` with ``producer`` and wait for their acknowledgements."""
+    async def send_records(self, producer: AIOKafkaProducer, records: Sequence[ProducerRecord],
+                           positions: int | None = None) -> list[RecordPosition]:
+        """Send ``records`` with ``producer`` and wait for their acknowledgements; returns
+        where each landed (only the first ``positions`` when given)."""
         if not records:
             return []
         streams = sorted({r.stream for r in records})
@@ -276,12 +278,15 @@ class KafkaSystem:
                 f"Kafka at {self.bootstrap} refused records for {streams}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        positions: list[RecordPosition | None] = [None] * len(records)
+        wanted = len(records) if positions is None else min(positions, len(records))
+        where: list[RecordPosition | None] = [None] * wanted
         for ((stream, _), members), metadata in zip(sent, landed, strict=True):
             partition, base = metadata.partition, metadata.offset
             for relative, index in enumerate(members):
-                positions[index] = _position(stream, partition, base + relative)
-        return cast(list[RecordPosition], positions)
+                if index >= wanted:
+                    break  # members are in record order
+                where[index] = _position(stream, partition, base + relative)
+        return cast(list[RecordPosition], where)
 
     async def _send_batch(self, producer: AIOKafkaProducer, batch: Any, stream: str,
                           partition: int) -> asyncio.Future[Any]:

@@ -150,7 +150,7 @@ class Committer:
         """Make a prepared commit durable (outputs, changelog, checkpoints), then apply
         its store writes to the engines; the next `prepare` may run meanwhile."""
         for system, produced in commit.other.items():
-            await self._systems[system].produce(produced)  # at-least-once outside the log
+            await self._systems[system].produce(produced, positions=0)  # at-least-once
         records = commit.changelog + commit.outputs
         writes = commit.writes
         if self._meta.atomic_commit:
@@ -166,7 +166,8 @@ class Committer:
                 self._config.name, self._epoch, records, checkpoints)
             predicted = self._actual(writes, landed)
         else:
-            landed = await self._meta.produce(records) if records else []
+            landed = (await self._meta.produce(records, positions=len(commit.changelog))
+                      if records else [])
             actual = self._actual(writes, landed)
             await self._meta.commit(CommitRequest(
                 self._config.name, self._epoch, (), self._checkpoints(commit, actual)))
