@@ -137,7 +137,7 @@ class JsonSerde:
         # orjson decodes several times faster; what it refuses (NaN, lone surrogates) the
         # stdlib decoder below still reads, and it is never given 19-digit runs, because
         # it turns integers past 64 bits into floats where the stdlib keeps them exact.
-        if _LONG_DIGITS.search(data) is None:
+        if len(data) < 19 or _LONG_DIGITS.search(data) is None:
             try:
                 return orjson.loads(data)
             except orjson.JSONDecodeError:

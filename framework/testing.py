@@ -106,7 +106,7 @@ class _TestInstance(TaskInstance):
             super().send(stream, key, value, partition=partition, timestamp=timestamp,
                          headers=headers)
             return
-        self.outputs.append(OutgoingMessage(stream, key, value, partition, timestamp, headers))
+        self.outputs.append((stream, key, value, partition, timestamp, headers))
 
 
 def _envelope(item: InputRecord, offsets: dict[SystemStreamPartition, int],
@@ -167,12 +167,12 @@ async def run_task_async(
     def commit() -> None:
         for store in task_stores.values():
             store.apply(store.drain(), None)
+        messages = instance.take_messages()
         if codec is not None:
-            for message in instance.outputs:
+            for message in messages:
                 codec.encode(message)  # a send the worker could not serialize fails here too
-        result.outputs.extend(instance.outputs)
-        instance.outputs.clear()
-        instance.commit_requested = False
+        result.outputs.extend(messages)
+        instance.committed()
         result.commits += 1
 
     await instance.init()

@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -149,22 +149,20 @@ class WorkerMetrics:
                 histogram = self._latency[reader.name] = WeightedHistogram(LATENCY_BUCKETS)
             histogram.observe(per_record, records)
 
-    def commit_done(self, seconds: float, records: int, instances: Sequence[Any],
+    def commit_done(self, seconds: float, records: int, sent: Mapping[str, tuple[int, int]],
                     changelog: Sequence[tuple[str, str, int]]) -> None:
-        """A commit of ``records`` records took ``seconds``; ``instances`` still hold their
-        outputs; ``changelog`` is (task, store, records written) per logged store."""
+        """A commit of ``records`` records took ``seconds``; ``sent`` is task → (outputs,
+        dead letters) it wrote; ``changelog`` is (task, store, records written) per store."""
         if not self.enabled:
             return
         self._commits += 1
         self._commit_seconds.observe(seconds)
         self._commit_records.observe(records)
-        for instance in instances:
-            if instance.outputs:
-                self._outputs[instance.name] = (self._outputs.get(instance.name, 0)
-                                                + len(instance.outputs))
-            if instance.raw_outputs:
-                self._dead_letters[instance.name] = (self._dead_letters.get(instance.name, 0)
-                                                     + len(instance.raw_outputs))
+        for task, (outputs, raw) in sent.items():
+            if outputs:
+                self._outputs[task] = self._outputs.get(task, 0) + outputs
+            if raw:
+                self._dead_letters[task] = self._dead_letters.get(task, 0) + raw
         for task, store, written in changelog:
             if written:
                 self._changelog[(task, store)] = self._changelog.get((task, store), 0) + written

@@ -7,10 +7,20 @@ engine-independent, so `rocksdb.py` and `memory.py` only implement this protocol
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["ChangelogPosition", "StoreEngine", "prefix_end"]
+from framework.api import KeyValueStore
+
+__all__ = [
+    "BufferedStore",
+    "BulkLoadable",
+    "ChangelogPosition",
+    "PairWriter",
+    "StoreEngine",
+    "prefix_end",
+]
 
 
 class ChangelogPosition(NamedTuple):
@@ -63,6 +73,64 @@ class StoreEngine(Protocol):
 
     def close(self) -> None:
         """Release the engine (files, locks); idempotent."""
+        ...
+
+
+@runtime_checkable
+class BulkLoadable(Protocol):
+    """An engine with a faster write mode for large restores (RocksDB: no WAL, no
+    compactions until the end)."""
+
+    def bulk_load(self) -> AbstractContextManager[None]:
+        """Write in bulk mode inside the ``with`` block; normal mode again after it."""
+        ...
+
+
+@runtime_checkable
+class PairWriter(Protocol):
+    """An engine that applies parallel key and value lists in order (the later of two
+    writes of one key wins), so a restore needs no dict per batch."""
+
+    def write_pairs(
+        self, keys: Sequence[bytes], values: Sequence[bytes | None],
+        changelog: ChangelogPosition | None,
+    ) -> None:
+        """Write ``keys[i] -> values[i]`` in order (None deletes) with ``changelog``,
+        atomically, as `StoreEngine.write_batch` does."""
+        ...
+
+
+class BufferedStore(KeyValueStore, Protocol):
+    """What a worker needs of a task's store (`framework.stores.TaskStore`): the task's
+    `framework.api.KeyValueStore` plus the write buffer's commit interplay."""
+
+    name: str
+
+    @property
+    def buffered(self) -> int:
+        """How many keys the write buffer holds."""
+        ...
+
+    @property
+    def is_full(self) -> bool:
+        """The write buffer reached its bound: the worker commits now."""
+        ...
+
+    def drain(self) -> dict[bytes, bytes | None]:
+        """Hand the unapplied writes to a commit (reads still see them)."""
+        ...
+
+    def apply(self, items: Mapping[bytes, bytes | None],
+              changelog: ChangelogPosition | None) -> None:
+        """Write what `drain` returned to the engine, after its commit succeeded."""
+        ...
+
+    def discard(self) -> None:
+        """Drop every unapplied write (the commit failed)."""
+        ...
+
+    def close(self) -> None:
+        """Close the engine; unapplied writes are dropped."""
         ...
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from framework.errors import SerdeError, StoreError
+from framework.serdes import StringSerde
 from framework.stores.base import ChangelogPosition, StoreEngine, prefix_end
 
 __all__ = ["Serde", "TaskStore"]
@@ -83,7 +84,9 @@ class TaskStore:
         self.max_keys = max_keys
         self._key_serde = key_serde
         self._value_serde = value_serde
-        self._key_to = key_serde.to_bytes
+        # The string serde's to_bytes is str.encode once the type is checked; a non-str
+        # makes str.encode fail and the key goes the careful way (`_encode_key`).
+        self._key_to = str.encode if type(key_serde) is StringSerde else key_serde.to_bytes
         self._value_to = value_serde.to_bytes
         self._value_from = value_serde.from_bytes
         self._buffer: dict[bytes, bytes | None] = {}
@@ -98,7 +101,12 @@ class TaskStore:
 
     def get(self, key: Any, default: Any = None) -> Any:
         """The value of ``key`` (buffered writes first), or ``default`` when it has none."""
-        raw = self._fast_key(key)
+        try:  # `_fast_key` inline: this is the task's hottest call
+            raw = self._key_to(key)
+        except Exception:
+            raw = None
+        if type(raw) is not bytes or key is None:
+            raw = self._encode_key(key)
         buffer = self._buffer
         if raw in buffer:
             cached = self._objects.get(raw, _MISSING)
@@ -122,7 +130,12 @@ class TaskStore:
 
     def put(self, key: Any, value: Any) -> None:
         """Set ``key`` to ``value`` in the write buffer; None deletes."""
-        raw = self._fast_key(key)
+        try:  # `_fast_key` inline
+            raw = self._key_to(key)
+        except Exception:
+            raw = None
+        if type(raw) is not bytes or key is None:
+            raw = self._encode_key(key)
         if self.journal is not None:
             self._remember(raw)
         if value is None:

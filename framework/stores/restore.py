@@ -29,13 +29,14 @@ import time
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal, TypeVar, cast
 
 from framework.errors import StoreError
 from framework.progress import Progress, ProgressFactory, Reporter
-from framework.stores.base import ChangelogPosition, StoreEngine
-from framework.systems.base import Record, System
+from framework.stores.base import BulkLoadable, ChangelogPosition, PairWriter, StoreEngine
+from framework.systems.base import ColumnReader, Record, System
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 
@@ -196,11 +197,11 @@ async def restore_store(
         return RestoreResult("none", 0, end, end)
     log.info("restore %s: %s restore of [%d, %d) because %s", label, plan.mode, plan.start, end,
              plan.reason)
-    bulk_load = getattr(engine, "bulk_load", None)  # engines with a faster write mode
-    if end - plan.start < bulk_from:
-        bulk_load = None
+    mode: AbstractContextManager[None] = contextlib.nullcontext()
+    if isinstance(engine, BulkLoadable) and end - plan.start >= bulk_from:
+        mode = engine.bulk_load()  # the engine's faster write mode
     started = time.monotonic()
-    with bulk_load() if bulk_load is not None else contextlib.nullcontext():
+    with mode:
         if plan.mode == "full":
             engine.wipe()
         applier = await _apply(engine, changelog, fetch, plan.start, end, batch_size,
@@ -329,9 +330,8 @@ class _Applier:
             )
         values = self._values[lo:hi]
         changelog = ChangelogPosition(self._stream, self._partition, position)
-        write_pairs = getattr(self._engine, "write_pairs", None)
-        if write_pairs is not None:  # engines that apply puts in order need no dict
-            call = functools.partial(write_pairs, keys, values, changelog)
+        if isinstance(self._engine, PairWriter):  # puts applied in order need no dict
+            call = functools.partial(self._engine.write_pairs, keys, values, changelog)
         else:
             # A dict keeps the latest value per key, as replaying the log in order would.
             call = functools.partial(self._engine.write_batch, dict(
@@ -359,9 +359,8 @@ def changelog_reader(
     size = max(batch_size, READ_BATCH)
 
     def fetch(start: int) -> AsyncIterator[Sequence[Record] | RecordColumns]:
-        read_columns = getattr(system, "read_columns", None)
-        if read_columns is not None:  # the local log: plain columns, no Record objects
-            return read_ahead(_columns(read_columns, ssp, start, end, size))
+        if isinstance(system, ColumnReader):  # the local log: plain columns, no Records
+            return read_ahead(_columns(system.read_columns, ssp, start, end, size))
         return read_ahead(read_range(system, ssp, start, end, size))
 
     return fetch

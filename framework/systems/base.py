@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from groupers import SystemStreamPartition
 
 __all__ = [
     "Checkpoint",
+    "ColumnReader",
     "CommitRequest",
     "Consumer",
     "OffsetRange",
@@ -89,13 +90,16 @@ class CommitRequest:
 
     A system with ``atomic_commit`` writes it all in one transaction and fails with
     `FencedError` when ``job``'s fenced epoch is newer than ``epoch``; others write the
-    records first, then the checkpoints (at-least-once).
+    records first, then the checkpoints (at-least-once). ``positions`` is how many of the
+    leading records' positions the caller needs (None: all); a system may return only
+    those, sparing a `RecordPosition` per output.
     """
 
     job: str
     epoch: int
     records: Sequence[ProducerRecord] = ()
     checkpoints: Sequence[Checkpoint] = ()
+    positions: int | None = None
 
 
 class Consumer(Protocol):
@@ -120,6 +124,18 @@ class Consumer(Protocol):
 
     async def close(self) -> None:
         """Release the consumer's resources."""
+        ...
+
+
+@runtime_checkable
+class ColumnReader(Protocol):
+    """A system that reads a range of one partition as plain columns, without a `Record`
+    per row (the local log): restores use it when it is there."""
+
+    async def read_columns(
+        self, stream: str, partition: int, start: int, end: int, limit: int
+    ) -> tuple[list[int], list[bytes | None], list[bytes | None]]:
+        """(offsets, keys, values) of up to ``limit`` records in ``[start, end)``."""
         ...
 
 
@@ -163,12 +179,15 @@ class System(Protocol):
         """A new consumer with no assignment."""
         ...
 
-    async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
-        """Write records (outside any commit) and return where each landed, in order."""
+    async def produce(self, records: Sequence[ProducerRecord], *,
+                      positions: int | None = None) -> list[RecordPosition]:
+        """Write records (outside any commit) and return where each landed, in order
+        (only the first ``positions`` of them when given)."""
         ...
 
     async def commit(self, request: CommitRequest) -> list[RecordPosition]:
-        """Write a commit (see `CommitRequest`); positions of ``request.records`` in order."""
+        """Write a commit (see `CommitRequest`); positions of ``request.records`` in order
+        (at least the first ``request.positions`` of them)."""
         ...
 
     async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:

@@ -26,6 +26,8 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced
 
 from framework.errors import FencedError, JobModelError, SampanError, UnsupportedOperation
+from framework.frozen import fast_constructor
+from framework.partitioner import partition_for_key
 from framework.systems.base import (
     Checkpoint,
     CommitRequest,
@@ -54,6 +56,8 @@ __all__ = ["KafkaSystem", "checkpoints_topic", "fences_topic"]
 log = logging.getLogger(__name__)
 
 _EPOCH_KEY = b"epoch"
+_RAW = (bytes, type(None))
+_position = fast_constructor(RecordPosition)
 _META_PREFIX = "__sampan-"
 
 
@@ -201,16 +205,18 @@ class KafkaSystem:
 
     # -- producing and committing -----------------------------------------------------
 
-    async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
+    async def produce(self, records: Sequence[ProducerRecord], *,
+                      positions: int | None = None) -> list[RecordPosition]:
         if not records:
             return []
         await self.start()
         assert self._producer is not None
-        return await self.send_records(self._producer, records)
+        return await self.send_records(self._producer, records, positions)
 
-    async def send_records(self, producer: AIOKafkaProducer,
-                           records: Sequence[ProducerRecord]) -> list[RecordPosition]:
-        """Send ``records`` with ``producer`` and wait for their acknowledgements."""
+    async def send_records(self, producer: AIOKafkaProducer, records: Sequence[ProducerRecord],
+                           positions: int | None = None) -> list[RecordPosition]:
+        """Send ``records`` with ``producer`` and wait for their acknowledgements; returns
+        where each landed (only the first ``positions`` when given)."""
         if not records:
             return []
         streams = sorted({r.stream for r in records})
@@ -222,34 +228,48 @@ class KafkaSystem:
         # Whole batches per partition (not one `send` per record): far fewer event-loop
         # round trips and produce requests, and the offsets follow from each base offset.
         groups: dict[tuple[str, int], list[int]] = {}
+        place = self._placement.partition
         for index, record in enumerate(records):
-            if record.key is None and record.value is None:
+            key, value, partition = record.key, record.value, record.partition
+            if key is None and value is None:
                 raise SampanError(
                     f"record for stream {record.stream!r} has neither key nor value; Kafka "
                     "cannot store it"
                 )
-            partition = self._placement.partition(record, counts[record.stream])
-            groups.setdefault((record.stream, partition), []).append(index)
-        sent: list[tuple[asyncio.Future[Any], list[int]]] = []
+            count = counts[record.stream]
+            if type(key) not in _RAW or type(value) not in _RAW:
+                partition = place(record, count)  # raises naming the stream
+            elif partition is None and key is not None:
+                partition = partition_for_key(key, count)
+            elif partition is None or not 0 <= partition < count:
+                partition = place(record, count)  # round robin, or raises
+            group = groups.get((record.stream, partition))
+            if group is None:
+                group = groups[(record.stream, partition)] = []
+            group.append(index)
+        sent: list[tuple[tuple[str, asyncio.Future[Any]], list[int]]] = []
         for (stream, partition), indices in groups.items():
             batch = producer.create_batch()
             members: list[int] = []
+            append = batch.append
             for index in indices:
                 record = records[index]
-                headers = list(record.headers)
-                if batch.append(key=record.key, value=record.value,
-                                timestamp=record.timestamp, headers=headers) is None:
-                    sent.append((await self._send_batch(producer, batch, stream, partition),
-                                 members))
+                headers = list(record.headers) if record.headers else []
+                if append(key=record.key, value=record.value,
+                          timestamp=record.timestamp, headers=headers) is None:
+                    sent.append(((stream, await self._send_batch(producer, batch, stream,
+                                                                 partition)), members))
                     batch, members = producer.create_batch(), []
-                    batch.append(key=record.key, value=record.value,
-                                 timestamp=record.timestamp, headers=headers)
+                    append = batch.append
+                    append(key=record.key, value=record.value,
+                           timestamp=record.timestamp, headers=headers)
                 members.append(index)
-            sent.append((await self._send_batch(producer, batch, stream, partition), members))
+            sent.append(((stream, await self._send_batch(producer, batch, stream, partition)),
+                         members))
         try:
             landed = await self.admin.bounded(
                 "produce acknowledgement (records may still be written)",
-                asyncio.gather(*(future for future, _ in sent)),
+                asyncio.gather(*(future for (_, future), _ in sent)),
             )
         except (ProducerFenced, InvalidProducerEpoch):
             raise  # a transaction's producer was fenced: `kafka_txn` says so
@@ -258,12 +278,15 @@ class KafkaSystem:
                 f"Kafka at {self.bootstrap} refused records for {streams}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        positions: list[RecordPosition | None] = [None] * len(records)
-        for (_, members), metadata in zip(sent, landed, strict=True):
+        wanted = len(records) if positions is None else min(positions, len(records))
+        where: list[RecordPosition | None] = [None] * wanted
+        for ((stream, _), members), metadata in zip(sent, landed, strict=True):
+            partition, base = metadata.partition, metadata.offset
             for relative, index in enumerate(members):
-                positions[index] = RecordPosition(records[index].stream, metadata.partition,
-                                                  metadata.offset + relative)
-        return cast(list[RecordPosition], positions)
+                if index >= wanted:
+                    break  # members are in record order
+                where[index] = _position(stream, partition, base + relative)
+        return cast(list[RecordPosition], where)
 
     async def _send_batch(self, producer: AIOKafkaProducer, batch: Any, stream: str,
                           partition: int) -> asyncio.Future[Any]:

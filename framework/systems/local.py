@@ -146,10 +146,11 @@ class LocalSystem:
         columns: the bulk read of the Spark DataSource (see `framework.spark.records`)."""
         return await self.call(read_record_columns, stream, partition, start, end, limit)
 
-    async def produce(self, records: Sequence[ProducerRecord]) -> list[RecordPosition]:
+    async def produce(self, records: Sequence[ProducerRecord], *,
+                      positions: int | None = None) -> list[RecordPosition]:
         if not records:
             return []
-        return await self.call(LocalLog.append, list(records))
+        return await self.call(LocalLog.append, list(records), None, None, (), positions)
 
     async def commit(self, request: CommitRequest) -> list[RecordPosition]:
         return await self.call(
@@ -158,6 +159,7 @@ class LocalSystem:
             request.job,
             request.epoch,
             list(request.checkpoints),
+            request.positions,
         )
 
     async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:

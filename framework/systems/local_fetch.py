@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 
+from framework.frozen import fast_constructor
 from framework.systems.base import Headers, Record
 from framework.systems.local_log import LocalLog, decode_headers
 
@@ -30,6 +31,8 @@ _RECORD_COLUMNS = (
     "SELECT offset, key, value, timestamp, headers FROM records "
     "WHERE stream_id = ? AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?"
 )
+
+_record = fast_constructor(Record)
 
 Slot = tuple[str, int]  # (stream, partition)
 Columns = tuple[list[int], list[bytes | None], list[bytes | None]]
@@ -105,8 +108,8 @@ def read_batch(
             ).fetchall()
             if rows:
                 result[(stream, partition)] = [
-                    Record(partition, offset, key, value, timestamp,
-                           decode_headers(headers) if headers else ())
+                    _record(partition, offset, key, value, timestamp,
+                            decode_headers(headers) if headers else ())
                     for offset, key, value, timestamp, headers in rows
                 ]
         return result

@@ -23,6 +23,8 @@ from framework.errors import (
     SystemUnavailableError,
     UnsupportedOperation,
 )
+from framework.frozen import fast_constructor
+from framework.partitioner import partition_for_key
 from framework.systems.base import (
     Checkpoint,
     Headers,
@@ -43,6 +45,8 @@ _UPSERT_CHECKPOINT = (
     "INSERT INTO checkpoints (job, task, checkpoint) VALUES (?, ?, ?) "
     "ON CONFLICT (job, task) DO UPDATE SET checkpoint = excluded.checkpoint"
 )
+_RAW = (bytes, type(None))
+_position = fast_constructor(RecordPosition)
 _NAME = struct.Struct(">H")
 _VALUE = struct.Struct(">I")
 
@@ -242,13 +246,15 @@ class LocalLog:
         job: str | None = None,
         epoch: int | None = None,
         checkpoints: Sequence[Checkpoint] = (),
+        wanted: int | None = None,
     ) -> list[RecordPosition]:
         """Write ``records`` (and, for a commit, check the fence and write checkpoints)
-        in one transaction; returns where each record landed, in order."""
+        in one transaction; returns where each record landed, in order (only the first
+        ``wanted`` when given)."""
         with self.write() as conn:
             if job is not None and epoch is not None:
                 self._check_fence(job, epoch)
-            positions = self._insert(conn, records)
+            positions = self._insert(conn, records, wanted)
             if checkpoints:
                 conn.executemany(
                     _UPSERT_CHECKPOINT,
@@ -257,7 +263,8 @@ class LocalLog:
         return positions
 
     def _insert(
-        self, conn: sqlite3.Connection, records: Sequence[ProducerRecord]
+        self, conn: sqlite3.Connection, records: Sequence[ProducerRecord],
+        wanted: int | None = None,
     ) -> list[RecordPosition]:
         # Counts are read inside the write transaction: a produce racing an expansion
         # sees either the old count or the new one, never a mix.
@@ -265,10 +272,18 @@ class LocalLog:
         next_offsets: dict[tuple[int, int], int] = {}
         rows = []
         positions = []
+        wanted = len(records) if wanted is None else wanted
         now = int(time.time() * 1000)
-        for record in records:
+        place = self.placement.partition
+        for index, record in enumerate(records):
             stream_id, count = streams[record.stream]
-            partition = self.placement.partition(record, count)
+            key, partition = record.key, record.partition
+            if type(key) not in _RAW or type(record.value) not in _RAW:
+                partition = place(record, count)  # raises naming the stream
+            elif partition is None and key is not None:
+                partition = partition_for_key(key, count)
+            elif partition is None or not 0 <= partition < count:
+                partition = place(record, count)  # round robin, or raises
             slot = (stream_id, partition)
             offset = next_offsets.get(slot)
             if offset is None:
@@ -278,9 +293,10 @@ class LocalLog:
                 ).fetchone()
             next_offsets[slot] = offset + 1
             timestamp = now if record.timestamp is None else record.timestamp
-            rows.append((stream_id, partition, offset, record.key, record.value, timestamp,
-                         encode_headers(record.headers)))
-            positions.append(RecordPosition(record.stream, partition, offset))
+            rows.append((stream_id, partition, offset, key, record.value, timestamp,
+                         encode_headers(record.headers) if record.headers else None))
+            if index < wanted:
+                positions.append(_position(record.stream, partition, offset))
         conn.executemany(_INSERT_RECORD, rows)
         conn.executemany(_SET_NEXT, [(n, s, p) for (s, p), n in next_offsets.items()])
         return positions

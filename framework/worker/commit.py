@@ -14,7 +14,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from framework.config import JobConfig
 from framework.errors import UnsupportedOperation
@@ -27,10 +27,11 @@ from framework.systems.base import (
     RecordPosition,
     System,
 )
-from framework.worker.codec import RecordCodec
+from framework.worker.codec import RecordCodec, producer_record
 from framework.worker.instance import TaskInstance
+from groupers import SystemStreamPartition
 
-__all__ = ["Committer", "begin_commits", "check_guarantee"]
+__all__ = ["Committer", "PreparedCommit", "begin_commits", "check_guarantee"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,20 @@ class _StoreWrites:
     first: int  # index of its first changelog record in the commit's record list
 
 
+@dataclass
+class PreparedCommit:
+    """What one commit writes, taken from the instances at `Committer.prepare`."""
+
+    instances: list[TaskInstance]
+    changelog: list[ProducerRecord] = field(default_factory=list)  # metadata system
+    outputs: list[ProducerRecord] = field(default_factory=list)  # metadata system
+    other: dict[str, list[ProducerRecord]] = field(default_factory=lambda: defaultdict(list))
+    writes: list[_StoreWrites] = field(default_factory=list)
+    inputs: dict[str, dict[SystemStreamPartition, int]] = field(default_factory=dict)
+    sent: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Task → (outputs sent, dead letters and other raw records), for the metrics."""
+
+
 class Committer:
     """Commits a worker's tasks together and keeps each store's changelog position."""
 
@@ -101,47 +116,67 @@ class Committer:
 
     async def commit(self, instances: Sequence[TaskInstance]) -> None:
         """Write everything the instances produced since the last commit; then apply state."""
-        started = time.perf_counter()
-        other: dict[str, list[ProducerRecord]] = defaultdict(list)
-        records: list[ProducerRecord] = []
-        writes: list[_StoreWrites] = []
+        await self.write(self.prepare(instances))
+
+    def prepare(self, instances: Sequence[TaskInstance]) -> PreparedCommit:
+        """Take what the instances produced, their stores' writes and their positions now
+        (no I/O): the commit `write` makes durable. The instances go on collecting anew.
+
+        The metadata system's records list the changelog records first: only their
+        positions are needed (``CommitRequest.positions``), not one per output.
+        """
+        meta = self._config.metadata_system
+        commit = PreparedCommit(list(instances))
+        outputs: list[ProducerRecord] = []
         for instance in instances:
-            for message in instance.outputs:
-                system, record = self._codec.encode(message)
-                (records if system == self._config.metadata_system else other[system]).append(
-                    record)
-            for system, record in instance.raw_outputs:
-                (records if system == self._config.metadata_system else other[system]).append(
-                    record)
+            sent, raw = instance.take_outputs()
+            commit.sent[instance.name] = (len(sent), len(raw))
+            for system, encoded in self._codec.encode_all(sent).items():
+                (outputs if system == meta else commit.other[system]).extend(encoded)
+            for system, record in raw:
+                (outputs if system == meta else commit.other[system]).append(record)
+            commit.inputs[instance.name] = dict(instance.positions)
             for name, store in instance.stores.items():
                 items = store.drain()
                 stream, logged = self._changelog_of(name)
+                first = len(commit.changelog)
                 if not logged:
-                    writes.append(_StoreWrites(instance, name, items, None, len(records)))
+                    commit.writes.append(_StoreWrites(instance, name, items, None, first))
                     continue
                 partition = self._changelog_partition[instance.name]
-                writes.append(
-                    _StoreWrites(instance, name, items, (stream, partition), len(records)))
-                records.extend(ProducerRecord(stream, key, value, partition=partition)
-                               for key, value in items.items())
-        for system, produced in other.items():
-            await self._systems[system].produce(produced)  # at-least-once outside the log
+                commit.writes.append(
+                    _StoreWrites(instance, name, items, (stream, partition), first))
+                commit.changelog.extend([producer_record(stream, key, value, partition, None, ())
+                                         for key, value in items.items()])
+        commit.outputs = outputs
+        return commit
+
+    async def write(self, commit: PreparedCommit) -> None:
+        """Make a prepared commit durable (outputs, changelog, checkpoints), then apply
+        its store writes to the engines; the next `prepare` may run meanwhile."""
+        started = time.perf_counter()
+        for system, produced in commit.other.items():
+            await self._systems[system].produce(produced, positions=0)  # at-least-once
+        records = commit.changelog + commit.outputs
+        writes = commit.writes
         if self._meta.atomic_commit:
             predicted = self._predict(writes)
             landed = await self._meta.commit(CommitRequest(
-                self._config.name, self._epoch, records, self._checkpoints(instances, predicted)))
+                self._config.name, self._epoch, records, self._checkpoints(commit, predicted),
+                positions=len(commit.changelog)))
         elif self._transactional:
             def checkpoints(positions: list[RecordPosition]) -> list[Checkpoint]:
-                return self._checkpoints(instances, self._actual(writes, positions))
+                return self._checkpoints(commit, self._actual(writes, positions))
 
             landed = await self._meta.commit_transaction(  # type: ignore[attr-defined]
                 self._config.name, self._epoch, records, checkpoints)
             predicted = self._actual(writes, landed)
         else:
-            landed = await self._meta.produce(records) if records else []
+            landed = (await self._meta.produce(records, positions=len(commit.changelog))
+                      if records else [])
             actual = self._actual(writes, landed)
             await self._meta.commit(CommitRequest(
-                self._config.name, self._epoch, (), self._checkpoints(instances, actual)))
+                self._config.name, self._epoch, (), self._checkpoints(commit, actual)))
             predicted = actual
         self._check(writes, landed, predicted)
         for write in writes:
@@ -153,12 +188,10 @@ class Committer:
             write.instance.stores[write.store].apply(write.items, position)
         if (metrics := current_metrics()) is not None:
             metrics.commit_done(time.perf_counter() - started, len(records) + sum(
-                map(len, other.values())), instances, [(w.instance.name, w.store, len(
+                map(len, commit.other.values())), commit.sent, [(w.instance.name, w.store, len(
                     w.items)) for w in writes if w.changelog is not None])
-        for instance in instances:
-            instance.outputs.clear()
-            instance.raw_outputs.clear()
-            instance.commit_requested = False
+        for instance in commit.instances:
+            instance.committed()
         self.commits += 1
 
     def _predict(self, writes: list[_StoreWrites]) -> dict[tuple[str, str], int]:
@@ -189,15 +222,15 @@ class Committer:
                             predicted[key])
                 predicted[key] = offset
 
-    def _checkpoints(self, instances: Sequence[TaskInstance],
+    def _checkpoints(self, commit: PreparedCommit,
                      changelogs: Mapping[tuple[str, str], int]) -> list[Checkpoint]:
         return [
             Checkpoint(
                 task=instance.name,
                 epoch=self._epoch,
-                inputs=dict(instance.positions),
+                inputs=commit.inputs[instance.name],
                 changelogs={store: offset for (task, store), offset in changelogs.items()
                             if task == instance.name},
             )
-            for instance in instances
+            for instance in commit.instances
         ]

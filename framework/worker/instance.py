@@ -17,7 +17,9 @@ from framework.api import (
 )
 from framework.config import JobConfig
 from framework.errors import ConfigError
+from framework.stores.base import BufferedStore
 from framework.systems.base import ProducerRecord
+from framework.worker.codec import Sent
 from groupers import SystemStreamPartition
 
 __all__ = ["TaskInstance"]
@@ -54,7 +56,7 @@ class TaskInstance:
         name: str,
         task: StreamTask,
         ssps: frozenset[SystemStreamPartition],
-        stores: Mapping[str, Any],
+        stores: Mapping[str, BufferedStore],
         config: JobConfig,
         positions: Mapping[SystemStreamPartition, int] | None = None,
     ) -> None:
@@ -64,7 +66,7 @@ class TaskInstance:
         self.stores = dict(stores)
         self._config = config
         self.positions: dict[SystemStreamPartition, int] = dict(positions or {})
-        self.outputs: list[OutgoingMessage] = []
+        self.outputs: list[Sent] = []  # since the last `take_outputs`
         self.raw_outputs: list[tuple[str, ProducerRecord]] = []  # (system, already-encoded)
         self.commit_requested = False
         self.shutdown_requested = False
@@ -73,6 +75,8 @@ class TaskInstance:
         self._watermarks: list[WatermarkSource] = []
         self.processed = 0
         self.skipped = 0
+        self.commits = 0
+        """Commits made durable with this task's progress."""
         self._declared: set[str] = set()
         self._process = task.process
 
@@ -91,7 +95,7 @@ class TaskInstance:
 
     def store(self, name: str) -> KeyValueStore:
         try:
-            store: KeyValueStore = self.stores[name]
+            store = self.stores[name]
         except KeyError:
             raise ConfigError(
                 f"task {self.name!r} asked for store {name!r}, which the job file does not "
@@ -124,7 +128,27 @@ class TaskInstance:
         if stream not in self._declared:
             self._config.stream(stream)  # fail at the send site if the stream is undeclared
             self._declared.add(stream)
-        self.outputs.append(OutgoingMessage(stream, key, value, partition, timestamp, headers))
+        self.outputs.append((stream, key, value, partition, timestamp, headers))
+
+    def take_outputs(self) -> tuple[list[Sent], list[tuple[str, ProducerRecord]]]:
+        """Hand what the task sent since the last call to a commit: (sends, already-encoded
+        records with their system). The instance starts collecting anew, and the commit
+        taking them answers any commit request made so far."""
+        outputs, raw = self.outputs, self.raw_outputs
+        self.outputs, self.raw_outputs = [], []
+        self.commit_requested = False
+        return outputs, raw
+
+    def take_messages(self) -> list[OutgoingMessage]:
+        """The sends since the last call as `OutgoingMessage` objects, answering any
+        commit request (for `framework.testing`); already-encoded records stay."""
+        outputs, self.outputs = self.outputs, []
+        self.commit_requested = False
+        return [OutgoingMessage(*sent) for sent in outputs]
+
+    def committed(self) -> None:
+        """A commit carrying everything taken from this instance is durable."""
+        self.commits += 1
 
     # TaskCoordinator ---------------------------------------------------------------------
     def commit(self) -> None:
@@ -161,8 +185,8 @@ class TaskInstance:
 
     def buffered_writes(self) -> bool:
         """A store holds writes not yet committed (e.g. made by `window`)."""
-        return any(getattr(store, "buffered", 0) for store in self.stores.values())
+        return any(store.buffered for store in self.stores.values())
 
     def buffers_full(self) -> bool:
         """A store's write buffer reached its bound: the worker must commit now."""
-        return any(getattr(store, "is_full", False) for store in self.stores.values())
+        return any(store.is_full for store in self.stores.values())

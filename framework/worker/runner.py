@@ -112,6 +112,7 @@ class Worker:
         # failed process() call's store writes.
         self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
         self._closed = False
+        self._inflight: asyncio.Future[None] | None = None  # the commit being written
         self.busy: Busy | None = None
         """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
         self.metrics = WorkerMetrics(config, worker_id)
@@ -307,6 +308,9 @@ class Worker:
             return await self._run_loop(committer, prefetched)
         finally:
             watchdog.stop()
+            if self._inflight is not None:  # leaving on an error: let the write finish
+                await asyncio.gather(self._inflight, return_exceptions=True)
+                self._inflight = None
             for future in prefetched.values():
                 future.cancel()
             await asyncio.gather(*prefetched.values(), return_exceptions=True)
@@ -361,22 +365,48 @@ class Worker:
                     await instance.window()
                 self.busy = None
                 next_window = now + window_interval
-                dirty = dirty or any(i.outputs or i.buffered_writes() for i in self.instances)
+                dirty = dirty or any(i.outputs or i.raw_outputs or i.buffered_writes()
+                                     for i in self.instances)
             wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
             stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
             if (dirty and (now >= next_commit or wanted)) or (stopping and dirty):
-                try:
-                    await committer.commit(self.instances)
-                except FencedError:
-                    log.warning("worker %d of epoch %s fenced: a newer job model exists",
-                                self.worker_id, self.model and self.model.epoch)
-                    raise
+                await self._commit(committer)
                 dirty = False
                 next_commit = time.monotonic() + interval
+            elif self._inflight is not None and self._inflight.done():
+                await self._settle_commit()  # a failed commit stops the worker now
             if stopping:
+                await self._settle_commit()
                 for instance in self.instances:
                     await instance.close()
                 return "stopped" if self.stop.is_set() else "task requested shutdown"
+
+    async def _commit(self, committer: Committer) -> None:
+        """Commit everything so far. Where the metadata system writes over the network
+        (kafka), processing goes on while the commit is acknowledged; the local log's
+        SQLite thread would only fight the loop for the GIL, so it is waited for.
+
+        At most one commit is in flight: the previous one is awaited before the next is
+        prepared, so changelog offsets and store writes follow each other in order, and
+        each checkpoint holds exactly the positions whose outputs and state it carries.
+        """
+        await self._settle_commit()
+        prepared = committer.prepare(self.instances)
+        self._inflight = asyncio.ensure_future(committer.write(prepared))
+        if self.systems[self.config.metadata_system].atomic_commit:
+            await self._settle_commit()
+
+    async def _settle_commit(self) -> None:
+        """Wait for the commit in flight, if any; its error (e.g. fenced) is raised here."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return
+        try:
+            await inflight
+        except FencedError:
+            log.warning("worker %d of epoch %s fenced: a newer job model exists",
+                        self.worker_id, self.model and self.model.epoch)
+            raise
 
     async def _dispatch(self, ssp: SystemStreamPartition, records: Sequence[Record]) -> None:
         readers = self._routes.get(ssp, ())
@@ -407,24 +437,38 @@ class Worker:
 
     async def _dispatch_one(self, instance: TaskInstance, ssp: SystemStreamPartition,
                             records: Sequence[Record]) -> None:
-        """The common case, one reader, ``process_policy = "fail"``: the worker's hot path."""
+        """The common case, one reader, ``process_policy = "fail"``: the worker's hot path.
+        No await per record unless the task's ``process`` returns an awaitable; the
+        position and count are brought up to date once per batch (and on the way out)."""
         position = instance.positions.get(ssp, 0)
         decode = self._codec.decoder(ssp)
-        process = instance.process
-        for record in records:
-            if record.offset < position:
-                continue  # already processed (a rewind for another reader)
-            try:
-                envelope = decode(record)
-            except SerdeError as error:
-                self._policies.bad_record(ssp, record, error, [instance])
-                continue
-            try:
-                await process(envelope)
-            except StoreError:
-                raise  # the store failed, not the task: never skipped, never blamed on it
-            except Exception as error:
-                raise self._policies.failed(instance, ssp, record.offset, error) from error
+        process = instance.task.process
+        done, count = position, 0
+        try:
+            for record in records:
+                offset = record.offset
+                if offset < position:
+                    continue  # already processed (a rewind for another reader)
+                try:
+                    envelope = decode(record)
+                except SerdeError as error:
+                    self._policies.bad_record(ssp, record, error, [instance])
+                    done = offset + 1
+                    continue
+                try:
+                    result = process(envelope, instance, instance)
+                    if result is not None:  # an `async def process`
+                        await result
+                except StoreError:
+                    raise  # the store failed, not the task: never skipped, never blamed on it
+                except Exception as error:
+                    raise self._policies.failed(instance, ssp, offset, error) from error
+                done = offset + 1
+                count += 1
+        finally:
+            if done != position:
+                instance.positions[ssp] = done
+            instance.processed += count
 
     async def _process(self, instance: TaskInstance, envelope: Envelope, record: Record) -> None:
         journal = self._journals.get(instance.name)
