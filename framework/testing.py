@@ -1,8 +1,13 @@
 """Run a `StreamTask` over in-memory input in a unit test: no broker, no disk.
 
-`run_task` feeds records to one instance of the task, the way a worker would (same
-`TaskInstance`, same buffered `TaskStore` over in-memory engines, same serdes when a
-job file is given), and returns what it sent and what its stores hold afterwards.
+`run_task` feeds records to one instance of the task the way a worker does: the same
+`TaskInstance`, buffered `TaskStore`s over in-memory engines, and the worker's real
+`Committer` writing outputs, changelog records and checkpoints atomically to an in-memory
+system (`framework.systems.memory`). It returns what the task committed and what its
+stores hold afterwards. ``crash_after=N`` kills the task after N records, uncommitted
+work and all, then restarts it as a worker would: stores restored from their changelogs,
+inputs replayed from the last checkpoint — so a test can check that the committed
+results do not depend on a crash (they do when a task keeps state outside its stores).
 
     >>> from framework import StreamTask
     >>> class SumTask(StreamTask):
@@ -35,10 +40,13 @@ from typing import Any
 
 from framework.api import Envelope, OutgoingMessage, StreamTask
 from framework.config import JobConfig, StreamRef, load_config, parse_config
-from framework.serdes import get_serde
+from framework.serdes import Serde, get_serde
 from framework.stores import MemoryEngine, TaskStore
-from framework.systems.base import Record
-from framework.worker.codec import RecordCodec
+from framework.stores.restore import changelog_reader, restore_store
+from framework.systems.base import ProducerRecord, Record
+from framework.systems.memory import MemorySystem
+from framework.worker.codec import RecordCodec, Sent
+from framework.worker.commit import Committer
 from framework.worker.instance import TaskInstance
 from groupers import SystemStreamPartition
 
@@ -61,11 +69,15 @@ class TaskRunResult:
     stores: dict[str, dict[Any, Any]] = field(default_factory=dict)
     """Store name → {key: value} after the run, committed like a worker would."""
     processed: int = 0
-    """Input records processed (fewer than given if the task asked to shut down)."""
+    """`process` calls (fewer than the inputs if the task asked to shut down; more after
+    a crash, which replays what was not committed)."""
     commits: int = 0
     """Commits: requested by the task, forced by a full write buffer, and the final one."""
     shutdown_requested: bool = False
     """True when the task called ``coordinator.shutdown()``; later inputs were not fed."""
+    crashed_after: int | None = None
+    """With ``crash_after``: records processed before the crash (their uncommitted part
+    was processed again after the restart, so ``processed`` counts it twice)."""
 
     def sent_to(self, stream: str) -> list[OutgoingMessage]:
         """The outputs sent to ``stream``, in order."""
@@ -95,9 +107,11 @@ def _job_config(config: JobConfig | str | os.PathLike[str] | None, streams: Iter
 
 
 class _TestInstance(TaskInstance):
-    """A `TaskInstance` that accepts sends to streams a stand-in config does not declare."""
+    """A `TaskInstance` that accepts sends to streams a stand-in config does not declare,
+    and hands what its commits made durable to the run's result."""
 
     lenient = False
+    durable: list[OutgoingMessage]
 
     def send(self, stream: str, key: Any = None, value: Any = None, *,
              partition: int | None = None, timestamp: int | None = None,
@@ -107,6 +121,47 @@ class _TestInstance(TaskInstance):
                          headers=headers)
             return
         self.outputs.append((stream, key, value, partition, timestamp, headers))
+
+    def take_outputs(self) -> tuple[list[Sent], list[tuple[str, ProducerRecord]]]:
+        sent, raw = super().take_outputs()
+        self._taken = [OutgoingMessage(*one) for one in sent]
+        return sent, raw
+
+    def committed(self) -> None:
+        super().committed()
+        self.durable.extend(self._taken)
+        self._taken = []
+
+
+class _AnySerde:
+    """Bytes for any object (its repr), for sends to streams no job file declares: the
+    test reads the objects sent, never these bytes."""
+
+    name = "any (framework.testing)"
+
+    def to_bytes(self, obj: Any) -> bytes:
+        return repr(obj).encode()
+
+    def from_bytes(self, data: bytes) -> Any:
+        return data
+
+
+class _LenientCodec(RecordCodec):
+    """Encodes sends to undeclared streams with `_AnySerde` (a stand-in job declares none)."""
+
+    def _target(self, qualified: str) -> tuple[str, str, Serde, Serde]:
+        if qualified in self._config.streams:
+            return super()._target(qualified)
+        ref = StreamRef.parse(qualified)
+        return ref.system, ref.stream, _AnySerde(), _AnySerde()
+
+
+class _Systems(dict[str, MemorySystem]):
+    """One in-memory system per name, made on first use (outputs may name any system)."""
+
+    def __missing__(self, name: str) -> MemorySystem:
+        system = self[name] = MemorySystem(name, auto_create=True)
+        return system
 
 
 def _envelope(item: InputRecord, offsets: dict[SystemStreamPartition, int],
@@ -136,8 +191,12 @@ async def run_task_async(
     config: JobConfig | str | os.PathLike[str] | None = None,
     windows: int = 0,
     write_buffer_max_keys: int | None = None,
+    crash_after: int | None = None,
 ) -> TaskRunResult:
     """`run_task` for code already inside an event loop."""
+    if crash_after is not None and not isinstance(task, type):
+        raise TypeError("crash_after needs the task class, not an instance: the restart "
+                        "after the crash starts from a new object, as a restarted worker does")
     items = list(inputs)
     stores = dict(stores or {})
     streams = [f"{i.ssp.system}.{i.ssp.stream}" if isinstance(i, Envelope) else str(i[0])
@@ -145,53 +204,124 @@ async def run_task_async(
     job, lenient = _job_config(config, streams, stores)
     if not lenient:
         stores = {name: stores.get(name) for name in sorted({*job.stores, *stores})}
-    codec = None if lenient else RecordCodec(job)
-    max_keys = write_buffer_max_keys or job.write_buffer_max_keys
-    task_stores: dict[str, TaskStore] = {}
-    for name, contents in stores.items():
-        spec = job.store(name)
-        store = TaskStore(name, MemoryEngine(), get_serde(spec.key_serde, search_path=job.root),
-                          get_serde(spec.value_serde, search_path=job.root), max_keys,
-                          task=TASK_NAME)
-        for key, value in (contents or {}).items():
-            store.put(key, value)
-        store.apply(store.drain(), None)
-        task_stores[name] = store
     offsets: dict[SystemStreamPartition, int] = {}
-    envelopes = [_envelope(item, offsets, codec) for item in items]
-    instance = _TestInstance(TASK_NAME, task() if isinstance(task, type) else task,
-                             frozenset(offsets), task_stores, job)
-    instance.lenient = lenient
+    envelopes = [_envelope(item, offsets, None if lenient else RecordCodec(job))
+                 for item in items]
+    run = _Run(job, lenient, stores, frozenset(offsets),
+               write_buffer_max_keys or job.write_buffer_max_keys)
+    await run.preload()
     result = TaskRunResult()
-
-    def commit() -> None:
-        for store in task_stores.values():
-            store.apply(store.drain(), None)
-        messages = instance.take_messages()
-        if codec is not None:
-            for message in messages:
-                codec.encode(message)  # a send the worker could not serialize fails here too
-        result.outputs.extend(messages)
-        instance.committed()
-        result.commits += 1
-
-    await instance.init()
+    if crash_after is not None:
+        instance = await run.start(task)
+        for envelope in envelopes[:crash_after]:
+            if instance.shutdown_requested:
+                break
+            await run.process(instance, envelope)
+        result.processed += instance.processed
+        result.crashed_after = instance.processed  # uncommitted work dies with it
+    instance = await run.start(task)
+    resumed = dict(instance.positions)
     for envelope in envelopes:
-        await instance.process(envelope)
-        if instance.commit_requested or instance.buffers_full():
-            commit()
+        if envelope.offset < resumed.get(envelope.ssp, 0):
+            continue  # committed before the crash
         if instance.shutdown_requested:
             break
+        await run.process(instance, envelope)
     for _ in range(windows):
         if instance.shutdown_requested:
             break
         await instance.window()
-    commit()
+    await run.commit(instance)
     await instance.close()
-    result.processed = instance.processed
+    result.outputs = run.durable
+    result.commits = run.committer_commits
+    result.processed += instance.processed
     result.shutdown_requested = instance.shutdown_requested
-    result.stores = {name: dict(store.all()) for name, store in task_stores.items()}
+    result.stores = {name: dict(store.all()) for name, store in instance.stores.items()
+                     if isinstance(store, TaskStore)}
     return result
+
+
+class _Run:
+    """A task's life over in-memory systems: start (restore), process, commit, crash."""
+
+    def __init__(self, job: JobConfig, lenient: bool,
+                 contents: Mapping[str, Mapping[Any, Any] | None],
+                 ssps: frozenset[SystemStreamPartition], max_keys: int) -> None:
+        self.job, self.lenient, self.contents = job, lenient, contents
+        self.ssps, self.max_keys = ssps, max_keys
+        self.systems = _Systems()
+        self.meta = self.systems[job.metadata_system]
+        self.codec = _LenientCodec(job) if lenient else RecordCodec(job)
+        self.durable: list[OutgoingMessage] = []
+        self.committer_commits = 0
+        self.committer: Committer | None = None
+
+    def _changelog(self, store: str) -> str | None:
+        """The store's changelog stream in the metadata system (None: not logged)."""
+        return self.job.changelog_ref(store).stream if store in self.job.logged_stores else None
+
+    async def preload(self) -> None:
+        """Initial store contents, as committed state: logged in the changelog."""
+        for name, contents in self.contents.items():
+            stream = self._changelog(name)
+            if not contents or stream is None:
+                continue
+            store = self._store(name)
+            for key, value in contents.items():
+                store.put(key, value)
+            await self.meta.produce([ProducerRecord(stream, k, v, partition=0)
+                                     for k, v in store.drain().items()])
+
+    def _store(self, name: str) -> TaskStore:
+        spec = self.job.store(name) if name in self.job.stores else None
+        root = self.job.root
+        return TaskStore(name, MemoryEngine(),
+                         get_serde(spec.key_serde if spec else "string", search_path=root),
+                         get_serde(spec.value_serde if spec else "json", search_path=root),
+                         self.max_keys, task=TASK_NAME)
+
+    async def start(self, task: type[StreamTask] | StreamTask) -> _TestInstance:
+        """A new instance: stores restored from their changelogs up to the last
+        checkpoint, inputs from its positions — what a (re)started worker does."""
+        checkpoint = (await self.meta.read_checkpoints(self.job.name)).get(TASK_NAME)
+        stores: dict[str, TaskStore] = {}
+        positions: dict[tuple[str, str], int] = {}
+        for name, contents in self.contents.items():
+            store = stores[name] = self._store(name)
+            stream = self._changelog(name)
+            if stream is None:
+                for key, value in (contents or {}).items():  # unlogged: as given, each start
+                    store.put(key, value)
+                store.apply(store.drain(), None)
+                continue
+            await self.meta.create_stream(stream, 1, compacted=True, exist_ok=True)
+            end = (checkpoint.changelogs.get(name, 0) if checkpoint
+                   else (await self.meta.offsets(stream))[0].end)
+            ssp = SystemStreamPartition(self.meta.name, stream, 0)
+            await restore_store(store.engine, changelog=(stream, 0),
+                                fetch=changelog_reader(self.meta, ssp, end), end=end,
+                                oldest=0, progress=None, label=f"{TASK_NAME}/{name}")
+            positions[(TASK_NAME, name)] = end
+        instance = _TestInstance(TASK_NAME, task() if isinstance(task, type) else task,
+                                 self.ssps, stores, self.job,
+                                 positions=checkpoint.inputs if checkpoint else None)
+        instance.lenient = self.lenient
+        instance.durable = self.durable
+        self.committer = Committer(self.job, self.systems, self.codec, 1, {TASK_NAME: 0},
+                                   positions)
+        await instance.init()
+        return instance
+
+    async def process(self, instance: _TestInstance, envelope: Envelope) -> None:
+        await instance.process(envelope)
+        if instance.commit_requested or instance.buffers_full():
+            await self.commit(instance)
+
+    async def commit(self, instance: _TestInstance) -> None:
+        assert self.committer is not None
+        await self.committer.commit([instance])
+        self.committer_commits += 1
 
 
 def run_task(
@@ -202,6 +332,7 @@ def run_task(
     config: JobConfig | str | os.PathLike[str] | None = None,
     windows: int = 0,
     write_buffer_max_keys: int | None = None,
+    crash_after: int | None = None,
 ) -> TaskRunResult:
     """Run ``task`` (a class or an instance) over ``inputs`` and return what it did.
 
@@ -210,10 +341,17 @@ def run_task(
     stream is accepted. With ``config`` (a `JobConfig` or a job file path) every declared
     store exists (all in memory), inputs and outputs pass through the streams' serdes as
     in a worker, and sends to undeclared streams fail. ``windows`` calls `window` that
-    many times after the inputs. Stores commit when the task asks, when a write buffer
-    fills, and at the end.
+    many times after the inputs. The task commits when it asks, when a write buffer
+    fills, and at the end, through the worker's own `Committer`; `outputs` holds only
+    what commits made durable.
+
+    ``crash_after=N`` (``task`` must be a class) processes N records, then drops the task
+    with everything it did not commit and starts a new one: stores restored from their
+    changelogs up to the last checkpoint, inputs replayed from its positions. A task whose
+    results live in its stores commits the same outputs and state with or without it.
     """
     return asyncio.run(run_task_async(task, inputs, stores=stores, config=config,
                                       windows=windows,
-                                      write_buffer_max_keys=write_buffer_max_keys))
+                                      write_buffer_max_keys=write_buffer_max_keys,
+                                      crash_after=crash_after))
 
