@@ -1,4 +1,5 @@
-"""Inputs that went back in time: a checkpoint beyond its partition's end.
+"""Where a task starts reading its inputs, and inputs that went back in time: a
+checkpoint beyond its partition's end.
 
 When an input stream is deleted and created again (or truncated), its offsets restart at
 0 while the job's checkpoints still say where the old stream was read to; reading on
@@ -12,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from framework.config import JobConfig
 from framework.errors import SampanError
-from framework.systems.base import Checkpoint
+from framework.jobmodel import TaskModel
+from framework.systems.base import Checkpoint, System
 from groupers import SystemStreamPartition
 
-__all__ = ["InputRecreatedError", "check_inputs", "recreated_inputs"]
+__all__ = ["InputRecreatedError", "check_inputs", "recreated_inputs", "start_positions"]
 
 
 class InputRecreatedError(SampanError):
@@ -52,3 +55,25 @@ def check_inputs(job_file: Path, checkpoints: Mapping[str, Checkpoint],
         f"reading on would skip its first records. Stop the job and choose where it "
         f"continues: `sampan streams reset-offsets {stream} --job {job_file} --to earliest` "
         f"(read everything the stream holds now) or `--to latest` (only what comes next)")
+
+
+async def start_positions(
+    config: JobConfig, systems: Mapping[str, System], task: TaskModel,
+    checkpoint: Checkpoint | None,
+) -> dict[SystemStreamPartition, int]:
+    """Where ``task`` starts reading: its checkpointed positions; SSPs without one start
+    from their oldest offset. A checkpoint past its partition's end is refused."""
+    done = dict(checkpoint.inputs) if checkpoint else {}
+    positions = {}
+    ends: dict[SystemStreamPartition, int] = {}
+    for ssp in sorted(task.ssps | task.broadcast):
+        ranges = await systems[ssp.system].offsets(ssp.stream)
+        if ssp.partition in ranges:
+            ends[ssp] = ranges[ssp.partition].end
+        if ssp in done:
+            positions[ssp] = done[ssp]
+            continue
+        positions[ssp] = ranges[ssp.partition].oldest if ssp.partition in ranges else 0
+    if checkpoint is not None:
+        check_inputs(config.path, {task.name: checkpoint}, ends)
+    return positions

@@ -10,6 +10,7 @@ with at-least-once, records are produced and flushed first and the checkpoint fo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import defaultdict
@@ -109,6 +110,39 @@ class Committer:
         self.commits = 0
         self._transactional = (config.guarantee == "exactly-once" and not self._meta.atomic_commit
                                and getattr(self._meta, "transactions", None) is not None)
+        self._inflight: asyncio.Future[None] | None = None  # the commit being written
+
+    async def start(self, instances: Sequence[TaskInstance]) -> None:
+        """Commit everything so far. Where the metadata system writes over the network
+        (kafka), processing goes on while the commit is acknowledged (`settle` waits for
+        it); the local log's SQLite thread would only fight the loop for the GIL, so
+        there the commit is waited for at once.
+
+        At most one commit is in flight: the previous one is awaited before the next is
+        prepared, so changelog offsets and store writes follow each other in order, and
+        each checkpoint holds exactly the positions whose outputs and state it carries.
+        """
+        await self.settle()
+        self._inflight = asyncio.ensure_future(self.write(self.prepare(instances)))
+        if self._meta.atomic_commit:
+            await self.settle()
+
+    @property
+    def written(self) -> bool:
+        """A commit in flight has finished (or failed): `settle` returns at once."""
+        return self._inflight is not None and self._inflight.done()
+
+    async def settle(self) -> None:
+        """Wait for the commit in flight, if any; its error (e.g. fenced) is raised here."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            await inflight
+
+    async def abandon(self) -> None:
+        """Let a commit in flight finish without raising (the worker is leaving anyway)."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            await asyncio.gather(inflight, return_exceptions=True)
 
     def _changelog_of(self, store: str) -> tuple[str, bool]:
         qualified = self._config.changelog_stream(store)

@@ -11,18 +11,17 @@ from collections import defaultdict
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from framework.api import Envelope, StreamTask
-from framework.config import JobConfig
+from framework.api import StreamTask
+from framework.config import JobConfig, StreamRef
 from framework.errors import (
     FencedError,
     JobModelError,
     ProcessingError,
-    SerdeError,
     StoreCorruptedError,
     StoreError,
 )
-from framework.inputs_check import check_inputs
-from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.inputs_check import start_positions
+from framework.jobmodel import BarrierStage, JobModel
 from framework.metadata import (
     RestoreStop,
     WorkerReport,
@@ -33,10 +32,11 @@ from framework.metrics import WorkerMetrics
 from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
-from framework.systems.base import Checkpoint, Consumer, Record, System
+from framework.systems.base import Consumer, Record, System
 from framework.usercode import load_task_class
 from framework.worker.codec import RecordCodec
 from framework.worker.commit import Committer, begin_commits
+from framework.worker.dispatch import dispatch_many, dispatch_one
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import ErrorPolicies, describe
 from framework.worker.state import heal_damaged_store, open_task_stores
@@ -112,7 +112,6 @@ class Worker:
         # failed process() call's store writes.
         self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
         self._closed = False
-        self._inflight: asyncio.Future[None] | None = None  # the commit being written
         self.busy: Busy | None = None
         """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
         self.metrics = WorkerMetrics(config, worker_id)
@@ -219,7 +218,8 @@ class Worker:
                 {(task_model.name, s): p for s, p in opened.positions.items()})
             instance = TaskInstance(
                 task_model.name, task_class(), task_model.ssps | task_model.broadcast,
-                opened.stores, self.config, await self._start_positions(task_model, checkpoint))
+                opened.stores, self.config,
+                await start_positions(self.config, self.systems, task_model, checkpoint))
             try:
                 await instance.init()
             except Exception as error:
@@ -240,26 +240,6 @@ class Worker:
             self.config, self.systems, self._codec, model.epoch,
             {t.name: t.changelog_partition for t in model.tasks.values()}, changelog_positions)
 
-    async def _start_positions(
-        self, task: TaskModel, checkpoint: Checkpoint | None
-    ) -> dict[SystemStreamPartition, int]:
-        """Checkpointed positions; SSPs without one start from their oldest offset. A
-        checkpoint past its partition's end (the input was recreated) is refused."""
-        done = dict(checkpoint.inputs) if checkpoint else {}
-        positions = {}
-        ends: dict[SystemStreamPartition, int] = {}
-        for ssp in sorted(task.ssps | task.broadcast):
-            ranges = await self.systems[ssp.system].offsets(ssp.stream)
-            if ssp.partition in ranges:
-                ends[ssp] = ranges[ssp.partition].end
-            if ssp in done:
-                positions[ssp] = done[ssp]
-                continue
-            positions[ssp] = ranges[ssp.partition].oldest if ssp.partition in ranges else 0
-        if checkpoint is not None:
-            check_inputs(self.config.path, {task.name: checkpoint}, ends)
-        return positions
-
     def _route(self) -> None:
         """Which instances read each SSP; held SSPs wait behind their barrier."""
         routes: dict[SystemStreamPartition, list[TaskInstance]] = defaultdict(list)
@@ -274,7 +254,7 @@ class Worker:
             by_system[ssp.system][ssp] = min(r.positions[ssp] for r in readers)
         counts: dict[str, dict[str, int]] = defaultdict(dict)
         for qualified, count in (self.model.partition_counts if self.model else {}).items():
-            system, _, stream = qualified.partition(".")
+            system, stream = StreamRef.parse(qualified)
             counts[system][stream] = count
         for name, positions in by_system.items():
             if name not in self._consumers:
@@ -308,9 +288,7 @@ class Worker:
             return await self._run_loop(committer, prefetched)
         finally:
             watchdog.stop()
-            if self._inflight is not None:  # leaving on an error: let the write finish
-                await asyncio.gather(self._inflight, return_exceptions=True)
-                self._inflight = None
+            await committer.abandon()  # leaving on an error: let a write in flight finish
             for future in prefetched.values():
                 future.cancel()
             await asyncio.gather(*prefetched.values(), return_exceptions=True)
@@ -370,39 +348,20 @@ class Worker:
             wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
             stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
             if (dirty and (now >= next_commit or wanted)) or (stopping and dirty):
-                await self._commit(committer)
+                await committer.start(self.instances)
                 dirty = False
                 next_commit = time.monotonic() + interval
-            elif self._inflight is not None and self._inflight.done():
-                await self._settle_commit()  # a failed commit stops the worker now
+            elif committer.written:
+                await self._settle(committer)  # a failed commit stops the worker now
             if stopping:
-                await self._settle_commit()
+                await self._settle(committer)
                 for instance in self.instances:
                     await instance.close()
                 return "stopped" if self.stop.is_set() else "task requested shutdown"
 
-    async def _commit(self, committer: Committer) -> None:
-        """Commit everything so far. Where the metadata system writes over the network
-        (kafka), processing goes on while the commit is acknowledged; the local log's
-        SQLite thread would only fight the loop for the GIL, so it is waited for.
-
-        At most one commit is in flight: the previous one is awaited before the next is
-        prepared, so changelog offsets and store writes follow each other in order, and
-        each checkpoint holds exactly the positions whose outputs and state it carries.
-        """
-        await self._settle_commit()
-        prepared = committer.prepare(self.instances)
-        self._inflight = asyncio.ensure_future(committer.write(prepared))
-        if self.systems[self.config.metadata_system].atomic_commit:
-            await self._settle_commit()
-
-    async def _settle_commit(self) -> None:
-        """Wait for the commit in flight, if any; its error (e.g. fenced) is raised here."""
-        inflight, self._inflight = self._inflight, None
-        if inflight is None:
-            return
+    async def _settle(self, committer: Committer) -> None:
         try:
-            await inflight
+            await committer.settle()
         except FencedError:
             log.warning("worker %d of epoch %s fenced: a newer job model exists",
                         self.worker_id, self.model and self.model.epoch)
@@ -413,75 +372,14 @@ class Worker:
         self.busy = Busy("process", readers, ssp)  # what the task watchdog looks at
         started = time.perf_counter()
         try:
-            await self._dispatch_to(readers, ssp, records)
+            if len(readers) == 1 and not self._journals:
+                await dispatch_one(readers[0], ssp, records, self._codec, self._policies)
+            else:
+                await dispatch_many(readers, ssp, records, self._codec, self._policies,
+                                    self._journals)
         finally:
             self.busy = None
         self.metrics.batch_done(readers, len(records), time.perf_counter() - started)
-
-    async def _dispatch_to(self, readers: Sequence[TaskInstance], ssp: SystemStreamPartition,
-                           records: Sequence[Record]) -> None:
-        if len(readers) == 1 and not self._journals:
-            await self._dispatch_one(readers[0], ssp, records)
-            return
-        for record in records:
-            targets = [r for r in readers if r.positions.get(ssp, 0) <= record.offset]
-            if not targets:
-                continue
-            try:
-                envelope = self._codec.decode(ssp, record)
-            except SerdeError as error:
-                self._policies.bad_record(ssp, record, error, targets)
-                continue
-            for instance in targets:
-                await self._process(instance, envelope, record)
-
-    async def _dispatch_one(self, instance: TaskInstance, ssp: SystemStreamPartition,
-                            records: Sequence[Record]) -> None:
-        """The common case, one reader, ``process_policy = "fail"``: the worker's hot path.
-        No await per record unless the task's ``process`` returns an awaitable; the
-        position and count are brought up to date once per batch (and on the way out)."""
-        position = instance.positions.get(ssp, 0)
-        decode = self._codec.decoder(ssp)
-        process = instance.task.process
-        done, count = position, 0
-        try:
-            for record in records:
-                offset = record.offset
-                if offset < position:
-                    continue  # already processed (a rewind for another reader)
-                try:
-                    envelope = decode(record)
-                except SerdeError as error:
-                    self._policies.bad_record(ssp, record, error, [instance])
-                    done = offset + 1
-                    continue
-                try:
-                    result = process(envelope, instance, instance)
-                    if result is not None:  # an `async def process`
-                        await result
-                except StoreError:
-                    raise  # the store failed, not the task: never skipped, never blamed on it
-                except Exception as error:
-                    raise self._policies.failed(instance, ssp, offset, error) from error
-                done = offset + 1
-                count += 1
-        finally:
-            if done != position:
-                instance.positions[ssp] = done
-            instance.processed += count
-
-    async def _process(self, instance: TaskInstance, envelope: Envelope, record: Record) -> None:
-        journal = self._journals.get(instance.name)
-        if journal is None:
-            try:
-                await instance.process(envelope)
-            except StoreError:
-                raise
-            except Exception as error:
-                raise self._policies.failed(instance, envelope.ssp, envelope.offset,
-                                            error) from error
-            return
-        await self._policies.process_guarded(instance, envelope, record, journal)
 
     async def _close(self) -> None:
         """Close everything (once); a failure to close is logged, never masks the error
