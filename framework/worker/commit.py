@@ -145,8 +145,7 @@ class Committer:
             await asyncio.gather(inflight, return_exceptions=True)
 
     def _changelog_of(self, store: str) -> tuple[str, bool]:
-        qualified = self._config.changelog_stream(store)
-        return qualified.partition(".")[2], store in self._config.logged_stores
+        return self._config.changelog_ref(store).stream, store in self._config.logged_stores
 
     async def commit(self, instances: Sequence[TaskInstance]) -> None:
         """Write everything the instances produced since the last commit; then apply state."""
