@@ -24,6 +24,13 @@ def add_run_command(commands: Any) -> None:
     parser.add_argument("--worker-logs", metavar="DIR",
                         help="write worker output to DIR/worker-N.log only (default: worker "
                         "output on stderr and also in <job.data_dir>/<job.name>/logs/worker-N.log)")
+    parser.add_argument("--host", metavar="NAME",
+                        help="run one host of a job spread over several machines (Kafka "
+                        "metadata system only): every host of the job runs the same job file "
+                        "with its own NAME; see docs/hosts.md")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="with --host: keep this host's state in DIR instead of "
+                        "job.data_dir (several hosts on one machine)")
     parser.set_defaults(handler=_command)
 
 
@@ -33,6 +40,10 @@ def _command(args: argparse.Namespace) -> int:
 
     config = load_config(args.job)
     load_task_class(config)  # a wrong job.task fails here, not as a worker crash loop
+    if args.host is not None or args.data_dir is not None:
+        from framework.hosts.cli import run_host
+
+        return run_host(config, args.host, args.data_dir, args.worker_logs)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s coordinator %(levelname)s %(message)s")
     log_dir = Path(args.worker_logs) if args.worker_logs else None
