@@ -53,7 +53,8 @@ class HostReporter:
         self.report = replace(
             self.report, epoch=model.epoch, state="running", leader=leader,
             workers=list(workers), active=active, standby=standby, warmup=warmup,
-            replica_gaps={}, restored={}, restore_modes={}, assigned_ms=_now_ms(),
+            replica_gaps={}, restored={}, restore_modes={}, restore_ends={},
+            assigned_ms=_now_ms(),
             resumed_ms=None if workers else _now_ms(), error=None)
         await self._publish()
 
@@ -88,6 +89,8 @@ class HostReporter:
                     for task in self.report.active}
         self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
                               restored=restored,
+                              restore_ends={t: sum(after.get(t, {}).values())
+                                            for t in self.report.active},
                               resumed_ms=max(r.resumed_ms or 0 for r in current.values()))
         self._dirty = True
         log.info("host %r resumed epoch %d: restored %s (%s)", self.report.host,

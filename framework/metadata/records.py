@@ -184,6 +184,9 @@ class HostReport(_Record):
     """Active task → changelog records restored when it started at this epoch."""
     restore_modes: dict[str, str] = field(default_factory=dict)
     """``"task/store"`` → ``none`` | ``delta`` | ``full`` at this epoch's start."""
+    restore_ends: dict[str, int] = field(default_factory=dict)
+    """Active task → the changelog offsets it was restored to (summed over its stores): a
+    full restore from an untruncated changelog reads this many records."""
     assigned_ms: int | None = None
     """When this host received the epoch's assignment."""
     resumed_ms: int | None = None

@@ -1,0 +1,109 @@
+"""A job on 3 hosts over tansu: a host SIGKILLed mid-run fails over with exact results;
+with standbys the takeover restores only the standby's gap, without them all of it; a new
+empty host warms up before it gets active tasks."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hostjobs import (
+    Hosts,
+    final_state,
+    job_file,
+    produce,
+    state,
+    wait_for,
+)
+
+from framework.metadata import CoordinatorState, HostReport
+
+KEYS = 60
+
+
+def _settled(hosts: Hosts, names: set[str], after_epoch: int = 0) -> CoordinatorState | None:
+    """The job state once the latest model (newer than ``after_epoch``) places tasks on
+    exactly ``names`` and each of them reports it resumed that epoch."""
+    current = state(hosts.config)
+    model = current.model
+    if model is None or model.epoch <= after_epoch or set(model.hosts) != names:
+        return None
+    reports = [current.hosts.get(n) for n in names]
+    if all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports):
+        return current
+    return None
+
+
+def _run_and_kill(tmp_path: Path, bootstrap: str, standbys: int) -> tuple[
+        Hosts, Counter[str], list[str], dict[str, HostReport], int]:
+    """3 hosts; 3,000 records processed; 3,000 more, and host b killed while they run.
+    Returns the hosts, the truth, b's tasks, the survivors' reports after failover and the
+    failover epoch."""
+    name = f"fo{standbys}-{os.getpid()}"
+    hosts = Hosts(job_file(tmp_path / "job", bootstrap, name, standbys=standbys), tmp_path)
+    for host in "abc":
+        hosts.start(host)
+    config = hosts.config
+    before = wait_for(lambda: _settled(hosts, {"a", "b", "c"}), 90, "3 hosts running", hosts)
+    assert before.model is not None
+    assert sorted(t for r in before.hosts.values() for t in r.active) == sorted(
+        before.model.tasks)  # every task active on exactly one host
+    truth: Counter[str] = Counter()
+    produce(config, truth, 3000, KEYS)
+    wait_for(lambda: final_state(config) == dict(truth), 60, "the first 3,000 records", hosts)
+    if standbys:  # the standbys caught up with every checkpoint
+        wait_for(lambda: all(not any(r.replica_gaps.values()) for r in
+                             state(config).hosts.values()), 30, "standbys current", hosts)
+    killed = list(state(config).hosts["b"].active)
+    produce(config, truth, 3000, KEYS, start=3000)
+    hosts.kill("b")
+    after = wait_for(lambda: _settled(hosts, {"a", "c"}, before.model.epoch), 90,
+                     "failover to a and c", hosts)
+    assert after.model is not None
+    wait_for(lambda: final_state(config) == dict(truth), 60, "all 6,000 records", hosts)
+    assert final_state(config) == dict(truth)  # exact: no key missing, none double counted
+    assert len(truth) == KEYS
+    return hosts, truth, killed, {n: after.hosts[n] for n in "ac"}, after.model.epoch
+
+
+def _moved(reports: dict[str, HostReport], tasks: list[str]) -> dict[str, HostReport]:
+    owner = {t: r for r in reports.values() for t in r.active}
+    assert set(tasks) <= set(owner), f"tasks {tasks} not all active on a survivor"
+    return {t: owner[t] for t in tasks}
+
+
+def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
+        kafka_broker: Any, tmp_path: Path) -> None:
+    hosts, truth, killed, reports, epoch = _run_and_kill(tmp_path, kafka_broker.bootstrap, 1)
+    try:
+        config = hosts.config
+        for task, report in _moved(reports, killed).items():
+            assert report.restore_modes[f"{task}/totals"] in ("none", "delta")
+            assert report.restored[task] < report.restore_ends[task]  # less than a full one
+        # A new empty host joins: warmups (and standbys) first, actives only once caught up.
+        hosts.start("d")
+        wait_for(lambda: _settled(hosts, {"a", "c", "d"}, epoch), 90, "d joining", hosts)
+        first = state(config).hosts["d"]
+        assert first.active == [] and (first.warmup or first.standby)
+        done = wait_for(lambda: (s := state(config)).hosts["d"].active and _settled(
+            hosts, {"a", "c", "d"}, first.epoch or 0) and s, 90, "d taking tasks", hosts)
+        for task in done.hosts["d"].active:  # caught up before it moved: nothing to restore
+            assert done.hosts["d"].restored[task] == 0
+            assert done.hosts["d"].restore_modes[f"{task}/totals"] == "none"
+        produce(config, truth, 600, KEYS, start=6000)
+        wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
+    finally:
+        hosts.stop_all()
+
+
+def test_failover_without_standbys_restores_the_moved_tasks_fully(
+        kafka_broker: Any, tmp_path: Path) -> None:
+    hosts, _truth, killed, reports, _ = _run_and_kill(tmp_path, kafka_broker.bootstrap, 0)
+    try:
+        for task, report in _moved(reports, killed).items():
+            assert report.restore_modes[f"{task}/totals"] == "full"
+            assert report.restored[task] == report.restore_ends[task] > 0
+    finally:
+        hosts.stop_all()
