@@ -13,7 +13,6 @@ cleanly leaves the group at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -130,8 +129,13 @@ class Membership:
         """Start the group consumer; the first rebalance runs as ``poll`` is called."""
         options = self.system.options
         session = self.session_timeout_ms
+        kwargs = options.client_kwargs(self.system.bootstrap)
+        # A JoinGroup is answered only when the round ends (up to a session or rebalance
+        # timeout on some brokers): the request must be allowed to wait that long.
+        kwargs["request_timeout_ms"] = max(kwargs.get("request_timeout_ms", 0),
+                                           max(session, self.rebalance_timeout_ms) + 5000)
         self._consumer = AIOKafkaConsumer(
-            **options.client_kwargs(self.system.bootstrap), group_id=group_id(self.job),
+            **kwargs, group_id=group_id(self.job),
             enable_auto_commit=False, session_timeout_ms=session,
             heartbeat_interval_ms=max(300, session // 4),
             rebalance_timeout_ms=self.rebalance_timeout_ms,
@@ -160,5 +164,10 @@ class Membership:
         """Leave the group now (LeaveGroup): the others rebalance without waiting."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(consumer.stop(), 15)
+            try:
+                await asyncio.wait_for(consumer.stop(), 15)  # sends LeaveGroup
+            except Exception as error:
+                log.warning("leaving the group of job %r failed (%r): the others notice "
+                            "within the session timeout", self.job, error)
+            else:
+                log.info("left the group of job %r: the other hosts rebalance now", self.job)

@@ -98,12 +98,31 @@ def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
         hosts.stop_all()
 
 
-def test_failover_without_standbys_restores_the_moved_tasks_fully(
+def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
         kafka_broker: Any, tmp_path: Path) -> None:
-    hosts, _truth, killed, reports, _ = _run_and_kill(tmp_path, kafka_broker.bootstrap, 0)
+    hosts, truth, killed, reports, epoch = _run_and_kill(tmp_path, kafka_broker.bootstrap, 0)
     try:
+        config = hosts.config
         for task, report in _moved(reports, killed).items():
             assert report.restore_modes[f"{task}/totals"] == "full"
             assert report.restored[task] == report.restore_ends[task] > 0
+
+        duplicate = hosts.start("a")  # a second host named "a": refused, a keeps running
+        assert duplicate.wait(60) == 2
+        assert "already has a host named 'a'" in hosts.log("a")
+        assert "give this host another --host name" in hosts.log("a")
+
+        moved = list(state(config).hosts["c"].active)
+        assert hosts.terminate("c") == 0  # workers committed, then it left the group
+        after = wait_for(lambda: _settled(hosts, {"a"}, epoch), 60, "c's tasks on a", hosts)
+        assert after.model is not None
+        assert set(moved) <= set(after.hosts["a"].active)
+        stopped = after.hosts["c"]
+        assert stopped.state == "stopped" and stopped.updated_ms is not None
+        assert "left the group of job" in hosts.log("c")  # LeaveGroup: no session timeout
+        print(f"SIGTERM → next model: {after.model.created_ms - stopped.updated_ms} ms "
+              f"(session timeout {config.coordinator.session_timeout_ms} ms)")
+        produce(config, truth, 600, KEYS, start=6000)
+        wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
     finally:
         hosts.stop_all()
