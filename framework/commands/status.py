@@ -11,6 +11,7 @@ from typing import Any
 from framework.config import JobConfig, load_config
 from framework.coordinator.expansion import held_behind_barrier, pending_stages
 from framework.errors import JobModelError
+from framework.hosts.status import hosts_status, print_hosts
 from framework.metadata import read_state
 from framework.systems import open_system
 
@@ -78,7 +79,7 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
                 "state", "refusal", "error", "expansions", "worker_logs", "config_change",
                 "stuck", "restarts")},
             "worker_reports": {str(k): v.to_dict() for k, v in sorted(state.workers.items())},
-            "total_lag": total_lag, "tasks": tasks,
+            "total_lag": total_lag, "tasks": tasks, **hosts_status(state, tasks),
         }
     finally:
         await meta.close()
@@ -130,6 +131,7 @@ def _command(args: argparse.Namespace) -> int:
                 "position"]
             print(f"    {system}.{stream}[{partition}] position {position} "
                   f"end {row['end']} lag {row['lag']}{held}")
+    print_hosts(status)
     reports = status["worker_reports"].values()
     for expansion in status["expansions"][-3:]:
         resumed = [r["resumed_ms"] for r in reports

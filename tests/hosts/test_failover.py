@@ -4,12 +4,15 @@ empty host warms up before it gets active tasks."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from hostjobs import (
+    CLI,
     Hosts,
     final_state,
     job_file,
@@ -94,8 +97,27 @@ def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
             assert done.hosts["d"].restore_modes[f"{task}/totals"] == "none"
         produce(config, truth, 600, KEYS, start=6000)
         wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
+        _check_status(hosts)
     finally:
         hosts.stop_all()
+
+
+def _check_status(hosts: Hosts) -> None:
+    """`sampan status --json` lists the hosts and where each task runs, as the model says."""
+    model = state(hosts.config).model
+    assert model is not None
+    shown = json.loads(subprocess.run([*CLI, "status", str(hosts.path), "--json"], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert set(shown["hosts"]) == {"a", "b", "c", "d"}
+    assert shown["hosts"]["b"]["in_model"] is False
+    assert {t: r["active"] for t, r in shown["task_hosts"].items()} == {
+        t: model.host_of(t) for t in model.tasks}
+    assert {t: r["standby"] for t, r in shown["task_hosts"].items() if r["standby"]} == {
+        t: list(h) for t, h in model.standbys.items()}
+    assert all(r["input_lag"] == 0 for r in shown["task_hosts"].values())
+    text = subprocess.run([*CLI, "status", str(hosts.path)], check=True, capture_output=True,
+                          text=True).stdout
+    assert "host d: running" in text and "standby" in text
 
 
 def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
