@@ -28,16 +28,13 @@ partitions = 2
     return path
 
 
-def test_host_on_the_local_log_exits_2_naming_why_and_the_fix(tmp_path: Path) -> None:
+def test_host_on_the_local_log_and_data_dir_without_host_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([*CLI, "run", str(_local_job(tmp_path)), "--host", "a"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "lives on one machine" in done.stderr
     assert "run it without --host" in done.stderr and "kafka system" in done.stderr
     assert not (tmp_path / "state").exists()  # nothing started
-
-
-def test_data_dir_without_host_exits_2(tmp_path: Path) -> None:
     done = subprocess.run([*CLI, "run", str(_local_job(tmp_path)), "--data-dir", "x"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
