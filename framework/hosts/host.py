@@ -113,7 +113,8 @@ class Host:
             log.info("host %r joined group of job %r (session timeout %d ms)", self.name,
                      self.config.name, session)
             while not self.stop.is_set():
-                await self._membership.poll()
+                with contextlib.suppress(TimeoutError):  # hear SIGTERM during a rebalance
+                    await asyncio.wait_for(self._membership.poll(), 1)
                 if self.refused is not None:
                     raise self.refused
                 async with self._lock:
@@ -142,8 +143,10 @@ class Host:
     # rebalance callbacks -------------------------------------------------------------------
     async def _revoked(self) -> Member:
         """Stop workers and replicas (eager rebalance), then tell what state lies here."""
+        log.info("host %r: rebalance: stopping workers and replicas", self.name)
         async with self._lock:
             await self._stop_running()
+            log.info("host %r: stopped; rejoining", self.name)
             positions = self._positions()
             if self._reporter is not None:
                 self._reporter.before_restore(positions)

@@ -115,5 +115,8 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
 def lead_blocking(config: JobConfig, members: Mapping[str, Member], reason: str,
                   timeout_s: float) -> tuple[JobModel, bool]:
     """`lead` on its own event loop in a helper thread, waited for (see the module doc)."""
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sampan-leader") as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sampan-leader")
+    try:
         return pool.submit(asyncio.run, lead(config, members, reason)).result(timeout_s)
+    finally:
+        pool.shutdown(wait=False)  # a step that timed out must not hold the rebalance
