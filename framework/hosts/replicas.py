@@ -6,6 +6,13 @@ changelog offset — never past it: a worker that takes the task over restores t
 that offset (records after it belong to inputs that will be processed again), so a copy
 ahead of it would have to be wiped. The copy's position is then where the takeover's
 delta restore starts: only the gap is restored.
+
+`Replicas.stop` runs inside a rebalance (the host's revoke step), so it must end whatever
+the tailer is doing: one ``cancel()`` is not enough, because an await deep in a read can
+swallow it (Python 3.11's ``asyncio.wait_for`` returns a result that completed as the cancel
+arrived; the restore's read-ahead suppresses its prefetch's CancelledError) and the tailer
+would then sleep and tail on while the rebalance waits for it forever. So the tailer also
+checks a stop flag between rounds, and `stop` repeats the cancel until the tailer is done.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 
 from framework.config import JobConfig
@@ -41,6 +49,7 @@ class Replicas:
         self.applied = 0
         self._engines: dict[tuple[str, str], RocksDBEngine] = {}
         self._runner: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         stores = [s for s in self.config.logged_stores
@@ -54,19 +63,22 @@ class Replicas:
             self._runner = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self._catch_up()
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # a broker blip: try again next round
                 log.warning("standby/warmup copies: %r; retrying", error)
-            await asyncio.sleep(self.interval_s)
+            if not self._stopping:
+                await asyncio.sleep(self.interval_s)
 
     async def _catch_up(self) -> None:
         checkpoints = await self.meta.read_checkpoints(self.config.name)
         gaps: dict[str, int] = {}
         for (task, store), engine in sorted(self._engines.items()):
+            if self._stopping:
+                return
             partition = self.tasks[task].changelog_partition
             stream = self.config.changelog_ref(store).stream
             span = (await self.meta.offsets(stream)).get(partition)
@@ -92,13 +104,25 @@ class Replicas:
             gaps[task] = gaps.get(task, 0) + max(0, end - (position.offset if position else 0))
         self.gaps = gaps
 
-    async def stop(self) -> None:
-        """Stop tailing and close the copies (a worker may open them next)."""
-        if self._runner is not None:
-            self._runner.cancel()
+    async def stop(self, recancel_s: float = 0.5) -> None:
+        """Stop tailing and close the copies (a worker may open them next).
+
+        Sets the stop flag and cancels the tailer again every ``recancel_s`` until it has
+        ended (see the module doc: a single cancel can be lost)."""
+        self._stopping = True
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            started = time.monotonic()
+            warned = False
+            while not runner.done():
+                runner.cancel()
+                await asyncio.wait({runner}, timeout=recancel_s)
+                if not warned and not runner.done() and time.monotonic() - started > 10:
+                    warned = True
+                    log.warning("standby/warmup copies of tasks %s still stopping after "
+                                "10 s; cancelling again", sorted(self.tasks))
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._runner
-            self._runner = None
+                runner.result()
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
