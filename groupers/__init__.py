@@ -1,8 +1,8 @@
 """Pure grouping and assignment algorithms for sampan: no I/O, no asyncio, deterministic.
 
-SSP groupers (Samza SEP-5) decide which task consumes which input partition and keep a
-key on its task when a stream expands; the assignors (KIP-54, KIP-315, KAFKA-5337,
-KIP-441) place partitions or tasks on group members.
+SSP groupers (Samza SEP-5) decide which task consumes which input partition; `FixedTasks`
+wrapped around any of them keeps a key on its task when a stream expands; the assignors
+(KIP-54, KIP-315, KAFKA-5337, KIP-441) place partitions or tasks on group members.
 """
 
 from groupers.assignors.high_availability import HighAvailabilityTaskAssignor
@@ -11,6 +11,13 @@ from groupers.assignors.sticky import StickyAssignor
 from groupers.assignors.stream_join import StreamJoinStickyAssignor
 from groupers.errors import AssignmentError, ExpansionError, GrouperError
 from groupers.expansion import DefaultPartitionExpansionAlgorithm, PartitionExpansionAlgorithm
+from groupers.fixed import (
+    ExpandingGrouper,
+    FixedTasks,
+    GroupByPartitionFixedTasks,
+    GroupBySystemStreamPartitionFixedTasks,
+    stream_name,
+)
 from groupers.model import (
     ClientAssignment,
     ClientState,
@@ -24,9 +31,8 @@ from groupers.model import (
 from groupers.ssp import (
     AllSspToSingleTask,
     GroupByPartition,
-    GroupByPartitionFixedTasks,
     GroupBySystemStreamPartition,
-    GroupBySystemStreamPartitionFixedTasks,
+    Grouping,
     SspGrouper,
     ssp_task_mapping,
     task_sort_key,
@@ -38,12 +44,15 @@ __all__ = [
     "ClientAssignment",
     "ClientState",
     "DefaultPartitionExpansionAlgorithm",
+    "ExpandingGrouper",
     "ExpansionError",
+    "FixedTasks",
     "GroupByPartition",
     "GroupByPartitionFixedTasks",
     "GroupBySystemStreamPartition",
     "GroupBySystemStreamPartitionFixedTasks",
     "GrouperError",
+    "Grouping",
     "HighAvailabilityTaskAssignor",
     "JoinAssignment",
     "JoinSubscription",
@@ -58,5 +67,6 @@ __all__ = [
     "TopicPartition",
     "partition_lag",
     "ssp_task_mapping",
+    "stream_name",
     "task_sort_key",
 ]

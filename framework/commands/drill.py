@@ -24,9 +24,9 @@ class _DefaultsShown(argparse.HelpFormatter):
 
 
 def _examples() -> str:
-    from framework.drill.scenario import EXAMPLES
+    from framework.drill.examples import installed_examples
 
-    return ", ".join(sorted(p.parent.name for p in EXAMPLES.glob("*/drill.py"))) or "none found"
+    return ", ".join(installed_examples()) or "none installed"
 
 
 def add_drill_command(commands: Any) -> None:
@@ -43,7 +43,10 @@ def add_drill_command(commands: Any) -> None:
         "directory (the report's last line names it). Nothing else is written; remove the "
         "folder when done (rm -r FOLDER).")
     parser.add_argument("--example", default="wordcount",
-                        help=f"example job, one of: {_examples()}")
+                        help=f"installed example job, one of: {_examples()}")
+    parser.add_argument("--example-dir", type=Path, metavar="DIR",
+                        help="drill your own example instead: a folder with drill.py and the "
+                        "job file (see docs/drill.md)")
     parser.add_argument("--job", default="job.toml", metavar="FILE",
                         help="job file of the example to run (e.g. enrichment's "
                         "job_broadcast.toml)")
@@ -111,8 +114,8 @@ def _command(args: argparse.Namespace) -> int:
     if args.hosts is not None or args.kill_host:
         return _host_command(args)
     options = DrillOptions(
-        example=args.example, job_file=args.job, records=args.records, keys=args.keys,
-        rate=args.rate,
+        example=args.example, example_dir=args.example_dir, job_file=args.job,
+        records=args.records, keys=args.keys, rate=args.rate,
         initial_partitions=args.partitions, workers=args.workers,
         steps=tuple(args.steps) if args.steps else None,
         output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,

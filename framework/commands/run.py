@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
+import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,10 @@ def add_run_command(commands: Any) -> None:
     parser.add_argument("--data-dir", metavar="DIR",
                         help="with --host: keep this host's state in DIR instead of "
                         "job.data_dir (several hosts on one machine)")
+    parser.add_argument("--log-format", choices=("text", "json"), default=None,
+                        help="text (default) or json: one JSON object per line with job, "
+                        "process, worker, epoch and task fields, for the coordinator and "
+                        "its workers")
     parser.set_defaults(handler=_command)
 
 
@@ -40,12 +43,17 @@ def _command(args: argparse.Namespace) -> int:
 
     config = load_config(args.job)
     load_task_class(config)  # a wrong job.task fails here, not as a worker crash loop
+    from framework.logformat import ENV, configure_logging, default_format
+
+    if args.log_format:
+        os.environ[ENV] = args.log_format  # the workers inherit it
     if args.host is not None or args.data_dir is not None:
         from framework.hosts.cli import run_host
 
-        return run_host(config, args.host, args.data_dir, args.worker_logs)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s coordinator %(levelname)s %(message)s")
+        return run_host(config, args.host, args.data_dir, args.worker_logs,
+                        args.log_format or default_format())
+    configure_logging(args.log_format or default_format(), process="coordinator",
+                      job=config.name)
     log_dir = Path(args.worker_logs) if args.worker_logs else None
     return asyncio.run(_run(config, log_dir))
 

@@ -22,6 +22,7 @@ __all__ = [
     "CoordinatorConfig",
     "ErrorsConfig",
     "JobConfig",
+    "MetricsConfig",
     "RocksDBConfig",
     "StoreConfig",
     "StreamConfig",
@@ -192,6 +193,26 @@ class CoordinatorConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """``[metrics]``: the Prometheus ``/metrics`` endpoint of the coordinator and each worker."""
+
+    enabled: bool = True
+    """Serve ``/metrics`` and record figures; default ``true``."""
+    bind: str = "127.0.0.1"
+    """The IP address the endpoints listen on; default ``"127.0.0.1"`` (this machine only)."""
+    port: int = 0
+    """0: every process takes a free port (written to the coordinator stream, listed by
+    ``sampan status``). N > 0: the coordinator listens on N and worker ``i`` on N + 1 + i,
+    fixed ports for a Prometheus scrape config; default 0."""
+    lag_interval_ms: int = 1000
+    """How often a worker reads its inputs' end offsets for input lag; default 1000."""
+
+    def worker_port(self, worker: int) -> int:
+        """The port worker ``worker`` listens on (0: any free port)."""
+        return self.port + 1 + worker if self.port else 0
+
+
+@dataclass(frozen=True)
 class JobConfig:
     """A whole job file, validated. Paths are absolute, resolved against the file's folder."""
 
@@ -244,6 +265,8 @@ class JobConfig:
     """``[errors]``."""
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     """``[coordinator]``."""
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    """``[metrics]``."""
     systems: Mapping[str, SystemConfig] = field(default_factory=dict)
     """``[systems.*]`` by name."""
     streams: Mapping[str, StreamConfig] = field(default_factory=dict)
@@ -371,7 +394,7 @@ class JobConfig:
             path)
 
 
-TABLES = ("errors", "coordinator", "systems", "streams", "stores")
+TABLES = ("errors", "coordinator", "metrics", "systems", "streams", "stores")
 """`JobConfig` fields that are top-level tables of the file; the other keys are ``[job]``'s."""
 
 

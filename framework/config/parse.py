@@ -19,6 +19,7 @@ from framework.config.model import (
     CoordinatorConfig,
     ErrorsConfig,
     JobConfig,
+    MetricsConfig,
     RocksDBConfig,
     StoreConfig,
     StreamConfig,
@@ -33,7 +34,7 @@ from framework.usercode import SPEC_PATTERN, make_expansion_algorithm
 
 __all__ = ["build_config", "report"]
 
-TABLES = ("job", "errors", "coordinator", "systems", "streams", "stores")
+TABLES = ("job", "errors", "coordinator", "metrics", "systems", "streams", "stores")
 SYSTEM_TYPES = ("local", "kafka")
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 SYSTEM_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -61,10 +62,11 @@ def build_config(
     consumed = (*job.get("inputs", ()), *job.get("broadcast_inputs", ()))
     errors = _errors(tables.get("errors", {}), streams, consumed, problems)
     coordinator = _coordinator(tables.get("coordinator", {}), problems)
+    metrics = _metrics(tables.get("metrics", {}), job.get("workers", 1), problems)
     if problems:
         raise ConfigError(report(problems, shown, lines))
-    return JobConfig(path=path, errors=errors, coordinator=coordinator, systems=systems,
-                     streams=streams, stores=stores, **job)
+    return JobConfig(path=path, errors=errors, coordinator=coordinator, metrics=metrics,
+                     systems=systems, streams=streams, stores=stores, **job)
 
 
 def report(problems: Problems, shown: str, lines: KeyLines | None) -> str:
@@ -376,3 +378,17 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
     s.finish()
     return config
 
+
+
+def _metrics(table: dict[str, Any], workers: int, problems: Problems) -> MetricsConfig:
+    """[metrics]: a bind address that is an IP, a port whose worker ports all fit."""
+    s = Section(table, ("metrics",), problems)
+    enabled = s.boolean("enabled", True)
+    bind = s.ip_address("bind", "127.0.0.1")
+    port = s.port("port", 0)
+    if port and port + workers > 65535:
+        problems.add(("metrics", "port"), f"workers use ports {port + 1}..{port + workers}, past "
+                     f"65535; choose a port ≤ {65535 - workers}, or 0 for free ports")
+    lag_interval_ms = s.integer("lag_interval_ms", 1000, minimum=10)
+    s.finish()
+    return MetricsConfig(enabled, bind, port, lag_interval_ms)

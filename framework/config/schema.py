@@ -221,6 +221,26 @@ class Section:
         self.values[key] = result
         return result
 
+    def port(self, key: str, default: int) -> int:
+        """A TCP port, 0..65535 (0: any free port)."""
+        value = self.integer(key, default, minimum=0)
+        if value > 65535:
+            self._wrong(key, "a port from 0 to 65535 (0: any free port)", value)
+            value = self.values[key] = default
+        return value
+
+    def ip_address(self, key: str, default: str) -> str:
+        """An IPv4 or IPv6 address such as ``"127.0.0.1"`` (host names are not resolved)."""
+        import ipaddress
+
+        value = self.string(key, default, form='an IP address such as "127.0.0.1"')
+        try:
+            ipaddress.ip_address(value or "")
+        except ValueError:
+            self._wrong(key, 'an IP address such as "127.0.0.1" or "0.0.0.0"', value)
+            value = self.values[key] = default
+        return value or default
+
     def finish(self, where: str = "") -> None:
         """Report the keys no getter read; ``where`` narrows the message ("for a kafka
         system"). Keys read but left unset are dropped from `values`."""

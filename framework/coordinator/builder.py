@@ -145,6 +145,7 @@ def build_job_model(
     grouping = make_grouper(config).group(
         _ssps(list(config.inputs), partition_counts),
         previous.ssp_task_mapping() if previous else None,
+        previous_counts=previous.partition_counts if previous else None,
     )
     tasks = list(grouping)
     changelogs = _changelog_partitions(tasks, previous)

@@ -36,6 +36,7 @@ from framework.metadata import (
     publish_status,
     read_state,
 )
+from framework.metrics import CoordinatorMetrics
 from framework.systems import open_system
 from framework.systems.base import System
 from framework.worker.commit import check_guarantee
@@ -81,6 +82,7 @@ class Coordinator:
         self.model: JobModel | None = None
         self.status = CoordinatorStatus()
         self.expansions = ExpansionBook(self.status, config.path)
+        self.metrics = CoordinatorMetrics(config)
 
     @property
     def meta(self) -> System:
@@ -111,6 +113,7 @@ class Coordinator:
             state = await read_state(self.meta, self.config)
             # Expansions carry over; a refusal, error or edit is re-detected by this run.
             self.status.expansions = state.status.expansions
+            self.metrics.serve(self)
             counts = await self.partition_counts()
             await self._check_inputs()  # before any worker starts reading
             await self._create_declared_streams()
@@ -138,6 +141,7 @@ class Coordinator:
                         except Exception as error:  # never mask why the coordinator stopped
                             log.error("background task failed: %r", error)
             await self.supervisor.stop()
+            self.metrics.close()
             if isinstance(failed, Exception):
                 self.status.error = str(failed)
             if self.lease is not None and self.lease.held:  # never overwrite another's status

@@ -17,6 +17,7 @@ import asyncio
 import collections
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -54,6 +55,14 @@ def last_error_line(path: Path, tail_bytes: int = 65536) -> str | None:
     except OSError:
         return None
     for line in reversed(lines):
+        if line.startswith("{"):  # --log-format json
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                entry = None
+            if isinstance(entry, dict) and entry.get("level") in ("ERROR", "CRITICAL"):
+                return str(entry.get("message"))
+            continue
         if line.startswith("sampan worker: error: "):
             return line.removeprefix("sampan worker: error: ")
         if " ERROR " in line or " CRITICAL " in line:
@@ -111,6 +120,8 @@ class Supervisor:
         """The last worker the task watchdog stopped: worker, detail, at_ms (for status)."""
         self.workers: dict[int, _Worker] = {}
         self.restarts = 0
+        self.fencings = 0
+        """Workers that exited fenced by a newer job model (for metrics)."""
         self._stopping = False
 
     def log_path(self, worker_id: int) -> Path:
@@ -166,6 +177,7 @@ class Supervisor:
                 self.stuck = StuckWorker(worker=worker_id, detail=cause,
                                          at_ms=int(time.time() * 1000))
             if code == EXIT_FENCED:
+                self.fencings += 1
                 crashes = 0
             else:
                 now = time.monotonic()

@@ -15,6 +15,9 @@ class DrillOptions:
     """What a drill runs; defaults give a ~10 s drill with expansions 2 → 4 → 8."""
 
     example: str = "wordcount"
+    """An installed example (entry point group ``sampan.examples``)."""
+    example_dir: Path | None = None
+    """A folder of your own (``drill.py`` + job file) to drill instead of `example`."""
     job_file: str = "job.toml"
     """Which job file of the example folder to run (e.g. enrichment's job_broadcast.toml)."""
     records: int = 30_000
@@ -45,6 +48,10 @@ class DrillOptions:
     """A SparkSession to verify with (default: a local one is started)."""
     extra: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.example_dir is not None:  # reports name the example by its folder
+            object.__setattr__(self, "example", Path(self.example_dir).name)
+
     def validate(self) -> None:
         if self.records < 1 or self.keys < 1 or self.rate < 1 or self.workers < 1:
             raise ConfigError("--records, --keys, --rate and --workers must be ≥ 1")
@@ -55,4 +62,4 @@ class DrillOptions:
             raise ConfigError(f"--verify {self.verify!r}: expected exact or spark")
         if self.system not in ("local", "kafka"):
             raise ConfigError(f"--system {self.system!r}: expected local or kafka")
-        example_dir(self.example, self.job_file)
+        example_dir(self.example, self.job_file, self.example_dir)

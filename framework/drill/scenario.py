@@ -1,11 +1,12 @@
 """What an example brings to a drill: its workload with ground truth, and its exact checker.
 
-Each example folder holding a ``drill.py`` can be drilled (`sampan drill --example NAME`).
-That module defines ``scenario(options) -> Scenario``. The drill copies the example's
-``job.toml`` and Python modules into its output folder, rewrites the job for the drill's
-system and options (see `render_job`), creates the scenario's streams, starts the job,
-produces ``scenario.records(n)`` at the drill's rate while expanding ``scenario.expand``,
-and after the job caught up calls ``scenario.verify``.
+An example is a folder (`framework.drill.examples` finds it: an installed one by name,
+``sampan drill --example NAME``, or your own, ``--example-dir DIR``) holding a
+``drill.py`` that defines ``scenario(options) -> Scenario``. The drill copies the
+example's job file and Python modules into its output folder, rewrites the job for the
+drill's system and options (see `render_job`), creates the scenario's streams, starts the
+job, produces ``scenario.records(n)`` at the drill's rate while expanding
+``scenario.expand``, and after the job caught up calls ``scenario.verify``.
 
 Conventions for examples: streams in ``job.toml`` are named ``local.<stream>`` (the drill
 renames them for ``--system kafka``), and tasks send to ``f"{envelope.ssp.system}.<out>"``
@@ -25,13 +26,11 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from framework.config import JobConfig
-from framework.errors import ConfigError
+from framework.drill.examples import find_example
 from framework.systems.base import ProducerRecord, System
 
-__all__ = ["EXAMPLES", "Scenario", "Verdict", "load_scenario", "load_sibling", "render_job",
-           "toml_text"]
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+__all__ = ["Scenario", "Verdict", "example_dir", "load_scenario", "load_sibling",
+           "render_job", "toml_text"]
 
 
 @dataclass
@@ -77,26 +76,21 @@ class Scenario(Protocol):
         ...
 
 
-def example_dir(name: str, job_file: str = "job.toml") -> Path:
-    """The folder of example ``name``; `ConfigError` naming the known examples otherwise."""
-    folder = EXAMPLES / name
-    if (folder / "drill.py").is_file() and not (folder / job_file).is_file():
-        files = ", ".join(sorted(p.name for p in folder.glob("*.toml")))
-        raise ConfigError(f"--job {job_file!r}: example {name!r} has no such job file; "
-                          f"it has: {files}")
-    if not (folder / "drill.py").is_file() or not (folder / job_file).is_file():
-        known = sorted(p.parent.name for p in EXAMPLES.glob("*/drill.py"))
-        raise ConfigError(
-            f"--example {name!r}: no drillable example at {folder} (needs job.toml and "
-            f"drill.py); known: {', '.join(known) or 'none'}. Run sampan from its source "
-            f"checkout (pip install -e .)")
-    return folder
+def example_dir(name: str, job_file: str = "job.toml", folder: Path | None = None) -> Path:
+    """The folder of example ``name`` (or ``folder``, a user's own); see `find_example`."""
+    return find_example(name, job_file, folder)
+
+
+def _options_folder(options: Any) -> Path | None:
+    folder = getattr(options, "example_dir", None)
+    return Path(folder) if folder is not None else None
 
 
 def load_scenario(name: str, options: Any) -> Scenario:
-    """Import ``examples/<name>/drill.py`` and build its scenario for ``options``."""
-    folder = example_dir(name)
-    module_name = f"_sampan_drill_{name}"
+    """Import the example's ``drill.py`` and build its scenario for ``options``."""
+    folder = example_dir(name, getattr(options, "job_file", "job.toml"),
+                         _options_folder(options))
+    module_name = f"_sampan_drill_{folder.name}"
     spec = importlib.util.spec_from_file_location(module_name, folder / "drill.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -140,10 +134,11 @@ def render_job(name: str, options: Any, folder: Path, *, initial_partitions: int
                expand: str) -> Path:
     """Copy example ``name`` into ``folder`` with its job file rewritten for the drill."""
     job_file = getattr(options, "job_file", "job.toml")
-    source = example_dir(name, job_file)
+    source = example_dir(name, job_file, _options_folder(options))
     folder.mkdir(parents=True, exist_ok=True)
     for module in source.glob("*.py"):
-        shutil.copy(module, folder / module.name)
+        if module.name != "__init__.py":  # the copy is a job folder, not a package
+            shutil.copy(module, folder / module.name)
     with (source / job_file).open("rb") as handle:
         document: dict[str, Any] = tomllib.load(handle)
     job = document.setdefault("job", {})

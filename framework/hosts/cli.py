@@ -6,7 +6,6 @@ import asyncio
 import logging
 import re
 import signal
-import sys
 from pathlib import Path
 
 from framework.config import JobConfig
@@ -36,16 +35,19 @@ def check_host_arguments(config: JobConfig, host: str | None, data_dir: str | No
 
 
 def run_host(config: JobConfig, host: str | None, data_dir: str | None,
-             worker_logs: str | None) -> int:
-    """Run host ``host`` of the job in the foreground until SIGTERM/SIGINT."""
+             worker_logs: str | None, log_format: str = "text") -> int:
+    """Run host ``host`` of the job in the foreground until SIGTERM/SIGINT.
+
+    Logs as ``log_format`` (text or json, passed on to the workers through the environment).
+    """
     from framework.hosts.config import host_config
     from framework.hosts.host import Host
+    from framework.logformat import configure_logging
 
     check_host_arguments(config, host, data_dir)
     assert host is not None
     local = host_config(config, Path(data_dir) if data_dir else None)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s host-{host} %(levelname)s %(message)s")
+    configure_logging(log_format, process=f"host-{host}", job=config.name)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
     async def main() -> int:

@@ -55,13 +55,13 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from framework.logformat import configure_logging, default_format
+
     args = _parser().parse_args(argv)
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if args.log_file:
-        Path(args.log_file).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(args.log_file, encoding="utf-8"))
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
-                        format=f"%(asctime)s worker-{args.worker} %(levelname)s %(message)s")
+    # text or json as the host was told (`sampan run --log-format` sets $SAMPAN_LOG_FORMAT)
+    configure_logging(default_format(), process=f"worker-{args.worker}", job=None,
+                      worker=args.worker,
+                      log_file=Path(args.log_file) if args.log_file else None)
     try:
         return asyncio.run(_run(args))
     except SampanError as error:

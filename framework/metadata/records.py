@@ -1,7 +1,8 @@
 """Typed records of the coordinator stream: what the coordinator and the workers report.
 
 The coordinator writes one `CoordinatorStatus` (key ``status``), each worker one
-`WorkerReport` (key ``worker/<id>``); `sampan status`, the drill, `rekey` and
+`WorkerReport` (key ``worker/<id>``) and one `WorkerProgress` (key ``progress/<id>``: its
+metrics port and live restore progress); `sampan status`, the drill, `rekey` and
 `streams reset-offsets` read them. Each record has one codec (`to_dict` / `from_dict`);
 decoding ignores unknown fields and fills missing ones with defaults, so a reader and a
 writer of different versions still understand each other.
@@ -18,8 +19,10 @@ __all__ = [
     "ExpansionRecord",
     "HostReport",
     "Refusal",
+    "RestoreProgress",
     "RestoreStop",
     "StuckWorker",
+    "WorkerProgress",
     "WorkerReport",
 ]
 
@@ -102,6 +105,10 @@ class CoordinatorStatus(_Record):
     error: str | None = None
     config_change: ConfigChange | None = None
     stuck: StuckWorker | None = None
+    metrics_port: int | None = None
+    """The port of the coordinator's ``/metrics`` endpoint; None when metrics are off."""
+    metrics_bind: str | None = None
+    """The address the job's ``/metrics`` endpoints listen on."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
@@ -192,3 +199,40 @@ class HostReport(_Record):
     resumed_ms: int | None = None
     """When every worker of this host had resumed processing at this epoch."""
     error: str | None = None
+
+
+@dataclass
+class RestoreProgress(_Record):
+    """One store restore in progress: records applied of the total, and the rate so far."""
+
+    task: str
+    store: str
+    restored: int
+    to_restore: int
+    rate: float
+    """Records per second since the restore started."""
+    started_ms: int
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the current rate; None before the rate is known."""
+        return (self.to_restore - self.restored) / self.rate if self.rate > 0 else None
+
+
+@dataclass
+class WorkerProgress(_Record):
+    """A worker process's live facts (key ``progress/<id>``): its metrics port, written
+    when it starts, and its restores in progress, written every second while it restores."""
+
+    epoch: int
+    pid: int
+    started_ms: int
+    updated_ms: int
+    metrics_port: int | None = None
+    restoring: list[RestoreProgress] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        known = _known(cls, data)
+        known["restoring"] = [RestoreProgress.from_dict(r) for r in known.get("restoring") or []]
+        return cls(**known)

@@ -14,7 +14,12 @@ from typing import Any
 
 from framework.config import JobConfig
 from framework.jobmodel import JobModel
-from framework.metadata.records import CoordinatorStatus, HostReport, WorkerReport
+from framework.metadata.records import (
+    CoordinatorStatus,
+    HostReport,
+    WorkerProgress,
+    WorkerReport,
+)
 from framework.systems.base import ProducerRecord, System
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
@@ -23,6 +28,7 @@ MODEL_KEY = b"job-model"
 STATUS_KEY = b"status"
 WORKER_PREFIX = b"worker/"
 HOST_PREFIX = b"host/"
+PROGRESS_PREFIX = b"progress/"
 
 
 @dataclass
@@ -33,6 +39,8 @@ class CoordinatorState:
     status: CoordinatorStatus = field(default_factory=CoordinatorStatus)
     workers: dict[int, WorkerReport] = field(default_factory=dict)
     hosts: dict[str, HostReport] = field(default_factory=dict)
+    progress: dict[int, WorkerProgress] = field(default_factory=dict)
+    """Worker → its live facts (metrics port, restores in progress)."""
 
 
 def _coordinator_ssp(config: JobConfig) -> SystemStreamPartition:
@@ -84,6 +92,13 @@ async def publish_host_report(system: System, config: JobConfig, report: HostRep
     await _publish_report(system, config, HOST_PREFIX + report.host.encode(), report.to_dict())
 
 
+async def publish_worker_progress(system: System, config: JobConfig, worker: int,
+                                  progress: WorkerProgress) -> None:
+    """Write worker ``worker``'s live facts (metrics port, restore progress)."""
+    await _publish_report(system, config, PROGRESS_PREFIX + str(worker).encode(),
+                          progress.to_dict())
+
+
 async def _publish_report(
     system: System, config: JobConfig, key: bytes, report: dict[str, Any]
 ) -> None:
@@ -115,6 +130,9 @@ async def read_state(system: System, config: JobConfig) -> CoordinatorState:
                 json.loads(value))
         elif key.startswith(HOST_PREFIX):
             state.hosts[key[len(HOST_PREFIX):].decode()] = HostReport.from_dict(
+                json.loads(value))
+        elif key.startswith(PROGRESS_PREFIX):
+            state.progress[int(key[len(PROGRESS_PREFIX):])] = WorkerProgress.from_dict(
                 json.loads(value))
     return state
 

@@ -3,16 +3,19 @@ and diff them against its output stream and its stores' compacted changelogs.
 
 Every verifier builds one DataFrame ``key, expected, <actual columns…>`` (strings; null
 when absent) and `classify` sorts each key into matched / missing / extra / wrong.
-Verifiers are chosen by the job's task class (`VERIFIERS`).
+Verifiers live with the job, not here: ``spark_verify.py`` next to the job file defines
+``VERIFIERS = {"TaskClass": Verifier(function, actual_columns)}`` (every example does).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,12 +24,12 @@ from framework.config import JobConfig, load_config
 from framework.metadata import read_latest_model
 from framework.spark.aio import with_system
 from framework.spark.errors import VerificationError
-from framework.spark.verify_ad_join import verify_ad_join
-from framework.spark.verify_enrichment import verify_enrichment
-from framework.spark.verify_windowed_counts import verify_windowed_counts
 
-__all__ = ["VERIFIERS", "VerificationReport", "changelog_table", "classify", "read_stream",
-           "verify_job"]
+__all__ = ["VERIFIER_MODULE", "VerificationReport", "Verifier", "changelog_table", "classify",
+           "find_verifier", "read_stream", "verify_job"]
+
+VERIFIER_MODULE = "spark_verify.py"
+"""The module next to a job file that registers its verifiers."""
 
 EXAMPLES = 5
 
@@ -118,41 +121,58 @@ def classify(table: DataFrame, actuals: Sequence[str]) -> dict[str, Any]:
             "examples": examples}
 
 
-def verify_wordcount(spark: SparkSession, config: JobConfig) -> DataFrame:
-    """Count per word = its input records; the store and the word's last output agree."""
-    [source] = config.inputs
-    system = config.stream(source).system
-    truth = (read_stream(spark, config, source).groupBy("key")
-             .agg(F.count("*").cast("string").alias("expected")))
-    store = (changelog_table(spark, config, "counts")
-             .select("key", F.col("value").alias("store")))
-    outputs = read_stream(spark, config, f"{system}.word-counts")
-    last = (outputs.groupBy("key").agg(F.max_by("value", "offset").alias("value"))
-            .select("key", F.get_json_object("value", "$.count").alias("last_output")))
-    return truth.join(store, "key", "full_outer").join(last, "key", "full_outer")
+class Verifier(NamedTuple):
+    """How to verify one task class's jobs: ``function`` builds ``key, expected, *actuals``."""
+
+    function: Callable[[SparkSession, JobConfig], DataFrame]
+    actuals: tuple[str, ...]
+    """The actual columns ``function`` adds after ``expected`` (e.g. ``("output",)``)."""
 
 
-Verifier = Callable[[SparkSession, JobConfig], DataFrame]
+def _job_verifiers(config: JobConfig) -> Mapping[str, Verifier]:
+    """``VERIFIERS`` of the job's ``spark_verify.py`` (empty when there is none)."""
+    path = config.root / VERIFIER_MODULE
+    if not path.is_file():
+        return {}
+    name = f"_sampan_spark_verify_{abs(hash(str(path.resolve())))}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and pickling look their module up there
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    verifiers = getattr(sys.modules[name], "VERIFIERS", None)
+    if not isinstance(verifiers, Mapping):
+        raise VerificationError(f"{path} defines no VERIFIERS mapping (task class name → "
+                                f"Verifier(function, actual columns)); see docs/spark.md")
+    return verifiers
 
-VERIFIERS: dict[str, tuple[Verifier, tuple[str, ...]]] = {
-    "WordCountTask": (verify_wordcount, ("store", "last_output")),
-    "AdJoinTask": (verify_ad_join, ("output",)),
-    "EnrichmentTask": (verify_enrichment, ("output",)),
-    "WindowedCountsTask": (verify_windowed_counts, ("output",)),
-}
-"""Task class name → (verifier, its actual columns)."""
+
+def find_verifier(config: JobConfig) -> Verifier:
+    """The verifier registered for the job's task class next to its job file."""
+    task = config.task.rpartition(":")[2]
+    verifiers = _job_verifiers(config)
+    if task not in verifiers:
+        where = config.root / VERIFIER_MODULE
+        known = (f"{where} registers task classes {sorted(verifiers)}" if verifiers
+                 else f"there is no {where}")
+        raise VerificationError(
+            f"no Spark verifier for job.task = {config.task!r} in {config.path}; {known}. "
+            f"Register one there: VERIFIERS = {{{task!r}: Verifier(function, actual "
+            f"columns)}} (docs/spark.md)")
+    return verifiers[task]
 
 
 def verify_job(
     job_path: str | os.PathLike[str], spark: SparkSession | None = None
 ) -> VerificationReport:
-    """Verify the job at ``job_path`` with the verifier of its task class."""
+    """Verify the job at ``job_path`` with the verifier registered for its task class."""
     config = load_config(job_path)
-    task = config.task.rpartition(":")[2]
-    if task not in VERIFIERS:
-        raise VerificationError(
-            f"no Spark verifier for job.task = {config.task!r} in {config.path}; verifiers "
-            f"exist for task classes {sorted(VERIFIERS)}")
+    verifier, actuals = find_verifier(config)
     if spark is None:
         from framework.spark import local_session
 
@@ -161,7 +181,6 @@ def verify_job(
         from framework.spark import register
 
         register(spark)
-    verifier, actuals = VERIFIERS[task]
     result = classify(verifier(spark, config), actuals)
     return VerificationReport(job=config.name, verifier=verifier.__name__, **result)
 

@@ -11,12 +11,14 @@ with at-least-once, records are produced and flushed first and the checkpoint fo
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from framework.config import JobConfig
 from framework.errors import UnsupportedOperation
+from framework.metrics import current as current_metrics
 from framework.stores.base import ChangelogPosition
 from framework.systems.base import (
     Checkpoint,
@@ -99,6 +101,7 @@ class Committer:
 
     async def commit(self, instances: Sequence[TaskInstance]) -> None:
         """Write everything the instances produced since the last commit; then apply state."""
+        started = time.perf_counter()
         other: dict[str, list[ProducerRecord]] = defaultdict(list)
         records: list[ProducerRecord] = []
         writes: list[_StoreWrites] = []
@@ -148,6 +151,10 @@ class Committer:
                 position = ChangelogPosition(write.changelog[0], write.changelog[1], offset)
                 self.positions[(write.instance.name, write.store)] = offset
             write.instance.stores[write.store].apply(write.items, position)
+        if (metrics := current_metrics()) is not None:
+            metrics.commit_done(time.perf_counter() - started, len(records) + sum(
+                map(len, other.values())), instances, [(w.instance.name, w.store, len(
+                    w.items)) for w in writes if w.changelog is not None])
         for instance in instances:
             instance.outputs.clear()
             instance.raw_outputs.clear()

@@ -12,11 +12,11 @@ import argparse
 import asyncio
 import logging
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 from framework.errors import EXIT_FENCED, FencedError, SampanError
+from framework.logformat import FORMATS, configure_logging, default_format
 
 __all__ = ["EXIT_FENCED", "add_worker_command", "run_worker"]
 
@@ -34,6 +34,9 @@ def add_worker_command(commands: Any) -> None:
     parser.add_argument("--worker", type=int, default=0, help="worker id (default %(default)s)")
     parser.add_argument("--log-file", metavar="PATH",
                         help="also append the log (errors and tracebacks included) to PATH")
+    parser.add_argument("--log-format", choices=FORMATS, default=default_format(),
+                        help="text or json (one object per line with job, worker, epoch and "
+                        "task fields); default $SAMPAN_LOG_FORMAT or text")
     parser.add_argument("--config-snapshot", metavar="PATH",
                         help="run this configuration (written by `sampan run` when it started) "
                         "instead of the job file's current contents")
@@ -43,15 +46,9 @@ def add_worker_command(commands: Any) -> None:
 def _command(args: argparse.Namespace) -> int:
     from framework.config import load_config
 
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    file_handler: logging.FileHandler | None = None
-    if args.log_file:
-        Path(args.log_file).parent.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(args.log_file, encoding="utf-8")
-        handlers.append(file_handler)
-    logging.basicConfig(
-        level=logging.INFO, handlers=handlers, force=True,
-        format=f"%(asctime)s worker-{args.worker} %(levelname)s %(message)s")
+    file_handler = configure_logging(
+        args.log_format, process=f"worker-{args.worker}", job=None,
+        worker=args.worker, log_file=Path(args.log_file) if args.log_file else None)
     try:
         if args.config_snapshot:
             from framework.config.snapshot import load_snapshot

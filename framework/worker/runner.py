@@ -29,6 +29,7 @@ from framework.metadata import (
     publish_worker_report,
     read_latest_model,
 )
+from framework.metrics import WorkerMetrics
 from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
@@ -113,6 +114,7 @@ class Worker:
         self._closed = False
         self.busy: Busy | None = None
         """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
+        self.metrics = WorkerMetrics(config, worker_id)
 
     async def run(self) -> WorkerResult:
         """Open everything, loop until stopped, commit and close; returns a summary."""
@@ -120,10 +122,12 @@ class Worker:
             started_ms = _now_ms()
             task_class = load_task_class(self.config)  # a bad job.task fails before any I/O
             model = await self._load()
+            await self.metrics.attach(self, model.epoch, started_ms)
             try:
                 committer = await self._start_tasks(model, task_class)
             except RestoreStopped as stopped:
                 return await self._stopped_restoring(model, started_ms, stopped)
+            await self.metrics.resumed()
             report = WorkerReport(
                 epoch=model.epoch, pid=os.getpid(), started_ms=started_ms,
                 resumed_ms=_now_ms(), restored=self.restored,
@@ -377,10 +381,12 @@ class Worker:
     async def _dispatch(self, ssp: SystemStreamPartition, records: Sequence[Record]) -> None:
         readers = self._routes.get(ssp, ())
         self.busy = Busy("process", readers, ssp)  # what the task watchdog looks at
+        started = time.perf_counter()
         try:
             await self._dispatch_to(readers, ssp, records)
         finally:
             self.busy = None
+        self.metrics.batch_done(readers, len(records), time.perf_counter() - started)
 
     async def _dispatch_to(self, readers: Sequence[TaskInstance], ssp: SystemStreamPartition,
                            records: Sequence[Record]) -> None:
@@ -439,6 +445,7 @@ class Worker:
         if self._closed:
             return
         self._closed = True
+        await self.metrics.close()
         for consumer in self._consumers.values():
             await _closing(consumer.close(), "a consumer")
         for instance in self.instances:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from framework.config import JobConfig, RocksDBConfig, StoreConfig
 from framework.errors import StoreCorruptedError, StoreError, StoreLockedError
 from framework.jobmodel import TaskModel
-from framework.progress import Progress
+from framework.metrics import restore_progress
 from framework.serdes import get_serde
 from framework.stores import (
     MemoryEngine,
@@ -127,7 +127,7 @@ async def open_task_stores(
                     engine, changelog=(stream, task.changelog_partition),
                     fetch=changelog_reader(meta, ssp, end, batch_size=config.store_restore_batch),
                     end=end, oldest=oldest, batch_size=config.store_restore_batch,
-                    progress=Progress, stop=stop,
+                    progress=restore_progress(task.name, name), stop=stop,
                     label=f"store {name!r} of task {task.name!r}")
                 opened.positions[name] = end
                 opened.restored += result.records

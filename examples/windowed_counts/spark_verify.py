@@ -1,4 +1,4 @@
-"""Spark verifier of examples/windowed_counts, implementing examples/windowed_counts/checker.py.
+"""The Spark verifier of this example (`sampan verify`), implementing checker.py.
 
 Keys of the diff: ``window:<user>|<start>`` → the number of the user's page views with
 ``start <= ts < start + size`` (every window start a multiple of the advance, from 0 on);
@@ -16,9 +16,10 @@ from pyspark.sql import functions as F
 
 from framework.config import JobConfig
 from framework.spark.errors import VerificationError
+from framework.spark.verify import Verifier, read_stream
 from framework.usercode import load_task_class
 
-__all__ = ["verify_windowed_counts"]
+__all__ = ["VERIFIERS", "verify_windowed_counts"]
 
 
 def _field(name: str) -> Column:
@@ -38,8 +39,6 @@ def _window(config: JobConfig) -> tuple[int, int]:
 
 def verify_windowed_counts(spark: SparkSession, config: JobConfig) -> DataFrame:
     """``key, expected, output`` for every (user, window) and every late record."""
-    from framework.spark.verify import read_stream
-
     [views_stream] = config.inputs
     system = config.stream(views_stream).system
     size, advance = _window(config)
@@ -66,3 +65,7 @@ def verify_windowed_counts(spark: SparkSession, config: JobConfig) -> DataFrame:
                  F.col("offset").cast("string")).alias("key"),
         F.lit("late").alias("output"))
     return expected.join(output.unionByName(late), "key", "full_outer")
+
+
+VERIFIERS = {"WindowedCountsTask": Verifier(verify_windowed_counts, ("output",))}
+"""Task class name → its verifier: what `framework.spark.verify` looks up."""

@@ -1,4 +1,4 @@
-"""Spark verifier of examples/enrichment, implementing examples/enrichment/checker.py (the spec).
+"""The Spark verifier of this example (`sampan verify`), implementing checker.py (the spec).
 
 Keys of the diff: ``view:<view_id>`` → ``profile <ts>`` (the user's profile version with
 the greatest ``ts`` strictly before the view's) or ``profile none``; ``order:<user>`` →
@@ -12,8 +12,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from framework.config import JobConfig
+from framework.spark.verify import Verifier, read_stream
 
-__all__ = ["verify_enrichment"]
+__all__ = ["VERIFIERS", "verify_enrichment"]
 
 
 def _field(name: str) -> Column:
@@ -28,8 +29,6 @@ def _ordered_ids(order: str) -> Column:
 
 def verify_enrichment(spark: SparkSession, config: JobConfig) -> DataFrame:
     """``key, expected, output`` for every view and user."""
-    from framework.spark.verify import read_stream
-
     streams = {q.partition(".")[2]: q for q in (*config.inputs, *config.broadcast_inputs)}
     views_stream, profiles_stream = streams["page-views"], streams["profiles"]
     system = config.stream(views_stream).system
@@ -60,3 +59,7 @@ def verify_enrichment(spark: SparkSession, config: JobConfig) -> DataFrame:
         F.concat(F.lit("order:"), "user").alias("key"), "output")
     return (expected_views.unionByName(expected_order)
             .join(output_views.unionByName(output_order), "key", "full_outer"))
+
+
+VERIFIERS = {"EnrichmentTask": Verifier(verify_enrichment, ("output",))}
+"""Task class name → its verifier: what `framework.spark.verify` looks up."""

@@ -1,4 +1,4 @@
-"""Spark verifier of examples/ad_join, implementing examples/ad_join/checker.py (the spec).
+"""The Spark verifier of this example (`sampan verify`), implementing checker.py (the spec).
 
 Keys of the diff: ``click:<click_id>`` → ``attributed <campaign> <impression_ts>`` or
 ``late``; ``ctr:<campaign>`` → ``impressions=<n> clicks=<m>`` (the sum over tasks of each
@@ -14,9 +14,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from framework.config import JobConfig
+from framework.spark.verify import Verifier, read_stream
 from framework.usercode import load_task_class
 
-__all__ = ["verify_ad_join"]
+__all__ = ["VERIFIERS", "verify_ad_join"]
 
 
 def _field(name: str) -> Column:
@@ -34,8 +35,6 @@ def _window_ms(config: JobConfig) -> int:
 
 def verify_ad_join(spark: SparkSession, config: JobConfig) -> DataFrame:
     """``key, expected, output`` for every click and campaign."""
-    from framework.spark.verify import read_stream
-
     impressions_stream, clicks_stream = config.inputs
     system = config.stream(clicks_stream).system
     window = _window_ms(config)
@@ -81,3 +80,7 @@ def verify_ad_join(spark: SparkSession, config: JobConfig) -> DataFrame:
         F.format_string("impressions=%d clicks=%d", "impressions", "clicks").alias("output"))
     expected = expected_clicks.unionByName(expected_ctr)
     return expected.join(output_clicks.unionByName(output_ctr), "key", "full_outer")
+
+
+VERIFIERS = {"AdJoinTask": Verifier(verify_ad_join, ("output",))}
+"""Task class name → its verifier: what `framework.spark.verify` looks up."""

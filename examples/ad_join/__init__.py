@@ -1,0 +1,1 @@
+"""The ad_join example: a job folder (job file, task module, drill scenario, checkers)."""

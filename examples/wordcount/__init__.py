@@ -1,0 +1,1 @@
+"""The wordcount example: a job folder (job file, task module, drill scenario, checkers)."""

@@ -1,0 +1,80 @@
+"""The live part of `sampan status`: scrape the job's ``/metrics`` endpoints, and the
+figures derived from the coordinator stream (restore ETA, expansion pause)."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.error
+import urllib.request
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from framework.metadata import CoordinatorState
+from framework.metrics.server import endpoint_url
+
+__all__ = ["endpoints", "expansions", "restoring", "scrape_rates"]
+
+SCRAPE_TIMEOUT_S = 1.0
+
+
+def endpoints(state: CoordinatorState, bind: str) -> dict[str, Any]:
+    """The ``/metrics`` URLs of the coordinator and of each current worker."""
+    status, model = state.status, state.model
+    workers = model.workers if model is not None else 0
+    address = status.metrics_bind or bind
+    return {
+        "coordinator": endpoint_url(address, status.metrics_port)
+        if status.metrics_port else None,
+        "workers": {str(w): endpoint_url(address, p.metrics_port)
+                    for w, p in sorted(state.progress.items())
+                    if w < workers and p.metrics_port},
+    }
+
+
+def restoring(state: CoordinatorState) -> list[dict[str, Any]]:
+    """Restores in progress of the current epoch, with their ETA in seconds."""
+    epoch = state.model.epoch if state.model is not None else None
+    rows = []
+    for worker, progress in sorted(state.progress.items()):
+        if progress.epoch != epoch:
+            continue
+        for restore in progress.restoring:
+            rows.append({"worker": worker, **restore.to_dict(), "eta_s": restore.eta_s,
+                         "updated_ms": progress.updated_ms})
+    return rows
+
+
+def expansions(state: CoordinatorState, workers: int) -> list[dict[str, Any]]:
+    """Applied expansions with their pause: detection until every worker resumed on the
+    new epoch (``pause_ms``), or until they were restarted while some still restore."""
+    rows = []
+    for record in state.status.expansions:
+        resumed = [r.resumed_ms for r in state.workers.values()
+                   if r.epoch == record.epoch and r.resumed_ms is not None]
+        resumed_ms = max(resumed) if len(resumed) == workers and resumed else None
+        end = resumed_ms if resumed_ms is not None else record.workers_started_ms
+        rows.append({**record.to_dict(), "resumed_ms": resumed_ms,
+                     "pause_ms": None if end is None else end - record.detected_ms})
+    return rows
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """Task → records/s from one worker's ``sampan_task_process_rate``; {} if unreachable."""
+    try:
+        with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
+            text = response.read().decode()
+    except (OSError, urllib.error.URLError):
+        return {}
+    rates = {}
+    for metric in text_string_to_metric_families(text):
+        if metric.name == "sampan_task_process_rate":
+            for sample in metric.samples:
+                rates[sample.labels["task"]] = sample.value
+    return rates
+
+
+async def scrape_rates(urls: list[str]) -> dict[str, float]:
+    """Task → processing rate over the workers' endpoints, scraped in parallel."""
+    found = await asyncio.gather(*(asyncio.to_thread(_scrape, url) for url in urls))
+    return {task: rate for rates in found for task, rate in rates.items()}

@@ -1,0 +1,75 @@
+"""`sampan status --watch`: the status as rich tables, refreshed in place until Ctrl-C."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from framework.errors import SampanError
+
+__all__ = ["render", "watch"]
+
+
+def _clock(ms: int | None) -> str:
+    return "-" if ms is None else time.strftime("%H:%M:%S", time.localtime(ms / 1000))
+
+
+def render(status: dict[str, Any]) -> Group:
+    """One frame: the job line, tasks (rate, lag per stream), restores, expansions."""
+    head = Text(f"job {status['job']}: epoch {status['epoch']}, {status['workers']} workers, "
+                f"coordinator {status['state'] or 'unknown'}, total lag {status['total_lag']}",
+                style="bold")
+    tasks = Table("task", "worker", "records/s", "lag per stream", "barrier", title="tasks",
+                  title_justify="left")
+    for task in status["tasks"]:
+        stages = task["barrier_stages"] - task["barrier_stages_passed"]
+        tasks.add_row(task["task"], str(task["worker"]),
+                      "-" if task["rate"] is None else f"{task['rate']:,.1f}",
+                      ", ".join(f"{s} {n}" for s, n in sorted(task["lag_by_stream"].items())),
+                      f"{stages} pending" if stages else "")
+    parts: list[Any] = [head, tasks]
+    if status["restoring"]:
+        restores = Table("worker", "task", "store", "restored", "rate/s", "ETA",
+                         title="restoring", title_justify="left")
+        for row in status["restoring"]:
+            eta = "-" if row["eta_s"] is None else f"{row['eta_s']:,.0f} s"
+            restores.add_row(str(row["worker"]), row["task"], row["store"],
+                             f"{row['restored']:,}/{row['to_restore']:,}",
+                             f"{row['rate']:,.0f}", eta)
+        parts.append(restores)
+    if status["expansions"]:
+        table = Table("change", "epoch", "detected", "pause", title="last expansions",
+                      title_justify="left")
+        for row in status["expansions"][-3:]:
+            table.add_row(row["change"], str(row["epoch"]), _clock(row["detected_ms"]),
+                          "-" if row["pause_ms"] is None else f"{row['pause_ms']} ms")
+        parts.append(table)
+    for name, label in (("error", "FAILED"), ("refusal", "REFUSED")):
+        if status[name]:
+            detail = status[name] if name == "error" else status[name]["error"]
+            parts.append(Text(f"{label}: {detail}", style="bold red"))
+    parts.append(Text("Ctrl-C to stop", style="dim"))
+    return Group(*parts)
+
+
+def watch(collect: Callable[[], dict[str, Any]], interval: float) -> int:
+    """Redraw ``collect()`` every ``interval`` seconds until Ctrl-C (exit 0). A failed
+    read shows its error in the frame and is retried."""
+    try:
+        with Live(Text("reading the job's status …"), auto_refresh=False,
+                  screen=False) as live:
+            while True:
+                try:
+                    frame: Any = render(collect())
+                except SampanError as error:
+                    frame = Text(f"cannot read the status: {error}", style="bold red")
+                live.update(frame, refresh=True)
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0

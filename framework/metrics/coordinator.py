@@ -1,0 +1,76 @@
+"""The coordinator's metrics, all read from its status and supervisor at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+
+from framework.config import JobConfig
+from framework.logformat import set_context_provider
+from framework.metrics.collect import family, histogram_of
+from framework.metrics.families import PAUSE_BUCKETS
+from framework.metrics.server import MetricsServer, serve
+
+__all__ = ["CoordinatorMetrics"]
+
+
+class CoordinatorMetrics:
+    """Serves the coordinator's ``/metrics``; `serve` once its status is loaded."""
+
+    def __init__(self, config: JobConfig) -> None:
+        self.config = config
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)  # type: ignore[arg-type]  # a collector: has collect()
+        self._coordinator: Any = None
+        self._baseline = 0  # expansions recorded before this coordinator started
+        self._server: MetricsServer | None = None
+
+    def serve(self, coordinator: Any) -> None:
+        """Watch ``coordinator`` (its expansions so far are not counted again) and serve;
+        the port goes into its status for `sampan status` and the workers' neighbours."""
+        self._coordinator = coordinator
+        self._baseline = len(coordinator.status.expansions)
+        set_context_provider(lambda: {"epoch": coordinator.model.epoch if coordinator.model
+                                      else None})
+        if self.config.metrics.enabled and self._server is None:
+            self._server = serve(self.registry, self.config.metrics.bind,
+                                 self.config.metrics.port,
+                                 f"coordinator of job {self.config.name!r}")
+            coordinator.status.metrics_port = self._server.port
+            coordinator.status.metrics_bind = self.config.metrics.bind
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def collect(self) -> Iterator[Metric]:
+        coordinator = self._coordinator
+        if coordinator is None:
+            return
+        job = [self.config.name]
+        supervisor, status = coordinator.supervisor, coordinator.status
+        expansions = list(status.expansions)[self._baseline:]
+        figures = (("sampan_worker_restarts", supervisor.restarts),
+                   ("sampan_worker_fencings", getattr(supervisor, "fencings", 0)),
+                   ("sampan_workers_running", sum(  # a copy: the supervisor may spawn now
+                       w.process.returncode is None for w in list(supervisor.workers.values()))),
+                   ("sampan_expansions", len(expansions)),
+                   ("sampan_expansion_refused", float(status.refusal is not None)))
+        for name, value in figures:
+            metric = family(name)
+            metric.add_metric(job, value)
+            yield metric
+        pauses = histogram_of(((e.workers_started_ms - e.detected_ms) / 1000
+                               for e in expansions if e.workers_started_ms is not None),
+                              PAUSE_BUCKETS)
+        pause = family("sampan_expansion_pause_seconds")
+        pause.add_metric(job, pauses.buckets(), pauses.sum)
+        yield pause
+        epoch = family("sampan_job_model_epoch")
+        if coordinator.model is not None:
+            epoch.add_metric([*job, "coordinator"], coordinator.model.epoch)
+        yield epoch

@@ -1,0 +1,146 @@
+"""Prometheus metrics and live status of a running job: real `sampan run`, real workers,
+the local log on disk; every /metrics endpoint scraped and parsed with prometheus_client."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Callable
+
+from coordjobs import Job, keys
+from metricsjobs import endpoints, scrape, total, values
+
+from framework.commands.status import collect_status
+from framework.stores.rocksdb import store_path
+
+PADDING = 20_000  # changelog records the task never reads: a restore long enough to watch
+
+
+async def scrape_all(job: Job, epoch: int) -> tuple[dict, list[dict]]:
+    """The coordinator's samples and every worker's, once all workers of ``epoch`` serve."""
+    found: list[tuple[str, dict[int, str]]] = []
+
+    async def serving() -> bool:
+        state = await job.state()
+        coordinator, workers = await endpoints(job)
+        found[:] = [(coordinator, workers)]
+        return (len(workers) == job.config.workers and state.model is not None
+                and state.model.epoch == epoch)
+    await job.wait(serving, f"every worker of epoch {epoch} serving /metrics")
+    coordinator, workers = found[0]
+    return scrape(coordinator), [scrape(url) for url in workers.values()]
+
+
+async def lag_zero(job: Job, epoch: int) -> list[dict]:
+    """Scrape until every input partition's lag gauge is 0 (end offsets refresh each second)."""
+    result: list[list[dict]] = []
+
+    async def caught_up() -> bool:
+        _, workers = await scrape_all(job, epoch)
+        result[:] = [workers]
+        lags = [v for w in workers for v in values(w, "sampan_input_lag_records").values()]
+        return bool(lags) and all(v == 0 for v in lags)
+    await job.wait(caught_up, "input lag 0 on every partition")
+    return result[0]
+
+
+async def test_metrics_follow_processing_an_expansion_and_a_restore(
+        make_job: Callable[..., Job]) -> None:
+    job = make_job("metrics", {"words": 2})
+    await job.create("words", 2)
+    await job.produce("words", keys(40), 5)
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs()
+
+    # epoch 1: processed == produced, outputs == processed, lag reaches 0
+    workers = await lag_zero(job, 1)
+    assert total(workers, "sampan_records_processed_total") == job.truth.total == 200
+    assert total(workers, "sampan_outputs_produced_total") == 200
+    assert total(workers, "sampan_process_latency_seconds_count") == 200
+    assert total(workers, "sampan_records_skipped_total") == 0
+    store = await job.store()
+    assert total(workers, "sampan_changelog_records_written_total") >= len(store)
+    assert all(values(w, "sampan_commits_total") for w in workers)
+    assert {v for w in workers for v in values(w, "sampan_job_model_epoch").values()} == {1}
+    rows = {frozenset(dict(k).items()) for w in workers
+            for k in values(w, "sampan_input_lag_records")}
+    assert {(dict(r)["task"], dict(r)["stream"], dict(r)["partition"]) for r in rows} == {
+        ("Partition 0", "local.words", "0"), ("Partition 1", "local.words", "1")}
+
+    # an expansion: counted once, with its pause; the new processes count what they process
+    await job.expand("words", 4)
+    await job.produce("words", keys(40), 3)
+    await job.wait_epoch(2)
+    await job.wait_outputs()
+    workers = await lag_zero(job, 2)
+    coordinator, _ = await scrape_all(job, 2)
+    assert total([coordinator], "sampan_expansions_total") == 1
+    assert total([coordinator], "sampan_expansion_pause_seconds_count") == 1
+    assert total([coordinator], "sampan_job_model_epoch") == 2
+    assert total([coordinator], "sampan_worker_restarts_total") == 0
+    assert total(workers, "sampan_records_processed_total") == 120  # produced after epoch 1
+    assert total(workers, "sampan_barrier_held_ssps") == 0
+
+    async def rated() -> bool:  # a rate needs two samples of the processed counts, 1 s apart
+        _, workers = await scrape_all(job, 2)
+        return all(values(w, "sampan_task_process_rate") for w in workers)
+    await job.wait(rated, "every task's processing rate")
+    status = await collect_status(job.config)
+    assert [e["change"] for e in status["expansions"]] == ["local.words 2→4"]
+    assert status["expansions"][0]["pause_ms"] >= 0
+    assert {t["task"]: t["lag_by_stream"] for t in status["tasks"]} == {
+        "Partition 0": {"local.words": 0}, "Partition 1": {"local.words": 0}}
+    assert set(status["metrics"]["workers"]) == {"0", "1"}
+
+    # a full restore of Partition 1's store: watched while it runs, totals match at the end
+    assert await job.stop() == 0
+    job.write("metrics", {"words": 4}, extra="store_restore_batch = 1\n")
+    padding = await job.pad_changelog(partition=1, records=PADDING)
+    changelog = job.config.changelog_stream("counts").partition(".")[2]
+    restore_end = (await job.call(lambda s: s.offsets(changelog)))[1].end
+    shutil.rmtree(store_path(job.config.state_dir, "counts", "Partition 1"))
+    log = job.logs / "worker-1.log"
+    log.unlink()
+    job.start()
+
+    async def reported() -> bool:  # written every second while restoring
+        progress = (await job.state()).progress.get(1)
+        return progress is not None and progress.epoch == 3 and bool(progress.restoring) and (
+            progress.restoring[0].restored > 0)
+    await job.wait(reported, "worker 1's restore progress in the coordinator stream")
+    pid = (await job.state()).status.worker_pids[1]
+    os.kill(pid, signal.SIGSTOP)  # frozen mid-restore: status must show it with an ETA
+    try:
+        assert "restore applied" not in log.read_text(errors="replace"), "raise PADDING"
+        restoring = (await collect_status(job.config))["restoring"]
+        text = job.sampan("status", "{job}").stdout
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    [row] = restoring
+    assert (row["worker"], row["task"], row["store"], row["to_restore"]) == (
+        1, "Partition 1", "counts", restore_end)
+    assert 0 < row["restored"] < restore_end and row["eta_s"] > 0
+    assert "RESTORING store 'counts' of task 'Partition 1' on worker 1" in text
+    _, urls = await endpoints(job)
+    during = scrape(urls[1])
+    restored = values(during, "sampan_store_restore_records_restored", task="Partition 1")
+    to_restore = values(during, "sampan_store_restore_records_to_restore", task="Partition 1")
+    assert list(to_restore.values()) == [restore_end]
+    assert 0 < next(iter(restored.values())) <= restore_end
+
+    state = await job.wait_epoch(3)
+    _, workers = await scrape_all(job, 3)
+    one = next(w for w in workers if values(w, "sampan_records_processed_total",
+                                            task="Partition 1"))
+    assert state.workers[1].restored == restore_end
+    assert values(one, "sampan_store_restore_records_restored", task="Partition 1",
+                  store="counts").popitem()[1] == restore_end
+    assert total([one], "sampan_changelog_records_restored_total") == restore_end
+    assert values(one, "sampan_store_restore_mode", task="Partition 1", mode="full"
+                  ).popitem()[1] == 1
+    assert (await collect_status(job.config))["restoring"] == []
+    assert await job.stop() == 0
+    assert await job.store() == {**padding, **job.truth.sent}
+    assert await job.outputs() == job.truth.expected_outputs()
