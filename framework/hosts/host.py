@@ -24,6 +24,7 @@ from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError
 from framework.hosts.errors import DuplicateHostError
 from framework.hosts.leader import lead_blocking
+from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
 from framework.hosts.membership import Membership
 from framework.hosts.replicas import Replicas
@@ -94,6 +95,14 @@ class Host:
     # the run -------------------------------------------------------------------------------
     async def run(self) -> None:
         """Join the group and run what the models place here until stopped."""
+        lock = HostLock(self.config.state_dir, self.config.name, self.name)
+        lock.acquire()  # a second host on this state folder stops here, touching nothing
+        try:
+            await self._run()
+        finally:
+            lock.release()
+
+    async def _run(self) -> None:
         failed: BaseException | None = None
         self._meta = meta = open_system(self.config.system(self.config.metadata_system))
         await meta.start()

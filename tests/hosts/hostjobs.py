@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -79,18 +81,43 @@ class Hosts:
     def config(self) -> JobConfig:
         return load_config(self.path)
 
-    def start(self, name: str) -> subprocess.Popen[bytes]:
-        log = (self.root / f"{name}.log").open("ab")
+    def start(self, name: str, label: str | None = None, data: str | None = None
+              ) -> subprocess.Popen[bytes]:
+        """Start host ``name``. ``label`` (default the name) names its process and log
+        ``<label>.log``; its state folder is ``data-<data>`` (default: the label's)."""
+        label = label or name
+        log = (self.root / f"{label}.log").open("ab")
         process = subprocess.Popen(
             [*CLI, "run", str(self.path), "--host", name, "--data-dir",
-             str(self.root / f"data-{name}")], stdout=log, stderr=subprocess.STDOUT,
+             str(self.root / f"data-{data or label}")], stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
-        self.processes[name] = process
-        self.logs[name] = log
+        self.processes[label] = process
+        self.logs[label] = log
         return process
 
-    def log(self, name: str) -> str:
-        return (self.root / f"{name}.log").read_text(errors="replace")
+    def log(self, label: str) -> str:
+        return (self.root / f"{label}.log").read_text(errors="replace")
+
+    def tails(self, chars: int = 3000) -> str:
+        """The end of every host's log (each host's log has its workers' output too)."""
+        return "\n".join(f"--- {n}:\n{self.log(n)[-chars:]}" for n in self.processes)
+
+    @contextlib.contextmanager
+    def logs_kept_on_failure(self, test: str) -> Iterator[None]:
+        """On a failure, copy every host's full log to a kept folder and add the folder
+        and the logs' ends to the failure message; stop every host in any case."""
+        try:
+            yield
+        except Exception as error:
+            kept = Path(tempfile.gettempdir()) / "sampan-failed-hosts" / (
+                f"{test}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            kept.mkdir(parents=True, exist_ok=True)
+            for label in self.processes:
+                shutil.copy(self.root / f"{label}.log", kept / f"{label}.log")
+            raise AssertionError(f"{error}\nhost logs kept in {kept}\n{self.tails(6000)}"
+                                 ) from error
+        finally:
+            self.stop_all()
 
     def kill(self, name: str) -> None:
         """SIGKILL the host's whole process group (host and its workers)."""
@@ -128,8 +155,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
         if value:
             return value
         if time.monotonic() > deadline:
-            tails = "" if hosts is None else "\n".join(
-                f"--- {n}:\n{hosts.log(n)[-3000:]}" for n in hosts.processes)
+            tails = "" if hosts is None else hosts.tails()
             raise AssertionError(f"timed out waiting for {what}\n{tails}")
         time.sleep(0.3)
 

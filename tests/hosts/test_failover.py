@@ -40,13 +40,16 @@ def _settled(hosts: Hosts, names: set[str], after_epoch: int = 0) -> Coordinator
     return None
 
 
-def _run_and_kill(tmp_path: Path, bootstrap: str, standbys: int) -> tuple[
-        Hosts, Counter[str], list[str], dict[str, HostReport], int]:
-    """3 hosts; 3,000 records processed; 3,000 more, and host b killed while they run.
-    Returns the hosts, the truth, b's tasks, the survivors' reports after failover and the
-    failover epoch."""
+def _hosts(tmp_path: Path, bootstrap: str, standbys: int) -> Hosts:
     name = f"fo{standbys}-{os.getpid()}"
-    hosts = Hosts(job_file(tmp_path / "job", bootstrap, name, standbys=standbys), tmp_path)
+    return Hosts(job_file(tmp_path / "job", bootstrap, name, standbys=standbys), tmp_path)
+
+
+def _run_and_kill(hosts: Hosts) -> tuple[Counter[str], list[str], dict[str, HostReport], int]:
+    """3 hosts; 3,000 records processed; 3,000 more, and host b killed while they run.
+    Returns the truth, b's tasks, the survivors' reports after failover and the failover
+    epoch."""
+    standbys = hosts.config.standby_replicas
     for host in "abc":
         hosts.start(host)
     config = hosts.config
@@ -69,7 +72,7 @@ def _run_and_kill(tmp_path: Path, bootstrap: str, standbys: int) -> tuple[
     wait_for(lambda: final_state(config) == dict(truth), 60, "all 6,000 records", hosts)
     assert final_state(config) == dict(truth)  # exact: no key missing, none double counted
     assert len(truth) == KEYS
-    return hosts, truth, killed, {n: after.hosts[n] for n in "ac"}, after.model.epoch
+    return truth, killed, {n: after.hosts[n] for n in "ac"}, after.model.epoch
 
 
 def _moved(reports: dict[str, HostReport], tasks: list[str]) -> dict[str, HostReport]:
@@ -80,8 +83,9 @@ def _moved(reports: dict[str, HostReport], tasks: list[str]) -> dict[str, HostRe
 
 def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
         kafka_broker: Any, tmp_path: Path) -> None:
-    hosts, truth, killed, reports, epoch = _run_and_kill(tmp_path, kafka_broker.bootstrap, 1)
-    try:
+    hosts = _hosts(tmp_path, kafka_broker.bootstrap, 1)
+    with hosts.logs_kept_on_failure("failover-standbys"):
+        truth, killed, reports, epoch = _run_and_kill(hosts)
         config = hosts.config
         for task, report in _moved(reports, killed).items():
             assert report.restore_modes[f"{task}/totals"] in ("none", "delta")
@@ -104,8 +108,6 @@ def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
         produce(config, truth, 600, KEYS, start=6000)
         wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
         _check_status(hosts)
-    finally:
-        hosts.stop_all()
 
 
 def _check_status(hosts: Hosts) -> None:
@@ -128,17 +130,27 @@ def _check_status(hosts: Hosts) -> None:
 
 def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
         kafka_broker: Any, tmp_path: Path) -> None:
-    hosts, truth, killed, reports, epoch = _run_and_kill(tmp_path, kafka_broker.bootstrap, 0)
-    try:
+    hosts = _hosts(tmp_path, kafka_broker.bootstrap, 0)
+    with hosts.logs_kept_on_failure("failover-no-standbys"):
+        truth, killed, reports, epoch = _run_and_kill(hosts)
         config = hosts.config
         for task, report in _moved(reports, killed).items():
             assert report.restore_modes[f"{task}/totals"] == "full"
             assert report.restored[task] == report.restore_ends[task] > 0
 
-        duplicate = hosts.start("a")  # a second host named "a": refused, a keeps running
-        assert duplicate.wait(60) == 2
-        assert "already has a host named 'a'" in hosts.log("a")
-        assert "give this host another --host name" in hosts.log("a")
+        # A second "a" on this machine and a's state folder: refused by a's lock file
+        # before it opens a store or joins the group.
+        running = hosts.processes["a"].pid
+        assert hosts.start("a", label="a-same-folder", data="a").wait(60) == 2
+        local = hosts.log("a-same-folder")
+        assert f"host 'a' of job {config.name!r} already runs on this machine (pid " \
+            f"{running})" in local and "give this host another --host name" in local
+        assert "joined group" not in local and "cannot read local copy" not in local
+        # A second "a" elsewhere (its own state folder): refused by the group's leader.
+        assert hosts.start("a", label="a-elsewhere").wait(60) == 2
+        elsewhere = hosts.log("a-elsewhere")
+        assert f"already has a host named 'a' (pid {running} on machine" in elsewhere
+        assert "give this host another --host name" in elsewhere
 
         moved = list(state(config).hosts["c"].active)
         assert hosts.terminate("c") == 0  # workers committed, then it left the group
@@ -152,5 +164,3 @@ def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
               f"(session timeout {config.coordinator.session_timeout_ms} ms)")
         produce(config, truth, 600, KEYS, start=6000)
         wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
-    finally:
-        hosts.stop_all()
