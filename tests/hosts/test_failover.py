@@ -147,10 +147,18 @@ def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
             f"{running})" in local and "give this host another --host name" in local
         assert "joined group" not in local and "cannot read local copy" not in local
         # A second "a" elsewhere (its own state folder): refused by the group's leader.
+        before = state(config).model.epoch
         assert hosts.start("a", label="a-elsewhere").wait(60) == 2
         elsewhere = hosts.log("a-elsewhere")
         assert f"already has a host named 'a' (pid {running} on machine" in elsewhere
         assert "give this host another --host name" in elsewhere
+        # Its join started a round (which refused it) and its LeaveGroup another. SIGTERM c
+        # only once that second round ended: tansu keeps a leader that leaves while a round
+        # forms as the round's leader (it clears it only when a heartbeat is missed), so c
+        # leaving mid-round as the leader would leave a waiting for an assignment forever
+        # (docs/hosts.md, "tansu").
+        wait_for(lambda: _settled(hosts, {"a", "c"}, before + 1), 60,
+                 "the round after the refused duplicate left", hosts)
 
         moved = list(state(config).hosts["c"].active)
         assert hosts.terminate("c") == 0  # workers committed, then it left the group
