@@ -100,8 +100,9 @@ def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
         assert first is not None
         first_epoch, active, standby, warmup = map(int, first.groups())
         assert active == 0 and standby + warmup > 0
-        done = wait_for(lambda: (s := state(config)).hosts["d"].active and _settled(
-            hosts, {"a", "c", "d"}, first_epoch) and s, 90, "d taking tasks", hosts)
+        # One snapshot for both checks: d's report in it has resumed, so its restores are in.
+        done = wait_for(lambda: (s := _settled(hosts, {"a", "c", "d"}, first_epoch)) and
+                        s.hosts["d"].active and s, 90, "d taking tasks", hosts)
         for task in done.hosts["d"].active:  # caught up before it moved: nothing to restore
             assert done.hosts["d"].restored[task] == 0
             assert done.hosts["d"].restore_modes[f"{task}/totals"] == "none"
