@@ -122,6 +122,18 @@ class JobModel:
     changelog_partitions: int = 0
     created_ms: int = 0
     reason: str = ""
+    hosts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Several hosts (`framework.hosts`): host name → the worker ids it runs; empty for a
+    one-host job (whose model is then byte-identical to before hosts existed)."""
+    standbys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Several hosts: task → hosts keeping a standby copy of its stores."""
+    warmups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Several hosts: task → hosts restoring a warmup copy before the task may move there."""
+
+    def host_of(self, task: str) -> str | None:
+        """The host running ``task`` as active (None in a one-host model)."""
+        worker = self.tasks[task].worker
+        return next((h for h, ids in self.hosts.items() if worker in ids), None)
 
     def tasks_of(self, worker: int) -> list[TaskModel]:
         """The tasks placed on ``worker``, in task order."""
@@ -145,6 +157,10 @@ class JobModel:
             "created_ms": self.created_ms,
             "reason": self.reason,
             "tasks": [task.to_json() for task in self.ordered_tasks()],
+            **({"hosts": {h: list(ids) for h, ids in sorted(self.hosts.items())},
+                "standbys": {t: list(h) for t, h in sorted(self.standbys.items())},
+                "warmups": {t: list(h) for t, h in sorted(self.warmups.items())}}
+               if self.hosts else {}),
         }
 
     def to_bytes(self) -> bytes:
@@ -164,6 +180,10 @@ class JobModel:
                 changelog_partitions=int(data.get("changelog_partitions", 0)),
                 created_ms=int(data.get("created_ms", 0)),
                 reason=str(data.get("reason", "")),
+                hosts={str(h): tuple(int(i) for i in ids)
+                       for h, ids in data.get("hosts", {}).items()},
+                standbys={str(t): tuple(map(str, h)) for t, h in data.get("standbys", {}).items()},
+                warmups={str(t): tuple(map(str, h)) for t, h in data.get("warmups", {}).items()},
             )
         except (KeyError, TypeError, ValueError) as error:
             raise JobModelError(f"malformed job model: {error!r}") from error

@@ -9,7 +9,8 @@ from kafka_broker import kafka_broker
 
 __all__ = ["kafka_broker", "spark"]
 
-SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs"}
+SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs",
+        "hosts"}
 """Test folders whose tests run real processes, brokers or Spark."""
 
 
@@ -19,7 +20,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = item.path.parts
         if "tests" in parts and SLOW & set(parts[parts.index("tests") + 1:-1]):
             item.add_marker(pytest.mark.slow)
-        if {"kafka", "eos"} & set(parts) or {"kafka_broker", "kafka_mock"} & set(
+        if {"kafka", "eos", "hosts"} & set(parts) or {"kafka_broker", "kafka_mock"} & set(
                 getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
 

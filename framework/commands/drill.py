@@ -1,4 +1,5 @@
-"""`sampan drill`: the expansion drill — exact results while the input expands, or exit 1."""
+"""`sampan drill`: the expansion drill — exact results while the input expands, or exit 1 —
+and (``--hosts N --kill-host``) the host-failover drill of a job on several hosts."""
 
 from __future__ import annotations
 
@@ -74,9 +75,34 @@ def add_drill_command(commands: Any) -> None:
     parser.add_argument("--verify", choices=["exact", "spark"], default="exact",
                         help="spark: also recompute the expected result in Spark from the "
                         "streams (needs pip install -e '.[spark]')")
+    parser.add_argument("--hosts", type=int, metavar="N",
+                        help="host-failover drill: run a per-key sum job on N hosts (with "
+                        "--system kafka --bootstrap and --kill-host; see docs/drill.md)")
+    parser.add_argument("--kill-host", action="store_true",
+                        help="host-failover drill: SIGKILL one host's process group mid-run")
+    parser.add_argument("--standbys", type=int, default=1,
+                        help="host-failover drill: job.standby_replicas (0: full restore)")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000,
+                        help="host-failover drill: coordinator.session_timeout_ms")
     parser.add_argument("--no-plot", action="store_true", help="skip the timeline PNG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log the coordinator")
     parser.set_defaults(handler=_command)
+
+
+def _host_command(args: argparse.Namespace) -> int:
+    from framework.drill.hosts import HostDrillOptions, run_host_drill
+    from framework.errors import ConfigError
+
+    if args.system != "kafka" or not args.bootstrap or not args.kill_host:
+        raise ConfigError("--hosts runs the host-failover drill: it needs --system kafka "
+                          "--bootstrap HOST:PORT --kill-host (e.g. sampan drill --system kafka "
+                          "--bootstrap 127.0.0.1:9092 --hosts 3 --kill-host)")
+    report = asyncio.run(run_host_drill(HostDrillOptions(
+        bootstrap=args.bootstrap, hosts=args.hosts, standbys=args.standbys,
+        records=args.records, keys=args.keys, session_timeout_ms=args.session_timeout_ms,
+        output=args.output)))
+    print(report.text())
+    return 0 if report.ok else 1
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -85,6 +111,8 @@ def _command(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    if args.hosts is not None or args.kill_host:
+        return _host_command(args)
     options = DrillOptions(
         example=args.example, example_dir=args.example_dir, job_file=args.job,
         records=args.records, keys=args.keys, rate=args.rate,

@@ -23,6 +23,13 @@ def add_run_command(commands: Any) -> None:
     parser.add_argument("--worker-logs", metavar="DIR",
                         help="write worker output to DIR/worker-N.log only (default: worker "
                         "output on stderr and also in <job.data_dir>/<job.name>/logs/worker-N.log)")
+    parser.add_argument("--host", metavar="NAME",
+                        help="run one host of a job spread over several machines (Kafka "
+                        "metadata system only): every host of the job runs the same job file "
+                        "with its own NAME; see docs/hosts.md")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="with --host: keep this host's state in DIR instead of "
+                        "job.data_dir (several hosts on one machine)")
     parser.add_argument("--log-format", choices=("text", "json"), default=None,
                         help="text (default) or json: one JSON object per line with job, "
                         "process, worker, epoch and task fields, for the coordinator and "
@@ -40,6 +47,11 @@ def _command(args: argparse.Namespace) -> int:
 
     if args.log_format:
         os.environ[ENV] = args.log_format  # the workers inherit it
+    if args.host is not None or args.data_dir is not None:
+        from framework.hosts.cli import run_host
+
+        return run_host(config, args.host, args.data_dir, args.worker_logs,
+                        args.log_format or default_format())
     configure_logging(args.log_format or default_format(), process="coordinator",
                       job=config.name)
     log_dir = Path(args.worker_logs) if args.worker_logs else None

@@ -13,6 +13,7 @@ from framework.commands.status_live import endpoints, expansions, restoring, scr
 from framework.config import JobConfig, load_config
 from framework.coordinator.expansion import held_behind_barrier, pending_stages
 from framework.errors import JobModelError
+from framework.hosts.status import hosts_status, print_hosts
 from framework.metadata import read_state
 from framework.systems import open_system
 
@@ -95,7 +96,7 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
             "expansions": expansions(state, state.model.workers),
             "restoring": restoring(state), "metrics": metrics,
             "worker_reports": {str(k): v.to_dict() for k, v in sorted(state.workers.items())},
-            "total_lag": total_lag, "tasks": tasks,
+            "total_lag": total_lag, "tasks": tasks, **hosts_status(state, tasks),
         }
     finally:
         await meta.close()
@@ -151,6 +152,7 @@ def _command(args: argparse.Namespace) -> int:
                 "position"]
             print(f"    {system}.{stream}[{partition}] position {position} "
                   f"end {row['end']} lag {row['lag']}{held}")
+    print_hosts(status)
     for task in status["tasks"]:
         rate = "-" if task["rate"] is None else f"{task['rate']:,.1f}"
         lags = ", ".join(f"{s} {n}" for s, n in sorted(task["lag_by_stream"].items()))

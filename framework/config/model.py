@@ -180,6 +180,16 @@ class CoordinatorConfig:
     lease_timeout_ms: int = 10000
     """A coordinator that stops renewing its job's lease this long is replaced by the next
     `sampan run` (one coordinator per job); default 10000."""
+    session_timeout_ms: int = 10000
+    """Several hosts (`sampan run --host`): a host silent this long leaves the job's group
+    and its tasks fail over to the others; default 10000."""
+    acceptable_recovery_lag: int = 10000
+    """Several hosts: a host whose copy of a task's state is at most this many changelog
+    records behind is caught up and may take the task as active; default 10000."""
+    max_warmup_replicas: int = 2
+    """Several hosts: warmup copies restoring at once over the whole job; default 2."""
+    probing_rebalance_interval_ms: int = 60000
+    """Several hosts: how often a rebalance checks whether warmups caught up; default 60000."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +253,9 @@ class JobConfig:
     store_restore_batch: int = 10000
     """Changelog records per restore write batch; default 10000."""
     task_timeout_ms: int = 60000
+    standby_replicas: int = 0
+    """``job.standby_replicas``: copies of each task's stores kept current on other hosts
+    (several hosts over Kafka only); default 0."""
     """A task whose ``process`` or ``window`` call runs this long without returning is
     reported (task, SSP, offset) and its worker restarted; 0 disables; default 60000."""
     guarantee: str = "exactly-once"

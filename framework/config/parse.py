@@ -293,6 +293,7 @@ def _job(
         fetch_max_records=s.integer("fetch_max_records", 1000, minimum=1),
         store_restore_batch=s.integer("store_restore_batch", 10000, minimum=1),
         task_timeout_ms=s.integer("task_timeout_ms", 60000, minimum=0),
+        standby_replicas=s.integer("standby_replicas", 0, minimum=0),
     )
     job["guarantee"] = _guarantee(s, job["metadata_system"], systems)
     s.finish()
@@ -368,6 +369,11 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
         assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
         lease_timeout_ms=s.integer("lease_timeout_ms", 10000, minimum=1000),
         compaction_interval_ms=s.integer("compaction_interval_ms", 60000, minimum=0),
+        session_timeout_ms=s.integer("session_timeout_ms", 10000, minimum=1000),
+        acceptable_recovery_lag=s.integer("acceptable_recovery_lag", 10000, minimum=0),
+        max_warmup_replicas=s.integer("max_warmup_replicas", 2, minimum=0),
+        probing_rebalance_interval_ms=s.integer("probing_rebalance_interval_ms", 60000,
+                                                minimum=1000),
     )
     s.finish()
     return config

@@ -5,7 +5,7 @@ Pure apart from reading the config: the coordinator does all I/O and calls this.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import groupers as G
 from framework.config import JobConfig, StreamRef
@@ -131,6 +131,7 @@ def build_job_model(
     end_offsets: Mapping[SystemStreamPartition, int] | None = None,
     checkpoints: Mapping[str, Checkpoint] | None = None,
     local_state: Mapping[int, Mapping[str, int]] | None = None,
+    placement: Callable[[Mapping[str, int]], Mapping[str, int]] | None = None,
 ) -> JobModel:
     """The next model (epoch = previous + 1); raises `groupers.ExpansionError` on refusal.
 
@@ -138,6 +139,8 @@ def build_job_model(
     partitions; ``checkpoints`` tell which earlier barriers were already passed.
     ``local_state`` (worker → task → restore gap, absent = no local copy) steers the
     high-availability assignor's placement toward workers that already hold a task's state.
+    ``placement`` (task → changelog partition in, task → worker out) replaces the one-host
+    placement: `framework.hosts` places tasks over several hosts with it.
     """
     grouping = make_grouper(config).group(
         _ssps(list(config.inputs), partition_counts),
@@ -151,6 +154,7 @@ def build_job_model(
                                    (checkpoints or {}).get(name)) if barriers else ()
               for name in tasks}
     return _model(config, partition_counts, previous, grouping, changelogs,
+                  placement(changelogs) if placement else
                   _placement(config, changelogs, previous, local_state), stages,
                   now_ms=now_ms, reason=reason)
 

@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -101,6 +102,7 @@ class Supervisor:
         restart_backoff_s: float = 0.5,
         max_restarts: int = 5,
         crash_window_s: float = 600.0,
+        command: Callable[[int], list[str]] | None = None,
     ) -> None:
         self.job_file = job_file
         self.log_dir = log_dir
@@ -111,6 +113,8 @@ class Supervisor:
         self.restart_backoff_s = restart_backoff_s
         self.max_restarts = max_restarts
         self.crash_window_s = crash_window_s
+        self.command = command
+        """Worker id → the arguments after ``python -m`` (default: ``framework.cli worker``)."""
         self._crashes: dict[int, collections.deque[float]] = {}  # worker → recent crash times
         self.stuck: StuckWorker | None = None
         """The last worker the task watchdog stopped: worker, detail, at_ms (for status)."""
@@ -135,8 +139,9 @@ class Supervisor:
         else:
             log_file = open(self.log_path(worker_id), "ab")  # noqa: SIM115
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "framework.cli", "worker", str(self.job_file),
-            "--worker", str(worker_id), *extra,
+            sys.executable, "-m", *(self.command(worker_id) if self.command else [
+                "framework.cli", "worker", str(self.job_file), "--worker", str(worker_id)]),
+            *extra,
             stdout=log_file, stderr=log_file,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -146,10 +151,10 @@ class Supervisor:
         self.workers[worker_id] = worker
         log.info("started worker %d (pid %d)", worker_id, process.pid)
 
-    async def start(self, count: int) -> None:
-        """Start workers 0..count-1."""
+    async def start(self, count: int, first: int = 0) -> None:
+        """Start workers first..first+count-1."""
         self._stopping = False
-        for worker_id in range(count):
+        for worker_id in range(first, first + count):
             await self._spawn(worker_id)
 
     async def check(self) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "ConfigChange",
     "CoordinatorStatus",
     "ExpansionRecord",
+    "HostReport",
     "Refusal",
     "RestoreProgress",
     "RestoreStop",
@@ -165,6 +166,39 @@ class WorkerReport(_Record):
         if known.get("restore_stopped") is not None:
             known["restore_stopped"] = RestoreStop.from_dict(known["restore_stopped"])
         return cls(**known)
+
+
+@dataclass
+class HostReport(_Record):
+    """One host's report when a job runs on several hosts (key ``host/<name>``): what it
+    runs at which epoch, how its tasks' stores were restored, how far its replicas are."""
+
+    host: str
+    pid: int
+    machine: str
+    epoch: int | None = None
+    state: str = "running"
+    """``joining``, ``running``, ``stopped`` or ``failed``."""
+    leader: bool = False
+    updated_ms: int | None = None
+    workers: list[int] = field(default_factory=list)
+    active: list[str] = field(default_factory=list)
+    standby: list[str] = field(default_factory=list)
+    warmup: list[str] = field(default_factory=list)
+    replica_gaps: dict[str, int] = field(default_factory=dict)
+    """Standby or warmup task → changelog records its local copy is behind."""
+    restored: dict[str, int] = field(default_factory=dict)
+    """Active task → changelog records restored when it started at this epoch."""
+    restore_modes: dict[str, str] = field(default_factory=dict)
+    """``"task/store"`` → ``none`` | ``delta`` | ``full`` at this epoch's start."""
+    restore_ends: dict[str, int] = field(default_factory=dict)
+    """Active task → the changelog offsets it was restored to (summed over its stores): a
+    full restore from an untruncated changelog reads this many records."""
+    assigned_ms: int | None = None
+    """When this host received the epoch's assignment."""
+    resumed_ms: int | None = None
+    """When every worker of this host had resumed processing at this epoch."""
+    error: str | None = None
 
 
 @dataclass

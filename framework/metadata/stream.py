@@ -14,7 +14,12 @@ from typing import Any
 
 from framework.config import JobConfig
 from framework.jobmodel import JobModel
-from framework.metadata.records import CoordinatorStatus, WorkerProgress, WorkerReport
+from framework.metadata.records import (
+    CoordinatorStatus,
+    HostReport,
+    WorkerProgress,
+    WorkerReport,
+)
 from framework.systems.base import ProducerRecord, System
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
@@ -22,6 +27,7 @@ from groupers import SystemStreamPartition
 MODEL_KEY = b"job-model"
 STATUS_KEY = b"status"
 WORKER_PREFIX = b"worker/"
+HOST_PREFIX = b"host/"
 PROGRESS_PREFIX = b"progress/"
 
 
@@ -32,6 +38,7 @@ class CoordinatorState:
     model: JobModel | None = None
     status: CoordinatorStatus = field(default_factory=CoordinatorStatus)
     workers: dict[int, WorkerReport] = field(default_factory=dict)
+    hosts: dict[str, HostReport] = field(default_factory=dict)
     progress: dict[int, WorkerProgress] = field(default_factory=dict)
     """Worker → its live facts (metrics port, restores in progress)."""
 
@@ -80,6 +87,11 @@ async def publish_worker_report(system: System, config: JobConfig, worker: int,
                           report.to_dict())
 
 
+async def publish_host_report(system: System, config: JobConfig, report: HostReport) -> None:
+    """Write host ``report.host``'s report to the coordinator stream."""
+    await _publish_report(system, config, HOST_PREFIX + report.host.encode(), report.to_dict())
+
+
 async def publish_worker_progress(system: System, config: JobConfig, worker: int,
                                   progress: WorkerProgress) -> None:
     """Write worker ``worker``'s live facts (metrics port, restore progress)."""
@@ -115,6 +127,9 @@ async def read_state(system: System, config: JobConfig) -> CoordinatorState:
     for key, value in latest.items():
         if key.startswith(WORKER_PREFIX):
             state.workers[int(key[len(WORKER_PREFIX):])] = WorkerReport.from_dict(
+                json.loads(value))
+        elif key.startswith(HOST_PREFIX):
+            state.hosts[key[len(HOST_PREFIX):].decode()] = HostReport.from_dict(
                 json.loads(value))
         elif key.startswith(PROGRESS_PREFIX):
             state.progress[int(key[len(PROGRESS_PREFIX):])] = WorkerProgress.from_dict(

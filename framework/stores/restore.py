@@ -397,8 +397,9 @@ async def read_ahead(source: AsyncIterator[_Batch]) -> AsyncIterator[_Batch]:
     finally:
         if not upcoming.done():
             upcoming.cancel()
-        with contextlib.suppress(BaseException):
-            await upcoming
+        await asyncio.wait([upcoming])  # a cancel of this task propagates from here
+        if not upcoming.cancelled():
+            upcoming.exception()  # the prefetch's outcome is not wanted (nor its error)
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             await aclose()

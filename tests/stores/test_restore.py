@@ -389,3 +389,39 @@ async def test_restore_from_the_local_system(tmp_path: Path) -> None:
         engine.close()
     finally:
         await system.close()
+
+
+async def test_read_ahead_lets_a_cancel_through_while_it_drops_its_prefetch() -> None:
+    """A task cancelled while `read_ahead` waits for its abandoned prefetch to end is
+    cancelled, not resumed as if nothing happened (the cancel is not swallowed)."""
+    import asyncio
+
+    from framework.stores.restore import read_ahead
+
+    prefetching, cleaning, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def source() -> AsyncIterator[list[int]]:
+        yield [1]
+        try:
+            prefetching.set()
+            await asyncio.Event().wait()  # the prefetch of the next batch never arrives
+        except asyncio.CancelledError:
+            cleaning.set()  # a read that ends its I/O before honouring the cancel
+            await release.wait()
+            raise
+        yield [2]
+
+    async def consume() -> str:
+        batches = read_ahead(source())
+        assert await anext(batches) == [1]
+        await prefetching.wait()
+        await batches.aclose()  # drops the prefetch: cancels it and waits for it to end
+        return "carried on"
+
+    consumer = asyncio.create_task(consume())
+    await cleaning.wait()
+    consumer.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    assert consumer.cancelled()

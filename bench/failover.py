@@ -1,0 +1,104 @@
+"""Several hosts over Kafka: failover time and records restored, with and without standbys,
+and the rebalance time when a host joins.
+
+    python -m bench.failover [--keys-per-task 100000] [--bootstrap HOST:PORT]
+
+Per case: 3 hosts (1 worker each) run the per-key sum job on 6 partitions (6 tasks), the
+input holds ``keys-per-task`` keys per task, every key's sum reached; host b is SIGKILLed
+(its whole process group) and the figures come from the hosts' reports on the coordinator
+stream: kill → every task processing again (the survivors' ``resumed_ms`` at the failover
+epoch) and the records the moved tasks restored. Then an empty host d joins: start → every
+host resumed at the epoch that includes d. Without ``--bootstrap`` a tansu broker is started
+on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from framework.metadata import CoordinatorState
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests" / "hosts"), str(ROOT / "tests")]
+from hostjobs import Hosts, final_state, job_file, produce, state, wait_for  # noqa: E402
+from kafka_broker import start_tansu  # noqa: E402
+
+
+def _settled(hosts: Hosts, names: set[str], after: int) -> CoordinatorState | None:
+    current = state(hosts.config)
+    model = current.model
+    if model is None or model.epoch <= after or set(model.hosts) != names:
+        return None
+    reports = [current.hosts.get(n) for n in names]
+    ok = all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports)
+    return current if ok else None
+
+
+def run_case(bootstrap: str, folder: Path, standbys: int, keys_per_task: int) -> dict[str, float]:
+    name = f"bench-fo{standbys}-{os.getpid()}-{int(time.time())}"
+    path = job_file(folder / "job", bootstrap, name, standbys=standbys,
+                    extra="store_restore_batch = 10000\n")
+    path.write_text(path.read_text().replace("acceptable_recovery_lag = 0",
+                                             "acceptable_recovery_lag = 10000"))
+    hosts = Hosts(path, folder)
+    try:
+        for host in "abc":
+            hosts.start(host)
+        config = hosts.config
+        first = wait_for(lambda: _settled(hosts, {"a", "b", "c"}, 0), 120, "3 hosts", hosts)
+        truth: Counter[str] = Counter()
+        keys = keys_per_task * 6
+        for start in range(0, keys, 50_000):
+            produce(config, truth, min(50_000, keys - start), keys, start=start)
+        wait_for(lambda: len(final_state(config)) == len(truth), 1800, "every key", hosts)
+        if standbys:
+            wait_for(lambda: all(not any(r.replica_gaps.values())
+                                 for r in state(config).hosts.values()), 600, "standbys", hosts)
+        moved = list(state(config).hosts["b"].active)
+        killed_ms = time.time() * 1000
+        hosts.kill("b")
+        after = wait_for(lambda: _settled(hosts, {"a", "c"}, first.model.epoch), 600,
+                         "failover", hosts)
+        resumed = max(after.hosts[h].resumed_ms or 0 for h in "ac")
+        restored = sum(r.restored.get(t, 0) for r in after.hosts.values() for t in moved
+                       if r.host in "ac")
+        joined_ms = time.time() * 1000
+        hosts.start("d")
+        grown = wait_for(lambda: _settled(hosts, {"a", "c", "d"}, after.model.epoch), 600,
+                         "d joining", hosts)
+        rebalanced = max(grown.hosts[h].resumed_ms or 0 for h in "acd")
+        return {"failover_s": (resumed - killed_ms) / 1000, "restored": restored,
+                "join_rebalance_s": (rebalanced - joined_ms) / 1000}
+    finally:
+        hosts.stop_all()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys-per-task", type=int, default=100_000)
+    parser.add_argument("--bootstrap", help="HOST:PORT of a broker (default: start tansu)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sampan-bench-failover-") as tmp:
+        broker = None if args.bootstrap else start_tansu(Path(tmp))
+        bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
+        try:
+            for standbys in (1, 0):
+                figures = run_case(bootstrap, Path(tmp) / f"s{standbys}", standbys,
+                                   args.keys_per_task)
+                print(f"standby_replicas={standbys}: kill → every task processing again "
+                      f"{figures['failover_s']:.1f} s, records restored "
+                      f"{figures['restored']:,.0f}; host join → rebalanced "
+                      f"{figures['join_rebalance_s']:.1f} s", flush=True)
+        finally:
+            if broker is not None:
+                broker.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""The host-failover drill (`sampan drill --system kafka --hosts N --kill-host`).
+
+It runs a per-key sum job on N hosts (separate state folders and process groups), feeds it
+records of known truth, SIGKILLs one host's whole process group while the survivors are
+processing, and reports from the hosts' reports on the coordinator stream: kill → the
+group's next model, kill → every task resumed, the records the moved tasks restored (with
+``--standbys N`` only the standbys' gap, with 0 all of it) and the verification of every
+key against the truth. It needs no CreatePartitions, so it runs on tansu too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from framework.config import JobConfig, load_config
+from framework.drill.hosts_job import HostProcesses, write_job
+from framework.drill.verify import store_state
+from framework.errors import ConfigError, SampanError
+from framework.metadata import CoordinatorState, read_state
+from framework.systems import open_system
+from framework.systems.base import ProducerRecord, System
+
+__all__ = ["HostDrillOptions", "HostDrillReport", "run_host_drill"]
+
+T = TypeVar("T")
+
+
+class HostDrillError(SampanError):
+    """The host drill could not complete (hosts never settled, a host died…)."""
+
+
+@dataclass(frozen=True)
+class HostDrillOptions:
+    bootstrap: str
+    hosts: int = 3
+    standbys: int = 1
+    partitions: int = 6
+    records: int = 20_000
+    keys: int = 600
+    session_timeout_ms: int = 6000
+    output: Path | None = None
+    timeout_s: float = 180.0
+    """How long each phase (settling, failover, catch-up) may take."""
+
+    def validate(self) -> None:
+        if self.hosts < 2:
+            raise ConfigError("--hosts must be ≥ 2 for --kill-host (one host is killed)")
+        if not 0 <= self.standbys < self.hosts:
+            raise ConfigError(f"--standbys {self.standbys}: must be 0 … hosts-1 "
+                              f"({self.hosts - 1})")
+        if self.records < 2 or self.keys < 1 or self.partitions < 1:
+            raise ConfigError("--records must be ≥ 2, --keys and --partitions ≥ 1")
+
+
+@dataclass
+class HostDrillReport:
+    options: HostDrillOptions
+    output: Path
+    killed: str = ""
+    moved: list[str] = field(default_factory=list)
+    detected_s: float = 0.0
+    """Kill → the model without the killed host published (the session timeout)."""
+    resumed_s: float = 0.0
+    """Kill → every survivor resumed the failover model (every task processing again)."""
+    restored: int = 0
+    full_restore: int = 0
+    """What a restore from scratch of the moved tasks would have read."""
+    modes: dict[str, str] = field(default_factory=dict)
+    keys: int = 0
+    missing: list[str] = field(default_factory=list)
+    short: list[str] = field(default_factory=list)
+    over: list[str] = field(default_factory=list)
+    guarantee: str = "exactly-once"
+
+    @property
+    def ok(self) -> bool:
+        if self.missing or self.short:
+            return False
+        return self.guarantee == "at-least-once" or not self.over
+
+    def text(self) -> str:
+        o = self.options
+        lines = [
+            f"sampan drill — host failover on kafka ({o.bootstrap}): {o.hosts} hosts × 1 "
+            f"worker, {o.partitions} tasks, standby_replicas = {o.standbys}, "
+            f"session timeout {o.session_timeout_ms} ms",
+            f"  {o.records:,} records over {o.keys:,} keys; host {self.killed} SIGKILLed "
+            f"(process group) after {o.records // 2:,}, its tasks {', '.join(self.moved)}",
+            f"  kill → failover model: {self.detected_s:.2f} s; kill → every task resumed: "
+            f"{self.resumed_s:.2f} s",
+            f"  restored at failover: {self.restored:,} changelog records (a full restore of "
+            f"the moved tasks: {self.full_restore:,}); modes: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.modes.items())),
+        ]
+        if self.ok:
+            rule = ("exact" if self.guarantee == "exactly-once" else
+                    f"never short, none missing (at-least-once; {len(self.over)} over, "
+                    f"{self.keys - len(self.over)} exact)")
+            lines.append(f"  verdict: OK — all {self.keys:,} keys {rule} against the truth "
+                         "(final state of store totals replayed from its changelog)")
+        else:
+            lines.append(f"  verdict: WRONG — {len(self.missing)} missing, {len(self.short)} "
+                         f"short, {len(self.over)} over ({self.guarantee}); e.g. "
+                         f"{(self.missing + self.short + self.over)[:5]}")
+        lines.append(f"  output folder: {self.output} (job, host logs, state folders)")
+        return "\n".join(lines)
+
+
+async def _opened(config: JobConfig, use: Callable[[System], Awaitable[T]]) -> T:
+    system = open_system(config.system("kafka"))
+    await system.start()
+    try:
+        return await use(system)
+    finally:
+        await system.close()
+
+
+async def _state(config: JobConfig) -> CoordinatorState:
+    return await _opened(config, lambda s: read_state(s, config))
+
+
+async def _totals(config: JobConfig) -> dict[str, int]:
+    async def read(system: System) -> dict[str, int]:
+        try:
+            parts = await store_state(system, config, "totals")
+        except SampanError:  # the changelog does not exist yet
+            return {}
+        return {k: int(v) for contents in parts.values() for k, v in contents.items()}
+    return await _opened(config, read)
+
+
+async def _produce(config: JobConfig, truth: Counter[str], start: int, count: int,
+                   keys: int) -> None:
+    stream = config.inputs[0].split(".", 1)[1]
+    batch = []
+    for n in range(start, start + count):
+        key = f"k{n % keys:05d}"
+        truth[key] += n % 7 + 1
+        batch.append(ProducerRecord(stream, key.encode(), str(n % 7 + 1).encode()))
+    await _opened(config, lambda s: s.produce(batch))
+
+
+async def _wait(what: str, check: Callable[[], Awaitable[T | None]], hosts: HostProcesses,
+                timeout_s: float) -> T:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if hosts.dead():
+            raise HostDrillError(f"host(s) {hosts.dead()} exited while waiting for {what}; "
+                                 f"see {hosts.root}/host-*.log")
+        if time.monotonic() > deadline:
+            raise HostDrillError(f"timed out after {timeout_s:.0f} s waiting for {what}; "
+                                 f"see {hosts.root}/host-*.log")
+        await asyncio.sleep(0.3)
+
+
+def _settled(config: JobConfig, names: set[str], after: int
+             ) -> Callable[[], Awaitable[CoordinatorState | None]]:
+    """The state once a model newer than ``after`` places tasks on exactly ``names`` and
+    every one of them reports it resumed that epoch."""
+    async def check() -> CoordinatorState | None:
+        current = await _state(config)
+        model = current.model
+        if model is None or model.epoch <= after or set(model.hosts) != names:
+            return None
+        reports = [current.hosts.get(n) for n in names]
+        if all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports):
+            return current
+        return None
+    return check
+
+
+async def run_host_drill(options: HostDrillOptions) -> HostDrillReport:
+    """Run the drill; the report says what happened (raises `HostDrillError` if stuck)."""
+    options.validate()
+    output = options.output or Path(tempfile.mkdtemp(prefix="sampan-drill-hosts-"))
+    output.mkdir(parents=True, exist_ok=True)
+    name = f"drill-hosts-{os.getpid()}-{int(time.time())}"
+    job = write_job(output / "job", options.bootstrap, name, partitions=options.partitions,
+                    standbys=options.standbys, session_timeout_ms=options.session_timeout_ms)
+    config = load_config(job)
+    report = HostDrillReport(options, output, guarantee=config.guarantee)
+    hosts = HostProcesses(job, output)
+    names = {f"h{i}" for i in range(1, options.hosts + 1)}
+    limit = options.timeout_s
+    try:
+        for host in sorted(names):
+            hosts.start(host)
+        before = await _wait(f"{options.hosts} hosts running", _settled(config, names, 0),
+                             hosts, limit)
+        assert before.model is not None
+        truth: Counter[str] = Counter()
+        half = options.records // 2
+        await _produce(config, truth, 0, half, options.keys)
+
+        async def caught_up() -> bool:  # totals only grow: every key reached its truth
+            totals = await _totals(config)
+            return all(totals.get(k, 0) >= v for k, v in truth.items())
+        await _wait("the first half processed", caught_up, hosts, limit)
+        if options.standbys:
+            async def current() -> bool:
+                return all(not any(r.replica_gaps.values())
+                           for r in (await _state(config)).hosts.values())
+            await _wait("the standbys caught up", current, hosts, limit)
+        report.killed = killed = "h2"
+        report.moved = list((await _state(config)).hosts[killed].active)
+        await _produce(config, truth, half, options.records - half, options.keys)
+        killed_ms = time.time() * 1000
+        hosts.kill(killed)
+        after = await _wait(f"failover of {killed}'s tasks",
+                            _settled(config, names - {killed}, before.model.epoch), hosts, limit)
+        assert after.model is not None
+        report.detected_s = (after.model.created_ms - killed_ms) / 1000
+        survivors = [after.hosts[n] for n in sorted(names - {killed})]
+        report.resumed_s = (max(r.resumed_ms or 0 for r in survivors) - killed_ms) / 1000
+        for r in survivors:
+            for task in report.moved:
+                if task in r.active:
+                    report.restored += r.restored.get(task, 0)
+                    report.full_restore += r.restore_ends.get(task, 0)
+                    report.modes[task] = r.restore_modes.get(f"{task}/totals", "?")
+        await _wait("every record processed", caught_up, hosts, limit)
+        totals = await _totals(config)
+        report.keys = len(truth)
+        report.missing = sorted(k for k in truth if k not in totals)
+        report.short = sorted(k for k in truth if k in totals and totals[k] < truth[k])
+        report.over = sorted(k for k in truth if k in totals and totals[k] > truth[k])
+        return report
+    finally:
+        hosts.stop_all()

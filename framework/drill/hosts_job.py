@@ -1,0 +1,101 @@
+"""The host drill's job file and its host processes (one process group and state folder
+each), started as `sampan run JOB --host NAME --data-dir DIR`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+__all__ = ["HostProcesses", "write_job"]
+
+
+def write_job(folder: Path, bootstrap: str, name: str, *, partitions: int, standbys: int,
+              session_timeout_ms: int) -> Path:
+    """A per-key sum job over ``kafka.<name>-in`` with one worker per host and the fast
+    timeouts a drill wants (every value is an ordinary job key, see docs/hosts.md)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "job.toml"
+    path.write_text(f"""\
+[job]
+name = "{name}"
+task = "framework.drill.sum_task:SumTask"
+inputs = ["kafka.{name}-in"]
+workers = 1
+commit_interval_ms = 200
+standby_replicas = {standbys}
+
+[coordinator]
+monitor_interval_ms = 1000
+worker_stop_timeout_ms = 5000
+session_timeout_ms = {session_timeout_ms}
+probing_rebalance_interval_ms = 2000
+acceptable_recovery_lag = 0
+
+[systems.kafka]
+type = "kafka"
+bootstrap = "{bootstrap}"
+
+[streams."kafka.{name}-in"]
+partitions = {partitions}
+key_serde = "string"
+value_serde = "json"
+
+[stores.totals]
+key_serde = "string"
+value_serde = "json"
+""")
+    return path
+
+
+@dataclass
+class HostProcesses:
+    """The drill's host processes by name; each in its own session (process group)."""
+
+    job: Path
+    root: Path
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    logs: dict[str, IO[bytes]] = field(default_factory=dict)
+
+    def log_path(self, name: str) -> Path:
+        return self.root / f"host-{name}.log"
+
+    def start(self, name: str) -> None:
+        log = self.log_path(name).open("ab")
+        self.logs[name] = log
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "framework.cli", "run", str(self.job), "--host", name,
+             "--data-dir", str(self.root / f"data-{name}")],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def dead(self) -> list[str]:
+        """Hosts that exited although nobody stopped them."""
+        return [n for n, p in self.processes.items() if p.poll() is not None]
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the host's whole process group: the host and its workers at once."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.processes[name].pid, signal.SIGKILL)
+        self.processes.pop(name).wait(30)
+
+    def stop_all(self, timeout_s: float = 30) -> None:
+        """SIGTERM every host, SIGKILL the process group of any that does not exit."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+            with contextlib.suppress(ProcessLookupError):  # workers left behind, if any
+                os.killpg(process.pid, signal.SIGKILL)
+        for log in self.logs.values():
+            log.close()

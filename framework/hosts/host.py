@@ -1,0 +1,304 @@
+"""One host of a job spread over several hosts (`sampan run JOB --host NAME`).
+
+It keeps its membership of the job's group (`membership`), leads rebalances when Kafka
+makes it the leader (`leader`), runs the tasks the model places on it with its own
+supervised worker processes (`framework.coordinator.supervisor`), keeps its standby and
+warmup copies current (`replicas`), asks for probing rebalances while warmups restore and
+for a rebalance when an input's partition count changes, and reports to the coordinator
+stream (`HostReport`, key ``host/<name>``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from framework.config import JobConfig
+from framework.coordinator.supervisor import Supervisor
+from framework.errors import SampanError
+from framework.hosts.errors import DuplicateHostError
+from framework.hosts.leader import lead_blocking
+from framework.hosts.lock import HostLock
+from framework.hosts.member import Answer, Member, StorePosition
+from framework.hosts.membership import Membership
+from framework.hosts.replicas import Replicas
+from framework.hosts.reporting import HostReporter
+from framework.jobmodel import JobModel
+from framework.metadata import ensure_coordinator_stream, read_state
+from framework.stores import RocksDBEngine, store_path
+from framework.systems import open_system
+from framework.systems.base import System
+from framework.worker.commit import check_guarantee
+from framework.worker.state import rocksdb_options
+
+__all__ = ["Host"]
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Host:
+    """Runs host ``name`` of the job until ``stop`` is set (or a duplicate name refuses it)."""
+
+    def __init__(self, config: JobConfig, name: str, *, stop: asyncio.Event | None = None,
+                 log_dir: Path | None = None) -> None:
+        self.config = config
+        self.name = name
+        self.stop = stop or asyncio.Event()
+        self.machine = socket.gethostname()
+        self.since_ms = _now_ms()
+        coordinator = config.coordinator
+        self.supervisor = Supervisor(
+            config.path, log_dir=log_dir or config.state_dir / "logs", tee=log_dir is None,
+            stop_timeout_s=coordinator.worker_stop_timeout_ms / 1000,
+            restart_backoff_s=coordinator.worker_restart_backoff_ms / 1000,
+            max_restarts=coordinator.max_worker_restarts,
+            crash_window_s=coordinator.crash_window_ms / 1000, command=self._worker_command)
+        self.model: JobModel | None = None
+        self.replicas: Replicas | None = None
+        self.refused: SampanError | None = None
+        self._lock = asyncio.Lock()
+        self._meta: System | None = None
+        self._membership: Membership | None = None
+        self._rejoin_at: float | None = None
+        self._next_monitor = 0.0
+        self._reporter: HostReporter | None = None
+
+    # worker processes ----------------------------------------------------------------------
+    def _model_file(self) -> Path:
+        assert self.model is not None
+        return self.config.state_dir / "run" / f"model-{self.model.epoch}.json"
+
+    def _worker_command(self, worker_id: int) -> list[str]:
+        return ["framework.hosts.worker", str(self.config.path), "--worker", str(worker_id),
+                "--data-dir", str(self.config.data_dir), "--model", str(self._model_file())]
+
+    # the run -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Join the group and run what the models place here until stopped."""
+        lock = HostLock(self.config.state_dir, self.config.name, self.name)
+        lock.acquire()  # a second host on this state folder stops here, touching nothing
+        try:
+            await self._run()
+        finally:
+            lock.release()
+
+    async def _run(self) -> None:
+        failed: BaseException | None = None
+        self._meta = meta = open_system(self.config.system(self.config.metadata_system))
+        await meta.start()
+        try:
+            await check_guarantee(self.config, meta)
+            await ensure_coordinator_stream(meta, self.config)
+            self.model = (await read_state(meta, self.config)).model
+            self._reporter = HostReporter(self.config, meta, self.name, self.machine)
+            session = self.config.coordinator.session_timeout_ms
+            self._membership = Membership(
+                meta, self.config.name, self.config.coordinator_ref.stream, self._member({}),
+                lead=self._lead, revoked=self._revoked, assigned=self._assigned,
+                session_timeout_ms=session,
+                rebalance_timeout_ms=session + self.config.coordinator.worker_stop_timeout_ms
+                + 20000)
+            await self._membership.join()
+            log.info("host %r joined group of job %r (session timeout %d ms)", self.name,
+                     self.config.name, session)
+            while not self.stop.is_set():
+                with contextlib.suppress(TimeoutError):  # hear SIGTERM during a rebalance
+                    await asyncio.wait_for(self._membership.poll(), 1)
+                if self.refused is not None:
+                    raise self.refused
+                async with self._lock:
+                    await self.supervisor.check()
+                    await self._tick()
+        except BaseException as error:
+            failed = error
+            raise
+        finally:
+            async with self._lock:
+                await self._stop_running()
+            if self._membership is not None:
+                await self._membership.leave()
+            if self._reporter is not None and not isinstance(failed, DuplicateHostError):
+                with contextlib.suppress(Exception):
+                    await self._reporter.finish("failed" if isinstance(failed, Exception)
+                                                else "stopped", failed)
+            await meta.close()
+
+    async def _stop_running(self) -> None:
+        await self.supervisor.stop()
+        if self.replicas is not None:
+            await self.replicas.stop()
+            self.replicas = None
+
+    # rebalance callbacks -------------------------------------------------------------------
+    async def _revoked(self) -> Member:
+        """Stop workers and replicas (eager rebalance), then tell what state lies here."""
+        log.info("host %r: rebalance: stopping workers and replicas", self.name)
+        async with self._lock:
+            await self._stop_running()
+            log.info("host %r: stopped; rejoining", self.name)
+            positions = self._positions()
+            if self._reporter is not None:
+                self._reporter.before_restore(positions)
+            return self._member(positions)
+
+    def _member(self, positions: dict[str, dict[str, StorePosition]]) -> Member:
+        return Member(self.name, self.config.workers, os.getpid(), self.machine,
+                      self.since_ms, positions)
+
+    def _positions(self) -> dict[str, dict[str, StorePosition]]:
+        """Task → logged store → (changelog partition, offset) of every local copy."""
+        positions: dict[str, dict[str, StorePosition]] = {}
+        if self.model is None:
+            return positions
+        for task in self.model.tasks:
+            for store in self.config.logged_stores:
+                if self.config.store(store).type != "rocksdb" or not store_path(
+                        self.config.state_dir, store, task).exists():
+                    continue
+                try:
+                    engine = RocksDBEngine.open(self.config.state_dir, store, task,
+                                                options=rocksdb_options(self.config.store(store)))
+                except SampanError as error:
+                    log.warning("cannot read local copy of store %r of task %r: %s", store,
+                                task, error)
+                    continue
+                try:
+                    position = engine.changelog_position()
+                finally:
+                    engine.close()
+                if position is not None and position.stream == self.config.changelog_ref(
+                        store).stream:
+                    positions.setdefault(task, {})[store] = (position.partition,
+                                                             position.offset)
+        return positions
+
+    def _lead(self, members: Mapping[str, Member]) -> dict[str, Answer]:
+        """The leader's step (see `membership.Lead`): one member per host name, the oldest;
+        the others are refused."""
+        chosen: dict[str, tuple[str, Member]] = {}
+        for member_id, member in sorted(members.items(),
+                                        key=lambda m: (m[1].since_ms, m[1].pid, m[0])):
+            chosen.setdefault(member.host, (member_id, member))
+        answers: dict[str, Answer] = {}
+        for member_id, member in members.items():
+            holder_id, holder = chosen[member.host]
+            if member_id != holder_id:
+                answers[member_id] = Answer(
+                    refused=f"job {self.config.name!r} already has a host named "
+                    f"{member.host!r} (pid {holder.pid} on machine {holder.machine!r}); "
+                    f"give this host another --host name, or stop that one first",
+                    other=holder)
+        hosts = {name: member for name, (_, member) in chosen.items()}
+        try:
+            model, probing = lead_blocking(
+                self.config, hosts, f"hosts {', '.join(sorted(hosts))}",
+                self.config.coordinator.session_timeout_ms / 1000 + 60)
+        except Exception as error:
+            log.error("leader: could not build the next job model: %r", error)
+            answer = Answer(error=f"the leader could not build the next job model: {error}")
+            return {m: answers.get(m, answer) for m in members}
+        for member_id, _ in chosen.values():
+            answers[member_id] = Answer(model=model, probing=probing)
+        return answers
+
+    async def _assigned(self, answer: Answer) -> None:
+        async with self._lock:
+            await self._apply(answer)
+
+    async def _apply(self, answer: Answer) -> None:
+        if answer.error:
+            log.error("rebalance failed: %s; rejoining in 2 s", answer.error)
+            self._rejoin_at = time.monotonic() + 2
+            return
+        if answer.refused:
+            other = answer.other
+            if other is not None and other.machine == self.machine and not _alive(other.pid):
+                log.warning("host name %r is still held by pid %d, which is no longer running; "
+                            "waiting for Kafka to expire it (up to %d ms)", self.name,
+                            other.pid, self.config.coordinator.session_timeout_ms)
+                self._rejoin_at = time.monotonic() + 1
+                return
+            self.refused = DuplicateHostError(answer.refused)
+            return
+        model = answer.model
+        assert model is not None
+        self.model = model
+        path = self._model_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_bytes(model.to_bytes())
+        os.replace(temporary, path)
+        ids = model.hosts.get(self.name, ())
+        standby = sorted(t for t, hosts in model.standbys.items() if self.name in hosts)
+        warmup = sorted(t for t, hosts in model.warmups.items() if self.name in hosts)
+        assert self._meta is not None
+        self.replicas = Replicas(self.config, self._meta,
+                                 {t: model.tasks[t] for t in (*standby, *warmup)})
+        self.replicas.start()
+        if ids:
+            await self.supervisor.start(len(ids), first=ids[0])
+        interval = self.config.coordinator.probing_rebalance_interval_ms / 1000
+        self._rejoin_at = time.monotonic() + interval if answer.probing else None
+        active = sorted(t.name for t in model.tasks.values() if t.worker in ids)
+        log.info("host %r: epoch %d: %d active task(s) on workers %s, %d standby, %d warmup%s",
+                 self.name, model.epoch, len(active), list(ids), len(standby), len(warmup),
+                 " (probing rebalance scheduled)" if answer.probing else "")
+        assert self._reporter is not None and self._membership is not None
+        await self._reporter.assigned(model, ids, active, standby, warmup,
+                                      leader=self._membership.leader)
+
+    # between rebalances --------------------------------------------------------------------
+    async def _tick(self) -> None:
+        assert self._membership is not None and self._reporter is not None
+        now = time.monotonic()
+        if self._rejoin_at is not None and now >= self._rejoin_at:
+            self._rejoin_at = None
+            log.info("host %r asks for a rebalance (probing warmups or retrying)", self.name)
+            self._membership.rejoin()
+            return
+        await self._reporter.tick(self.replicas.gaps if self.replicas else {})
+        if now >= self._next_monitor and self.model is not None:
+            self._next_monitor = now + self.config.coordinator.monitor_interval_ms / 1000
+            try:
+                counts = await _partition_counts(self.config, self._meta)
+            except SampanError as error:
+                log.warning("cannot read partition counts (%s)", error)
+                return
+            known = {s: self.model.partition_counts.get(s) for s in counts}
+            if counts and counts != known:
+                log.info("input partition counts changed (%s → %s): rebalancing",
+                         known, counts)
+                self._membership.rejoin()
+                self._next_monitor = now + 30  # the leader applies or refuses it meanwhile
+
+
+async def _partition_counts(config: JobConfig, meta: System | None) -> dict[str, int]:
+    """Input → partition count for inputs on the metadata system (others: not watched)."""
+    assert meta is not None
+    counts = {}
+    for qualified in (*config.inputs, *config.broadcast_inputs):
+        stream = config.stream(qualified)
+        if stream.system == meta.name:
+            found = await meta.partition_counts([stream.stream])
+            counts[qualified] = found[stream.stream]
+    return counts

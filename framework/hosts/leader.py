@@ -1,0 +1,122 @@
+"""The group leader's step of a rebalance: build and publish the next job model.
+
+The model builder is the one of `framework.coordinator.builder` (fixed-task grouper,
+expansion mapping and barriers unchanged); only the placement is over hosts
+(`placement.place_on_hosts`). aiokafka asks an assignor for its assignment synchronously
+inside its event loop, so `lead_blocking` runs the asynchronous reads and the publish on
+a fresh event loop in a helper thread, with clients of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+
+import groupers as G
+from framework.config import JobConfig
+from framework.coordinator.builder import build_job_model
+from framework.coordinator.expansion import describe_change
+from framework.coordinator.process import Coordinator
+from framework.hosts.member import Member
+from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
+from framework.jobmodel import JobModel
+from framework.metadata import publish_model, read_state
+
+__all__ = ["lead", "lead_blocking"]
+
+log = logging.getLogger(__name__)
+
+
+async def _restore_ranges(
+    coordinator: Coordinator, config: JobConfig, changelogs: Mapping[str, int],
+    checkpoints: Mapping[str, object],
+) -> dict[str, dict[str, RestoreRange]]:
+    """Task → logged store → (oldest, restore end) of its changelog partition; the end is
+    the checkpointed changelog offset where there is one (records past it are replayed)."""
+    ranges: dict[str, dict[str, RestoreRange]] = {t: {} for t in changelogs}
+    for store in config.logged_stores:
+        stream = config.changelog_ref(store).stream
+        try:
+            spans = await coordinator.meta.offsets(stream)
+        except Exception:  # not created yet: every copy is empty
+            spans = {}
+        for task, partition in changelogs.items():
+            span = spans.get(partition)
+            oldest, end = (span.oldest, span.end) if span else (0, 0)
+            checkpoint = checkpoints.get(task)
+            done = getattr(checkpoint, "changelogs", {}) if checkpoint else {}
+            if store in done:
+                end = min(end, done[store])
+                oldest = min(oldest, end)
+            ranges[task][store] = (oldest, end)
+    return ranges
+
+
+async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
+               ) -> tuple[JobModel, bool]:
+    """Read the job's state, build the model placing tasks on ``members``, publish it (which
+    fences every older epoch's workers); returns it and whether warmups need a probe."""
+    coordinator = Coordinator(config, start_workers=False)
+    try:
+        await coordinator._open()  # the coordinator's own readers: one definition of each
+        state = await read_state(coordinator.meta, config)
+        previous = state.model
+        counts = await coordinator.partition_counts()
+        await coordinator._create_declared_streams()
+        if previous is not None:
+            change = describe_change(previous.partition_counts, counts)
+            if change:
+                try:
+                    build_job_model(config, counts, previous)
+                    reason = f"{reason}, expansion {change}"
+                except G.ExpansionError as error:
+                    log.error("REFUSED %s: %s; the job keeps running on its model", change,
+                              error)
+                    counts = {s: previous.partition_counts.get(s, c) for s, c in counts.items()}
+        checkpoints = await coordinator.meta.read_checkpoints(config.name)
+        ends = await coordinator._end_offsets(previous) if previous else {}
+        # The ranges need the new tasks' changelog partitions: a draft build (pure) tells.
+        draft = build_job_model(config, counts, previous, end_offsets=ends,
+                                checkpoints=checkpoints, placement=lambda c: dict.fromkeys(c, 0))
+        ranges = await _restore_ranges(
+            coordinator, config, {t.name: t.changelog_partition for t in draft.tasks.values()},
+            checkpoints)
+        decided: list[HostPlacement] = []
+
+        def placement(changelogs: Mapping[str, int]) -> Mapping[str, int]:
+            placed = place_on_hosts(
+                members, changelogs, previous, ranges, stateful=config.stateful,
+                standbys=config.standby_replicas,
+                acceptable_recovery_lag=config.coordinator.acceptable_recovery_lag,
+                max_warmups=config.coordinator.max_warmup_replicas)
+            decided.append(placed)
+            return placed.workers
+
+        model = build_job_model(config, counts, previous, now_ms=int(time.time() * 1000),
+                                reason=reason, end_offsets=ends, checkpoints=checkpoints,
+                                placement=placement)
+        placed = decided[-1]
+        model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
+                        standbys=placed.standbys, warmups=placed.warmups)
+        await coordinator._ensure_changelogs(model)
+        model = await publish_model(coordinator.meta, config, model)
+        log.info("leader published job model epoch %d (%s): %d tasks on hosts %s", model.epoch,
+                 reason, len(model.tasks), ", ".join(sorted(placed.hosts)))
+        return model, placed.probing
+    finally:
+        for system in coordinator.systems.values():
+            await system.close()
+
+
+def lead_blocking(config: JobConfig, members: Mapping[str, Member], reason: str,
+                  timeout_s: float) -> tuple[JobModel, bool]:
+    """`lead` on its own event loop in a helper thread, waited for (see the module doc)."""
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sampan-leader")
+    try:
+        return pool.submit(asyncio.run, lead(config, members, reason)).result(timeout_s)
+    finally:
+        pool.shutdown(wait=False)  # a step that timed out must not hold the rebalance

@@ -1,0 +1,125 @@
+"""A host's `HostReport` on the coordinator stream: what it runs, how its tasks' stores were
+restored at this epoch (per task, from its workers' reports and the positions its local
+copies had before), and how far behind its standby and warmup copies are."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from framework.config import JobConfig
+from framework.hosts.member import StorePosition
+from framework.jobmodel import JobModel
+from framework.metadata import HostReport, WorkerReport, publish_host_report, read_state
+from framework.systems.base import System
+
+__all__ = ["HostReporter"]
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 10.0
+"""A report is rewritten at least this often (its ``updated_ms`` shows the host lives)."""
+POLL_S = 0.5
+"""How often the host looks for its workers' reports until they all resumed."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class HostReporter:
+    """Builds and publishes one host's reports."""
+
+    def __init__(self, config: JobConfig, meta: System, host: str, machine: str) -> None:
+        self.config = config
+        self.meta = meta
+        self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining")
+        self._before: dict[str, dict[str, StorePosition]] = {}
+        self._model: JobModel | None = None
+        self._published = 0.0
+        self._polled = 0.0
+        self._dirty = True
+
+    def before_restore(self, positions: Mapping[str, Mapping[str, StorePosition]]) -> None:
+        """Where the local copies stood when the workers stopped (restores start there)."""
+        self._before = {t: dict(s) for t, s in positions.items()}
+
+    async def assigned(self, model: JobModel, workers: Sequence[int], active: list[str],
+                       standby: list[str], warmup: list[str], *, leader: bool) -> None:
+        self._model = model
+        self.report = replace(
+            self.report, epoch=model.epoch, state="running", leader=leader,
+            workers=list(workers), active=active, standby=standby, warmup=warmup,
+            replica_gaps={}, restored={}, restore_modes={}, restore_ends={},
+            assigned_ms=_now_ms(),
+            resumed_ms=None if workers else _now_ms(), error=None)
+        await self._publish()
+
+    async def tick(self, gaps: Mapping[str, int]) -> None:
+        """Publish when something changed (at most every `POLL_S`) or on the heartbeat."""
+        now = time.monotonic()
+        if self.report.resumed_ms is None and self._model is not None and (
+                now - self._polled >= POLL_S):
+            self._polled = now
+            await self._collect_restores()
+        if dict(gaps) != self.report.replica_gaps:
+            self.report = replace(self.report, replica_gaps=dict(sorted(gaps.items())))
+            self._dirty = True
+        if (self._dirty and now - self._published >= POLL_S) or (
+                now - self._published >= HEARTBEAT_S):
+            await self._publish()
+
+    async def _collect_restores(self) -> None:
+        assert self._model is not None
+        reports = (await read_state(self.meta, self.config)).workers
+        current: dict[int, WorkerReport] = {
+            w: r for w, r in reports.items()
+            if w in self.report.workers and r.epoch == self._model.epoch and r.resumed_ms}
+        if len(current) < len(self.report.workers):
+            return
+        modes: dict[str, str] = {}
+        after: dict[str, dict[str, int]] = {}
+        for report in current.values():
+            modes.update(report.restore_modes)
+            after.update(report.store_positions)
+        restored = {task: await self._restored(task, after.get(task, {}), modes)
+                    for task in self.report.active}
+        self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
+                              restored=restored,
+                              restore_ends={t: sum(after.get(t, {}).values())
+                                            for t in self.report.active},
+                              resumed_ms=max(r.resumed_ms or 0 for r in current.values()))
+        self._dirty = True
+        log.info("host %r resumed epoch %d: restored %s (%s)", self.report.host,
+                 self._model.epoch, restored, modes)
+
+    async def _restored(self, task: str, after: Mapping[str, int],
+                        modes: Mapping[str, str]) -> int:
+        """Changelog records restored for ``task``: from where its copy stood to the end."""
+        assert self._model is not None
+        partition = self._model.tasks[task].changelog_partition
+        total = 0
+        for store, end in after.items():
+            mode = modes.get(f"{task}/{store}", "none")
+            if mode == "delta":
+                total += end - self._before.get(task, {}).get(store, (partition, end))[1]
+            elif mode == "full":
+                span = (await self.meta.offsets(self.config.changelog_ref(store).stream)).get(
+                    partition)
+                total += end - (span.oldest if span else 0)
+        return total
+
+    async def _publish(self) -> None:
+        self.report = replace(self.report, updated_ms=_now_ms())
+        await publish_host_report(self.meta, self.config, self.report)
+        self._published = time.monotonic()
+        self._dirty = False
+
+    async def finish(self, state: str, error: BaseException | None) -> None:
+        self.report = replace(self.report, state=state, workers=[], active=[], standby=[],
+                              warmup=[], error=str(error) if isinstance(error, Exception)
+                              else None)
+        await self._publish()

@@ -1,0 +1,224 @@
+"""Helpers of the several-hosts tests: a sum job on tansu, host processes, truth, state.
+
+Every host is `sampan run JOB --host NAME --data-dir DIR` in its own session (process group)
+with its own state folder; a test kills a host by killing its whole process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from framework.config import JobConfig, load_config
+from framework.metadata import CoordinatorState, read_state
+from framework.systems import open_system
+from framework.systems.base import ProducerRecord
+
+HERE = Path(__file__).resolve().parent
+CLI = [sys.executable, "-m", "framework.cli"]
+
+
+def job_file(folder: Path, bootstrap: str, name: str, *, partitions: int = 6,
+             standbys: int = 0, extra: str = "") -> Path:
+    """A per-key sum job over ``kafka.<name>-in`` with short timeouts for tests."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sum_task.py").write_text((HERE / "sum_task.py").read_text())
+    path = folder / "job.toml"
+    path.write_text(f"""\
+[job]
+name = "{name}"
+task = "sum_task:SumTask"
+inputs = ["kafka.{name}-in"]
+workers = 1
+commit_interval_ms = 200
+standby_replicas = {standbys}
+{extra}
+[coordinator]
+monitor_interval_ms = 1000
+worker_stop_timeout_ms = 5000
+session_timeout_ms = 6000
+probing_rebalance_interval_ms = 2000
+acceptable_recovery_lag = 0
+
+[systems.kafka]
+type = "kafka"
+bootstrap = "{bootstrap}"
+
+[streams."kafka.{name}-in"]
+partitions = {partitions}
+key_serde = "string"
+value_serde = "json"
+
+[stores.totals]
+key_serde = "string"
+value_serde = "json"
+""")
+    return path
+
+
+@dataclass
+class Hosts:
+    """The host processes of one job, by name."""
+
+    path: Path
+    root: Path
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    logs: dict[str, IO[bytes]] = field(default_factory=dict)
+
+    @property
+    def config(self) -> JobConfig:
+        return load_config(self.path)
+
+    def start(self, name: str, label: str | None = None, data: str | None = None
+              ) -> subprocess.Popen[bytes]:
+        """Start host ``name``. ``label`` (default the name) names its process and log
+        ``<label>.log``; its state folder is ``data-<data>`` (default: the label's)."""
+        label = label or name
+        log = (self.root / f"{label}.log").open("ab")
+        process = subprocess.Popen(
+            [*CLI, "run", str(self.path), "--host", name, "--data-dir",
+             str(self.root / f"data-{data or label}")], stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.processes[label] = process
+        self.logs[label] = log
+        return process
+
+    def log(self, label: str) -> str:
+        return (self.root / f"{label}.log").read_text(errors="replace")
+
+    def tails(self, chars: int = 3000) -> str:
+        """The end of every host's log (each host's log has its workers' output too)."""
+        return "\n".join(f"--- {n}:\n{self.log(n)[-chars:]}" for n in self.processes)
+
+    @contextlib.contextmanager
+    def logs_kept_on_failure(self, test: str) -> Iterator[None]:
+        """On a failure, copy every host's full log to a kept folder and add the folder
+        and the logs' ends to the failure message; stop every host in any case."""
+        try:
+            yield
+        except Exception as error:
+            kept = Path(tempfile.gettempdir()) / "sampan-failed-hosts" / (
+                f"{test}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            kept.mkdir(parents=True, exist_ok=True)
+            for label in self.processes:
+                shutil.copy(self.root / f"{label}.log", kept / f"{label}.log")
+            raise AssertionError(f"{error}\nhost logs kept in {kept}\n{self.tails(6000)}"
+                                 ) from error
+        finally:
+            self.stop_all()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the host's whole process group (host and its workers)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.processes[name].pid, signal.SIGKILL)
+        self.processes[name].wait(30)
+
+    def terminate(self, name: str) -> int:
+        self.processes[name].send_signal(signal.SIGTERM)
+        return self.processes[name].wait(60)
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+            with contextlib.suppress(ProcessLookupError):  # workers left behind, if any
+                os.killpg(process.pid, signal.SIGKILL)
+        for log in self.logs.values():
+            log.close()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
+             hosts: Hosts | None = None) -> Any:
+    """Poll ``predicate`` until truthy; fail naming ``what`` (with host logs) on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            tails = "" if hosts is None else hosts.tails()
+            raise AssertionError(f"timed out waiting for {what}\n{tails}")
+        time.sleep(0.3)
+
+
+def state(config: JobConfig) -> CoordinatorState:
+    async def read() -> CoordinatorState:
+        meta = open_system(config.system("kafka"))
+        await meta.start()
+        try:
+            return await read_state(meta, config)
+        finally:
+            await meta.close()
+    return asyncio.run(read())
+
+
+def produce(config: JobConfig, truth: Counter[str], count: int, keys: int, start: int = 0
+            ) -> None:
+    """``count`` records over ``keys`` keys, amount = record number % 7 + 1."""
+    async def send() -> None:
+        system = open_system(config.system("kafka"))
+        await system.start()
+        try:
+            batch = []
+            for n in range(start, start + count):
+                key = f"k{n % keys:04d}"
+                amount = n % 7 + 1
+                truth[key] += amount
+                batch.append(ProducerRecord(config.inputs[0].split(".", 1)[1], key.encode(),
+                                            str(amount).encode()))
+            await system.produce(batch)
+        finally:
+            await system.close()
+    asyncio.run(send())
+
+
+def final_state(config: JobConfig) -> dict[str, int]:
+    """Key → its last value in the ``totals`` changelog (what a full restore would give)."""
+    async def read() -> dict[str, int]:
+        from framework.drill.verify import read_stream
+
+        system = open_system(config.system("kafka"))
+        await system.start()
+        try:
+            stream = config.changelog_ref("totals").stream
+            latest: dict[str, int] = {}
+            for rows in (await read_stream(system, stream)).values():
+                for key, value in rows:
+                    if value is not None:
+                        latest[key.decode()] = int(value)
+            return latest
+        finally:
+            await system.close()
+    return asyncio.run(read())
+
+
+def checkpointed(config: JobConfig) -> dict[str, dict[Any, int]]:
+    """Task → input SSP → checkpointed position."""
+    async def read() -> dict[str, dict[Any, int]]:
+        system = open_system(config.system("kafka"))
+        await system.start()
+        try:
+            return {t: dict(c.inputs) for t, c in
+                    (await system.read_checkpoints(config.name)).items()}
+        finally:
+            await system.close()
+    return asyncio.run(read())

@@ -1,0 +1,175 @@
+"""A job on 3 hosts over tansu: a host SIGKILLed mid-run fails over with exact results;
+with standbys the takeover restores only the standby's gap, without them all of it; a new
+empty host warms up before it gets active tasks."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hostjobs import (
+    CLI,
+    Hosts,
+    final_state,
+    job_file,
+    produce,
+    state,
+    wait_for,
+)
+
+from framework.metadata import CoordinatorState, HostReport
+
+KEYS = 60
+
+
+def _settled(hosts: Hosts, names: set[str], after_epoch: int = 0) -> CoordinatorState | None:
+    """The job state once the latest model (newer than ``after_epoch``) places tasks on
+    exactly ``names`` and each of them reports it resumed that epoch."""
+    current = state(hosts.config)
+    model = current.model
+    if model is None or model.epoch <= after_epoch or set(model.hosts) != names:
+        return None
+    reports = [current.hosts.get(n) for n in names]
+    if all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports):
+        return current
+    return None
+
+
+def _hosts(tmp_path: Path, bootstrap: str, standbys: int) -> Hosts:
+    name = f"fo{standbys}-{os.getpid()}"
+    return Hosts(job_file(tmp_path / "job", bootstrap, name, standbys=standbys), tmp_path)
+
+
+def _run_and_kill(hosts: Hosts) -> tuple[Counter[str], list[str], dict[str, HostReport], int]:
+    """3 hosts; 3,000 records processed; 3,000 more, and host b killed while they run.
+    Returns the truth, b's tasks, the survivors' reports after failover and the failover
+    epoch."""
+    standbys = hosts.config.standby_replicas
+    for host in "abc":
+        hosts.start(host)
+    config = hosts.config
+    before = wait_for(lambda: _settled(hosts, {"a", "b", "c"}), 90, "3 hosts running", hosts)
+    assert before.model is not None
+    assert sorted(t for r in before.hosts.values() for t in r.active) == sorted(
+        before.model.tasks)  # every task active on exactly one host
+    truth: Counter[str] = Counter()
+    produce(config, truth, 3000, KEYS)
+    wait_for(lambda: final_state(config) == dict(truth), 60, "the first 3,000 records", hosts)
+    if standbys:  # the standbys caught up with every checkpoint
+        wait_for(lambda: all(not any(r.replica_gaps.values()) for r in
+                             state(config).hosts.values()), 30, "standbys current", hosts)
+    killed = list(state(config).hosts["b"].active)
+    produce(config, truth, 3000, KEYS, start=3000)
+    hosts.kill("b")
+    after = wait_for(lambda: _settled(hosts, {"a", "c"}, before.model.epoch), 90,
+                     "failover to a and c", hosts)
+    assert after.model is not None
+    wait_for(lambda: final_state(config) == dict(truth), 60, "all 6,000 records", hosts)
+    assert final_state(config) == dict(truth)  # exact: no key missing, none double counted
+    assert len(truth) == KEYS
+    return truth, killed, {n: after.hosts[n] for n in "ac"}, after.model.epoch
+
+
+def _moved(reports: dict[str, HostReport], tasks: list[str]) -> dict[str, HostReport]:
+    owner = {t: r for r in reports.values() for t in r.active}
+    assert set(tasks) <= set(owner), f"tasks {tasks} not all active on a survivor"
+    return {t: owner[t] for t in tasks}
+
+
+def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
+        kafka_broker: Any, tmp_path: Path) -> None:
+    hosts = _hosts(tmp_path, kafka_broker.bootstrap, 1)
+    with hosts.logs_kept_on_failure("failover-standbys"):
+        truth, killed, reports, epoch = _run_and_kill(hosts)
+        config = hosts.config
+        for task, report in _moved(reports, killed).items():
+            assert report.restore_modes[f"{task}/totals"] in ("none", "delta")
+            assert report.restored[task] < report.restore_ends[task]  # less than a full one
+        # A new empty host joins: warmups (and standbys) first, actives only once caught up.
+        hosts.start("d")
+        wait_for(lambda: _settled(hosts, {"a", "c", "d"}, epoch), 90, "d joining", hosts)
+        # d's first model, from its own log (a probing rebalance may already have followed
+        # it by the time the coordinator stream is read): no active task, only copies.
+        first = re.search(r"host 'd': epoch (\d+): (\d+) active task\(s\) on workers \[.*?\], "
+                          r"(\d+) standby, (\d+) warmup", hosts.log("d"))
+        assert first is not None
+        first_epoch, active, standby, warmup = map(int, first.groups())
+        assert active == 0 and standby + warmup > 0
+        # One snapshot for both checks: d's report in it has resumed, so its restores are in.
+        done = wait_for(lambda: (s := _settled(hosts, {"a", "c", "d"}, first_epoch)) and
+                        s.hosts["d"].active and s, 90, "d taking tasks", hosts)
+        for task in done.hosts["d"].active:  # caught up before it moved: nothing to restore
+            assert done.hosts["d"].restored[task] == 0
+            assert done.hosts["d"].restore_modes[f"{task}/totals"] == "none"
+        produce(config, truth, 600, KEYS, start=6000)
+        wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
+        _check_status(hosts)
+
+
+def _check_status(hosts: Hosts) -> None:
+    """`sampan status --json` lists the hosts and where each task runs, as the model says."""
+    model = state(hosts.config).model
+    assert model is not None
+    shown = json.loads(subprocess.run([*CLI, "status", str(hosts.path), "--json"], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert set(shown["hosts"]) == {"a", "b", "c", "d"}
+    assert shown["hosts"]["b"]["in_model"] is False
+    assert {t: r["active"] for t, r in shown["task_hosts"].items()} == {
+        t: model.host_of(t) for t in model.tasks}
+    assert {t: r["standby"] for t, r in shown["task_hosts"].items() if r["standby"]} == {
+        t: list(h) for t, h in model.standbys.items()}
+    assert all(r["input_lag"] == 0 for r in shown["task_hosts"].values())
+    text = subprocess.run([*CLI, "status", str(hosts.path)], check=True, capture_output=True,
+                          text=True).stdout
+    assert "host d: running" in text and "standby" in text
+
+
+def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
+        kafka_broker: Any, tmp_path: Path) -> None:
+    hosts = _hosts(tmp_path, kafka_broker.bootstrap, 0)
+    with hosts.logs_kept_on_failure("failover-no-standbys"):
+        truth, killed, reports, epoch = _run_and_kill(hosts)
+        config = hosts.config
+        for task, report in _moved(reports, killed).items():
+            assert report.restore_modes[f"{task}/totals"] == "full"
+            assert report.restored[task] == report.restore_ends[task] > 0
+
+        # A second "a" on this machine and a's state folder: refused by a's lock file
+        # before it opens a store or joins the group.
+        running = hosts.processes["a"].pid
+        assert hosts.start("a", label="a-same-folder", data="a").wait(60) == 2
+        local = hosts.log("a-same-folder")
+        assert f"host 'a' of job {config.name!r} already runs on this machine (pid " \
+            f"{running})" in local and "give this host another --host name" in local
+        assert "joined group" not in local and "cannot read local copy" not in local
+        # A second "a" elsewhere (its own state folder): refused by the group's leader.
+        before = state(config).model.epoch
+        assert hosts.start("a", label="a-elsewhere").wait(60) == 2
+        elsewhere = hosts.log("a-elsewhere")
+        assert f"already has a host named 'a' (pid {running} on machine" in elsewhere
+        assert "give this host another --host name" in elsewhere
+        # Its join started a round (which refused it) and its LeaveGroup another. SIGTERM c
+        # only once that second round ended: tansu keeps a leader that leaves while a round
+        # forms as the round's leader (it clears it only when a heartbeat is missed), so c
+        # leaving mid-round as the leader would leave a waiting for an assignment forever
+        # (docs/hosts.md, "tansu").
+        wait_for(lambda: _settled(hosts, {"a", "c"}, before + 1), 60,
+                 "the round after the refused duplicate left", hosts)
+
+        moved = list(state(config).hosts["c"].active)
+        assert hosts.terminate("c") == 0  # workers committed, then it left the group
+        after = wait_for(lambda: _settled(hosts, {"a"}, epoch), 60, "c's tasks on a", hosts)
+        assert after.model is not None
+        assert set(moved) <= set(after.hosts["a"].active)
+        stopped = after.hosts["c"]
+        assert stopped.state == "stopped" and stopped.updated_ms is not None
+        assert "left the group of job" in hosts.log("c")  # LeaveGroup: no session timeout
+        print(f"SIGTERM → next model: {after.model.created_ms - stopped.updated_ms} ms "
+              f"(session timeout {config.coordinator.session_timeout_ms} ms)")
+        produce(config, truth, 600, KEYS, start=6000)
+        wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
