@@ -34,7 +34,7 @@ def job_file(folder: Path, bootstrap: str, name: str, *, partitions: int = 6,
              standbys: int = 0, extra: str = "") -> Path:
     """A per-key sum job over ``kafka.<name>-in`` with short timeouts for tests."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sum_task.py").write_text((HERE / "sum_task.py").read_text())
+    (folder / "sum_task.py").write_text((HERE / "hosts_sum_task.py").read_text())
     path = folder / "job.toml"
     path.write_text(f"""\
 [job]

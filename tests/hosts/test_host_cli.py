@@ -9,7 +9,7 @@ from hostjobs import CLI, HERE
 
 
 def _local_job(folder: Path) -> Path:
-    (folder / "sum_task.py").write_text((HERE / "sum_task.py").read_text())
+    (folder / "sum_task.py").write_text((HERE / "hosts_sum_task.py").read_text())
     path = folder / "job.toml"
     path.write_text("""\
 [job]
