@@ -16,9 +16,10 @@ __all__ = ["HostProcesses", "write_job"]
 
 
 def write_job(folder: Path, bootstrap: str, name: str, *, partitions: int, standbys: int,
-              session_timeout_ms: int) -> Path:
+              session_timeout_ms: int, extra: str = "") -> Path:
     """A per-key sum job over ``kafka.<name>-in`` with one worker per host and the fast
-    timeouts a drill wants (every value is an ordinary job key, see docs/hosts.md)."""
+    timeouts a drill wants (every value is an ordinary job key, see docs/hosts.md);
+    ``extra`` adds ``[job]`` lines (the tests use it)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "job.toml"
     path.write_text(f"""\
@@ -29,7 +30,7 @@ inputs = ["kafka.{name}-in"]
 workers = 1
 commit_interval_ms = 200
 standby_replicas = {standbys}
-
+{extra}
 [coordinator]
 monitor_interval_ms = 1000
 worker_stop_timeout_ms = 5000

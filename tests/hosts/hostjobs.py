@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from framework.config import JobConfig, load_config
+from framework.drill.hosts_job import write_job
 from framework.metadata import CoordinatorState, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord
@@ -32,40 +33,9 @@ CLI = [sys.executable, "-m", "framework.cli"]
 
 def job_file(folder: Path, bootstrap: str, name: str, *, partitions: int = 6,
              standbys: int = 0, extra: str = "") -> Path:
-    """A per-key sum job over ``kafka.<name>-in`` with short timeouts for tests."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sum_task.py").write_text((HERE / "hosts_sum_task.py").read_text())
-    path = folder / "job.toml"
-    path.write_text(f"""\
-[job]
-name = "{name}"
-task = "sum_task:SumTask"
-inputs = ["kafka.{name}-in"]
-workers = 1
-commit_interval_ms = 200
-standby_replicas = {standbys}
-{extra}
-[coordinator]
-monitor_interval_ms = 1000
-worker_stop_timeout_ms = 5000
-session_timeout_ms = 6000
-probing_rebalance_interval_ms = 2000
-acceptable_recovery_lag = 0
-
-[systems.kafka]
-type = "kafka"
-bootstrap = "{bootstrap}"
-
-[streams."kafka.{name}-in"]
-partitions = {partitions}
-key_serde = "string"
-value_serde = "json"
-
-[stores.totals]
-key_serde = "string"
-value_serde = "json"
-""")
-    return path
+    """The host drill's per-key sum job over ``kafka.<name>-in``, session timeout 6 s."""
+    return write_job(folder, bootstrap, name, partitions=partitions, standbys=standbys,
+                     session_timeout_ms=6000, extra=extra)
 
 
 @dataclass

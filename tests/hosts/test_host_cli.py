@@ -5,16 +5,15 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from hostjobs import CLI, HERE
+from hostjobs import CLI
 
 
 def _local_job(folder: Path) -> Path:
-    (folder / "sum_task.py").write_text((HERE / "hosts_sum_task.py").read_text())
     path = folder / "job.toml"
     path.write_text("""\
 [job]
 name = "local-sums"
-task = "sum_task:SumTask"
+task = "framework.drill.sum_task:SumTask"
 inputs = ["local.in"]
 
 [systems.local]
