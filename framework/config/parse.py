@@ -374,6 +374,7 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
         max_warmup_replicas=s.integer("max_warmup_replicas", 2, minimum=0),
         probing_rebalance_interval_ms=s.integer("probing_rebalance_interval_ms", 60000,
                                                 minimum=1000),
+        max_rebalance_wait_ms=s.integer("max_rebalance_wait_ms", 0, minimum=0),
     )
     s.finish()
     return config

@@ -181,6 +181,10 @@ class CoordinatorConfig:
     """Several hosts: warmup copies restoring at once over the whole job; default 2."""
     probing_rebalance_interval_ms: int = 60000
     """Several hosts: how often a rebalance checks whether warmups caught up; default 60000."""
+    max_rebalance_wait_ms: int = 0
+    """Several hosts: a host waiting this long in one rebalance without an assignment gives
+    up its group member and joins again as a new one; 0 (default) derives it from the
+    session and worker stop timeouts (`framework.hosts.config.rebalance_wait_bound_ms`)."""
 
 
 @dataclass(frozen=True)

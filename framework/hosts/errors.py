@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from framework.errors import SampanError
 
-__all__ = ["DuplicateHostError", "HostError", "HostsUnsupportedError", "LeaderError"]
+__all__ = ["AiokafkaUnsupportedError", "DuplicateHostError", "HostError", "HostsUnsupportedError",
+           "LeaderError"]
 
 
 class HostError(SampanError):
@@ -21,3 +22,7 @@ class DuplicateHostError(HostError):
 
 class LeaderError(HostError):
     """The group leader could not build or publish the next job model."""
+
+
+class AiokafkaUnsupportedError(HostError):
+    """The installed aiokafka lacks the group-coordinator hooks the hosts rely on."""

@@ -19,10 +19,14 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from aiokafka.errors import KafkaError
+
 from framework.config import JobConfig
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError
+from framework.hosts.config import lead_timeout_ms, rebalance_timeout_ms, rebalance_wait_bound_ms
 from framework.hosts.errors import DuplicateHostError
+from framework.hosts.fault import LeaderHold, RoundAbandoned
 from framework.hosts.leader import lead_blocking
 from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
@@ -82,6 +86,9 @@ class Host:
         self._rejoin_at: float | None = None
         self._next_monitor = 0.0
         self._reporter: HostReporter | None = None
+        self._incarnation = 0
+        self._waiting_since: float | None = None
+        self._hold = LeaderHold()
 
     # worker processes ----------------------------------------------------------------------
     def _model_file(self) -> Path:
@@ -116,16 +123,21 @@ class Host:
                 meta, self.config.name, self.config.coordinator_ref.stream, self._member({}),
                 lead=self._lead, revoked=self._revoked, assigned=self._assigned,
                 session_timeout_ms=session,
-                rebalance_timeout_ms=session + self.config.coordinator.worker_stop_timeout_ms
-                + 20000)
+                rebalance_timeout_ms=rebalance_timeout_ms(self.config))
             await self._membership.join()
             log.info("host %r joined group of job %r (session timeout %d ms)", self.name,
                      self.config.name, session)
             while not self.stop.is_set():
-                with contextlib.suppress(TimeoutError):  # hear SIGTERM during a rebalance
-                    await asyncio.wait_for(self._membership.poll(), 1)
+                try:
+                    with contextlib.suppress(TimeoutError):  # hear SIGTERM in a rebalance
+                        await asyncio.wait_for(self._membership.poll(), 1)
+                except KafkaError:
+                    if self.stop.is_set():  # a round this host abandoned as it stops
+                        break
+                    raise
                 if self.refused is not None:
                     raise self.refused
+                await self._bound_rebalance_wait()
                 async with self._lock:
                     await self.supervisor.check()
                     await self._tick()
@@ -163,7 +175,29 @@ class Host:
 
     def _member(self, positions: dict[str, dict[str, StorePosition]]) -> Member:
         return Member(self.name, self.config.workers, os.getpid(), self.machine,
-                      self.since_ms, positions)
+                      self.since_ms, positions, self._incarnation)
+
+    async def _bound_rebalance_wait(self) -> None:
+        """A host waiting in one rebalance longer than `rebalance_wait_bound_ms` gives up
+        its member and joins as a new one (a round whose leader vanished never ends)."""
+        assert self._membership is not None
+        if not self._membership.waiting:
+            self._waiting_since = None
+            return
+        now = time.monotonic()
+        if self._waiting_since is None:
+            self._waiting_since = now
+            return
+        bound = rebalance_wait_bound_ms(self.config)
+        if now - self._waiting_since < bound / 1000:
+            return
+        log.warning("host %r has waited %.0f s in a rebalance without an assignment (bound "
+                    "%d ms, coordinator.max_rebalance_wait_ms): its round's leader is gone or "
+                    "stuck; giving up its group member and joining again as a new member",
+                    self.name, now - self._waiting_since, bound)
+        self._waiting_since = None
+        self._incarnation += 1
+        await self._membership.rejoin_as_new(self._member(self._positions()))
 
     def _positions(self) -> dict[str, dict[str, StorePosition]]:
         """Task → logged store → (changelog partition, offset) of every local copy."""
@@ -196,8 +230,9 @@ class Host:
         """The leader's step (see `membership.Lead`): one member per host name, the oldest;
         the others are refused."""
         chosen: dict[str, tuple[str, Member]] = {}
-        for member_id, member in sorted(members.items(),
-                                        key=lambda m: (m[1].since_ms, m[1].pid, m[0])):
+        for member_id, member in sorted(  # the oldest process; its newest member
+                members.items(), key=lambda m: (m[1].since_ms, m[1].pid, -m[1].incarnation,
+                                                m[0])):
             chosen.setdefault(member.host, (member_id, member))
         answers: dict[str, Answer] = {}
         for member_id, member in members.items():
@@ -210,9 +245,14 @@ class Host:
                     other=holder)
         hosts = {name: member for name, (_, member) in chosen.items()}
         try:
+            self._hold(len(hosts))
+        except RoundAbandoned:
+            self.stop.set()
+            raise  # aiokafka sends no SyncGroup: the round is left unanswered
+        try:
             model, probing = lead_blocking(
                 self.config, hosts, f"hosts {', '.join(sorted(hosts))}",
-                self.config.coordinator.session_timeout_ms / 1000 + 60)
+                lead_timeout_ms(self.config) / 1000)
         except Exception as error:
             log.error("leader: could not build the next job model: %r", error)
             answer = Answer(error=f"the leader could not build the next job model: {error}")

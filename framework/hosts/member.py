@@ -32,6 +32,9 @@ class Member:
     """When this host process started: of two members with one name, the older one stays."""
     positions: dict[str, dict[str, StorePosition]] = field(default_factory=dict)
     """Task → logged store → where its local copy stands."""
+    incarnation: int = 0
+    """How often this host process gave up its group member and joined as a new one: of
+    two members of one process, the newer incarnation stays (the other is abandoned)."""
 
     def to_bytes(self) -> bytes:
         data = asdict(self)
@@ -45,7 +48,8 @@ class Member:
             host=str(data["host"]), workers=int(data["workers"]), pid=int(data["pid"]),
             machine=str(data["machine"]), since_ms=int(data["since_ms"]),
             positions={t: {s: (int(p[0]), int(p[1])) for s, p in stores.items()}
-                       for t, stores in data.get("positions", {}).items()})
+                       for t, stores in data.get("positions", {}).items()},
+            incarnation=int(data.get("incarnation", 0)))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,13 @@ first stops what it runs (``on_revoked``), then joins with its `Member` metadata
 leader's assignor builds and publishes the next model and answers each member; each host
 then starts what the model places on it (``on_assigned``). A host that dies stops
 heartbeating and is removed after ``coordinator.session_timeout_ms``; one that stops
-cleanly leaves the group at once.
+cleanly leaves the group at once — unless it stops inside a round it leads (or led last),
+see `Membership.leave`.
+
+aiokafka has no public call to ask for a rebalance or to leave without LeaveGroup: both go
+through its group coordinator (``consumer._coordinator``), reached only through
+`group_coordinator`, which raises `AiokafkaUnsupportedError` when an aiokafka release lacks
+what is used (pyproject.toml pins the releases known to work).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import aiokafka
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.protocol import (
@@ -24,9 +31,10 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
+from framework.hosts.errors import AiokafkaUnsupportedError
 from framework.hosts.member import Answer, Member
 
-__all__ = ["Membership", "group_id"]
+__all__ = ["Membership", "group_coordinator", "group_id"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +47,25 @@ def group_id(job: str) -> str:
     return f"__sampan-{job}-hosts"
 
 
+COORDINATOR_HOOKS = ("request_rejoin", "_maybe_leave_group")
+"""What `group_coordinator` needs of aiokafka's (private) group coordinator."""
+
+
+def group_coordinator(consumer: Any) -> Any:
+    """aiokafka's group coordinator of ``consumer``, or `AiokafkaUnsupportedError` naming
+    the installed aiokafka release when it lacks the hooks the hosts use."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    missing = [h for h in COORDINATOR_HOOKS if not callable(getattr(coordinator, h, None))]
+    if coordinator is None or missing:
+        what = "consumer._coordinator" if coordinator is None else ", ".join(missing)
+        raise AiokafkaUnsupportedError(
+            f"aiokafka {aiokafka.__version__} has no group coordinator {what}, "
+            "which sampan hosts use to ask for a rebalance and to leave a round they lead; "
+            "install the aiokafka release pyproject.toml pins (pip install "
+            "'aiokafka>=0.14,<0.15')")
+    return coordinator
+
+
 class _Round:
     """What one consumer's assignor knows: this host's metadata and the last answer."""
 
@@ -47,6 +74,17 @@ class _Round:
         self.lead = lead
         self.answer: Answer | None = None
         self.leader = False
+        """This member computed the assignment of the current (or last) round."""
+        self.in_round = False
+        """A rebalance started (revoke) and no assignment arrived yet."""
+        self.led_last = False
+        """This member led the last completed round (tansu keeps it the next round's leader)."""
+
+    @property
+    def leads_open_round(self) -> bool:
+        """Inside a round this member leads or may lead: leaving now (LeaveGroup) would
+        strand the others on tansu (docs/hosts.md, "tansu")."""
+        return self.in_round and (self.leader or self.led_last)
 
 
 def _assignor(state: _Round) -> type[AbstractPartitionAssignor]:
@@ -94,13 +132,18 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self.state = state
         self.revoked = revoked
         self.assigned = assigned
+        self.closed = False
+        """Set when the member leaves: an answer arriving while it stops is not run."""
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
+        self.state.in_round = True
         self.state.member = await self.revoked()  # stop everything, then say what we hold
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.state.in_round = False
+        self.state.led_last = self.state.leader
         answer, self.state.answer = self.state.answer, None
-        if answer is not None:
+        if answer is not None and not self.closed:
             await self.assigned(answer)
 
 
@@ -114,6 +157,9 @@ class Membership:
         self.system = system
         self.job = job
         self.topic = topic
+        self._lead = lead
+        self._revoked = revoked
+        self._assigned = assigned
         self._round = _Round(member, lead)
         self._listener = _Listener(self._round, revoked, assigned)
         self.session_timeout_ms = session_timeout_ms
@@ -158,16 +204,56 @@ class Membership:
         what a metadata change calls.
         """
         if self._consumer is not None:
-            self._consumer._coordinator.request_rejoin()
+            group_coordinator(self._consumer).request_rejoin()
+
+    @property
+    def waiting(self) -> bool:
+        """Inside a rebalance: revoked, no assignment received yet."""
+        return self._round.in_round
 
     async def leave(self) -> None:
-        """Leave the group now (LeaveGroup): the others rebalance without waiting."""
+        """Leave the group now (LeaveGroup): the others rebalance without waiting.
+
+        Except from a round this member leads (or led last, so tansu keeps it as leader)
+        that has not ended: there it sends no LeaveGroup and the broker removes the member
+        after the session timeout. tansu keeps a leader that leaves a forming round as the
+        round's leader, so the others would wait for its assignment forever; a leader that
+        misses its heartbeats is dropped, and a new one chosen.
+        """
         consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            try:
-                await asyncio.wait_for(consumer.stop(), 15)  # sends LeaveGroup
-            except Exception as error:
-                log.warning("leaving the group of job %r failed (%r): the others notice "
-                            "within the session timeout", self.job, error)
-            else:
+        if consumer is None:
+            return
+        self._listener.closed = True
+        coordinator = group_coordinator(consumer)
+        send_leave = coordinator._maybe_leave_group
+        said: list[bool] = []
+
+        async def leave_unless_leading() -> None:  # decided when aiokafka would leave
+            if self._round.leads_open_round:
+                said.append(False)
+                log.warning("leaving job %r's group during a rebalance this host leads: no "
+                            "LeaveGroup (it would strand the others on tansu); the broker "
+                            "drops this member after coordinator.session_timeout_ms (%d ms)",
+                            self.job, self.session_timeout_ms)
+                coordinator.reset_generation()
+                return
+            said.append(True)
+            await send_leave()
+
+        coordinator._maybe_leave_group = leave_unless_leading
+        try:
+            await asyncio.wait_for(consumer.stop(), 15)
+        except Exception as error:
+            log.warning("leaving the group of job %r failed (%r): the others notice "
+                        "within the session timeout", self.job, error)
+        else:
+            if said == [True]:
                 log.info("left the group of job %r: the other hosts rebalance now", self.job)
+
+    async def rejoin_as_new(self, member: Member) -> None:
+        """Give up this member (leave as `leave` does) and join again as a new member with
+        ``member``'s metadata: the broker forgets nothing it held for the old one."""
+        await self.leave()
+        self._round = _Round(member, self._lead)
+        self._listener = _Listener(self._round, self._revoked, self._assigned)
+        await self.join()

@@ -51,16 +51,17 @@ class Hosts:
     def config(self) -> JobConfig:
         return load_config(self.path)
 
-    def start(self, name: str, label: str | None = None, data: str | None = None
-              ) -> subprocess.Popen[bytes]:
+    def start(self, name: str, label: str | None = None, data: str | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start host ``name``. ``label`` (default the name) names its process and log
-        ``<label>.log``; its state folder is ``data-<data>`` (default: the label's)."""
+        ``<label>.log``; its state folder is ``data-<data>`` (default: the label's);
+        ``env`` adds environment variables (fault injection)."""
         label = label or name
         log = (self.root / f"{label}.log").open("ab")
         process = subprocess.Popen(
             [*CLI, "run", str(self.path), "--host", name, "--data-dir",
              str(self.root / f"data-{data or label}")], stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, env={**os.environ, **(env or {})})
         self.processes[label] = process
         self.logs[label] = log
         return process

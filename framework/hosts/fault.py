@@ -1,0 +1,63 @@
+"""Fault injection for tests and drills: hold the group leader inside a round.
+
+``SAMPAN_FAULT_LEADER_HOLD_MS=N`` makes a host, the first time it leads a round of two or
+more hosts, wait up to N ms before it answers the round (after JoinGroup, before SyncGroup):
+the window in which a departing leader used to strand the others on tansu. A SIGTERM during
+the hold makes the host abandon the round and stop, as a leader stopped in that window
+does. Unset (the default) it does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from types import FrameType
+
+from framework.hosts.errors import HostError
+
+__all__ = ["ENV", "LeaderHold", "RoundAbandoned"]
+
+ENV = "SAMPAN_FAULT_LEADER_HOLD_MS"
+
+log = logging.getLogger(__name__)
+
+
+class RoundAbandoned(HostError):
+    """The leader was stopped while holding a round (fault injection): no answer is sent."""
+
+
+class LeaderHold:
+    """The one-shot hold `ENV` asks for."""
+
+    def __init__(self) -> None:
+        raw = os.environ.get(ENV, "")
+        self.hold_ms = int(raw) if raw.strip() else 0
+        self.done = False
+
+    def __call__(self, hosts: int) -> None:
+        """Hold (leader step, event loop blocked) if due; raise `RoundAbandoned` when a
+        SIGTERM arrives meanwhile (the caller stops the host)."""
+        if self.done or not self.hold_ms or hosts < 2:
+            return
+        self.done = True
+        got: list[int] = []
+
+        def heard(signum: int, frame: FrameType | None) -> None:
+            got.append(signum)
+
+        log.warning("fault injection (%s): the leader holds this round of %d hosts for up "
+                    "to %d ms before answering", ENV, hosts, self.hold_ms)
+        previous = signal.signal(signal.SIGTERM, heard)
+        try:
+            deadline = time.monotonic() + self.hold_ms / 1000
+            while not got and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        if got:
+            log.warning("fault injection (%s): SIGTERM while holding the round: abandoning "
+                        "it unanswered", ENV)
+            raise RoundAbandoned("stopped while holding the round (fault injection)")
+        log.warning("fault injection (%s): hold over, answering the round", ENV)
