@@ -60,10 +60,16 @@ def _command(args: argparse.Namespace) -> int:
 
 async def _run(config: Any, log_dir: Path | None) -> int:
     from framework.coordinator.process import Coordinator
+    from framework.hosts.lock import HostLock
 
-    coordinator = Coordinator(config, log_dir=log_dir)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, coordinator.stop.set)
-    await coordinator.run()
+    lock = HostLock(config.state_dir, config.name)  # one run per state folder, as hosts
+    lock.acquire()  # a second run on this machine stops here, before the lease or a store
+    try:
+        coordinator = Coordinator(config, log_dir=log_dir)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, coordinator.stop.set)
+        await coordinator.run()
+    finally:
+        lock.release()
     return 0

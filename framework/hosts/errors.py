@@ -5,7 +5,7 @@ from __future__ import annotations
 from framework.errors import SampanError
 
 __all__ = ["AiokafkaUnsupportedError", "DuplicateHostError", "HostError", "HostsUnsupportedError",
-           "LeaderError"]
+           "LeaderError", "StateFolderBusyError"]
 
 
 class HostError(SampanError):
@@ -22,6 +22,10 @@ class DuplicateHostError(HostError):
 
 class LeaderError(HostError):
     """The group leader could not build or publish the next job model."""
+
+
+class StateFolderBusyError(HostError):
+    """Another `sampan run` of the job on this machine holds the state folder's lock."""
 
 
 class AiokafkaUnsupportedError(HostError):

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hostjobs import Hosts, final_state, job_file, produce, state, wait_for
+from hostjobs import Hosts, final_state, job_file, produce, wait_for
 from test_failover import _settled
 
 from framework.hosts.fault import ENV
