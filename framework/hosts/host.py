@@ -31,6 +31,7 @@ from framework.hosts.leader import lead_blocking
 from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
 from framework.hosts.membership import Membership
+from framework.hosts.ports import claim_base_port
 from framework.hosts.replicas import Replicas
 from framework.hosts.reporting import HostReporter
 from framework.jobmodel import JobModel
@@ -105,7 +106,12 @@ class Host:
         lock = HostLock(self.config.state_dir, self.config.name, self.name)
         lock.acquire()  # a second host on this state folder stops here, touching nothing
         try:
-            await self._run()
+            port = claim_base_port(self.config, self.name)  # a fixed port: one host a machine
+            try:
+                await self._run()
+            finally:
+                if port is not None:
+                    port.close()
         finally:
             lock.release()
 

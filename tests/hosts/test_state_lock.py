@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hostjobs import CLI, job_file, wait_for
+from kafka_broker import free_port
 from test_host_cli import _local_job
 
 
@@ -76,3 +77,20 @@ def test_host_on_the_state_folder_of_a_one_host_kafka_run_exits_2(kafka_broker: 
                 f"run (pid {plain.pid})") in done.stderr
         assert f"kill {plain.pid}" in done.stderr and "its own --data-dir" in done.stderr
         assert plain.poll() is None
+
+
+def test_second_host_on_one_machine_with_a_fixed_metrics_port_exits_2(kafka_broker: Any,
+                                                                      tmp_path: Path) -> None:
+    name = f"port-{os.getpid()}"
+    path = job_file(tmp_path / "job", kafka_broker.bootstrap, name)
+    port = free_port()
+    path.write_text(path.read_text() + f"\n[metrics]\nport = {port}\n")
+    with _running(path, "--host", "a", "--data-dir", str(tmp_path / "a")) as first:
+        wait_for(lambda: _holds(tmp_path / "a" / name / "host.lock", first.pid, "a"), 60,
+                 "host a")
+        done = _second(path, "--host", "b", "--data-dir", str(tmp_path / "b"))
+        assert done.returncode == 2
+        assert f"[metrics] port = {port}: host 'b' of job {name!r} cannot hold port {port}" \
+            in done.stderr
+        assert "set [metrics] port = 0" in done.stderr and "its own machine" in done.stderr
+        assert first.poll() is None
