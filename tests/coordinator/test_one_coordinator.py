@@ -22,14 +22,22 @@ from framework.systems.local import LocalSystem
 from framework.systems.local_schema import SCHEMA_VERSION, LocalOptions, connect
 
 
-def second_run(job: Job) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, "run", str(job.path)], capture_output=True, text=True,
+def second_run(job: Job, data_dir: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`sampan run` of the job again; with ``data_dir``, from a copy of its job file keeping
+    its state there (as from another machine: past the state folder's lock, to the lease)."""
+    path = job.path
+    if data_dir is not None:
+        path = job.path.with_name("elsewhere.toml")
+        path.write_text(job.path.read_text().replace("[job]\n",
+                                                     f'[job]\ndata_dir = "{data_dir}"\n', 1))
+    return subprocess.run([*CLI, "run", str(path)], capture_output=True, text=True,
                           timeout=60, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 async def test_a_second_run_refuses_at_once_naming_the_running_coordinator(
         make_job: Callable[..., Job]) -> None:
-    """Memory stores (no RocksDB LOCK to hide behind): still exactly one coordinator."""
+    """Memory stores (no RocksDB LOCK to hide behind): still exactly one coordinator — on
+    the same state folder the folder's lock refuses the second run, elsewhere the lease."""
     job = make_job("twice", {"words": 2})
     job.path.write_text(job.path.read_text().replace("[stores.counts]",
                                                      '[stores.counts]\ntype = "memory"'))
@@ -38,8 +46,13 @@ async def test_a_second_run_refuses_at_once_naming_the_running_coordinator(
     await job.produce("words", keys(40), 5)
     first = job.start()
     await job.wait_epoch(1)
+    same = second_run(job)
+    assert same.returncode == 2, same.stderr
+    assert f"job 'twice' already runs on this machine with state folder " \
+        f"{job.config.state_dir} (sampan run, pid {first.pid}); stop that one first" \
+        in same.stderr
     started = time.monotonic()
-    done = second_run(job)
+    done = second_run(job, data_dir="elsewhere")
     assert time.monotonic() - started < 30  # "at once": no waiting for a lease to expire
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.splitlines()
