@@ -165,6 +165,7 @@ class Membership:
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self._consumer: AIOKafkaConsumer | None = None
+        self.request_timeout_ms = 0
 
     @property
     def leader(self) -> bool:
@@ -178,8 +179,8 @@ class Membership:
         kwargs = options.client_kwargs(self.system.bootstrap)
         # A JoinGroup is answered only when the round ends (up to a session or rebalance
         # timeout on some brokers): the request must be allowed to wait that long.
-        kwargs["request_timeout_ms"] = max(kwargs.get("request_timeout_ms", 0),
-                                           max(session, self.rebalance_timeout_ms) + 5000)
+        kwargs["request_timeout_ms"] = self.request_timeout_ms = max(
+            kwargs.get("request_timeout_ms", 0), max(session, self.rebalance_timeout_ms) + 5000)
         self._consumer = AIOKafkaConsumer(
             **kwargs, group_id=group_id(self.job),
             enable_auto_commit=False, session_timeout_ms=session,
@@ -208,10 +209,11 @@ class Membership:
 
     @property
     def waiting(self) -> bool:
-        """Inside a rebalance: revoked, no assignment received yet."""
-        return self._round.in_round
+        """Inside a rebalance whose answer is someone else's: revoked, not leading it (its
+        leader answers it), no assignment received yet."""
+        return self._round.in_round and not self._round.leader
 
-    async def leave(self) -> None:
+    async def leave(self, timeout_s: float = 15) -> None:
         """Leave the group now (LeaveGroup): the others rebalance without waiting.
 
         Except from a round this member leads (or led last, so tansu keeps it as leader)
@@ -242,7 +244,7 @@ class Membership:
 
         coordinator._maybe_leave_group = leave_unless_leading
         try:
-            await asyncio.wait_for(consumer.stop(), 15)
+            await asyncio.wait_for(consumer.stop(), timeout_s)
         except Exception as error:
             log.warning("leaving the group of job %r failed (%r): the others notice "
                         "within the session timeout", self.job, error)
@@ -252,8 +254,9 @@ class Membership:
 
     async def rejoin_as_new(self, member: Member) -> None:
         """Give up this member (leave as `leave` does) and join again as a new member with
-        ``member``'s metadata: the broker forgets nothing it held for the old one."""
-        await self.leave()
+        ``member``'s metadata. The old consumer is given the time its request in flight
+        may take (a JoinGroup or SyncGroup the broker holds) to stop cleanly."""
+        await self.leave(self.request_timeout_ms / 1000 + 5)
         self._round = _Round(member, self._lead)
         self._listener = _Listener(self._round, self._revoked, self._assigned)
         await self.join()
