@@ -140,8 +140,9 @@ def _start(path: Path, log_path: Path) -> subprocess.Popen[str]:
 
 def test_one_coordinator_per_job_on_kafka(kafka_broker: Any, tmp_path: Path) -> None:
     """The lease is membership of the job's coordinators' group: a second `sampan run`
-    exits 2 naming the first; once the first is SIGKILLed, Kafka expires it and the next
-    `sampan run` takes the job over; counts stay exact."""
+    exits 2 naming the first (on the same state folder its lock says so first); once the
+    first is SIGKILLed, Kafka expires it and the next `sampan run` takes the job over;
+    counts stay exact."""
     words, counts = f"lease-words-{os.getpid()}", f"lease-counts-{os.getpid()}"
     path = _job(tmp_path / "job", kafka_broker.bootstrap, f"lease-{os.getpid()}", words, counts)
     path.write_text(path.read_text().replace("monitor_interval_ms = 300",
@@ -152,7 +153,16 @@ def test_one_coordinator_per_job_on_kafka(kafka_broker: Any, tmp_path: Path) -> 
         truth: Counter[str] = Counter()
         _wait_for(lambda: "started worker 1" in (tmp_path / "first.log").read_text(), 90,
                   "the first coordinator's workers", first)
-        second = subprocess.run([sys.executable, "-m", "framework.cli", "run", str(path)],
+        same = subprocess.run([sys.executable, "-m", "framework.cli", "run", str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert same.returncode == 2, same.stderr  # this machine, this state folder: the lock
+        assert f"with state folder {tmp_path / 'job' / 'state' / f'lease-{os.getpid()}'} " \
+            in same.stderr
+        assert f"(sampan run, pid {first.pid}); stop that one first" in same.stderr
+        elsewhere = path.with_name("elsewhere.toml")  # as from another machine: the lease
+        elsewhere.write_text(path.read_text().replace("[job]\n", '[job]\ndata_dir = "other"\n',
+                                                      1))
+        second = subprocess.run([sys.executable, "-m", "framework.cli", "run", str(elsewhere)],
                                 capture_output=True, text=True, timeout=120)
         assert second.returncode == 2, second.stderr
         last = second.stderr.splitlines()[-1]
