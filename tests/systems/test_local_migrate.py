@@ -109,8 +109,8 @@ async def test_an_interrupted_migration_resumes_without_losing_or_repeating_a_re
     conn = sqlite3.connect(tmp_path / "log.sqlite3", isolation_level=None)
     conn.executescript("CREATE TABLE batches (stream_id INTEGER NOT NULL, partition INTEGER "
                        "NOT NULL, base_offset INTEGER NOT NULL, last_offset INTEGER NOT NULL, "
-                       "count INTEGER NOT NULL, payload BLOB NOT NULL, PRIMARY KEY "
-                       "(stream_id, partition, base_offset)) WITHOUT ROWID")
+                       "count INTEGER NOT NULL, payload BLOB NOT NULL, UNIQUE "
+                       "(stream_id, partition, base_offset))")
     # Four transactions of at most 500 records, one partition at a time: partition 0
     # (500, 500, 200) and the first 500 of partition 1. Each transaction is atomic, so
     # this is where a SIGKILL between two of them leaves the file.
