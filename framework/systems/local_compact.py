@@ -49,7 +49,9 @@ def compact_partition(log: LocalLog, stream: str, partition: int, chunk: int = 5
                     if key is not None and latest[key] != offset}
             kept = len(offsets) - len(drop)
             if drop and adjacent and runs[-1][3] + kept <= MAX_BATCH_RECORDS:
-                runs[-1] = (runs[-1][0], base, runs[-1][2] | drop, runs[-1][3] + kept)
+                run = runs[-1]
+                run[2].update(drop)
+                runs[-1] = (run[0], base, run[2], run[3] + kept)
             elif drop:
                 runs.append((base, base, drop, kept))
             adjacent = bool(drop)
