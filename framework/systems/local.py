@@ -41,6 +41,7 @@ from framework.systems.base import (
     Record,
     RecordPosition,
 )
+from framework.systems.local_compact import compact_partition
 from framework.systems.local_fetch import (
     Columns,
     RecordColumns,
@@ -197,7 +198,7 @@ class LocalSystem:
         counts = await self.partition_counts([stream])
         dropped = 0
         for partition in range(counts[stream]):
-            dropped += await self.call(LocalLog.compact_partition, stream, partition)
+            dropped += await self.call(compact_partition, stream, partition)
         return dropped
 
 

@@ -2,34 +2,30 @@
 
 A fetch first reads the end offsets of the assigned streams (a few tiny rows), so
 idle partitions cost nothing, then splits ``max_records`` fairly over the partitions
-that have records and reads each with one primary-key range query.
+that have records and reads each with one primary-key range query over its batches,
+decoding only the records it returns (`framework.systems.local_batch`).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
 
 from framework.frozen import fast_constructor
 from framework.systems.base import Headers, Record
-from framework.systems.local_log import LocalLog, decode_headers
+from framework.systems.local_batch import BatchColumns, decode_range
+from framework.systems.local_log import LocalLog
 
 __all__ = ["fair_quotas", "read_batch", "read_columns", "read_record_columns"]
 
+# The batches holding offsets >= ?3 and < ?4: from the last batch starting at or before
+# ?3 (it may hold it), one primary-key range scan read lazily until enough records came.
 _RANGE = (
-    "SELECT offset, key, value, timestamp, headers FROM records "
-    "WHERE stream_id = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?"
-)
-
-_COLUMNS = (
-    "SELECT offset, key, value FROM records "
-    "WHERE stream_id = ? AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?"
-)
-
-_RECORD_COLUMNS = (
-    "SELECT offset, key, value, timestamp, headers FROM records "
-    "WHERE stream_id = ? AND partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?"
+    "SELECT payload FROM batches WHERE stream_id = ?1 AND partition = ?2 AND base_offset >= "
+    "coalesce((SELECT max(base_offset) FROM batches WHERE stream_id = ?1 AND partition = ?2 "
+    "AND base_offset <= ?3), ?3) AND base_offset < ?4 ORDER BY base_offset"
 )
 
 _record = fast_constructor(Record)
@@ -103,16 +99,33 @@ def read_batch(
         quotas = fair_quotas(available[turn:] + available[:turn], max_records)
         result: dict[Slot, list[Record]] = {}
         for (stream, partition), quota in quotas.items():
-            rows = conn.execute(
-                _RANGE, (ids[stream], partition, positions[(stream, partition)], quota)
-            ).fetchall()
-            if rows:
-                result[(stream, partition)] = [
-                    _record(partition, offset, key, value, timestamp,
-                            decode_headers(headers) if headers else ())
-                    for offset, key, value, timestamp, headers in rows
-                ]
+            records: list[Record] = []
+            for offsets, keys, values, timestamps, headers in _scan(
+                    conn, ids[stream], partition, positions[(stream, partition)],
+                    ends[(stream, partition)], quota):
+                records += map(_record, repeat(partition), offsets, keys, values, timestamps,
+                               headers)
+            if records:
+                result[(stream, partition)] = records
         return result
+
+
+def _scan(conn: sqlite3.Connection, stream_id: int, partition: int, start: int, end: int,
+          limit: int, fields: bool = True) -> Iterator[BatchColumns]:
+    """The records with ``start <= offset < end`` of one partition, at most ``limit``, as
+    one set of columns per batch, in offset order."""
+    cursor = conn.execute(_RANGE, (stream_id, partition, start, end))
+    try:
+        for (payload,) in cursor:
+            columns = decode_range(payload, start, end, limit, fields)
+            if columns[0]:
+                yield columns
+                limit -= len(columns[0])
+                if limit <= 0:
+                    return
+                start = columns[0][-1] + 1
+    finally:
+        cursor.close()
 
 
 def _caps(conn: sqlite3.Connection, stream_id: int, expected: int | None
@@ -134,16 +147,19 @@ def read_columns(
     log: LocalLog, stream: str, partition: int, start: int, end: int, limit: int
 ) -> Columns:
     """(offsets, keys, values) of up to ``limit`` records with ``start <= offset < end``;
-    plain lists straight from SQLite, for restores (no `Record` per row)."""
+    plain lists cut from the batches, for restores (no `Record` per row)."""
+    offsets: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
     with log.read() as conn:
         stream_id = log.stream_id(stream)
         if stream_id is None:
             return [], [], []
-        rows = conn.execute(_COLUMNS, (stream_id, partition, start, end, limit)).fetchall()
-    if not rows:
-        return [], [], []
-    offsets, keys, values = zip(*rows, strict=True)
-    return list(offsets), list(keys), list(values)
+        for columns in _scan(conn, stream_id, partition, start, end, limit, fields=False):
+            offsets += columns[0]
+            keys += columns[1]
+            values += columns[2]
+    return offsets, keys, values
 
 
 def read_record_columns(
@@ -151,15 +167,12 @@ def read_record_columns(
 ) -> RecordColumns:
     """Every field of up to ``limit`` records with ``start <= offset < end``, as columns:
     one range scan and no `Record` per row, for bulk readers (the Spark DataSource)."""
+    result: RecordColumns = ([], [], [], [], [])
     with log.read() as conn:
         stream_id = log.stream_id(stream)
         if stream_id is None:
-            return [], [], [], [], []
-        rows = conn.execute(_RECORD_COLUMNS, (stream_id, partition, start, end, limit)).fetchall()
-    if not rows:
-        return [], [], [], [], []
-    offsets, keys, values, timestamps, blobs = zip(*rows, strict=True)
-    headers: list[Headers] = (
-        [decode_headers(blob) if blob else () for blob in blobs] if any(blobs)
-        else [()] * len(rows))
-    return list(offsets), list(keys), list(values), list(timestamps), headers
+            return result
+        for columns in _scan(conn, stream_id, partition, start, end, limit):
+            for into, column in zip(result, columns, strict=True):
+                into += column  # type: ignore[operator]
+    return result

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
 
 from framework.errors import (
@@ -27,19 +27,19 @@ from framework.frozen import fast_constructor
 from framework.partitioner import partition_for_key
 from framework.systems.base import (
     Checkpoint,
-    Headers,
     OffsetRange,
     ProducerRecord,
     RecordPosition,
     fence_message,
 )
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
+from framework.systems.local_batch import batch_rows, decode_headers, encode_headers
 from framework.systems.local_schema import LocalOptions, connect, damaged_log, database_file
 from framework.systems.placement import Placement
 
-__all__ = ["LocalLog", "decode_headers", "encode_headers"]
+__all__ = ["INSERT_BATCH", "LocalLog", "decode_headers", "encode_headers"]
 
-_INSERT_RECORD = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)"
+INSERT_BATCH = "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?)"
 _SET_NEXT = "UPDATE partitions SET next_offset = ? WHERE stream_id = ? AND partition = ?"
 _UPSERT_CHECKPOINT = (
     "INSERT INTO checkpoints (job, task, checkpoint) VALUES (?, ?, ?) "
@@ -47,35 +47,8 @@ _UPSERT_CHECKPOINT = (
 )
 _RAW = (bytes, type(None))
 _position = fast_constructor(RecordPosition)
-_NAME = struct.Struct(">H")
-_VALUE = struct.Struct(">I")
-
-
-def encode_headers(headers: Headers) -> bytes | None:
-    """Headers as ``(u16 name length, name, u32 value length, value)*``; None when empty."""
-    if not headers:
-        return None
-    parts: list[bytes] = []
-    for name, value in headers:
-        raw = name.encode()
-        parts += (_NAME.pack(len(raw)), raw, _VALUE.pack(len(value)), bytes(value))
-    return b"".join(parts)
-
-
-def decode_headers(blob: bytes | None) -> Headers:
-    """Inverse of `encode_headers`."""
-    if not blob:
-        return ()
-    result: list[tuple[str, bytes]] = []
-    at = 0
-    while at < len(blob):
-        (size,) = _NAME.unpack_from(blob, at)
-        name = blob[at + 2 : at + 2 + size].decode()
-        at += 2 + size
-        (size,) = _VALUE.unpack_from(blob, at)
-        result.append((name, blob[at + 4 : at + 4 + size]))
-        at += 4 + size
-    return tuple(result)
+_keys, _values = attrgetter("key"), attrgetter("value")
+_timestamps, _headers = attrgetter("timestamp"), attrgetter("headers")
 
 
 class LocalLog:
@@ -231,8 +204,8 @@ class LocalLog:
         with self.read() as conn:
             stream_id = self._stream(stream)[0]
             rows = conn.execute(
-                "SELECT p.partition, p.next_offset, (SELECT min(r.offset) FROM records r "
-                "WHERE r.stream_id = p.stream_id AND r.partition = p.partition) "
+                "SELECT p.partition, p.next_offset, (SELECT min(b.base_offset) FROM batches b "
+                "WHERE b.stream_id = p.stream_id AND b.partition = p.partition) "
                 "FROM partitions p WHERE p.stream_id = ? ORDER BY p.partition",
                 (stream_id,),
             ).fetchall()
@@ -269,11 +242,10 @@ class LocalLog:
         # Counts are read inside the write transaction: a produce racing an expansion
         # sees either the old count or the new one, never a mix.
         streams = {name: self._stream(name)[:2] for name in {r.stream for r in records}}
-        next_offsets: dict[tuple[int, int], int] = {}
-        rows = []
+        bases: dict[tuple[int, int], int] = {}
+        slots: dict[tuple[int, int], list[ProducerRecord]] = {}
         positions = []
         wanted = len(records) if wanted is None else wanted
-        now = int(time.time() * 1000)
         place = self.placement.partition
         for index, record in enumerate(records):
             stream_id, count = streams[record.stream]
@@ -285,20 +257,31 @@ class LocalLog:
             elif partition is None or not 0 <= partition < count:
                 partition = place(record, count)  # round robin, or raises
             slot = (stream_id, partition)
-            offset = next_offsets.get(slot)
-            if offset is None:
-                (offset,) = conn.execute(
+            batch = slots.get(slot)
+            if batch is None:
+                batch = slots[slot] = []
+                bases[slot] = conn.execute(
                     "SELECT next_offset FROM partitions WHERE stream_id = ? AND partition = ?",
                     slot,
-                ).fetchone()
-            next_offsets[slot] = offset + 1
-            timestamp = now if record.timestamp is None else record.timestamp
-            rows.append((stream_id, partition, offset, key, record.value, timestamp,
-                         encode_headers(record.headers) if record.headers else None))
+                ).fetchone()[0]
             if index < wanted:
-                positions.append(_position(record.stream, partition, offset))
-        conn.executemany(_INSERT_RECORD, rows)
-        conn.executemany(_SET_NEXT, [(n, s, p) for (s, p), n in next_offsets.items()])
+                positions.append(_position(record.stream, partition, bases[slot] + len(batch)))
+            batch.append(record)
+        now = int(time.time() * 1000)
+        rows = []
+        for (stream_id, partition), batch in slots.items():
+            base = bases[(stream_id, partition)]
+            timestamps = list(map(_timestamps, batch))
+            if None in timestamps:
+                timestamps = [now if t is None else t for t in timestamps]
+            headers = list(map(_headers, batch))
+            rows += batch_rows(
+                stream_id, partition, range(base, base + len(batch)),
+                list(map(_keys, batch)), list(map(_values, batch)), timestamps,
+                [encode_headers(h) for h in headers] if any(headers) else None)
+        conn.executemany(INSERT_BATCH, rows)
+        conn.executemany(_SET_NEXT, [(bases[slot] + len(batch), *slot)
+                                     for slot, batch in slots.items()])
         return positions
 
     def _check_fence(self, job: str, epoch: int) -> None:
@@ -365,34 +348,3 @@ class LocalLog:
                     f"current; another coordinator is running this job — stop it first")
             conn.execute("INSERT INTO fences (job, epoch) VALUES (?, ?) ON CONFLICT (job) "
                          "DO UPDATE SET epoch = excluded.epoch", (job, epoch))
-
-    # -- compaction -------------------------------------------------------------------
-
-    def compact_partition(self, stream: str, partition: int, chunk: int = 5000) -> int:
-        """Drop every record of one partition superseded by a later one with its key.
-
-        The latest record per key stays, tombstones (value None) included; records
-        without a key are never dropped. What to drop is found in a read transaction (no
-        write lock: committing workers go on), then deleted in short write transactions
-        of ``chunk`` records — safe, because later writes only add newer records.
-        """
-        with self.read() as conn:
-            stream_id, _, compacted = self._stream(stream)
-            if not compacted:
-                raise UnsupportedOperation(
-                    f"cannot compact stream {stream!r}: it was not created compacted; only "
-                    "changelog and metadata streams are compacted"
-                )
-            superseded = [offset for (offset,) in conn.execute(
-                "SELECT offset FROM (SELECT offset, row_number() OVER ("
-                " PARTITION BY key ORDER BY offset DESC) AS newer"
-                " FROM records WHERE stream_id = ?1 AND partition = ?2 AND key IS NOT NULL)"
-                " WHERE newer > 1 ORDER BY offset", (stream_id, partition))]
-        dropped = 0
-        for start in range(0, len(superseded), chunk):
-            with self.write() as conn:
-                cursor = conn.executemany(
-                    "DELETE FROM records WHERE stream_id = ? AND partition = ? AND offset = ?",
-                    [(stream_id, partition, o) for o in superseded[start:start + chunk]])
-                dropped += cursor.rowcount
-        return dropped

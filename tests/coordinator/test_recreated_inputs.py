@@ -15,7 +15,7 @@ def drop_stream(job: Job, stream: str) -> None:
     connection.execute("BEGIN IMMEDIATE")
     (stream_id,) = connection.execute("SELECT id FROM streams WHERE name = ?",
                                       (stream,)).fetchone()
-    for table in ("records", "partitions"):
+    for table in ("batches", "partitions"):
         connection.execute(f"DELETE FROM {table} WHERE stream_id = ?", (stream_id,))
     connection.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
     connection.execute("COMMIT")
