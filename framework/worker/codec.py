@@ -6,11 +6,13 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+import orjson
+
 from framework.api import Envelope, OutgoingMessage
 from framework.config import JobConfig
 from framework.frozen import fast_constructor
-from framework.serdes import Serde, StringSerde, decode, encode, get_serde
-from framework.systems.base import ProducerRecord, Record
+from framework.serdes import JsonSerde, Serde, StringSerde, decode, encode, get_serde
+from framework.systems.base import FetchedRecord, ProducerRecord, ProducerRow, producer_row
 from groupers import SystemStreamPartition
 
 __all__ = ["RecordCodec", "Sent", "producer_record"]
@@ -24,6 +26,18 @@ producer_record = fast_constructor(ProducerRecord)
 """``ProducerRecord(stream, key, value, partition, timestamp, headers)`` built the cheap way."""
 _NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 """The headers of every envelope without any (read-only, so one can be shared)."""
+_SHORT_JSON = 19
+"""JSON values shorter than this go straight to orjson: `JsonSerde.from_bytes` would too
+(no 19-digit integer fits); what orjson refuses goes through the serde after all."""
+
+BatchDecoder = Callable[[Sequence[FetchedRecord], int], "list[Envelope] | None"]
+"""(records, position) → the envelopes of the records at or past ``position``, in order;
+None when one cannot be decoded (the caller then goes record by record)."""
+
+
+def _header_map(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, bytes]:
+    """An envelope's headers: a missing value (a Kafka client's None) reads as b""."""
+    return {name: value or b"" for name, value in headers}
 
 
 def _from_bytes(serde: Serde) -> Callable[[bytes], Any]:
@@ -49,6 +63,7 @@ class RecordCodec:
         self._config = config
         self._serdes: dict[str, tuple[Serde, Serde]] = {}
         self._targets: dict[str, tuple[str, str, Serde, Serde]] = {}
+        self._batch_decoders: dict[SystemStreamPartition, BatchDecoder] = {}
 
     def serdes(self, qualified: str) -> tuple[Serde, Serde]:
         """(key serde, value serde) of a declared stream."""
@@ -61,12 +76,12 @@ class RecordCodec:
             self._serdes[qualified] = found
         return found
 
-    def decoder(self, ssp: SystemStreamPartition) -> Callable[[Record], Envelope]:
-        """`decode` bound to one SSP: the per-record hot path, with its serdes looked up once."""
+    def decoder(self, ssp: SystemStreamPartition) -> Callable[[FetchedRecord], Envelope]:
+        """`decode` bound to one SSP, with its serdes looked up once."""
         qualified = f"{ssp.system}.{ssp.stream}"
         key_from, value_from = (_from_bytes(serde) for serde in self.serdes(qualified))
 
-        def decode_record(record: Record) -> Envelope:
+        def decode_record(record: FetchedRecord) -> Envelope:
             try:
                 key = None if record.key is None else key_from(record.key)
                 value = None if record.value is None else value_from(record.value)
@@ -74,11 +89,49 @@ class RecordCodec:
                 return self.decode(ssp, record)
             headers = record.headers
             return _envelope(ssp, record.offset, key, value, record.timestamp,
-                             dict(headers) if headers else _NO_HEADERS)
+                             _header_map(headers) if headers else _NO_HEADERS)
 
         return decode_record
 
-    def decode(self, ssp: SystemStreamPartition, record: Record) -> Envelope:
+    def batch_decoder(self, ssp: SystemStreamPartition) -> BatchDecoder:
+        """The hot path: a fetched batch of one SSP into envelopes in one call, with the
+        serdes looked up once per SSP (see `BatchDecoder`)."""
+        found = self._batch_decoders.get(ssp)
+        if found is None:
+            found = self._batch_decoders[ssp] = self._make_batch_decoder(ssp)
+        return found
+
+    def _make_batch_decoder(self, ssp: SystemStreamPartition) -> BatchDecoder:
+        key_serde, value_serde = self.serdes(f"{ssp.system}.{ssp.stream}")
+        key_from, value_from = _from_bytes(key_serde), _from_bytes(value_serde)
+        json_values = type(value_serde) is JsonSerde
+        loads, envelope, no_headers = orjson.loads, _envelope, _NO_HEADERS
+
+        def decode_batch(records: Sequence[FetchedRecord], position: int) -> list[Envelope] | None:
+            out: list[Envelope] = []
+            append = out.append
+            try:
+                for record in records:
+                    offset = record.offset
+                    if offset < position:
+                        continue  # already processed (a rewind for another reader)
+                    key = record.key
+                    if key is not None:
+                        key = key_from(key)
+                    value = record.value
+                    if value is not None:
+                        value = (loads(value) if json_values and len(value) < _SHORT_JSON
+                                 else value_from(value))
+                    headers = record.headers
+                    append(envelope(ssp, offset, key, value, record.timestamp,
+                                    _header_map(headers) if headers else no_headers))
+            except Exception:
+                return None
+            return out
+
+        return decode_batch
+
+    def decode(self, ssp: SystemStreamPartition, record: FetchedRecord) -> Envelope:
         """The envelope of ``record``; `SerdeError` names SSP, offset and serde."""
         qualified = f"{ssp.system}.{ssp.stream}"
         key_serde, value_serde = self.serdes(qualified)
@@ -99,7 +152,7 @@ class RecordCodec:
                        partition=ssp.partition, offset=record.offset)
                 raise
         return Envelope(ssp, record.offset, key, value, record.timestamp,
-                        dict(record.headers) if record.headers else {})
+                        _header_map(record.headers) if record.headers else {})
 
     def _target(self, qualified: str) -> tuple[str, str, Serde, Serde]:
         target = self._targets.get(qualified)
@@ -110,16 +163,22 @@ class RecordCodec:
         return target
 
     def encode_all(self, sent: Sequence[Sent]) -> dict[str, list[ProducerRecord]]:
-        """Every send of a commit as records, per system, in the order sent: serdes
-        looked up once per run of one stream; `SerdeError` names the stream."""
-        out: dict[str, list[ProducerRecord]] = {}
+        """`encode_rows` as `ProducerRecord`s."""
+        return {system: [producer_record(*row) for row in rows]
+                for system, rows in self.encode_rows(sent).items()}
+
+    def encode_rows(self, sent: Sequence[Sent]) -> dict[str, list[ProducerRow]]:
+        """Every send of a commit as a row (a plain tuple of `ProducerRecord`'s fields),
+        per system, in the order sent: serdes looked up once per run of one stream;
+        `SerdeError` names the stream."""
+        out: dict[str, list[ProducerRow]] = {}
         last: str | None = None
         for one in sent:
             stream, key, value, partition, timestamp, headers = one
             if stream != last:
                 system, name, key_serde, value_serde = self._target(stream)
                 key_to, value_to = _to_bytes(key_serde), _to_bytes(value_serde)
-                bucket = out.setdefault(system, [])
+                append = out.setdefault(system, []).append
                 last = stream
             try:
                 raw_key = None if key is None else key_to(key)
@@ -129,11 +188,10 @@ class RecordCodec:
             except Exception:
                 plain = False
             if not plain:  # the careful path: the SerdeError naming the stream, or bytes()
-                bucket.append(self.encode(OutgoingMessage(*one))[1])
+                append(producer_row(self.encode(OutgoingMessage(*one))[1]))
                 continue
-            bucket.append(producer_record(
-                name, raw_key, raw_value, partition, timestamp,
-                tuple(sorted(headers.items())) if headers else ()))
+            append((name, raw_key, raw_value, partition, timestamp,
+                    tuple(sorted(headers.items())) if headers else ()))
         return out
 
     def encode(self, message: OutgoingMessage) -> tuple[str, ProducerRecord]:

@@ -24,9 +24,10 @@ from framework.stores.base import ChangelogPosition
 from framework.systems.base import (
     Checkpoint,
     CommitRequest,
-    ProducerRecord,
+    ProducerRow,
     RecordPosition,
     System,
+    producer_row,
 )
 from framework.worker.codec import RecordCodec, producer_record
 from framework.worker.instance import TaskInstance
@@ -79,13 +80,24 @@ class PreparedCommit:
     """What one commit writes, taken from the instances at `Committer.prepare`."""
 
     instances: list[TaskInstance]
-    changelog: list[ProducerRecord] = field(default_factory=list)  # metadata system
-    outputs: list[ProducerRecord] = field(default_factory=list)  # metadata system
-    other: dict[str, list[ProducerRecord]] = field(default_factory=lambda: defaultdict(list))
+    changelog: list[ProducerRow] = field(default_factory=list)  # metadata system
+    outputs: list[ProducerRow] = field(default_factory=list)  # metadata system
+    other: dict[str, list[ProducerRow]] = field(default_factory=lambda: defaultdict(list))
     writes: list[_StoreWrites] = field(default_factory=list)
     inputs: dict[str, dict[SystemStreamPartition, int]] = field(default_factory=dict)
     sent: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Task → (outputs sent, dead letters and other raw records), for the metrics."""
+
+
+async def _produce(system: System, rows: list[ProducerRow],
+                   positions: int) -> list[RecordPosition]:
+    """``rows`` written by ``system`` (as rows where it takes them: Kafka), outside any
+    commit; the positions of the first ``positions`` of them."""
+    produce_rows = getattr(system, "produce_rows", None)
+    if produce_rows is not None:
+        landed: list[RecordPosition] = await produce_rows(rows, positions=positions)
+        return landed
+    return await system.produce([producer_record(*row) for row in rows], positions=positions)
 
 
 class Committer:
@@ -160,14 +172,15 @@ class Committer:
         """
         meta = self._config.metadata_system
         commit = PreparedCommit(list(instances))
-        outputs: list[ProducerRecord] = []
+        outputs: list[ProducerRow] = []
         for instance in instances:
             sent, raw = instance.take_outputs()
             commit.sent[instance.name] = (len(sent), len(raw))
-            for system, encoded in self._codec.encode_all(sent).items():
+            for system, encoded in self._codec.encode_rows(sent).items():
                 (outputs if system == meta else commit.other[system]).extend(encoded)
             for system, record in raw:
-                (outputs if system == meta else commit.other[system]).append(record)
+                (outputs if system == meta else commit.other[system]).append(
+                    producer_row(record))
             commit.inputs[instance.name] = dict(instance.positions)
             for name, store in instance.stores.items():
                 items = store.drain()
@@ -179,7 +192,7 @@ class Committer:
                 partition = self._changelog_partition[instance.name]
                 commit.writes.append(
                     _StoreWrites(instance, name, items, (stream, partition), first))
-                commit.changelog.extend([producer_record(stream, key, value, partition, None, ())
+                commit.changelog.extend([(stream, key, value, partition, None, ())
                                          for key, value in items.items()])
         commit.outputs = outputs
         return commit
@@ -189,24 +202,24 @@ class Committer:
         its store writes to the engines; the next `prepare` may run meanwhile."""
         started = time.perf_counter()
         for system, produced in commit.other.items():
-            await self._systems[system].produce(produced, positions=0)  # at-least-once
+            await _produce(self._systems[system], produced, 0)  # at-least-once
         records = commit.changelog + commit.outputs
         writes = commit.writes
+        wanted = len(commit.changelog)  # positions of the changelog records only
         if self._meta.atomic_commit:
             predicted = self._predict(writes)
             landed = await self._meta.commit(CommitRequest(
-                self._config.name, self._epoch, records, self._checkpoints(commit, predicted),
-                positions=len(commit.changelog)))
+                self._config.name, self._epoch, [producer_record(*row) for row in records],
+                self._checkpoints(commit, predicted), positions=wanted))
         elif self._transactional:
             def checkpoints(positions: list[RecordPosition]) -> list[Checkpoint]:
                 return self._checkpoints(commit, self._actual(writes, positions))
 
             landed = await self._meta.commit_transaction(  # type: ignore[attr-defined]
-                self._config.name, self._epoch, records, checkpoints)
+                self._config.name, self._epoch, records, checkpoints, wanted)
             predicted = self._actual(writes, landed)
         else:
-            landed = (await self._meta.produce(records, positions=len(commit.changelog))
-                      if records else [])
+            landed = await _produce(self._meta, records, wanted) if records else []
             actual = self._actual(writes, landed)
             await self._meta.commit(CommitRequest(
                 self._config.name, self._epoch, (), self._checkpoints(commit, actual)))

@@ -1,35 +1,76 @@
 """Hand a fetched batch of one SSP to the tasks reading it: the worker's hot path.
 
-`dispatch_one` is the common case (one reader, ``process_policy = "fail"``): no await per
-record unless the task's ``process`` returns an awaitable, positions brought up to date
-once per batch. `dispatch_many` serves several readers of one SSP (broadcast inputs,
-a rewind for one of them) and the skip / dead-letter policies, record by record.
+`dispatch_one` is the common case (one reader, ``process_policy = "fail"``): the batch is
+decoded into envelopes in one call, then each goes to ``process`` with no await unless it
+returns an awaitable; positions are brought up to date once per batch. A batch holding
+a record that cannot be decoded goes record by record, under ``[errors] policy``.
+`dispatch_many` serves several readers of one SSP (broadcast inputs, a rewind for one of
+them) and the skip / dead-letter policies, record by record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from framework.api import Envelope
 from framework.errors import SerdeError, StoreError
 from framework.stores.buffer import TaskStore
-from framework.systems.base import Record
+from framework.systems.base import Consumer, FetchedRecord, Record, as_record
 from framework.worker.codec import RecordCodec
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import ErrorPolicies
 from groupers import SystemStreamPartition
 
-__all__ = ["Journals", "dispatch_many", "dispatch_one"]
+__all__ = ["Batch", "Journals", "dispatch_many", "dispatch_one", "fetcher"]
+
+Batch = Mapping[SystemStreamPartition, Sequence[FetchedRecord]]
+"""A fetched batch: each SSP's records in offset order."""
 
 Journals = Mapping[str, list[tuple[TaskStore, bytes, object, object]]]
 """Task → the journal that undoes a failed ``process`` call's store writes (skip and
 dead-letter policies only)."""
 
 
+def fetcher(consumer: Consumer) -> Callable[[int, int], Awaitable[Batch]]:
+    """``(max_records, timeout_ms) → batch`` of ``consumer``: its ``fetch_raw`` where it
+    has one (Kafka: no copy per record into a `Record`), else its ``fetch``."""
+    fetch: Callable[[int, int], Awaitable[Batch]] = getattr(consumer, "fetch_raw",
+                                                            consumer.fetch)
+    return fetch
+
+
 async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
-                       records: Sequence[Record], codec: RecordCodec,
+                       records: Sequence[FetchedRecord], codec: RecordCodec,
                        policies: ErrorPolicies) -> None:
     """Every record of ``records`` not yet processed by ``instance``, in order."""
+    envelopes = codec.batch_decoder(ssp)(records, instance.positions.get(ssp, 0))
+    if envelopes is None:  # a record that cannot be decoded: the careful way
+        await _dispatch_decoding_each(instance, ssp, records, codec, policies)
+        return
+    process = instance.task.process
+    count = 0
+    try:
+        for envelope in envelopes:
+            try:
+                result = process(envelope, instance, instance)
+                if result is not None:  # an `async def process`
+                    await result
+            except StoreError:
+                raise  # the store failed, not the task: never skipped, never blamed on it
+            except Exception as error:
+                raise policies.failed(instance, ssp, envelope.offset, error) from error
+            count += 1
+    finally:
+        if count:
+            instance.positions[ssp] = envelopes[count - 1].offset + 1
+            instance.processed += count
+
+
+async def _dispatch_decoding_each(instance: TaskInstance, ssp: SystemStreamPartition,
+                                  records: Sequence[FetchedRecord], codec: RecordCodec,
+                                  policies: ErrorPolicies) -> None:
+    """`dispatch_one` for a batch holding a bad record: decoded one by one, each bad
+    record handled by the errors policy where it stands."""
     position = instance.positions.get(ssp, 0)
     decode = codec.decoder(ssp)
     process = instance.task.process
@@ -42,7 +83,7 @@ async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
             try:
                 envelope = decode(record)
             except SerdeError as error:
-                policies.bad_record(ssp, record, error, [instance])
+                policies.bad_record(ssp, as_record(ssp.partition, record), error, [instance])
                 done = offset + 1
                 continue
             try:
@@ -62,10 +103,10 @@ async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
 
 
 async def dispatch_many(readers: Sequence[TaskInstance], ssp: SystemStreamPartition,
-                        records: Sequence[Record], codec: RecordCodec,
+                        fetched: Sequence[FetchedRecord], codec: RecordCodec,
                         policies: ErrorPolicies, journals: Journals) -> None:
     """Each record to every reader whose position has not passed it."""
-    for record in records:
+    for record in [as_record(ssp.partition, one) for one in fetched]:
         targets = [r for r in readers if r.positions.get(ssp, 0) <= record.offset]
         if not targets:
             continue
