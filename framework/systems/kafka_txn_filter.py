@@ -49,10 +49,13 @@ class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
     under read_committed (aiokafka's own behaviour otherwise)."""
 
     def __iter__(self) -> Iterator[Any]:
-        # The unpacking generator itself, not `self`: aiokafka's `getall` then iterates
-        # it without a Python-level `__next__` call per record. It keeps
-        # `next_fetch_offset` current record by record, so a `getall` that stops at
-        # `max_records` leaves the position right, and the next one resumes it.
+        # Under read_committed (sampan's consumers), the unpacking generator itself:
+        # aiokafka's `getall` then iterates it without a Python-level `__next__` call
+        # per record. It keeps `next_fetch_offset` current record by record, so a
+        # `getall` that stops at `max_records` leaves the position right, and the next
+        # one resumes it.
+        if self._isolation_level != _fetcher.READ_COMMITTED:
+            return self
         iterator = self._records_iterator
         return iterator if iterator is not None else iter(())
 

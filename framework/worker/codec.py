@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -15,27 +15,36 @@ from framework.serdes import JsonSerde, Serde, StringSerde, decode, encode, get_
 from framework.systems.base import FetchedRecord, ProducerRecord, ProducerRow, producer_row
 from groupers import SystemStreamPartition
 
-__all__ = ["RecordCodec", "Sent", "producer_record"]
+__all__ = ["NO_HEADERS", "SHORT_JSON", "Decoding", "RecordCodec", "Sent", "envelope",
+           "header_map", "producer_record"]
 
 Sent = tuple[str, Any, Any, "int | None", "int | None", "Mapping[str, bytes] | None"]
 """(stream, key, value, partition, timestamp, headers) of one `MessageCollector.send`: a
 plain tuple, the cheapest record of a send (`TaskInstance.take_outputs`)."""
 
-_envelope = fast_constructor(Envelope)
+envelope = fast_constructor(Envelope)
+"""``Envelope(ssp, offset, key, value, timestamp, headers)`` built the cheap way."""
 producer_record = fast_constructor(ProducerRecord)
 """``ProducerRecord(stream, key, value, partition, timestamp, headers)`` built the cheap way."""
-_NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
+NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 """The headers of every envelope without any (read-only, so one can be shared)."""
-_SHORT_JSON = 19
+SHORT_JSON = 19
 """JSON values shorter than this go straight to orjson: `JsonSerde.from_bytes` would too
 (no 19-digit integer fits); what orjson refuses goes through the serde after all."""
 
-BatchDecoder = Callable[[Sequence[FetchedRecord], int], "list[Envelope] | None"]
-"""(records, position) → the envelopes of the records at or past ``position``, in order;
-None when one cannot be decoded (the caller then goes record by record)."""
+
+class Decoding(NamedTuple):
+    """One SSP's decoding on the hot path: ``key_from``/``value_from`` turn non-None bytes
+    into objects; ``short_json`` (orjson's loads, for a JSON value serde) reads values
+    shorter than `SHORT_JSON` bytes. Anything they raise goes to `RecordCodec.decode`,
+    which either reads the record after all or raises the `SerdeError`."""
+
+    key_from: Callable[[bytes], Any]
+    value_from: Callable[[bytes], Any]
+    short_json: Callable[[bytes], Any] | None
 
 
-def _header_map(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, bytes]:
+def header_map(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, bytes]:
     """An envelope's headers: a missing value (a Kafka client's None) reads as b""."""
     return {name: value or b"" for name, value in headers}
 
@@ -63,7 +72,7 @@ class RecordCodec:
         self._config = config
         self._serdes: dict[str, tuple[Serde, Serde]] = {}
         self._targets: dict[str, tuple[str, str, Serde, Serde]] = {}
-        self._batch_decoders: dict[SystemStreamPartition, BatchDecoder] = {}
+        self._decodings: dict[SystemStreamPartition, Decoding] = {}
 
     def serdes(self, qualified: str) -> tuple[Serde, Serde]:
         """(key serde, value serde) of a declared stream."""
@@ -88,48 +97,21 @@ class RecordCodec:
             except Exception:  # the careful path: the SerdeError naming SSP, offset, serde
                 return self.decode(ssp, record)
             headers = record.headers
-            return _envelope(ssp, record.offset, key, value, record.timestamp,
-                             _header_map(headers) if headers else _NO_HEADERS)
+            return envelope(ssp, record.offset, key, value, record.timestamp,
+                            header_map(headers) if headers else NO_HEADERS)
 
         return decode_record
 
-    def batch_decoder(self, ssp: SystemStreamPartition) -> BatchDecoder:
-        """The hot path: a fetched batch of one SSP into envelopes in one call, with the
-        serdes looked up once per SSP (see `BatchDecoder`)."""
-        found = self._batch_decoders.get(ssp)
+    def decoding(self, ssp: SystemStreamPartition) -> Decoding:
+        """What the hot path (`framework.worker.dispatch`) decodes one SSP's records with,
+        resolved once per SSP (see `Decoding`)."""
+        found = self._decodings.get(ssp)
         if found is None:
-            found = self._batch_decoders[ssp] = self._make_batch_decoder(ssp)
+            key_serde, value_serde = self.serdes(f"{ssp.system}.{ssp.stream}")
+            found = self._decodings[ssp] = Decoding(
+                _from_bytes(key_serde), _from_bytes(value_serde),
+                orjson.loads if type(value_serde) is JsonSerde else None)
         return found
-
-    def _make_batch_decoder(self, ssp: SystemStreamPartition) -> BatchDecoder:
-        key_serde, value_serde = self.serdes(f"{ssp.system}.{ssp.stream}")
-        key_from, value_from = _from_bytes(key_serde), _from_bytes(value_serde)
-        json_values = type(value_serde) is JsonSerde
-        loads, envelope, no_headers = orjson.loads, _envelope, _NO_HEADERS
-
-        def decode_batch(records: Sequence[FetchedRecord], position: int) -> list[Envelope] | None:
-            out: list[Envelope] = []
-            append = out.append
-            try:
-                for record in records:
-                    offset = record.offset
-                    if offset < position:
-                        continue  # already processed (a rewind for another reader)
-                    key = record.key
-                    if key is not None:
-                        key = key_from(key)
-                    value = record.value
-                    if value is not None:
-                        value = (loads(value) if json_values and len(value) < _SHORT_JSON
-                                 else value_from(value))
-                    headers = record.headers
-                    append(envelope(ssp, offset, key, value, record.timestamp,
-                                    _header_map(headers) if headers else no_headers))
-            except Exception:
-                return None
-            return out
-
-        return decode_batch
 
     def decode(self, ssp: SystemStreamPartition, record: FetchedRecord) -> Envelope:
         """The envelope of ``record``; `SerdeError` names SSP, offset and serde."""
@@ -152,7 +134,7 @@ class RecordCodec:
                        partition=ssp.partition, offset=record.offset)
                 raise
         return Envelope(ssp, record.offset, key, value, record.timestamp,
-                        _header_map(record.headers) if record.headers else {})
+                        header_map(record.headers) if record.headers else {})
 
     def _target(self, qualified: str) -> tuple[str, str, Serde, Serde]:
         target = self._targets.get(qualified)

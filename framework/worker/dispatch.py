@@ -1,11 +1,12 @@
 """Hand a fetched batch of one SSP to the tasks reading it: the worker's hot path.
 
-`dispatch_one` is the common case (one reader, ``process_policy = "fail"``): the batch is
-decoded into envelopes in one call, then each goes to ``process`` with no await unless it
-returns an awaitable; positions are brought up to date once per batch. A batch holding
-a record that cannot be decoded goes record by record, under ``[errors] policy``.
-`dispatch_many` serves several readers of one SSP (broadcast inputs, a rewind for one of
-them) and the skip / dead-letter policies, record by record.
+`dispatch_one` is the common case (one reader, ``process_policy = "fail"``): each record
+is decoded inline (the SSP's serdes resolved once, `RecordCodec.decoding`) and goes to
+``process`` with no await unless it returns an awaitable; positions are brought up to
+date once per batch. One envelope lives at a time: a batch's worth of live envelopes
+would only feed the cyclic garbage collector. `dispatch_many` serves several readers of
+one SSP (broadcast inputs, a rewind for one of them) and the skip / dead-letter
+policies, record by record.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from framework.api import Envelope
 from framework.errors import SerdeError, StoreError
 from framework.stores.buffer import TaskStore
 from framework.systems.base import Consumer, FetchedRecord, Record, as_record
-from framework.worker.codec import RecordCodec
+from framework.worker.codec import (
+    NO_HEADERS,
+    SHORT_JSON,
+    RecordCodec,
+    envelope,
+    header_map,
+)
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import ErrorPolicies
 from groupers import SystemStreamPartition
@@ -43,36 +50,8 @@ async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
                        records: Sequence[FetchedRecord], codec: RecordCodec,
                        policies: ErrorPolicies) -> None:
     """Every record of ``records`` not yet processed by ``instance``, in order."""
-    envelopes = codec.batch_decoder(ssp)(records, instance.positions.get(ssp, 0))
-    if envelopes is None:  # a record that cannot be decoded: the careful way
-        await _dispatch_decoding_each(instance, ssp, records, codec, policies)
-        return
-    process = instance.task.process
-    count = 0
-    try:
-        for envelope in envelopes:
-            try:
-                result = process(envelope, instance, instance)
-                if result is not None:  # an `async def process`
-                    await result
-            except StoreError:
-                raise  # the store failed, not the task: never skipped, never blamed on it
-            except Exception as error:
-                raise policies.failed(instance, ssp, envelope.offset, error) from error
-            count += 1
-    finally:
-        if count:
-            instance.positions[ssp] = envelopes[count - 1].offset + 1
-            instance.processed += count
-
-
-async def _dispatch_decoding_each(instance: TaskInstance, ssp: SystemStreamPartition,
-                                  records: Sequence[FetchedRecord], codec: RecordCodec,
-                                  policies: ErrorPolicies) -> None:
-    """`dispatch_one` for a batch holding a bad record: decoded one by one, each bad
-    record handled by the errors policy where it stands."""
     position = instance.positions.get(ssp, 0)
-    decode = codec.decoder(ssp)
+    key_from, value_from, short_json = codec.decoding(ssp)
     process = instance.task.process
     done, count = position, 0
     try:
@@ -80,14 +59,27 @@ async def _dispatch_decoding_each(instance: TaskInstance, ssp: SystemStreamParti
             offset = record.offset
             if offset < position:
                 continue  # already processed (a rewind for another reader)
+            try:  # `RecordCodec.decoder`, inline: one call less per record
+                key = record.key
+                if key is not None:
+                    key = key_from(key)
+                value = record.value
+                if value is not None:
+                    value = (short_json(value) if short_json is not None
+                             and len(value) < SHORT_JSON else value_from(value))
+                headers = record.headers
+                message = envelope(ssp, offset, key, value, record.timestamp,
+                                   header_map(headers) if headers else NO_HEADERS)
+            except Exception:
+                try:  # the careful path: the record after all, or its SerdeError
+                    message = codec.decode(ssp, record)
+                except SerdeError as error:
+                    policies.bad_record(ssp, as_record(ssp.partition, record), error,
+                                        [instance])
+                    done = offset + 1
+                    continue
             try:
-                envelope = decode(record)
-            except SerdeError as error:
-                policies.bad_record(ssp, as_record(ssp.partition, record), error, [instance])
-                done = offset + 1
-                continue
-            try:
-                result = process(envelope, instance, instance)
+                result = process(message, instance, instance)
                 if result is not None:  # an `async def process`
                     await result
             except StoreError:

@@ -35,6 +35,7 @@ from framework.systems import open_system
 from framework.systems.base import Consumer, FetchedRecord, System
 from framework.usercode import load_task_class
 from framework.worker.codec import RecordCodec
+from framework.worker.collector import tuned_collector
 from framework.worker.commit import Committer, begin_commits
 from framework.worker.dispatch import Batch, dispatch_many, dispatch_one, fetcher
 from framework.worker.instance import TaskInstance
@@ -134,7 +135,8 @@ class Worker:
                 restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
                 store_positions=_store_positions(committer))
             await self._report(report)
-            reason = await self._loop(committer)
+            with tuned_collector():
+                reason = await self._loop(committer)
             result = WorkerResult(model.epoch, sum(i.processed for i in self.instances),
                                   sum(i.skipped for i in self.instances), committer.commits,
                                   self.restored, reason)
