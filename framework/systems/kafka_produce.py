@@ -106,10 +106,13 @@ async def send_rows(producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
             slots = open_batches.setdefault(stream, [None] * count)
             memo = memos.setdefault(stream, {})
             last = stream
-        if partition is None and type(key) is bytes and (value is None or type(value) is bytes):
-            partition = memo.get(key)
+        if type(key) is bytes and (value is None or type(value) is bytes):
             if partition is None:
-                partition = memo[key] = partition_for_key(key, count)
+                partition = memo.get(key)
+                if partition is None:
+                    partition = memo[key] = partition_for_key(key, count)
+            elif not 0 <= partition < count:
+                partition = _place(placement, row, count)  # raises naming the stream
         else:
             partition = _place(placement, row, count)
         state = slots[partition]

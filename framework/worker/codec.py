@@ -28,6 +28,7 @@ producer_record = fast_constructor(ProducerRecord)
 """``ProducerRecord(stream, key, value, partition, timestamp, headers)`` built the cheap way."""
 NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 """The headers of every envelope without any (read-only, so one can be shared)."""
+_FAILED = object()  # an encoding that raised
 SHORT_JSON = 19
 """JSON values shorter than this go straight to orjson: `JsonSerde.from_bytes` would too
 (no 19-digit integer fits); what orjson refuses goes through the serde after all."""
@@ -160,16 +161,24 @@ class RecordCodec:
             if stream != last:
                 system, name, key_serde, value_serde = self._target(stream)
                 key_to, value_to = _to_bytes(key_serde), _to_bytes(value_serde)
+                # orjson writes an int as the JSON serde does (one that does not fit 64
+                # bits fails, and goes the careful way).
+                ints_to = orjson.dumps if type(value_serde) is JsonSerde else None
                 append = out.setdefault(system, []).append
                 last = stream
             try:
                 raw_key = None if key is None else key_to(key)
-                raw_value = None if value is None else value_to(value)
-                plain = ((raw_key is None or type(raw_key) is bytes)
-                         and (raw_value is None or type(raw_value) is bytes))
+                if value is None:
+                    raw_value = None
+                elif ints_to is not None and type(value) is int:
+                    raw_value = ints_to(value)
+                else:
+                    raw_value = value_to(value)
             except Exception:
-                plain = False
-            if not plain:  # the careful path: the SerdeError naming the stream, or bytes()
+                raw_key = raw_value = _FAILED
+            if not ((type(raw_key) is bytes or raw_key is None)
+                    and (type(raw_value) is bytes or raw_value is None)):
+                # the careful path: the SerdeError naming the stream, or bytes()
                 append(producer_row(self.encode(OutgoingMessage(*one))[1]))
                 continue
             append((name, raw_key, raw_value, partition, timestamp,
