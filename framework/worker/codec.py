@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -17,6 +17,9 @@ from groupers import SystemStreamPartition
 
 __all__ = ["NO_HEADERS", "SHORT_JSON", "Decoding", "RecordCodec", "Sent", "envelope",
            "header_map", "producer_record"]
+
+Outgoing = ProducerRow | ProducerRecord
+"""A record to write, as a row for a system that takes rows (Kafka), else as a record."""
 
 Sent = tuple[str, Any, Any, "int | None", "int | None", "Mapping[str, bytes] | None"]
 """(stream, key, value, partition, timestamp, headers) of one `MessageCollector.send`: a
@@ -146,15 +149,16 @@ class RecordCodec:
         return target
 
     def encode_all(self, sent: Sequence[Sent]) -> dict[str, list[ProducerRecord]]:
-        """`encode_rows` as `ProducerRecord`s."""
-        return {system: [producer_record(*row) for row in rows]
-                for system, rows in self.encode_rows(sent).items()}
+        """Every send of a commit as `ProducerRecord`s (`encode_rows` with no row system)."""
+        return self.encode_rows(sent, frozenset())  # type: ignore[return-value]
 
-    def encode_rows(self, sent: Sequence[Sent]) -> dict[str, list[ProducerRow]]:
-        """Every send of a commit as a row (a plain tuple of `ProducerRecord`'s fields),
-        per system, in the order sent: serdes looked up once per run of one stream;
-        `SerdeError` names the stream."""
-        out: dict[str, list[ProducerRow]] = {}
+    def encode_rows(self, sent: Sequence[Sent],
+                    row_systems: Collection[str] | None = None) -> dict[str, list[Outgoing]]:
+        """Every send of a commit, per system, in the order sent: as a row (a plain tuple
+        of `ProducerRecord`'s fields) for the systems in ``row_systems`` (all when None),
+        as a `ProducerRecord` for the others. Serdes are looked up once per run of one
+        stream; `SerdeError` names the stream."""
+        out: dict[str, list[Outgoing]] = {}
         last: str | None = None
         for one in sent:
             stream, key, value, partition, timestamp, headers = one
@@ -165,6 +169,7 @@ class RecordCodec:
                 # bits fails, and goes the careful way).
                 ints_to = orjson.dumps if type(value_serde) is JsonSerde else None
                 append = out.setdefault(system, []).append
+                as_rows = row_systems is None or system in row_systems
                 last = stream
             try:
                 raw_key = None if key is None else key_to(key)
@@ -179,10 +184,12 @@ class RecordCodec:
             if not ((type(raw_key) is bytes or raw_key is None)
                     and (type(raw_value) is bytes or raw_value is None)):
                 # the careful path: the SerdeError naming the stream, or bytes()
-                append(producer_row(self.encode(OutgoingMessage(*one))[1]))
+                record = self.encode(OutgoingMessage(*one))[1]
+                append(producer_row(record) if as_rows else record)
                 continue
-            append((name, raw_key, raw_value, partition, timestamp,
-                    tuple(sorted(headers.items())) if headers else ()))
+            headers = tuple(sorted(headers.items())) if headers else ()
+            append((name, raw_key, raw_value, partition, timestamp, headers) if as_rows else
+                   producer_record(name, raw_key, raw_value, partition, timestamp, headers))
         return out
 
     def encode(self, message: OutgoingMessage) -> tuple[str, ProducerRecord]:
