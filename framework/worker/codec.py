@@ -165,20 +165,12 @@ class RecordCodec:
             if stream != last:
                 system, name, key_serde, value_serde = self._target(stream)
                 key_to, value_to = _to_bytes(key_serde), _to_bytes(value_serde)
-                # orjson writes an int as the JSON serde does (one that does not fit 64
-                # bits fails, and goes the careful way).
-                ints_to = orjson.dumps if type(value_serde) is JsonSerde else None
                 append = out.setdefault(system, []).append
                 as_rows = row_systems is None or system in row_systems
                 last = stream
             try:
                 raw_key = None if key is None else key_to(key)
-                if value is None:
-                    raw_value = None
-                elif ints_to is not None and type(value) is int:
-                    raw_value = ints_to(value)
-                else:
-                    raw_value = value_to(value)
+                raw_value = None if value is None else value_to(value)
             except Exception:
                 raw_key = raw_value = _FAILED
             if not ((type(raw_key) is bytes or raw_key is None)
