@@ -33,16 +33,17 @@ STEPS: list[tuple[str, str]] = [
     ("commit: encode outputs", r"RecordCodec\.encode|encode_outputs|_encode_all"),
     ("commit: changelog records", r"changelog_records"),
     ("commit: produce (partition, batch, send)",
-     r"send_records|LocalLog\.append|\(.*local_log\.py|aiokafka/producer|Placement\."),
+     r"send_records|send_rows|kafka_produce\.py|LocalLog\.append|\(.*local_log\.py|"
+     r"aiokafka/producer|Placement\."),
     ("commit: apply to RocksDB", r"TaskStore\.apply|RocksDBEngine\.write_batch"),
     ("commit: other", r"Committer\.|checkpoint_to_json"),
     ("task: store get", r"TaskStore\.get"),
     ("task: store put", r"TaskStore\.put"),
     ("task: send", r"TaskInstance\.send"),
     ("task: own code", r"SumTask\.process"),
-    ("decode (envelope + serdes)", r"decode_record|RecordCodec\.decode"),
+    ("decode (envelope + serdes)", r"decode_record|decode_batch|RecordCodec\.decode"),
     ("fetch: unpack (aiokafka)", r"aiokafka/record/|_unpack_records|CommittedFilter"),
-    ("fetch: records", r"\bfetch \(|read_batch|aiokafka/consumer|getmany"),
+    ("fetch: records", r"\bfetch(_raw)? \(|read_batch|aiokafka/consumer|getmany"),
     ("loop: dispatch + bookkeeping", r"_dispatch|TaskInstance\.process|_run_loop"),
 ]
 OTHER = "other (event loop, GC, startup of the loop)"

@@ -4,7 +4,9 @@ Writes stay in memory (latest value per serialized key; a delete is a tombstone)
 the worker commits; reads see them first. That buffer is the exactly-once mechanism —
 nothing reaches the engine before the commit that makes it durable in the changelog
 succeeded — and the main speed lever: repeated writes to a key cost one changelog
-record and one RocksDB write per commit.
+record and one RocksDB write per commit. An int written with the JSON value serde (a
+counter, a sum) is kept as the int and encoded when the commit drains the buffer: it
+cannot fail to encode, and a key written many times between commits is encoded once.
 
 Commit interplay (DESIGN.md §6)::
 
@@ -23,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from framework.errors import SerdeError, StoreError
-from framework.serdes import StringSerde
+from framework.serdes import JsonSerde, StringSerde
 from framework.stores.base import ChangelogPosition, StoreEngine, prefix_end
 
 __all__ = ["Serde", "TaskStore"]
@@ -46,6 +48,10 @@ class Serde(Protocol):
 _MISSING = object()
 _IMMUTABLE = frozenset({int, float, str, bool, bytes})
 """Value types a task cannot mutate behind the store's back: safe to hand out again."""
+_UNENCODED = bytes(bytearray(b"<an int encoded at drain>"))
+"""The buffer's value of a key whose value (an int, JSON serde) is encoded at `drain`;
+the value itself is in ``_objects``. Compared by identity: this object is never a
+serde's output."""
 
 
 class TaskStore:
@@ -89,6 +95,9 @@ class TaskStore:
         self._key_to = str.encode if type(key_serde) is StringSerde else key_serde.to_bytes
         self._value_to = value_serde.to_bytes
         self._value_from = value_serde.from_bytes
+        self._ints_later = type(value_serde) is JsonSerde  # see `_UNENCODED`
+        self._last_key: Any = _MISSING  # the last str key encoded, and its bytes: a get
+        self._last_raw = b""  # and a put of one key (read-modify-write) encode it once
         self._buffer: dict[bytes, bytes | None] = {}
         # Immutable values put since the last drain, so a get of a just-written key (the
         # common read-modify-write of counters) skips decoding; in step with `_buffer`.
@@ -101,17 +110,22 @@ class TaskStore:
 
     def get(self, key: Any, default: Any = None) -> Any:
         """The value of ``key`` (buffered writes first), or ``default`` when it has none."""
-        try:  # `_fast_key` inline: this is the task's hottest call
-            raw = self._key_to(key)
-        except Exception:
-            raw = None
-        if type(raw) is not bytes or key is None:
-            raw = self._encode_key(key)
+        if key is self._last_key:
+            raw = self._last_raw
+        else:
+            try:  # `_fast_key` inline: this is the task's hottest call
+                raw = self._key_to(key)
+            except Exception:
+                raw = None
+            if type(raw) is not bytes or key is None:
+                raw = self._encode_key(key)
+            if type(key) is str:
+                self._last_key, self._last_raw = key, raw
+        cached = self._objects.get(raw, _MISSING)
+        if cached is not _MISSING:
+            return cached  # an immutable value put since the last drain (never None)
         buffer = self._buffer
         if raw in buffer:
-            cached = self._objects.get(raw, _MISSING)
-            if cached is not _MISSING:
-                return cached  # an immutable value put since the last drain (never None)
             data = buffer[raw]
         elif self._pending is not None and raw in self._pending:
             data = self._pending[raw]
@@ -130,17 +144,24 @@ class TaskStore:
 
     def put(self, key: Any, value: Any) -> None:
         """Set ``key`` to ``value`` in the write buffer; None deletes."""
-        try:  # `_fast_key` inline
-            raw = self._key_to(key)
-        except Exception:
-            raw = None
-        if type(raw) is not bytes or key is None:
-            raw = self._encode_key(key)
+        if key is self._last_key:
+            raw = self._last_raw
+        else:
+            try:  # `_fast_key` inline
+                raw = self._key_to(key)
+            except Exception:
+                raw = None
+            if type(raw) is not bytes or key is None:
+                raw = self._encode_key(key)
         if self.journal is not None:
             self._remember(raw)
         if value is None:
             self._buffer[raw] = None
             self._objects.pop(raw, None)
+            return
+        if type(value) is int and self._ints_later:
+            self._buffer[raw] = _UNENCODED
+            self._objects[raw] = value
             return
         try:
             data = self._value_to(value)
@@ -224,6 +245,7 @@ class TaskStore:
         If an earlier drain was never applied (its commit failed and is being retried),
         its writes are included, overlaid by newer ones.
         """
+        self._encode_later()
         drained = self._buffer
         if self._pending:
             drained = {**self._pending, **self._buffer}
@@ -231,6 +253,16 @@ class TaskStore:
         self._buffer = {}
         self._objects = {}
         return drained
+
+    def _encode_later(self) -> None:
+        """Encode the buffered values kept as ints (see `_UNENCODED`)."""
+        if not self._ints_later:
+            return
+        objects, encode = self._objects, self._value_to
+        buffer = self._buffer
+        for raw, data in buffer.items():
+            if data is _UNENCODED:
+                buffer[raw] = encode(objects[raw])
 
     def apply(
         self, items: Mapping[bytes, bytes | None], changelog: ChangelogPosition | None
@@ -262,6 +294,7 @@ class TaskStore:
         if start is not None and end is not None and start >= end:
             return iter(())
         # Snapshot the buffered writes now, so writes during iteration cannot break it.
+        self._encode_later()
         overlay = dict(self._pending) if self._pending else {}
         overlay.update(self._buffer)
         written = sorted(

@@ -18,12 +18,16 @@ __all__ = [
     "ColumnReader",
     "CommitRequest",
     "Consumer",
+    "FetchedRecord",
     "OffsetRange",
     "ProducerRecord",
+    "ProducerRow",
     "Record",
     "RecordPosition",
     "System",
+    "as_record",
     "fence_message",
+    "producer_row",
 ]
 
 Headers = tuple[tuple[str, bytes], ...]
@@ -41,6 +45,36 @@ class Record:
     headers: Headers = ()
 
 
+class FetchedRecord(Protocol):
+    """What a worker reads of a fetched record: a `Record`, or a client's own record
+    object with the same fields but the partition (`KafkaConsumer.fetch_raw`), so no
+    copy is made per record. A header value may be None there (read as ``b""``)."""
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+    @property
+    def timestamp(self) -> int: ...
+
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
+
+
+def as_record(partition: int, fetched: FetchedRecord) -> Record:
+    """``fetched`` of ``partition`` as a `Record` (itself when it is one)."""
+    if type(fetched) is Record:
+        return fetched
+    headers = fetched.headers
+    return Record(partition, fetched.offset, fetched.key, fetched.value, fetched.timestamp,
+                  tuple((name, value or b"") for name, value in headers) if headers else ())
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerRecord:
     """A record to write. ``partition=None`` means the Kafka default partitioner on ``key``."""
@@ -51,6 +85,18 @@ class ProducerRecord:
     partition: int | None = None
     timestamp: int | None = None
     headers: Headers = ()
+
+
+ProducerRow = tuple[str, "bytes | None", "bytes | None", "int | None", "int | None", Headers]
+"""A record to write as a plain tuple of `ProducerRecord`'s fields, in their order: what a
+worker's commit hands to a system that takes rows (``produce_rows``), one tuple per
+record instead of a frozen object."""
+
+
+def producer_row(record: ProducerRecord) -> ProducerRow:
+    """``record`` as a `ProducerRow`."""
+    return (record.stream, record.key, record.value, record.partition, record.timestamp,
+            record.headers)
 
 
 @dataclass(frozen=True, slots=True)

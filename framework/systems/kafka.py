@@ -20,26 +20,27 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced
 
 from framework.errors import FencedError, JobModelError, SampanError, UnsupportedOperation
-from framework.frozen import fast_constructor
-from framework.partitioner import partition_for_key
 from framework.systems.base import (
     Checkpoint,
     CommitRequest,
     OffsetRange,
     ProducerRecord,
+    ProducerRow,
     RecordPosition,
     fence_message,
+    producer_row,
 )
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
 from framework.systems.kafka_admin import UNREACHABLE, KafkaAdmin, KafkaOptions
 from framework.systems.kafka_consumer import KafkaConsumer
 from framework.systems.kafka_fencing import fence_producer
+from framework.systems.kafka_produce import positions_of, send_rows, streams_of
 from framework.systems.kafka_table import TopicTable
 from framework.systems.kafka_txn import (
     PRODUCER_PREFIX,
@@ -56,8 +57,6 @@ __all__ = ["KafkaSystem", "checkpoints_topic", "fences_topic"]
 log = logging.getLogger(__name__)
 
 _EPOCH_KEY = b"epoch"
-_RAW = (bytes, type(None))
-_position = fast_constructor(RecordPosition)
 _META_PREFIX = "__sampan-"
 
 
@@ -207,19 +206,29 @@ class KafkaSystem:
 
     async def produce(self, records: Sequence[ProducerRecord], *,
                       positions: int | None = None) -> list[RecordPosition]:
-        if not records:
+        return await self.produce_rows([producer_row(r) for r in records], positions=positions)
+
+    async def produce_rows(self, rows: Sequence[ProducerRow], *,
+                           positions: int | None = None) -> list[RecordPosition]:
+        """`produce` of plain tuples (a worker's commit): no object per record."""
+        if not rows:
             return []
         await self.start()
         assert self._producer is not None
-        return await self.send_records(self._producer, records, positions)
+        return await self.send_rows(self._producer, rows, positions)
 
     async def send_records(self, producer: AIOKafkaProducer, records: Sequence[ProducerRecord],
                            positions: int | None = None) -> list[RecordPosition]:
-        """Send ``records`` with ``producer`` and wait for their acknowledgements; returns
+        """`send_rows` of `ProducerRecord`s."""
+        return await self.send_rows(producer, [producer_row(r) for r in records], positions)
+
+    async def send_rows(self, producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
+                        positions: int | None = None) -> list[RecordPosition]:
+        """Send ``rows`` with ``producer`` and wait for their acknowledgements; returns
         where each landed (only the first ``positions`` when given)."""
-        if not records:
+        if not rows:
             return []
-        streams = sorted({r.stream for r in records})
+        streams = streams_of(rows)
         counts = await self.admin.partition_counts(streams, self.options.metadata_max_age_s)
         for stream in streams:
             known = await self.admin.bounded("metadata", producer.partitions_for(stream))
@@ -227,49 +236,12 @@ class KafkaSystem:
                 await self.admin.bounded("metadata", producer.client.force_metadata_update())
         # Whole batches per partition (not one `send` per record): far fewer event-loop
         # round trips and produce requests, and the offsets follow from each base offset.
-        groups: dict[tuple[str, int], list[int]] = {}
-        place = self._placement.partition
-        for index, record in enumerate(records):
-            key, value, partition = record.key, record.value, record.partition
-            if key is None and value is None:
-                raise SampanError(
-                    f"record for stream {record.stream!r} has neither key nor value; Kafka "
-                    "cannot store it"
-                )
-            count = counts[record.stream]
-            if type(key) not in _RAW or type(value) not in _RAW:
-                partition = place(record, count)  # raises naming the stream
-            elif partition is None and key is not None:
-                partition = partition_for_key(key, count)
-            elif partition is None or not 0 <= partition < count:
-                partition = place(record, count)  # round robin, or raises
-            group = groups.get((record.stream, partition))
-            if group is None:
-                group = groups[(record.stream, partition)] = []
-            group.append(index)
-        sent: list[tuple[tuple[str, asyncio.Future[Any]], list[int]]] = []
-        for (stream, partition), indices in groups.items():
-            batch = producer.create_batch()
-            members: list[int] = []
-            append = batch.append
-            for index in indices:
-                record = records[index]
-                headers = list(record.headers) if record.headers else []
-                if append(key=record.key, value=record.value,
-                          timestamp=record.timestamp, headers=headers) is None:
-                    sent.append(((stream, await self._send_batch(producer, batch, stream,
-                                                                 partition)), members))
-                    batch, members = producer.create_batch(), []
-                    append = batch.append
-                    append(key=record.key, value=record.value,
-                           timestamp=record.timestamp, headers=headers)
-                members.append(index)
-            sent.append(((stream, await self._send_batch(producer, batch, stream, partition)),
-                         members))
+        sent, wanted = await send_rows(producer, rows, counts, self._placement,
+                                       self.admin.bounded, positions)
         try:
             landed = await self.admin.bounded(
                 "produce acknowledgement (records may still be written)",
-                asyncio.gather(*(future for (_, future), _ in sent)),
+                asyncio.gather(*(future for _, _, future, _ in sent)),
             )
         except (ProducerFenced, InvalidProducerEpoch):
             raise  # a transaction's producer was fenced: `kafka_txn` says so
@@ -278,23 +250,7 @@ class KafkaSystem:
                 f"Kafka at {self.bootstrap} refused records for {streams}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        wanted = len(records) if positions is None else min(positions, len(records))
-        where: list[RecordPosition | None] = [None] * wanted
-        for ((stream, _), members), metadata in zip(sent, landed, strict=True):
-            partition, base = metadata.partition, metadata.offset
-            for relative, index in enumerate(members):
-                if index >= wanted:
-                    break  # members are in record order
-                where[index] = _position(stream, partition, base + relative)
-        return cast(list[RecordPosition], where)
-
-    async def _send_batch(self, producer: AIOKafkaProducer, batch: Any, stream: str,
-                          partition: int) -> asyncio.Future[Any]:
-        """Queue one partition's batch; its future resolves to the batch's base offset."""
-        batch.close()
-        future: asyncio.Future[Any] = await self.admin.bounded(
-            "produce", producer.send_batch(batch, stream, partition=partition))
-        return future
+        return positions_of(sent, landed, wanted)
 
     async def commit(self, request: CommitRequest) -> list[RecordPosition]:
         """Check the fence, produce the records, then the checkpoints (at-least-once)."""
@@ -324,15 +280,17 @@ class KafkaSystem:
         await probe_transactions(self, job)
 
     async def commit_transaction(
-        self, job: str, epoch: int, records: Sequence[ProducerRecord],
+        self, job: str, epoch: int, rows: Sequence[ProducerRow],
         checkpoints: Callable[[list[RecordPosition]], Sequence[Checkpoint]],
+        positions: int | None = None,
     ) -> list[RecordPosition]:
-        """Check the fence, then write ``records`` and ``checkpoints(their positions)``
-        as one transaction (after `start_transactions`)."""
+        """Check the fence, then write ``rows`` and ``checkpoints(their positions)`` as one
+        transaction (after `start_transactions`); only the first ``positions`` rows'
+        positions are returned and given to ``checkpoints`` when it is set."""
         if self.transactions is None:
             raise SampanError(f"{self!r}: commit_transaction before start_transactions")
         await self._check_fence(job, epoch)
-        return await self.transactions.commit(records, checkpoints)
+        return await self.transactions.commit(rows, checkpoints, positions)
 
     async def checkpoints_stream(self, job: str) -> str:
         """``job``'s checkpoints topic, created if missing."""

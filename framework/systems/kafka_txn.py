@@ -24,7 +24,7 @@ from aiokafka.errors import (
 )
 
 from framework.errors import FencedError, SampanError, UnsupportedOperation
-from framework.systems.base import Checkpoint, ProducerRecord, RecordPosition
+from framework.systems.base import Checkpoint, ProducerRecord, ProducerRow, RecordPosition
 from framework.systems.checkpoint_json import checkpoint_to_json
 from framework.systems.kafka_fencing import ProducerIdentity, fence_producer
 
@@ -163,10 +163,12 @@ class KafkaTransactions:
             await producer.stop()
 
     async def commit(
-        self, records: Sequence[ProducerRecord],
+        self, rows: Sequence[ProducerRow],
         checkpoints: Callable[[list[RecordPosition]], Sequence[Checkpoint]],
+        positions: int | None = None,
     ) -> list[RecordPosition]:
-        """One transaction: ``records``, then ``checkpoints(positions of records)``."""
+        """One transaction: ``rows``, then ``checkpoints(positions of the first
+        ``positions`` rows, or of all)``."""
         producer = self._producer
         if producer is None:
             raise SampanError(f"{self.transactional_id}: commit before start(); call "
@@ -174,7 +176,7 @@ class KafkaTransactions:
         system = self._system
         try:
             await system.admin.bounded("begin transaction", producer.begin_transaction())
-            landed = await system.send_records(producer, records)
+            landed = await system.send_rows(producer, rows, positions)
             written = checkpoints(landed)
             if written:
                 topic = await system.checkpoints_stream(self.job)

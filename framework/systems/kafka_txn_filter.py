@@ -8,8 +8,11 @@ that is still open, releases the held prefix when the transaction's COMMIT arriv
 drops its records on ABORT — the last stable offset, computed from the log. On a broker
 that filters, the filter only ever sees finished transactions and passes them through.
 
-`install` makes aiokafka's read_committed fetches yield `TxnRecord`s (records with their
-batch's producer id, epoch and control type) instead of dropping control batches.
+`install` makes aiokafka's read_committed fetches keep control batches: records of
+transactional batches and the COMMIT/ABORT markers come as `TxnRecord`s (with their
+batch's producer id, epoch and control type); records of every other batch come as the
+client's own record objects, untouched (the common case, and the cheapest: one object
+per record, which the worker turns straight into its envelope).
 """
 
 from __future__ import annotations
@@ -45,6 +48,17 @@ class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
     """aiokafka's per-partition unpacking, keeping control batches and batch metadata
     under read_committed (aiokafka's own behaviour otherwise)."""
 
+    def __iter__(self) -> Iterator[Any]:
+        # Under read_committed (sampan's consumers), the unpacking generator itself:
+        # aiokafka's `getall` then iterates it without a Python-level `__next__` call
+        # per record. It keeps `next_fetch_offset` current record by record, so a
+        # `getall` that stops at `max_records` leaves the position right, and the next
+        # one resumes it.
+        if self._isolation_level != _fetcher.READ_COMMITTED:
+            return self
+        iterator = self._records_iterator
+        return iterator if iterator is not None else iter(())
+
     def _unpack_records(self) -> Iterator[Any]:
         if self._isolation_level != _fetcher.READ_COMMITTED:
             yield from super()._unpack_records()
@@ -73,13 +87,22 @@ class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
                                 batch.producer_epoch, True, COMMIT)
                 self.next_fetch_offset = batch.next_offset
                 continue
-            epoch, transactional = batch.producer_epoch, batch.is_transactional
+            if not batch.is_transactional:  # no filter state needed: the record as is
+                for record in batch:
+                    offset = record.offset
+                    if offset < self.next_fetch_offset:
+                        continue
+                    self.next_fetch_offset = offset + 1
+                    yield record
+                self.next_fetch_offset = batch.next_offset
+                continue
+            epoch = batch.producer_epoch
             for record in batch:
                 if record.offset < self.next_fetch_offset:
                     continue
                 self.next_fetch_offset = record.offset + 1
                 yield TxnRecord(record.offset, record.key, record.value, record.timestamp,
-                                tuple(record.headers), pid, epoch, transactional, DATA)
+                                tuple(record.headers), pid, epoch, True, DATA)
             self.next_fetch_offset = batch.next_offset
 
 
@@ -97,10 +120,11 @@ class _Txn:
 
 
 class CommittedFilter:
-    """One partition's read_committed view of a stream of `TxnRecord`s in offset order."""
+    """One partition's read_committed view of fetched records in offset order: `TxnRecord`s
+    and plain (non-transactional) records, which are any other record object."""
 
     def __init__(self) -> None:
-        self._held: deque[tuple[TxnRecord, _Txn | None]] = deque()
+        self._held: deque[tuple[Any, _Txn | None]] = deque()
         self._open: dict[int, _Txn] = {}
 
     @property
@@ -108,23 +132,23 @@ class CommittedFilter:
         """Offset of the first record held back by an open transaction, if any."""
         return self._held[0][0].offset if self._held else None
 
-    def release(self, records: Sequence[TxnRecord]) -> list[TxnRecord]:
+    def release(self, records: Sequence[Any]) -> list[Any]:
         """Feed fetched records in order; returns those now readable, in order."""
-        if not self._held:  # the common case: plain records pass through untouched
-            for index, record in enumerate(records):
-                if record.transactional or record.control:
-                    out = list(records[:index])
-                    break
-            else:
-                return list(records)
-        else:
-            index, out = 0, []
-        for record in records[index:]:
+        if not self._held and TxnRecord not in set(map(type, records)):
+            return list(records)  # the common case: plain records pass through untouched
+        out: list[Any] = []
+        for record in records:
             self.push(record, out)
         return out
 
-    def push(self, record: TxnRecord, out: list[TxnRecord]) -> None:
+    def push(self, record: Any, out: list[Any]) -> None:
         """Feed the next fetched record; append what became readable to ``out``."""
+        if type(record) is not TxnRecord:  # a record of a non-transactional batch
+            if self._held:
+                self._held.append((record, None))
+            else:
+                out.append(record)
+            return
         if record.control != DATA:
             txn = self._open.get(record.producer_id)
             if txn is not None and txn.epoch <= record.producer_epoch:
@@ -148,7 +172,7 @@ class CommittedFilter:
         self._held.append((record, txn))
         self._release(out)
 
-    def _release(self, out: list[TxnRecord]) -> None:
+    def _release(self, out: list[Any]) -> None:
         held = self._held
         while held:
             record, txn = held[0]

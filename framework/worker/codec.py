@@ -2,28 +2,55 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from framework.api import Envelope, OutgoingMessage
 from framework.config import JobConfig
 from framework.frozen import fast_constructor
-from framework.serdes import Serde, StringSerde, decode, encode, get_serde
-from framework.systems.base import ProducerRecord, Record
+from framework.serdes import JsonSerde, Serde, StringSerde, decode, encode, get_serde
+from framework.systems.base import FetchedRecord, ProducerRecord, ProducerRow, producer_row
 from groupers import SystemStreamPartition
 
-__all__ = ["RecordCodec", "Sent", "producer_record"]
+__all__ = ["NO_HEADERS", "SHORT_JSON", "Decoding", "RecordCodec", "Sent", "envelope",
+           "header_map", "producer_record"]
+
+Outgoing = ProducerRow | ProducerRecord
+"""A record to write, as a row for a system that takes rows (Kafka), else as a record."""
 
 Sent = tuple[str, Any, Any, "int | None", "int | None", "Mapping[str, bytes] | None"]
 """(stream, key, value, partition, timestamp, headers) of one `MessageCollector.send`: a
 plain tuple, the cheapest record of a send (`TaskInstance.take_outputs`)."""
 
-_envelope = fast_constructor(Envelope)
+envelope = fast_constructor(Envelope)
+"""``Envelope(ssp, offset, key, value, timestamp, headers)`` built the cheap way."""
 producer_record = fast_constructor(ProducerRecord)
 """``ProducerRecord(stream, key, value, partition, timestamp, headers)`` built the cheap way."""
-_NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
+NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 """The headers of every envelope without any (read-only, so one can be shared)."""
+_FAILED = object()  # an encoding that raised
+SHORT_JSON = 19
+"""JSON values shorter than this go straight to orjson: `JsonSerde.from_bytes` would too
+(no 19-digit integer fits); what orjson refuses goes through the serde after all."""
+
+
+class Decoding(NamedTuple):
+    """One SSP's decoding on the hot path: ``key_from``/``value_from`` turn non-None bytes
+    into objects; ``short_json`` (orjson's loads, for a JSON value serde) reads values
+    shorter than `SHORT_JSON` bytes. Anything they raise goes to `RecordCodec.decode`,
+    which either reads the record after all or raises the `SerdeError`."""
+
+    key_from: Callable[[bytes], Any]
+    value_from: Callable[[bytes], Any]
+    short_json: Callable[[bytes], Any] | None
+
+
+def header_map(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, bytes]:
+    """An envelope's headers: a missing value (a Kafka client's None) reads as b""."""
+    return {name: value or b"" for name, value in headers}
 
 
 def _from_bytes(serde: Serde) -> Callable[[bytes], Any]:
@@ -49,6 +76,7 @@ class RecordCodec:
         self._config = config
         self._serdes: dict[str, tuple[Serde, Serde]] = {}
         self._targets: dict[str, tuple[str, str, Serde, Serde]] = {}
+        self._decodings: dict[SystemStreamPartition, Decoding] = {}
 
     def serdes(self, qualified: str) -> tuple[Serde, Serde]:
         """(key serde, value serde) of a declared stream."""
@@ -61,24 +89,35 @@ class RecordCodec:
             self._serdes[qualified] = found
         return found
 
-    def decoder(self, ssp: SystemStreamPartition) -> Callable[[Record], Envelope]:
-        """`decode` bound to one SSP: the per-record hot path, with its serdes looked up once."""
+    def decoder(self, ssp: SystemStreamPartition) -> Callable[[FetchedRecord], Envelope]:
+        """`decode` bound to one SSP, with its serdes looked up once."""
         qualified = f"{ssp.system}.{ssp.stream}"
         key_from, value_from = (_from_bytes(serde) for serde in self.serdes(qualified))
 
-        def decode_record(record: Record) -> Envelope:
+        def decode_record(record: FetchedRecord) -> Envelope:
             try:
                 key = None if record.key is None else key_from(record.key)
                 value = None if record.value is None else value_from(record.value)
             except Exception:  # the careful path: the SerdeError naming SSP, offset, serde
                 return self.decode(ssp, record)
             headers = record.headers
-            return _envelope(ssp, record.offset, key, value, record.timestamp,
-                             dict(headers) if headers else _NO_HEADERS)
+            return envelope(ssp, record.offset, key, value, record.timestamp,
+                            header_map(headers) if headers else NO_HEADERS)
 
         return decode_record
 
-    def decode(self, ssp: SystemStreamPartition, record: Record) -> Envelope:
+    def decoding(self, ssp: SystemStreamPartition) -> Decoding:
+        """What the hot path (`framework.worker.dispatch`) decodes one SSP's records with,
+        resolved once per SSP (see `Decoding`)."""
+        found = self._decodings.get(ssp)
+        if found is None:
+            key_serde, value_serde = self.serdes(f"{ssp.system}.{ssp.stream}")
+            found = self._decodings[ssp] = Decoding(
+                _from_bytes(key_serde), _from_bytes(value_serde),
+                orjson.loads if type(value_serde) is JsonSerde else None)
+        return found
+
+    def decode(self, ssp: SystemStreamPartition, record: FetchedRecord) -> Envelope:
         """The envelope of ``record``; `SerdeError` names SSP, offset and serde."""
         qualified = f"{ssp.system}.{ssp.stream}"
         key_serde, value_serde = self.serdes(qualified)
@@ -99,7 +138,7 @@ class RecordCodec:
                        partition=ssp.partition, offset=record.offset)
                 raise
         return Envelope(ssp, record.offset, key, value, record.timestamp,
-                        dict(record.headers) if record.headers else {})
+                        header_map(record.headers) if record.headers else {})
 
     def _target(self, qualified: str) -> tuple[str, str, Serde, Serde]:
         target = self._targets.get(qualified)
@@ -110,30 +149,39 @@ class RecordCodec:
         return target
 
     def encode_all(self, sent: Sequence[Sent]) -> dict[str, list[ProducerRecord]]:
-        """Every send of a commit as records, per system, in the order sent: serdes
-        looked up once per run of one stream; `SerdeError` names the stream."""
-        out: dict[str, list[ProducerRecord]] = {}
+        """Every send of a commit as `ProducerRecord`s (`encode_rows` with no row system)."""
+        return self.encode_rows(sent, frozenset())  # type: ignore[return-value]
+
+    def encode_rows(self, sent: Sequence[Sent],
+                    row_systems: Collection[str] | None = None) -> dict[str, list[Outgoing]]:
+        """Every send of a commit, per system, in the order sent: as a row (a plain tuple
+        of `ProducerRecord`'s fields) for the systems in ``row_systems`` (all when None),
+        as a `ProducerRecord` for the others. Serdes are looked up once per run of one
+        stream; `SerdeError` names the stream."""
+        out: dict[str, list[Outgoing]] = {}
         last: str | None = None
         for one in sent:
             stream, key, value, partition, timestamp, headers = one
             if stream != last:
                 system, name, key_serde, value_serde = self._target(stream)
                 key_to, value_to = _to_bytes(key_serde), _to_bytes(value_serde)
-                bucket = out.setdefault(system, [])
+                append = out.setdefault(system, []).append
+                as_rows = row_systems is None or system in row_systems
                 last = stream
             try:
                 raw_key = None if key is None else key_to(key)
                 raw_value = None if value is None else value_to(value)
-                plain = ((raw_key is None or type(raw_key) is bytes)
-                         and (raw_value is None or type(raw_value) is bytes))
             except Exception:
-                plain = False
-            if not plain:  # the careful path: the SerdeError naming the stream, or bytes()
-                bucket.append(self.encode(OutgoingMessage(*one))[1])
+                raw_key = raw_value = _FAILED
+            if not ((type(raw_key) is bytes or raw_key is None)
+                    and (type(raw_value) is bytes or raw_value is None)):
+                # the careful path: the SerdeError naming the stream, or bytes()
+                record = self.encode(OutgoingMessage(*one))[1]
+                append(producer_row(record) if as_rows else record)
                 continue
-            bucket.append(producer_record(
-                name, raw_key, raw_value, partition, timestamp,
-                tuple(sorted(headers.items())) if headers else ()))
+            headers = tuple(sorted(headers.items())) if headers else ()
+            append((name, raw_key, raw_value, partition, timestamp, headers) if as_rows else
+                   producer_record(name, raw_key, raw_value, partition, timestamp, headers))
         return out
 
     def encode(self, message: OutgoingMessage) -> tuple[str, ProducerRecord]:

@@ -24,11 +24,11 @@ from framework.stores.base import ChangelogPosition
 from framework.systems.base import (
     Checkpoint,
     CommitRequest,
-    ProducerRecord,
     RecordPosition,
     System,
+    producer_row,
 )
-from framework.worker.codec import RecordCodec, producer_record
+from framework.worker.codec import Outgoing, RecordCodec, producer_record
 from framework.worker.instance import TaskInstance
 from groupers import SystemStreamPartition
 
@@ -79,13 +79,30 @@ class PreparedCommit:
     """What one commit writes, taken from the instances at `Committer.prepare`."""
 
     instances: list[TaskInstance]
-    changelog: list[ProducerRecord] = field(default_factory=list)  # metadata system
-    outputs: list[ProducerRecord] = field(default_factory=list)  # metadata system
-    other: dict[str, list[ProducerRecord]] = field(default_factory=lambda: defaultdict(list))
+    changelog: list[Outgoing] = field(default_factory=list)  # metadata system
+    outputs: list[Outgoing] = field(default_factory=list)  # metadata system
+    other: dict[str, list[Outgoing]] = field(default_factory=lambda: defaultdict(list))
     writes: list[_StoreWrites] = field(default_factory=list)
     inputs: dict[str, dict[SystemStreamPartition, int]] = field(default_factory=dict)
     sent: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Task → (outputs sent, dead letters and other raw records), for the metrics."""
+
+
+def _takes_rows(system: System) -> bool:
+    """Whether ``system`` writes `ProducerRow`s (``produce_rows``: Kafka): then a commit
+    hands it rows, else `ProducerRecord`s."""
+    return getattr(system, "produce_rows", None) is not None
+
+
+async def _produce(system: System, records: list[Outgoing],
+                   positions: int) -> list[RecordPosition]:
+    """``records`` (rows where ``system`` takes them) written outside any commit; the
+    positions of the first ``positions`` of them."""
+    if _takes_rows(system):
+        landed: list[RecordPosition] = await system.produce_rows(  # type: ignore[attr-defined]
+            records, positions=positions)
+        return landed
+    return await system.produce(records, positions=positions)  # type: ignore[arg-type]
 
 
 class Committer:
@@ -111,6 +128,8 @@ class Committer:
         self._transactional = (config.guarantee == "exactly-once" and not self._meta.atomic_commit
                                and getattr(self._meta, "transactions", None) is not None)
         self._inflight: asyncio.Future[None] | None = None  # the commit being written
+        self._row_systems = frozenset(name for name, system in systems.items()
+                                      if _takes_rows(system))
 
     async def start(self, instances: Sequence[TaskInstance]) -> None:
         """Commit everything so far. Where the metadata system writes over the network
@@ -160,14 +179,16 @@ class Committer:
         """
         meta = self._config.metadata_system
         commit = PreparedCommit(list(instances))
-        outputs: list[ProducerRecord] = []
+        outputs: list[Outgoing] = []
+        rows = self._row_systems
         for instance in instances:
             sent, raw = instance.take_outputs()
             commit.sent[instance.name] = (len(sent), len(raw))
-            for system, encoded in self._codec.encode_all(sent).items():
+            for system, encoded in self._codec.encode_rows(sent, rows).items():
                 (outputs if system == meta else commit.other[system]).extend(encoded)
             for system, record in raw:
-                (outputs if system == meta else commit.other[system]).append(record)
+                (outputs if system == meta else commit.other[system]).append(
+                    producer_row(record) if system in rows else record)
             commit.inputs[instance.name] = dict(instance.positions)
             for name, store in instance.stores.items():
                 items = store.drain()
@@ -179,8 +200,13 @@ class Committer:
                 partition = self._changelog_partition[instance.name]
                 commit.writes.append(
                     _StoreWrites(instance, name, items, (stream, partition), first))
-                commit.changelog.extend([producer_record(stream, key, value, partition, None, ())
-                                         for key, value in items.items()])
+                if meta in rows:
+                    commit.changelog.extend([(stream, key, value, partition, None, ())
+                                             for key, value in items.items()])
+                else:
+                    commit.changelog.extend([producer_record(stream, key, value, partition,
+                                                             None, ())
+                                             for key, value in items.items()])
         commit.outputs = outputs
         return commit
 
@@ -189,24 +215,24 @@ class Committer:
         its store writes to the engines; the next `prepare` may run meanwhile."""
         started = time.perf_counter()
         for system, produced in commit.other.items():
-            await self._systems[system].produce(produced, positions=0)  # at-least-once
+            await _produce(self._systems[system], produced, 0)  # at-least-once
         records = commit.changelog + commit.outputs
         writes = commit.writes
+        wanted = len(commit.changelog)  # positions of the changelog records only
         if self._meta.atomic_commit:
             predicted = self._predict(writes)
             landed = await self._meta.commit(CommitRequest(
-                self._config.name, self._epoch, records, self._checkpoints(commit, predicted),
-                positions=len(commit.changelog)))
+                self._config.name, self._epoch, records,  # type: ignore[arg-type]
+                self._checkpoints(commit, predicted), positions=wanted))
         elif self._transactional:
             def checkpoints(positions: list[RecordPosition]) -> list[Checkpoint]:
                 return self._checkpoints(commit, self._actual(writes, positions))
 
             landed = await self._meta.commit_transaction(  # type: ignore[attr-defined]
-                self._config.name, self._epoch, records, checkpoints)
+                self._config.name, self._epoch, records, checkpoints, wanted)
             predicted = self._actual(writes, landed)
         else:
-            landed = (await self._meta.produce(records, positions=len(commit.changelog))
-                      if records else [])
+            landed = await _produce(self._meta, records, wanted) if records else []
             actual = self._actual(writes, landed)
             await self._meta.commit(CommitRequest(
                 self._config.name, self._epoch, (), self._checkpoints(commit, actual)))

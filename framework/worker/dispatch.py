@@ -1,37 +1,57 @@
 """Hand a fetched batch of one SSP to the tasks reading it: the worker's hot path.
 
-`dispatch_one` is the common case (one reader, ``process_policy = "fail"``): no await per
-record unless the task's ``process`` returns an awaitable, positions brought up to date
-once per batch. `dispatch_many` serves several readers of one SSP (broadcast inputs,
-a rewind for one of them) and the skip / dead-letter policies, record by record.
+`dispatch_one` is the common case (one reader, ``process_policy = "fail"``): each record
+is decoded inline (the SSP's serdes resolved once, `RecordCodec.decoding`) and goes to
+``process`` with no await unless it returns an awaitable; positions are brought up to
+date once per batch. One envelope lives at a time: a batch's worth of live envelopes
+would only feed the cyclic garbage collector. `dispatch_many` serves several readers of
+one SSP (broadcast inputs, a rewind for one of them) and the skip / dead-letter
+policies, record by record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from framework.api import Envelope
 from framework.errors import SerdeError, StoreError
 from framework.stores.buffer import TaskStore
-from framework.systems.base import Record
-from framework.worker.codec import RecordCodec
+from framework.systems.base import Consumer, FetchedRecord, Record, as_record
+from framework.worker.codec import (
+    NO_HEADERS,
+    SHORT_JSON,
+    RecordCodec,
+    envelope,
+    header_map,
+)
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import ErrorPolicies
 from groupers import SystemStreamPartition
 
-__all__ = ["Journals", "dispatch_many", "dispatch_one"]
+__all__ = ["Batch", "Journals", "dispatch_many", "dispatch_one", "fetcher"]
+
+Batch = Mapping[SystemStreamPartition, Sequence[FetchedRecord]]
+"""A fetched batch: each SSP's records in offset order."""
 
 Journals = Mapping[str, list[tuple[TaskStore, bytes, object, object]]]
 """Task → the journal that undoes a failed ``process`` call's store writes (skip and
 dead-letter policies only)."""
 
 
+def fetcher(consumer: Consumer) -> Callable[[int, int], Awaitable[Batch]]:
+    """``(max_records, timeout_ms) → batch`` of ``consumer``: its ``fetch_raw`` where it
+    has one (Kafka: no copy per record into a `Record`), else its ``fetch``."""
+    fetch: Callable[[int, int], Awaitable[Batch]] = getattr(consumer, "fetch_raw",
+                                                            consumer.fetch)
+    return fetch
+
+
 async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
-                       records: Sequence[Record], codec: RecordCodec,
+                       records: Sequence[FetchedRecord], codec: RecordCodec,
                        policies: ErrorPolicies) -> None:
     """Every record of ``records`` not yet processed by ``instance``, in order."""
     position = instance.positions.get(ssp, 0)
-    decode = codec.decoder(ssp)
+    key_from, value_from, short_json = codec.decoding(ssp)
     process = instance.task.process
     done, count = position, 0
     try:
@@ -39,14 +59,27 @@ async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
             offset = record.offset
             if offset < position:
                 continue  # already processed (a rewind for another reader)
+            try:  # `RecordCodec.decoder`, inline: one call less per record
+                key = record.key
+                if key is not None:
+                    key = key_from(key)
+                value = record.value
+                if value is not None:
+                    value = (short_json(value) if short_json is not None
+                             and len(value) < SHORT_JSON else value_from(value))
+                headers = record.headers
+                message = envelope(ssp, offset, key, value, record.timestamp,
+                                   header_map(headers) if headers else NO_HEADERS)
+            except Exception:
+                try:  # the careful path: the record after all, or its SerdeError
+                    message = codec.decode(ssp, record)
+                except SerdeError as error:
+                    policies.bad_record(ssp, as_record(ssp.partition, record), error,
+                                        [instance])
+                    done = offset + 1
+                    continue
             try:
-                envelope = decode(record)
-            except SerdeError as error:
-                policies.bad_record(ssp, record, error, [instance])
-                done = offset + 1
-                continue
-            try:
-                result = process(envelope, instance, instance)
+                result = process(message, instance, instance)
                 if result is not None:  # an `async def process`
                     await result
             except StoreError:
@@ -62,10 +95,10 @@ async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
 
 
 async def dispatch_many(readers: Sequence[TaskInstance], ssp: SystemStreamPartition,
-                        records: Sequence[Record], codec: RecordCodec,
+                        fetched: Sequence[FetchedRecord], codec: RecordCodec,
                         policies: ErrorPolicies, journals: Journals) -> None:
     """Each record to every reader whose position has not passed it."""
-    for record in records:
+    for record in [as_record(ssp.partition, one) for one in fetched]:
         targets = [r for r in readers if r.positions.get(ssp, 0) <= record.offset]
         if not targets:
             continue

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 
 from framework.api import StreamTask
@@ -32,11 +32,12 @@ from framework.metrics import WorkerMetrics
 from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
-from framework.systems.base import Consumer, Record, System
+from framework.systems.base import Consumer, FetchedRecord, System
 from framework.usercode import load_task_class
 from framework.worker.codec import RecordCodec
+from framework.worker.collector import tuned_collector
 from framework.worker.commit import Committer, begin_commits
-from framework.worker.dispatch import dispatch_many, dispatch_one
+from framework.worker.dispatch import Batch, dispatch_many, dispatch_one, fetcher
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import ErrorPolicies, describe
 from framework.worker.state import heal_damaged_store, open_task_stores
@@ -134,7 +135,8 @@ class Worker:
                 restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
                 store_positions=_store_positions(committer))
             await self._report(report)
-            reason = await self._loop(committer)
+            with tuned_collector():
+                reason = await self._loop(committer)
             result = WorkerResult(model.epoch, sum(i.processed for i in self.instances),
                                   sum(i.skipped for i in self.instances), committer.commits,
                                   self.restored, reason)
@@ -280,8 +282,7 @@ class Worker:
         return released
 
     async def _loop(self, committer: Committer) -> str:
-        prefetched: dict[str, asyncio.Future[Mapping[SystemStreamPartition, Sequence[Record]]]]
-        prefetched = {}
+        prefetched: dict[str, asyncio.Future[Batch]] = {}
         watchdog = TaskWatchdog(lambda: self.busy, self.config.task_timeout_ms / 1000)
         watchdog.start()
         try:
@@ -296,7 +297,7 @@ class Worker:
     async def _run_loop(
         self,
         committer: Committer,
-        prefetched: dict[str, asyncio.Future[Mapping[SystemStreamPartition, Sequence[Record]]]],
+        prefetched: dict[str, asyncio.Future[Batch]],
     ) -> str:
         interval = self.config.commit_interval_ms / 1000
         window_interval = self.config.window_interval_ms / 1000
@@ -311,17 +312,16 @@ class Worker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), 0.05)
             for name, consumer in self._consumers.items():
+                fetch = fetcher(consumer)
                 pending = prefetched.pop(name, None)
                 if pending is not None:
                     batch = await pending
                 else:
-                    batch = await consumer.fetch(
-                        max_records, timeout_ms=50 if not self.stop.is_set() else 0)
+                    batch = await fetch(max_records, 50 if not self.stop.is_set() else 0)
                 if batch and not self._stages and not self.stop.is_set():
                     # Read the next batch while this one is processed; never across a
                     # barrier release, which reassigns the consumer.
-                    prefetched[name] = asyncio.ensure_future(
-                        consumer.fetch(max_records, timeout_ms=50))
+                    prefetched[name] = asyncio.ensure_future(fetch(max_records, 50))
                 for ssp, records in batch.items():
                     await self._dispatch(ssp, records)
                     dirty = dirty or bool(records)
@@ -367,7 +367,8 @@ class Worker:
                         self.worker_id, self.model and self.model.epoch)
             raise
 
-    async def _dispatch(self, ssp: SystemStreamPartition, records: Sequence[Record]) -> None:
+    async def _dispatch(self, ssp: SystemStreamPartition,
+                        records: Sequence[FetchedRecord]) -> None:
         readers = self._routes.get(ssp, ())
         self.busy = Busy("process", readers, ssp)  # what the task watchdog looks at
         started = time.perf_counter()

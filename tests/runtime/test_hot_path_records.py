@@ -58,3 +58,17 @@ def test_fast_constructor_refuses_a_class_whose_slots_are_not_its_fields() -> No
 
     with pytest.raises(TypeError, match="slots dataclass"):
         fast_constructor(Plain)
+
+
+class _ClientRecord:
+    """A Kafka client's own record: no partition, a header may lack its value."""
+
+    def __init__(self) -> None:
+        self.offset, self.key, self.value, self.timestamp = 3, b"k", b'{"n":2}', 9
+        self.headers = [("trace", b"t"), ("empty", None)]
+
+
+def test_a_clients_record_decodes_with_missing_header_values_as_empty(tmp_path: Path) -> None:
+    ssp = SSP("local", "in", 2)
+    envelope = _codec(tmp_path).decoder(ssp)(_ClientRecord())
+    assert envelope == Envelope(ssp, 3, "k", {"n": 2}, 9, {"trace": b"t", "empty": b""})

@@ -242,3 +242,30 @@ def test_values_read_back_from_the_buffer_are_the_stored_ones(store: TaskStore) 
     assert store.get("n") == 5  # drained, not yet applied: still readable
     store.apply(store.drain(), None)
     assert (store.get("n"), store.get("doc")) == (5, {"count": 1})
+
+
+def test_json_ints_are_encoded_once_at_drain_and_read_the_same_everywhere(
+    engine: RocksDBEngine,
+) -> None:
+    from framework.serdes import JsonSerde as RealJson
+    from framework.serdes import StringSerde as RealString
+
+    store = TaskStore("totals", engine, RealString(), RealJson(), max_keys=100, task="P0")
+    store.journal = []
+    store.put("a", 1)
+    store.put("a", 2**70)  # past 64 bits: still the JSON serde's text
+    store.put("b", -3)
+    store.put("c", True)  # a bool is no int here: encoded at once, as before
+    store.put("d", 7)
+    TaskStore.undo(store.journal)  # takes back all four puts
+    assert [store.get(k) for k in "abcd"] == [None, None, None, None]
+    store.put("a", 2**70)
+    store.put("b", -3)
+    store.put("c", True)
+    assert [store.get(k) for k in "abc"] == [2**70, -3, True]
+    assert list(store.all()) == [("a", 2**70), ("b", -3), ("c", True)]
+    assert store.drain() == {b"a": b"1180591620717411303424", b"b": b"-3", b"c": b"true"}
+    store.put("b", 4)  # written again while the drained writes are not yet applied
+    assert store.get("b") == 4 and store.get("a") == 2**70
+    store.apply({b"a": b"1180591620717411303424", b"b": b"-3", b"c": b"true"}, POSITION)
+    assert store.drain() == {b"b": b"4"}

@@ -13,8 +13,16 @@ from typing import Any, ClassVar
 import pytest
 
 from framework.errors import ConfigError, SystemUnavailableError, UnsupportedOperation
+from framework.partitioner import partition_for_key
 from framework.systems import open_system
-from framework.systems.base import Checkpoint, CommitRequest, OffsetRange, ProducerRecord
+from framework.systems.base import (
+    Checkpoint,
+    CommitRequest,
+    OffsetRange,
+    ProducerRecord,
+    Record,
+    as_record,
+)
 from framework.systems.kafka import KafkaSystem, checkpoints_topic, fences_topic
 from groupers import SystemStreamPartition as SSP
 
@@ -183,3 +191,48 @@ async def test_records_split_over_many_or_few_batches_land_in_order(
         assert read[position.partition][position.offset] == (position.offset, record.value)
     assert {p: len(v) for p, v in read.items()} == {
         p: sum(1 for pos in positions if pos.partition == p) for p in (0, 1)}
+
+
+async def test_rows_land_in_order_with_positions_of_the_leading_rows_only(
+    kafka_broker: Any, name: str
+) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"producer_batch_kb": 1})
+    try:
+        await system.create_stream(name, 2)
+        changelog = [(name, b"c%02d" % i, b"x" * 30, 1, None, ()) for i in range(40)]
+        outputs = [(name, b"k%d" % (i % 5), b"v%04d" % i, None, 1_000 + i,
+                    (("trace", b"t%d" % i),)) for i in range(200)]
+        positions = await system.produce_rows(changelog + outputs, positions=len(changelog))
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+        await producer.start()
+        try:  # a header without a value, as other Kafka clients may write
+            await producer.send_and_wait(name, b"last", key=b"n", partition=0,
+                                         timestamp_ms=7, headers=[("empty", None)])
+        finally:
+            await producer.stop()
+        consumer = system.consumer()
+        consumer.assign({SSP("kafka", name, 0): 0, SSP("kafka", name, 1): 0})
+        raw: dict[int, list[Any]] = {0: [], 1: []}
+        for _ in range(100):  # bounded: a lost record fails the assertions below
+            if sum(map(len, raw.values())) >= len(changelog) + len(outputs) + 1:
+                break
+            for ssp, batch in (await consumer.fetch_raw(1000, 500)).items():
+                raw[ssp.partition].extend(batch)
+        await consumer.close()
+    finally:
+        await system.close()
+    assert [(p.stream, p.partition, p.offset) for p in positions] == [
+        (name, 1, offset) for offset in range(40)]
+    read = {p: [as_record(p, one) for one in records] for p, records in raw.items()}
+    assert [r.offset for r in read[0]] == list(range(len(read[0])))
+    assert [r.offset for r in read[1]] == list(range(len(read[1])))
+    assert [(r.key, r.value) for r in read[1][:40]] == [(k, v) for _, k, v, *_ in changelog]
+    landed = [r for p in (0, 1) for r in read[p] if r.key and r.key.startswith(b"k")]
+    expected = sorted((partition_for_key(k, 2), v, t, h) for _, k, v, _, t, h in outputs)
+    assert sorted((r.partition, r.value, r.timestamp, r.headers) for r in landed) == expected
+    for partition in (0, 1):  # each key's outputs in the order sent
+        values = [r.value for r in read[partition] if r.key and r.key.startswith(b"k")]
+        assert values == sorted(values)
+    assert read[0][-1] == Record(0, read[0][-1].offset, b"n", b"last", 7, (("empty", b""),))
