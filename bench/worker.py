@@ -229,6 +229,15 @@ async def _ceilings(bootstrap: str, count: int, tag: str = "") -> tuple[float, f
     return copy, sums, fast
 
 
+def _freeze() -> None:
+    """Freeze the heap before a measured run: the input held here (a tracked object per
+    record) is no part of a worker or of a hand-written loop, so no full collection of
+    either should walk it. Again before every run: a worker unfreezes the heap when its
+    loop ends (`framework.worker.collector`), which would leave the next run walking it."""
+    gc.collect()
+    gc.freeze()
+
+
 def _median(runs: int, measure: Callable[[int], float]) -> float:
     return statistics.median(measure(run) for run in range(runs))
 
@@ -243,21 +252,21 @@ def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
     medians are the result: the ceilings move by ±30% from run to run on a small shared
     machine, so one round's ratio is not a figure to quote."""
     data = _records(records, keys)
-    # The input held here (a tracked object per record) is no part of a worker or of a
-    # hand-written loop: frozen, every full collection of what runs next skips it.
-    gc.collect()
-    gc.freeze()
     print(f"per-key sum: {records:,} JSON records, {keys:,} keys, {PARTITIONS} partitions, "
           f"1 worker, logged RocksDB store; {rounds} interleaved round(s)")
     work = Path(tempfile.mkdtemp(prefix="sampan-bench-worker-"))
     try:
         each: list[tuple[float, float, float, float, float, float]] = []
         for number in range(rounds):
+            _freeze()
             local_sum = asyncio.run(_sum(_job(work / f"local{number}", "local", None), data))
             with tansu() as bootstrap:
+                _freeze()
                 kafka_sum = asyncio.run(_sum(_job(work / f"kafka{number}", "kafka",
                                                   bootstrap), data))
+                _freeze()
                 raw_consume = asyncio.run(_raw_consume(bootstrap, records))
+                _freeze()
                 ceilings = asyncio.run(_ceilings(bootstrap, records))
             each.append((local_sum, kafka_sum, raw_consume, *ceilings))
             if rounds > 1:
