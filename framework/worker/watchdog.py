@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from framework.errors import EXIT_STUCK
 from groupers import SystemStreamPartition
 
-__all__ = ["Busy", "TaskWatchdog"]
+__all__ = ["Busy", "Stall", "TaskWatchdog"]
 
 log = logging.getLogger(__name__)
 
@@ -65,21 +65,60 @@ class TaskWatchdog:
             self._thread.join(5)
 
     def _watch(self) -> None:
-        last: Busy | None = None  # the same call (one Busy per call) …
-        progress = -1  # … with the same progress for `since` seconds
-        since = time.monotonic()
-        while not self._stop.wait(min(1.0, self._timeout_s / 4)):
+        stall = Stall(self._timeout_s)
+        interval = min(1.0, self._timeout_s / 4)
+        while not self._stop.wait(interval):
             busy = self._busy()
-            now = time.monotonic()
-            if busy is None or busy is not last or busy.progress() != progress:
-                last, since = busy, now
-                progress = -1 if busy is None else busy.progress()
-                continue
-            if now - since >= self._timeout_s:
+            if stall.observe(busy, time.monotonic(), interval):
+                assert busy is not None
                 log.error("%s for %.1f s (job.task_timeout_ms = %d); stopping this worker so "
                           "that it is restarted from its last commit", busy.describe(),
-                          now - since, int(self._timeout_s * 1000))
+                          stall.seconds, int(self._timeout_s * 1000))
                 for handler in logging.getLogger().handlers:
                     handler.flush()
                 self._exit(EXIT_STUCK)
                 return
+
+
+class Stall:
+    """How long one call has made no progress, by the watchdog's looks every ``interval``.
+
+    Time the whole process was suspended (SIGSTOP, a paused VM, a starved machine) does not
+    count: a look that comes more than `SUSPENDED_S` late shifts the start forward by the
+    lateness, so a worker resumed after a long pause is judged by its own running time
+    (a paused worker that was replaced meanwhile is fenced at its next commit instead).
+
+    >>> stall = Stall(timeout_s=10)
+    >>> busy = Busy("process", ())
+    >>> [stall.observe(busy, now, 1.0) for now in (0, 1, 2)]
+    [False, False, False]
+    >>> stall.observe(busy, 60, 1.0), round(stall.seconds)  # 57 s suspended: not stuck
+    (False, 3)
+    >>> [stall.observe(busy, now, 1.0) for now in range(61, 69)][-1]  # 11 s of its own
+    True
+    """
+
+    SUSPENDED_S = 5.0
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._last: Busy | None = None  # the same call (one Busy per call) …
+        self._progress = -1  # … with the same progress since `_since`
+        self._since = 0.0
+        self._looked: float | None = None
+        self.seconds = 0.0
+        """How long the current call has gone without progress (running time)."""
+
+    def observe(self, busy: Busy | None, now: float, interval: float) -> bool:
+        """Record one look at ``now``; True when the call is stuck past the timeout."""
+        late = 0.0 if self._looked is None else now - self._looked - interval
+        self._looked = now
+        if late > self.SUSPENDED_S:
+            self._since += late
+        if busy is None or busy is not self._last or busy.progress() != self._progress:
+            self._last, self._since = busy, now
+            self._progress = -1 if busy is None else busy.progress()
+            self.seconds = 0.0
+            return False
+        self.seconds = now - self._since
+        return self.seconds >= self.timeout_s

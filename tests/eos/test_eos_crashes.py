@@ -110,7 +110,10 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
                 while zombie.poll() is None:
                     assert asyncio.get_running_loop().time() < deadline, "zombie kept running"
                     await asyncio.sleep(0.1)
-                assert zombie.returncode == 3  # FencedError: its commit was refused
+                log.flush()
+                assert zombie.returncode == 3, (  # FencedError: its commit was refused
+                    f"the zombie exited {zombie.returncode}; worker log tail:\n"
+                    + (tmp_path / "worker.log").read_text(errors="replace")[-3000:])
 
                 async def finished() -> bool:
                     return await checkpointed(meta, config) >= RECORDS

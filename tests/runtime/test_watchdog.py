@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from framework.errors import EXIT_STUCK
-from framework.worker.watchdog import Busy, TaskWatchdog
+from framework.worker.watchdog import Busy, Stall, TaskWatchdog
 from groupers import SystemStreamPartition
 
 SSP = SystemStreamPartition("local", "words", 3)
@@ -73,3 +73,18 @@ def test_a_stuck_window_call_is_named_too() -> None:
 def test_a_zero_timeout_disables_the_watchdog() -> None:
     task = FakeTask("Partition 3", {SSP: 1})
     assert watch(Busy("process", (task,), SSP), 1.0, timeout=0) == []
+
+
+def test_time_the_process_was_suspended_does_not_count_as_stuck() -> None:
+    """A worker paused by SIGSTOP (or a frozen VM) for longer than the timeout and resumed
+    is judged by its own running time; a call stuck while running still fires."""
+    busy = Busy("process", (FakeTask("Partition 3", {SSP: 1}),), SSP)
+    stall = Stall(timeout_s=2.0)
+    assert not any(stall.observe(busy, now / 2, 0.5) for now in range(3))  # 0 … 1 s
+    assert not stall.observe(busy, 101.0, 0.5)  # 99.5 s late: suspended, not stuck
+    assert stall.seconds == 1.5  # running time: 1 s before the pause, one interval after
+    assert stall.observe(busy, 101.5, 0.5)  # 2 s of running time without progress
+    # A look only a little late (a busy machine) still counts in full.
+    slow = Stall(timeout_s=2.0)
+    assert not slow.observe(busy, 0.0, 0.5)
+    assert slow.observe(busy, 4.0, 0.5)
