@@ -28,7 +28,7 @@ from framework.metadata import CoordinatorState, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
 
-__all__ = ["HostDrillOptions", "HostDrillReport", "run_host_drill"]
+__all__ = ["HostDrillOptions", "HostDrillReport", "run_host_drill", "settled"]
 
 T = TypeVar("T")
 
@@ -164,19 +164,24 @@ async def _wait(what: str, check: Callable[[], Awaitable[T | None]], hosts: Host
         await asyncio.sleep(0.3)
 
 
+def settled(current: CoordinatorState, names: set[str], after: int = 0
+            ) -> CoordinatorState | None:
+    """``current`` if its model is newer than epoch ``after``, places tasks on exactly
+    ``names``, and every one of them reports it resumed that epoch; else None."""
+    model = current.model
+    if model is None or model.epoch <= after or set(model.hosts) != names:
+        return None
+    reports = [current.hosts.get(n) for n in names]
+    if all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports):
+        return current
+    return None
+
+
 def _settled(config: JobConfig, names: set[str], after: int
              ) -> Callable[[], Awaitable[CoordinatorState | None]]:
-    """The state once a model newer than ``after`` places tasks on exactly ``names`` and
-    every one of them reports it resumed that epoch."""
+    """`settled` on the job's state, read anew at every call."""
     async def check() -> CoordinatorState | None:
-        current = await _state(config)
-        model = current.model
-        if model is None or model.epoch <= after or set(model.hosts) != names:
-            return None
-        reports = [current.hosts.get(n) for n in names]
-        if all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports):
-            return current
-        return None
+        return settled(await _state(config), names, after)
     return check
 
 

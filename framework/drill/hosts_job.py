@@ -56,33 +56,47 @@ value_serde = "json"
 
 @dataclass
 class HostProcesses:
-    """The drill's host processes by name; each in its own session (process group)."""
+    """Host processes of one job by label (default: the host's name), each in its own
+    session (process group), logging to ``<root>/<log_prefix><label>.log``; used by the
+    host drill, `bench.failover` and the hosts tests."""
 
     job: Path
     root: Path
+    log_prefix: str = "host-"
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     logs: dict[str, IO[bytes]] = field(default_factory=dict)
+    killed: set[str] = field(default_factory=set)
 
-    def log_path(self, name: str) -> Path:
-        return self.root / f"host-{name}.log"
+    def log_path(self, label: str) -> Path:
+        return self.root / f"{self.log_prefix}{label}.log"
 
-    def start(self, name: str) -> None:
-        log = self.log_path(name).open("ab")
-        self.logs[name] = log
-        self.processes[name] = subprocess.Popen(
+    def start(self, name: str, label: str | None = None, data: str | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start host ``name``. ``label`` (default the name) names its process and log;
+        its state folder is ``data-<data>`` (default: the label's); ``env`` adds
+        environment variables (fault injection)."""
+        label = label or name
+        log = self.log_path(label).open("ab")
+        process = subprocess.Popen(
             [sys.executable, "-m", "framework.cli", "run", str(self.job), "--host", name,
-             "--data-dir", str(self.root / f"data-{name}")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+             "--data-dir", str(self.root / f"data-{data or label}")],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, **(env or {})})
+        self.processes[label] = process
+        self.logs[label] = log
+        return process
 
     def dead(self) -> list[str]:
-        """Hosts that exited although nobody stopped them."""
-        return [n for n, p in self.processes.items() if p.poll() is not None]
+        """Hosts that exited although nobody killed them."""
+        return [n for n, p in self.processes.items()
+                if n not in self.killed and p.poll() is not None]
 
-    def kill(self, name: str) -> None:
+    def kill(self, label: str) -> None:
         """SIGKILL the host's whole process group: the host and its workers at once."""
+        self.killed.add(label)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.processes[name].pid, signal.SIGKILL)
-        self.processes.pop(name).wait(30)
+            os.killpg(self.processes[label].pid, signal.SIGKILL)
+        self.processes[label].wait(30)
 
     def stop_all(self, timeout_s: float = 30) -> None:
         """SIGTERM every host, SIGKILL the process group of any that does not exit."""

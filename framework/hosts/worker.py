@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from framework.errors import EXIT_FENCED, FencedError, SampanError
+from framework.errors import SampanError
 
 __all__ = ["main"]
 
@@ -36,22 +35,11 @@ async def _run(args: argparse.Namespace) -> int:
     from framework.config import load_config
     from framework.hosts.config import host_config
     from framework.jobmodel import JobModel
-    from framework.worker.runner import Worker
+    from framework.worker.main import run_worker
 
     config = host_config(load_config(args.job), Path(args.data_dir))
     model = JobModel.from_bytes(Path(args.model).read_bytes())
-    worker = Worker(config, args.worker, model=model)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stop.set)
-    try:
-        result = await worker.run()
-    except FencedError as error:
-        log.warning("%s", error)
-        return EXIT_FENCED
-    log.info("worker %d stopped (%s): epoch %d, %d processed, %d changelog records restored",
-             args.worker, result.reason, result.epoch, result.processed, result.restored)
-    return 0
+    return await run_worker(config, args.worker, model)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -69,11 +69,12 @@ def _command(args: argparse.Namespace) -> int:
         return 1
 
 
-async def run_worker(config: Any, worker_id: int) -> int:
-    """Run a worker until a signal stops it; returns the process exit status."""
+async def run_worker(config: Any, worker_id: int, model: Any = None) -> int:
+    """Run a worker until a signal stops it; returns the process exit status. ``model``:
+    the job model to run (a host's assignment), else the coordinator stream's latest."""
     from framework.worker.runner import Worker
 
-    worker = Worker(config, worker_id)
+    worker = Worker(config, worker_id, model=model)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop.set)

@@ -11,18 +11,16 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from framework.config import JobConfig, load_config
-from framework.drill.hosts_job import write_job
+from framework.drill.hosts_job import HostProcesses, write_job
 from framework.metadata import CoordinatorState, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord
@@ -38,36 +36,22 @@ def job_file(folder: Path, bootstrap: str, name: str, *, partitions: int = 6,
                      session_timeout_ms=6000, extra=extra)
 
 
-@dataclass
-class Hosts:
-    """The host processes of one job, by name."""
+class Hosts(HostProcesses):
+    """The host processes of one job (the host drill's), logs named ``<label>.log``."""
 
-    path: Path
-    root: Path
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    logs: dict[str, IO[bytes]] = field(default_factory=dict)
+    def __init__(self, path: Path, root: Path) -> None:
+        super().__init__(path, root, log_prefix="")
+
+    @property
+    def path(self) -> Path:
+        return self.job
 
     @property
     def config(self) -> JobConfig:
-        return load_config(self.path)
-
-    def start(self, name: str, label: str | None = None, data: str | None = None,
-              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        """Start host ``name``. ``label`` (default the name) names its process and log
-        ``<label>.log``; its state folder is ``data-<data>`` (default: the label's);
-        ``env`` adds environment variables (fault injection)."""
-        label = label or name
-        log = (self.root / f"{label}.log").open("ab")
-        process = subprocess.Popen(
-            [*CLI, "run", str(self.path), "--host", name, "--data-dir",
-             str(self.root / f"data-{data or label}")], stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, **(env or {})})
-        self.processes[label] = process
-        self.logs[label] = log
-        return process
+        return load_config(self.job)
 
     def log(self, label: str) -> str:
-        return (self.root / f"{label}.log").read_text(errors="replace")
+        return self.log_path(label).read_text(errors="replace")
 
     def tails(self, chars: int = 3000) -> str:
         """The end of every host's log (each host's log has its workers' output too)."""
@@ -84,37 +68,15 @@ class Hosts:
                 f"{test}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
             kept.mkdir(parents=True, exist_ok=True)
             for label in self.processes:
-                shutil.copy(self.root / f"{label}.log", kept / f"{label}.log")
+                shutil.copy(self.log_path(label), kept / f"{label}.log")
             raise AssertionError(f"{error}\nhost logs kept in {kept}\n{self.tails(6000)}"
                                  ) from error
         finally:
             self.stop_all()
 
-    def kill(self, name: str) -> None:
-        """SIGKILL the host's whole process group (host and its workers)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.processes[name].pid, signal.SIGKILL)
-        self.processes[name].wait(30)
-
     def terminate(self, name: str) -> int:
         self.processes[name].send_signal(signal.SIGTERM)
         return self.processes[name].wait(60)
-
-    def stop_all(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes.values():
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-            with contextlib.suppress(ProcessLookupError):  # workers left behind, if any
-                os.killpg(process.pid, signal.SIGKILL)
-        for log in self.logs.values():
-            log.close()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str,

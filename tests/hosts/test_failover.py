@@ -22,6 +22,7 @@ from hostjobs import (
     wait_for,
 )
 
+from framework.drill.hosts import settled
 from framework.metadata import CoordinatorState, HostReport
 
 KEYS = 60
@@ -30,14 +31,7 @@ KEYS = 60
 def _settled(hosts: Hosts, names: set[str], after_epoch: int = 0) -> CoordinatorState | None:
     """The job state once the latest model (newer than ``after_epoch``) places tasks on
     exactly ``names`` and each of them reports it resumed that epoch."""
-    current = state(hosts.config)
-    model = current.model
-    if model is None or model.epoch <= after_epoch or set(model.hosts) != names:
-        return None
-    reports = [current.hosts.get(n) for n in names]
-    if all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports):
-        return current
-    return None
+    return settled(state(hosts.config), names, after_epoch)
 
 
 def _hosts(tmp_path: Path, bootstrap: str, standbys: int) -> Hosts:
