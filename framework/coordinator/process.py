@@ -9,7 +9,6 @@ epoch; a refused change (decrease, non-multiple) leaves the job running on its m
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -17,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import groupers as G
+from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.config.snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
@@ -132,14 +132,10 @@ class Coordinator:
             failed = error
             raise
         finally:
-            for background in (keeper, compactor):
-                if background is not None:
-                    background.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        try:
-                            await background
-                        except Exception as error:  # never mask why the coordinator stopped
-                            log.error("background task failed: %r", error)
+            for background, what in ((keeper, "the lease keeper"),
+                                     (compactor, "the compactor")):
+                if background is not None:  # its error is logged: never masks why we stop
+                    await cancel_and_wait(background, what)
             await self.supervisor.stop()
             self.metrics.close()
             if isinstance(failed, Exception):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from framework.cancel import cancel_and_wait
 from framework.config import load_config
 from framework.coordinator.process import Coordinator
 from framework.drill.options import DrillOptions
@@ -319,11 +320,9 @@ class _DrillRun:
         """Stop the coordinator (and its workers) and the sampler."""
         self.coordinator.stop.set()
         await asyncio.gather(self.coordinator_task, return_exceptions=True)
-        self.sampler.cancel()
-        await asyncio.gather(self.sampler, return_exceptions=True)
-        if self.production is not None and not self.production.done():
-            self.production.cancel()
-            await asyncio.gather(self.production, return_exceptions=True)
+        await cancel_and_wait(self.sampler, "the drill's sampler")
+        if self.production is not None:
+            await cancel_and_wait(self.production, "the drill's producer")
 
 
 async def _probe_expansion(system: System, tag: str) -> None:

@@ -18,11 +18,10 @@ checks a stop flag between rounds, and `stop` repeats the cancel until the taile
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Mapping
 
+from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.jobmodel import TaskModel
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
@@ -112,17 +111,8 @@ class Replicas:
         self._stopping = True
         runner, self._runner = self._runner, None
         if runner is not None:
-            started = time.monotonic()
-            warned = False
-            while not runner.done():
-                runner.cancel()
-                await asyncio.wait({runner}, timeout=recancel_s)
-                if not warned and not runner.done() and time.monotonic() - started > 10:
-                    warned = True
-                    log.warning("standby/warmup copies of tasks %s still stopping after "
-                                "10 s; cancelling again", sorted(self.tasks))
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                runner.result()
+            await cancel_and_wait(runner, f"standby/warmup copies of tasks {sorted(self.tasks)}",
+                                  recancel_s)
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()

@@ -23,6 +23,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
+from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.errors import SampanError
 from framework.logformat import set_context_provider
@@ -133,9 +134,7 @@ class WorkerMetrics:
             self._restoring.set()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(background), 5)
-        background.cancel()  # the lag watcher: nothing to finish
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await background
+        await cancel_and_wait(background, "the metrics' lag watcher")  # nothing to finish
 
     # -- the hot path -------------------------------------------------------------------------
     def batch_done(self, readers: Sequence[Any], records: int, seconds: float) -> None:

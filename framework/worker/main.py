@@ -1,6 +1,7 @@
 """`sampan worker JOB.toml --worker N`: one worker process (normally started by `sampan run`).
 
-SIGTERM or SIGINT: finish the batch, commit, close the tasks, exit 0. Exit 3 when a
+SIGTERM or SIGINT: finish the batch, commit, close the tasks, exit 0. SIGUSR1: log where
+every asyncio task of the worker waits (for a worker that looks stuck). Exit 3 when a
 newer job model has fenced this worker out, 2 on any other sampan error, 1 on a crash.
 With ``--log-file`` the log (errors and tracebacks included) also goes to that file, so
 `sampan run` and `sampan status` can point at the file that holds a worker's error.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
 import signal
 from pathlib import Path
@@ -69,6 +71,17 @@ def _command(args: argparse.Namespace) -> int:
         return 1
 
 
+def log_tasks() -> None:
+    """Log the stack of every asyncio task: where a worker that looks stuck waits."""
+    tasks = asyncio.all_tasks()
+    lines = [f"SIGUSR1: {len(tasks)} asyncio tasks"]
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        stream = io.StringIO()
+        task.print_stack(limit=12, file=stream)
+        lines.append(stream.getvalue().rstrip())
+    log.warning("%s", "\n".join(lines))
+
+
 async def run_worker(config: Any, worker_id: int, model: Any = None) -> int:
     """Run a worker until a signal stops it; returns the process exit status. ``model``:
     the job model to run (a host's assignment), else the coordinator stream's latest."""
@@ -78,6 +91,7 @@ async def run_worker(config: Any, worker_id: int, model: Any = None) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, log_tasks)
     try:
         result = await worker.run()
     except FencedError as error:

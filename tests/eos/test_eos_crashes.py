@@ -15,6 +15,8 @@ from kafka_mock import MockCluster
 
 from framework.coordinator.builder import build_job_model
 from framework.metadata import publish_model
+from framework.systems.kafka import KafkaSystem
+from framework.systems.kafka_txn import PRODUCER_PREFIX
 
 RECORDS = 100_000
 KEYS = 1_000
@@ -79,16 +81,27 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
     it exits 3 and nothing it wrote after the replacement started is ever read. The
     replacement runs from a copy of the job folder, as on another host (the zombie still
     holds its RocksDB stores), and restores the stores from the changelog. Broker calls
-    may take 120 s, so the pause never turns into a timeout (exit 2) instead of a fence."""
+    may take 120 s, so the pause never turns into a timeout (exit 2) instead of a fence.
+
+    The zombie is resumed only once the replacement has recorded its own producer (so it
+    has fenced the zombie's), and the second half of the input is produced only then: the
+    zombie always has records to process and commit after it resumes, however far it got
+    before the pause (an idle zombie writes nothing, so nothing would fence it)."""
     path = eos_job(tmp_path, kafka_mock, timeout_s=120)
     other_host = tmp_path / "host-b" / "job"
     shutil.copytree(path.parent, other_host)
     config = h.load(path)
     meta = await h.open_meta(config)
+    assert isinstance(meta, KafkaSystem)
     try:
         await h.prepare(config, meta)
         work = h.Workload(KEYS, stream=h.streams(config)[0])
-        await h.produce(meta, work.records(RECORDS))
+        records = work.records(RECORDS)
+        await h.produce(meta, records[:RECORDS // 2])
+
+        async def producer() -> bytes | None:
+            return (await meta.fences_table(config.name)).get(PRODUCER_PREFIX + b"0")
+
         with (tmp_path / "worker.log").open("ab") as log:
             zombie = h.start_worker(path, log)
             replacement = None
@@ -98,22 +111,27 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
 
                 await h.wait_until(started, 180, "the first worker's commits", zombie)
                 os.killpg(zombie.pid, signal.SIGSTOP)
-                paused_at = await checkpointed(meta, config)
+                zombies = await producer()
+                assert zombies is not None, "the first worker recorded no producer"
                 replacement = h.start_worker(other_host / path.name, log)
 
-                async def replaced() -> bool:
-                    return await checkpointed(meta, config) > paused_at
+                async def fenced() -> bool:
+                    return await producer() != zombies
 
-                await h.wait_until(replaced, 180, "the replacement's commits", replacement)
+                await h.wait_until(fenced, 180, "the replacement's producer", replacement)
+                await h.produce(meta, records[RECORDS // 2:])
                 os.killpg(zombie.pid, signal.SIGCONT)
                 deadline = asyncio.get_running_loop().time() + 120
                 while zombie.poll() is None:
-                    assert asyncio.get_running_loop().time() < deadline, "zombie kept running"
+                    if asyncio.get_running_loop().time() > deadline:
+                        os.kill(zombie.pid, signal.SIGUSR1)  # it logs where its tasks wait
+                        await asyncio.sleep(2)
+                        raise AssertionError("zombie kept running; its log:\n" + _tail(tmp_path))
                     await asyncio.sleep(0.1)
                 log.flush()
                 assert zombie.returncode == 3, (  # FencedError: its commit was refused
                     f"the zombie exited {zombie.returncode}; worker log tail:\n"
-                    + (tmp_path / "worker.log").read_text(errors="replace")[-3000:])
+                    + _tail(tmp_path))
 
                 async def finished() -> bool:
                     return await checkpointed(meta, config) >= RECORDS
@@ -131,6 +149,14 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
         assert await h.changelog_state(meta, config) == work.totals
     finally:
         await meta.close()
+
+
+def _tail(tmp_path: Path) -> str:
+    """The last lines the workers logged, from a SIGUSR1 task dump if there is one (for
+    a failure's message)."""
+    text = (tmp_path / "worker.log").read_text(errors="replace")
+    dump = text.rfind("SIGUSR1:")
+    return text[dump:][:20_000] if dump >= 0 else text[-3000:]
 
 
 async def test_a_newer_job_model_fences_a_running_worker(kafka_mock: MockCluster,

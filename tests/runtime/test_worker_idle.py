@@ -1,7 +1,9 @@
-"""A worker the job model gives no task (more workers than tasks) still obeys SIGTERM."""
+"""A worker the job model gives no task still obeys SIGTERM; SIGUSR1 logs its tasks."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 from jobs import harness as h
@@ -31,5 +33,40 @@ async def test_a_worker_without_tasks_stops_cleanly_on_sigterm(tmp_path: Path) -
                 h.kill(worker)
         report = (await read_state(meta, config)).workers[4]
         assert (report.tasks, report.reason, report.processed) == ([], "stopped", 0)
+    finally:
+        await meta.close()
+
+
+async def test_sigusr1_logs_where_the_tasks_wait_and_the_worker_goes_on(
+        tmp_path: Path) -> None:
+    """SIGUSR1 to a running worker logs one stack per asyncio task (the worker's own
+    `run_worker` among them); the worker keeps running and still stops cleanly."""
+    path = h.write_job(tmp_path / "job")
+    config = h.load(path)
+    meta = await h.open_meta(config)
+    try:
+        await h.prepare(config, meta)
+        log_file = tmp_path / "worker.log"
+        with log_file.open("ab") as log:
+            worker = h.start_worker(path, log)
+            try:
+                async def running() -> bool:
+                    report = (await read_state(meta, config)).workers.get(0)
+                    return report is not None and report.resumed_ms is not None
+
+                await h.wait_until(running, 30, "the worker's start report", worker)
+                os.kill(worker.pid, signal.SIGUSR1)
+
+                async def dumped() -> bool:
+                    return "SIGUSR1:" in log_file.read_text(errors="replace")
+
+                await h.wait_until(dumped, 30, "the task dump", worker)
+                assert await h.stop(worker) == 0
+            finally:
+                h.kill(worker)
+        text = log_file.read_text(errors="replace")
+        dump = text[text.index("SIGUSR1:"):]
+        assert "asyncio tasks" in dump.splitlines()[0]
+        assert "in run_worker" in dump and "result = await worker.run()" in dump
     finally:
         await meta.close()
