@@ -36,10 +36,13 @@ from typing import Any, TypeVar
 from framework.systems.base import (
     Checkpoint,
     CommitRequest,
+    FetchedRecord,
     OffsetRange,
     ProducerRecord,
+    ProducerRow,
     Record,
     RecordPosition,
+    producer_row,
 )
 from framework.systems.local_compact import compact_partition
 from framework.systems.local_fetch import (
@@ -149,19 +152,25 @@ class LocalSystem:
 
     async def produce(self, records: Sequence[ProducerRecord], *,
                       positions: int | None = None) -> list[RecordPosition]:
-        if not records:
+        return await self.produce_rows(list(map(producer_row, records)), positions=positions)
+
+    async def produce_rows(self, rows: Sequence[ProducerRow], *,
+                           positions: int | None = None) -> list[RecordPosition]:
+        """`produce` of plain tuples (what a worker's commit hands over: no object per
+        record on the way to the log)."""
+        if not rows:
             return []
-        return await self.call(LocalLog.append, list(records), None, None, (), positions)
+        return await self.call(LocalLog.append, rows, None, None, (), positions)
 
     async def commit(self, request: CommitRequest) -> list[RecordPosition]:
+        """The records (all `ProducerRecord`s, or all `ProducerRow`s as a worker's commit
+        hands them), fence check and checkpoints in one SQLite transaction."""
+        rows: Sequence[ProducerRow] = request.records  # type: ignore[assignment]
+        if rows and type(rows[0]) is not tuple:
+            rows = list(map(producer_row, request.records))
         return await self.call(
-            LocalLog.append,
-            list(request.records),
-            request.job,
-            request.epoch,
-            list(request.checkpoints),
-            request.positions,
-        )
+            LocalLog.append, rows, request.job, request.epoch, list(request.checkpoints),
+            request.positions)
 
     async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:
         return await self.call(LocalLog.read_checkpoints, job)
@@ -225,6 +234,17 @@ class LocalConsumer:
     async def fetch(
         self, max_records: int = 1000, timeout_ms: int = 100
     ) -> Mapping[SystemStreamPartition, Sequence[Record]]:
+        return await self._fetch(max_records, timeout_ms, False)  # type: ignore[return-value]
+
+    async def fetch_raw(
+        self, max_records: int = 1000, timeout_ms: int = 100
+    ) -> Mapping[SystemStreamPartition, Sequence[FetchedRecord]]:
+        """`fetch` as `FetchedRow`s (no partition, no `Record` built): the worker's path."""
+        return await self._fetch(max_records, timeout_ms, True)
+
+    async def _fetch(
+        self, max_records: int, timeout_ms: int, rows: bool
+    ) -> Mapping[SystemStreamPartition, Sequence[FetchedRecord]]:
         if self._closed:
             raise RuntimeError("fetch on a closed LocalConsumer; create a new consumer")
         if not self._positions or max_records < 1:
@@ -237,7 +257,7 @@ class LocalConsumer:
             self._turn += 1
             generation = self._generation
             batch = await self._system.call(
-                read_batch, dict(self._positions), max_records, self._turn, self._counts
+                read_batch, dict(self._positions), max_records, self._turn, self._counts, rows
             )
             if generation != self._generation:
                 return {}

@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from operator import attrgetter
+from operator import itemgetter
 from pathlib import Path
 
 from framework.errors import (
@@ -29,6 +29,7 @@ from framework.systems.base import (
     Checkpoint,
     OffsetRange,
     ProducerRecord,
+    ProducerRow,
     RecordPosition,
     fence_message,
 )
@@ -47,8 +48,8 @@ _UPSERT_CHECKPOINT = (
 )
 _RAW = (bytes, type(None))
 _position = fast_constructor(RecordPosition)
-_keys, _values = attrgetter("key"), attrgetter("value")
-_timestamps, _headers = attrgetter("timestamp"), attrgetter("headers")
+_streams, _keys, _values = itemgetter(0), itemgetter(1), itemgetter(2)
+_timestamps, _headers = itemgetter(4), itemgetter(5)
 
 
 class LocalLog:
@@ -215,19 +216,19 @@ class LocalLog:
 
     def append(
         self,
-        records: Sequence[ProducerRecord],
+        rows: Sequence[ProducerRow],
         job: str | None = None,
         epoch: int | None = None,
         checkpoints: Sequence[Checkpoint] = (),
         wanted: int | None = None,
     ) -> list[RecordPosition]:
-        """Write ``records`` (and, for a commit, check the fence and write checkpoints)
-        in one transaction; returns where each record landed, in order (only the first
+        """Write ``rows`` (and, for a commit, check the fence and write checkpoints) in
+        one transaction; returns where each row landed, in order (only the first
         ``wanted`` when given)."""
         with self.write() as conn:
             if job is not None and epoch is not None:
                 self._check_fence(job, epoch)
-            positions = self._insert(conn, records, wanted)
+            positions = self._insert(conn, rows, wanted)
             if checkpoints:
                 conn.executemany(
                     _UPSERT_CHECKPOINT,
@@ -236,26 +237,35 @@ class LocalLog:
         return positions
 
     def _insert(
-        self, conn: sqlite3.Connection, records: Sequence[ProducerRecord],
+        self, conn: sqlite3.Connection, rows: Sequence[ProducerRow],
         wanted: int | None = None,
     ) -> list[RecordPosition]:
         # Counts are read inside the write transaction: a produce racing an expansion
         # sees either the old count or the new one, never a mix.
-        streams = {name: self._stream(name)[:2] for name in {r.stream for r in records}}
+        streams = {name: self._stream(name)[:2] for name in set(map(_streams, rows))}
+        slots: dict[tuple[int, int], list[ProducerRow]] = {}
         bases: dict[tuple[int, int], int] = {}
-        slots: dict[tuple[int, int], list[ProducerRecord]] = {}
         positions = []
-        wanted = len(records) if wanted is None else wanted
-        place = self.placement.partition
-        for index, record in enumerate(records):
-            stream_id, count = streams[record.stream]
-            key, partition = record.key, record.partition
-            if type(key) not in _RAW or type(record.value) not in _RAW:
-                partition = place(record, count)  # raises naming the stream
-            elif partition is None and key is not None:
-                partition = partition_for_key(key, count)
-            elif partition is None or not 0 <= partition < count:
-                partition = place(record, count)  # round robin, or raises
+        wanted = len(rows) if wanted is None else wanted
+        last: str | None = None
+        stream_id = count = 0
+        memo: dict[bytes, int] = {}
+        memos: dict[str, dict[bytes, int]] = {}
+        for index, row in enumerate(rows):
+            stream, key, value, partition = row[0], row[1], row[2], row[3]
+            if stream != last:
+                stream_id, count = streams[stream]
+                memo = memos.setdefault(stream, {})
+                last = stream
+            if type(key) is bytes and (value is None or type(value) is bytes):
+                if partition is None:
+                    partition = memo.get(key)
+                    if partition is None:
+                        partition = memo[key] = partition_for_key(key, count)
+                elif not 0 <= partition < count:
+                    partition = self._place(row, count)  # raises naming the stream
+            else:
+                partition = self._place(row, count)  # round robin, or raises
             slot = (stream_id, partition)
             batch = slots.get(slot)
             if batch is None:
@@ -265,24 +275,33 @@ class LocalLog:
                     slot,
                 ).fetchone()[0]
             if index < wanted:
-                positions.append(_position(record.stream, partition, bases[slot] + len(batch)))
-            batch.append(record)
+                positions.append(_position(stream, partition, bases[slot] + len(batch)))
+            batch.append(row)
         now = int(time.time() * 1000)
-        rows = []
+        written = []
         for (stream_id, partition), batch in slots.items():
             base = bases[(stream_id, partition)]
             timestamps = list(map(_timestamps, batch))
             if None in timestamps:
                 timestamps = [now if t is None else t for t in timestamps]
             headers = list(map(_headers, batch))
-            rows += batch_rows(
+            written += batch_rows(
                 stream_id, partition, range(base, base + len(batch)),
                 list(map(_keys, batch)), list(map(_values, batch)), timestamps,
                 [encode_headers(h) for h in headers] if any(headers) else None)
-        conn.executemany(INSERT_BATCH, rows)
+        conn.executemany(INSERT_BATCH, written)
         conn.executemany(_SET_NEXT, [(bases[slot] + len(batch), *slot)
                                      for slot, batch in slots.items()])
         return positions
+
+    def _place(self, row: ProducerRow, count: int) -> int:
+        """The careful way to a row's partition (`Placement`): an explicit one checked,
+        round robin without a key, or the error naming the stream."""
+        partition = row[3]
+        if partition is not None and 0 <= partition < count and type(row[1]) in _RAW \
+                and type(row[2]) in _RAW:
+            return partition
+        return self.placement.partition(ProducerRecord(*row), count)
 
     def _check_fence(self, job: str, epoch: int) -> None:
         row = self.conn.execute("SELECT epoch FROM fences WHERE job = ?", (job,)).fetchone()

@@ -27,7 +27,14 @@ from framework.errors import (
 )
 from framework.partitioner import partition_for_key
 from framework.systems import open_system
-from framework.systems.base import Checkpoint, CommitRequest, ProducerRecord, Record
+from framework.systems.base import (
+    Checkpoint,
+    CommitRequest,
+    ProducerRecord,
+    ProducerRow,
+    Record,
+    as_record,
+)
 from framework.systems.local import LocalSystem
 from framework.systems.local_log import decode_headers, encode_headers
 from groupers import SystemStreamPartition as SSP
@@ -309,6 +316,61 @@ async def test_a_waiting_fetch_returns_a_record_produced_meanwhile(system: Local
 
 
 # -- errors and configuration ----------------------------------------------------------
+
+
+async def test_rows_and_records_write_alike_and_raw_fetches_read_alike(
+        system: LocalSystem) -> None:
+    """The worker's way in and out — `produce_rows` / a commit of rows, `fetch_raw` — lands
+    and reads every field exactly as `produce` / `fetch` do: partitions (explicit, by key,
+    round robin without a key), None keys and values, timestamps, headers, positions."""
+    await system.create_stream("rows", 3)
+    await system.create_stream("recs", 3)
+    def rows(stream: str) -> list[ProducerRow]:
+        return [(stream, None if i % 7 == 0 else b"k%d" % (i % 11),
+                 None if i % 5 == 0 and i % 7 else b"v%d" % i,
+                 i % 3 if i % 4 == 0 else None, 1_000 + i if i % 2 else None,
+                 (("h", b"%d" % i),) if i % 6 == 0 else ()) for i in range(300)]
+
+    landed_rows = await system.produce_rows(rows("rows")[:150], positions=40)
+    landed_rows += await system.commit(CommitRequest("j", 1, rows("rows")[150:], (),
+                                                     positions=150))
+    landed_recs = await system.produce([ProducerRecord(*r) for r in rows("recs")[:150]],
+                                       positions=40)
+    landed_recs += await system.commit(CommitRequest(
+        "j", 1, [ProducerRecord(*r) for r in rows("recs")[150:]], (), positions=150))
+    assert len(landed_rows) == 190
+    assert [(p.partition, p.offset) for p in landed_rows] == [
+        (p.partition, p.offset) for p in landed_recs]
+
+    async def read(stream: str, raw: bool) -> list[Record]:
+        consumer = system.consumer()
+        consumer.assign({SSP("local", stream, p): 0 for p in range(3)})
+        fetch = consumer.fetch_raw if raw else consumer.fetch
+        got: list[Record] = []
+        while len(got) < 300:
+            for ssp, batch in (await fetch(64, 500)).items():
+                got += [as_record(ssp.partition, one) for one in batch]
+        await consumer.close()
+        return got
+
+    raw_rows = await read("rows", True)
+    assert all(type(one) is Record for one in raw_rows)
+    fetched = await read("recs", False)
+
+    def fields(records: list[Record]) -> list[str]:
+        return sorted(repr((r.partition, r.offset, r.key, r.value, r.headers,
+                            r.timestamp if r.timestamp < 10**6 else None)) for r in records)
+
+    assert fields(raw_rows) == fields(fetched)
+    assert sorted(repr((r.key, r.value, r.headers)) for r in raw_rows) == sorted(
+        repr((k, v, h)) for _, k, v, _, _, h in rows("rows"))
+    by_value = {row[2]: row for row in rows("rows") if row[2] is not None}
+    for r in raw_rows:  # explicit partitions and keyed records land where they must
+        sent = by_value.get(r.value)
+        if sent is not None and sent[3] is not None:
+            assert r.partition == sent[3]
+        elif sent is not None and r.key is not None:
+            assert r.partition == partition_for_key(r.key, 3)
 
 
 async def test_a_lock_held_too_long_names_the_file(tmp_path: Path) -> None:
