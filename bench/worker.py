@@ -276,6 +276,12 @@ def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
                       f"tansu {kafka_sum / ceilings[2]:.0%})", flush=True)
         medians = [statistics.median(column) for column in zip(*each, strict=True)]
         local_sum, kafka_sum, raw_consume, pass_through, minimal_sum, orjson_sum = medians
+        if rounds > 1:  # ratios within a round compare runs a minute apart, not ten
+            for name, index in (("local", 0), ("tansu", 1)):
+                ratios = [one[index] / one[5] for one in each]
+                print(f"{name} / hand-written orjson sum, per round: "
+                      f"{', '.join(f'{r:.0%}' for r in ratios)}; median "
+                      f"{statistics.median(ratios):.0%}")
         if sums_only:
             _print_sums(*medians, rounds)
             return Figures(local_sum, 0.0, kafka_sum, raw_consume, pass_through, minimal_sum,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,14 +35,29 @@ class MetricsServer:
         return endpoint_url(self.bind, self.port)
 
     def close(self) -> None:
-        self._server.shutdown()
+        """Stop serving and free the port. ``shutdown`` alone waits for the serving
+        thread's next poll — up to half a second in which a stopping worker's event loop
+        is blocked — so connections wake that thread until it has seen the request."""
+        stopper = threading.Thread(target=self._server.shutdown, daemon=True)
+        stopper.start()
+        host = _connect_host(self.bind)
+        while stopper.is_alive():
+            with contextlib.suppress(OSError):
+                socket.create_connection((host, self.port), timeout=0.1).close()
+            stopper.join(0.02)
         self._server.server_close()
+
+
+def _connect_host(bind: str) -> str:
+    """The address to reach an endpoint listening on ``bind`` from this machine."""
+    host = "127.0.0.1" if bind in ("0.0.0.0", "") else ("::1" if bind == "::" else bind)
+    return host.strip("[]")
 
 
 def endpoint_url(bind: str, port: int) -> str:
     """The URL to scrape an endpoint listening on ``bind:port`` from this machine."""
-    host = "127.0.0.1" if bind in ("0.0.0.0", "") else ("[::1]" if bind == "::" else bind)
-    if ":" in host and not host.startswith("["):
+    host = _connect_host(bind)
+    if ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}/metrics"
 

@@ -106,6 +106,7 @@ class KafkaConsumer:
                 # deleted it): continue from the oldest record still there.
                 auto_offset_reset="earliest",
                 isolation_level="read_committed",
+                max_partition_fetch_bytes=self._admin.options.fetch_partition_kb << 10,
                 **self._admin.options.client_kwargs(self._admin.bootstrap),
             )
             try:

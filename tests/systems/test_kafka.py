@@ -24,6 +24,7 @@ from framework.systems.base import (
     as_record,
 )
 from framework.systems.kafka import KafkaSystem, checkpoints_topic, fences_topic
+from framework.systems.kafka_admin import KafkaOptions
 from groupers import SystemStreamPartition as SSP
 
 BOUND_S = 15  # generous bound for calls that must fail fast, never a timing assertion
@@ -161,17 +162,22 @@ def test_unknown_client_options_are_refused() -> None:
         KafkaSystem("events", "127.0.0.1:9092", {"linger": 5})
 
 
+@pytest.mark.parametrize("key", ["producer_batch_kb", "fetch_partition_kb"])
 @pytest.mark.parametrize("bad", [0, -1, 2**21, 1.5, "512"])
-def test_a_bad_producer_batch_size_is_refused_naming_the_key(bad: object) -> None:
-    with pytest.raises(ConfigError, match=r"client_options\] producer_batch_kb must be"):
-        KafkaSystem("events", "127.0.0.1:9092", {"producer_batch_kb": bad})
+def test_a_bad_batch_or_fetch_size_is_refused_naming_the_key(key: str, bad: object) -> None:
+    with pytest.raises(ConfigError, match=rf"client_options\] {key} must be a whole number"):
+        KafkaSystem("events", "127.0.0.1:9092", {key: bad})
 
 
 @pytest.mark.parametrize("batch_kb", [1, 512])
 async def test_records_split_over_many_or_few_batches_land_in_order(
     kafka_broker: Any, name: str, batch_kb: int
 ) -> None:
-    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"producer_batch_kb": batch_kb})
+    """Batch size 1 KiB is also read with 1 KiB fetches (many round trips), 512 with the
+    default: every record either way, in order."""
+    fetch_kb = 1 if batch_kb == 1 else KafkaOptions.fetch_partition_kb
+    system = KafkaSystem("kafka", kafka_broker.bootstrap,
+                         {"producer_batch_kb": batch_kb, "fetch_partition_kb": fetch_kb})
     try:
         await system.create_stream(name, 2)
         records = [ProducerRecord(name, b"k%d" % (i % 7), b"value-%05d" % i) for i in range(3000)]
@@ -184,6 +190,8 @@ async def test_records_split_over_many_or_few_batches_land_in_order(
                 break
             for ssp, batch in (await consumer.fetch(max_records=1000, timeout_ms=500)).items():
                 read[ssp.partition].extend((r.offset, r.value) for r in batch)
+        client = consumer._consumer  # the option reaches aiokafka's fetcher
+        assert client is not None and client._fetcher._max_partition_fetch_bytes == fetch_kb << 10
         await consumer.close()
     finally:
         await system.close()
