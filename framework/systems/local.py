@@ -239,7 +239,7 @@ class LocalConsumer:
     async def fetch_raw(
         self, max_records: int = 1000, timeout_ms: int = 100
     ) -> Mapping[SystemStreamPartition, Sequence[FetchedRecord]]:
-        """`fetch` as `FetchedRow`s (no partition, no `Record` built): the worker's path."""
+        """`fetch` as `FetchedColumns` (no object per record): the worker's path."""
         return await self._fetch(max_records, timeout_ms, True)
 
     async def _fetch(

@@ -12,14 +12,15 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
-from typing import Any, NamedTuple
+from typing import Any
 
 from framework.frozen import fast_constructor
 from framework.systems.base import Headers, Record
+from framework.systems.fetched import FetchedColumns
 from framework.systems.local_batch import BatchColumns, decode_range
 from framework.systems.local_log import LocalLog
 
-__all__ = ["FetchedRow", "fair_quotas", "read_batch", "read_columns", "read_record_columns"]
+__all__ = ["fair_quotas", "read_batch", "read_columns", "read_record_columns"]
 
 # The batches holding offsets >= ?3 and < ?4: from the last batch starting at or before
 # ?3 (it may hold it), one primary-key range scan read lazily until enough records came.
@@ -64,26 +65,13 @@ def fair_quotas(available: Sequence[tuple[Slot, int]], budget: int) -> dict[Slot
     return {slot: quota for slot, quota in quotas.items() if quota > 0}
 
 
-class FetchedRow(NamedTuple):
-    """A fetched record without its partition (`FetchedRecord`), for the worker's hot
-    path: built in C from the decoded columns, half the cost of a `Record`."""
-
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: Headers
-
-
-_new_tuple = tuple.__new__
-
-
 def read_batch(
     log: LocalLog, positions: Mapping[Slot, int], max_records: int, turn: int,
-    counts: Mapping[str, int] | None = None, rows: bool = False,
-) -> dict[Slot, list[Record]] | dict[Slot, list[FetchedRow]]:
+    counts: Mapping[str, int] | None = None, columns: bool = False,
+) -> dict[Slot, list[Record]] | dict[Slot, FetchedColumns]:
     """Up to ``max_records`` records past ``positions``; ``turn`` rotates who goes first.
-    ``rows``: `FetchedRow`s instead of `Record`s (`LocalConsumer.fetch_raw`).
+    ``columns``: each partition's records as `FetchedColumns` instead of `Record`s
+    (`LocalConsumer.fetch_raw`).
 
     Streams or partitions that do not exist (yet) simply yield nothing. ``counts`` are the
     partition counts the reader's job model expects: a stream that has grown since is read
@@ -113,15 +101,14 @@ def read_batch(
             return {}
         turn %= len(available)
         quotas = fair_quotas(available[turn:] + available[:turn], max_records)
-        result: dict[Slot, list[Any]] = {}
+        result: dict[Slot, Any] = {}
         for (stream, partition), quota in quotas.items():
-            records: list[Any] = []
+            records: list[Record] | FetchedColumns = FetchedColumns() if columns else []
             for offsets, keys, values, timestamps, headers in _scan(
                     conn, ids[stream], partition, positions[(stream, partition)],
                     ends[(stream, partition)], quota):
-                if rows:
-                    records += map(_new_tuple, repeat(FetchedRow),
-                                   zip(offsets, keys, values, timestamps, headers, strict=True))
+                if isinstance(records, FetchedColumns):
+                    records.extend(offsets, keys, values, timestamps, headers)
                 else:
                     records += map(_record, repeat(partition), offsets, keys, values,
                                    timestamps, headers)
