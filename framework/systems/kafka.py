@@ -40,7 +40,7 @@ from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_t
 from framework.systems.kafka_admin import UNREACHABLE, KafkaAdmin, KafkaOptions
 from framework.systems.kafka_consumer import KafkaConsumer
 from framework.systems.kafka_fencing import fence_producer
-from framework.systems.kafka_produce import positions_of, send_rows, streams_of
+from framework.systems.kafka_produce import KafkaPlacement, positions_of, send_rows, streams_of
 from framework.systems.kafka_table import TopicTable
 from framework.systems.kafka_txn import (
     PRODUCER_PREFIX,
@@ -50,7 +50,6 @@ from framework.systems.kafka_txn import (
     probe_transactions,
     transactional_id,
 )
-from framework.systems.placement import Placement
 
 __all__ = ["KafkaSystem", "checkpoints_topic", "fences_topic"]
 
@@ -104,7 +103,7 @@ class KafkaSystem:
         )
         self.admin = KafkaAdmin(name, bootstrap, self.options)
         self._producer: AIOKafkaProducer | None = None
-        self._placement = Placement(name)
+        self._placement = KafkaPlacement(name)
         self._tables: dict[str, TopicTable] = {}
         self._meta_topics: set[str] = set()
         self._start_lock = asyncio.Lock()

@@ -25,11 +25,10 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 
 from framework.errors import SampanError
 from framework.frozen import fast_constructor
-from framework.partitioner import partition_for_key
 from framework.systems.base import ProducerRecord, ProducerRow, RecordPosition
 from framework.systems.placement import Placement
 
-__all__ = ["send_rows"]
+__all__ = ["KafkaPlacement", "send_rows"]
 
 _position = fast_constructor(RecordPosition)
 _stream_of = itemgetter(0)
@@ -99,22 +98,15 @@ async def send_rows(producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
     slots: list[_OpenBatch | None] = []
     memo: dict[bytes, int] = {}
     count = 0
+    place = placement.row_partition
     for index, row in enumerate(rows):
-        stream, key, value, partition, timestamp, headers = row
+        stream, key, value, _, timestamp, headers = row
         if stream != last:
             count = counts[stream]
             slots = open_batches.setdefault(stream, [None] * count)
             memo = memos.setdefault(stream, {})
             last = stream
-        if type(key) is bytes and (value is None or type(value) is bytes):
-            if partition is None:
-                partition = memo.get(key)
-                if partition is None:
-                    partition = memo[key] = partition_for_key(key, count)
-            elif not 0 <= partition < count:
-                partition = _place(placement, row, count)  # raises naming the stream
-        else:
-            partition = _place(placement, row, count)
+        partition = place(row, count, memo)  # raises naming the stream
         state = slots[partition]
         if state is None:
             state = slots[partition] = _OpenBatch(producer.create_batch())
@@ -136,17 +128,14 @@ async def send_rows(producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
     return sent, wanted
 
 
-def _place(placement: Placement, row: ProducerRow, count: int) -> int:
-    """The careful way to a row's partition: an explicit one (checked), round robin for a
-    row without a key, or the error naming the stream (bad types, nothing to store)."""
-    stream, key, value, partition = row[0], row[1], row[2], row[3]
-    if key is None and value is None:
-        raise SampanError(f"record for stream {stream!r} has neither key nor value; Kafka "
-                          "cannot store it")
-    if partition is not None and 0 <= partition < count and type(key) in (bytes, type(None)) \
-            and type(value) in (bytes, type(None)):
-        return partition
-    return placement.partition(ProducerRecord(*row), count)  # raises naming the stream
+class KafkaPlacement(Placement):
+    """`Placement` for Kafka, which cannot store a record with neither key nor value."""
+
+    def partition(self, record: ProducerRecord, count: int) -> int:
+        if record.key is None and record.value is None:
+            raise SampanError(f"record for stream {record.stream!r} has neither key nor value; "
+                              "Kafka cannot store it")
+        return super().partition(record, count)
 
 
 def positions_of(sent: Sequence[tuple[str, int, asyncio.Future[Any], list[int]]],

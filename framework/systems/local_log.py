@@ -24,11 +24,9 @@ from framework.errors import (
     UnsupportedOperation,
 )
 from framework.frozen import fast_constructor
-from framework.partitioner import partition_for_key
 from framework.systems.base import (
     Checkpoint,
     OffsetRange,
-    ProducerRecord,
     ProducerRow,
     RecordPosition,
     fence_message,
@@ -251,21 +249,14 @@ class LocalLog:
         stream_id = count = 0
         memo: dict[bytes, int] = {}
         memos: dict[str, dict[bytes, int]] = {}
+        place = self.placement.row_partition
         for index, row in enumerate(rows):
-            stream, key, value, partition = row[0], row[1], row[2], row[3]
+            stream = row[0]
             if stream != last:
                 stream_id, count = streams[stream]
                 memo = memos.setdefault(stream, {})
                 last = stream
-            if type(key) is bytes and (value is None or type(value) is bytes):
-                if partition is None:
-                    partition = memo.get(key)
-                    if partition is None:
-                        partition = memo[key] = partition_for_key(key, count)
-                elif not 0 <= partition < count:
-                    partition = self._place(row, count)  # raises naming the stream
-            else:
-                partition = self._place(row, count)  # round robin, or raises
+            partition = place(row, count, memo)  # raises naming the stream
             slot = (stream_id, partition)
             batch = slots.get(slot)
             if batch is None:
@@ -293,15 +284,6 @@ class LocalLog:
         conn.executemany(_SET_NEXT, [(bases[slot] + len(batch), *slot)
                                      for slot, batch in slots.items()])
         return positions
-
-    def _place(self, row: ProducerRow, count: int) -> int:
-        """The careful way to a row's partition (`Placement`): an explicit one checked,
-        round robin without a key, or the error naming the stream."""
-        partition = row[3]
-        if partition is not None and 0 <= partition < count and type(row[1]) in _RAW \
-                and type(row[2]) in _RAW:
-            return partition
-        return self.placement.partition(ProducerRecord(*row), count)
 
     def _check_fence(self, job: str, epoch: int) -> None:
         row = self.conn.execute("SELECT epoch FROM fences WHERE job = ?", (job,)).fetchone()

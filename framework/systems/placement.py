@@ -9,6 +9,9 @@ and on Kafka; records without a key go round robin per stream.
 3
 >>> placement.partition(ProducerRecord("clicks", None, b"v", partition=5), 7)
 5
+>>> memo = {}
+>>> placement.row_partition(("clicks", b"user-1", b"v", None, None, ()), 7, memo), memo
+(3, {b'user-1': 3})
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import random
 
 from framework.errors import StreamNotFoundError
 from framework.partitioner import RoundRobin, partition_for_key
-from framework.systems.base import ProducerRecord
+from framework.systems.base import ProducerRecord, ProducerRow
 
 __all__ = ["Placement"]
 
@@ -49,3 +52,19 @@ class Placement:
         if record.key is not None:
             return partition_for_key(record.key, count)
         return self._round_robin.next_partition(record.stream, count)
+
+    def row_partition(self, row: ProducerRow, count: int, memo: dict[bytes, int]) -> int:
+        """The partition of ``row`` (a `ProducerRow`) in a stream of ``count``: the hot
+        path of a write (bytes key and value: ``memo`` keeps each key's murmur2 for the
+        write's stream), else `partition` — an explicit partition checked, round robin
+        without a key, or the error naming the stream."""
+        key, value, partition = row[1], row[2], row[3]
+        if type(key) is bytes and (value is None or type(value) is bytes):
+            if partition is None:
+                found = memo.get(key)
+                if found is None:
+                    found = memo[key] = partition_for_key(key, count)
+                return found
+            if 0 <= partition < count:
+                return partition
+        return self.partition(ProducerRecord(*row), count)

@@ -9,7 +9,7 @@ from jobs import harness as h
 
 from framework.coordinator.builder import build_job_model
 from framework.errors import FencedError
-from framework.metadata import publish_model, read_state
+from framework.metadata import publish_model
 from framework.worker.main import EXIT_FENCED
 
 
@@ -43,11 +43,7 @@ async def test_a_fenced_worker_process_exits_with_status_3(tmp_path: Path) -> No
         with (tmp_path / "worker.log").open("ab") as log:
             worker = h.start_worker(path, log)
             try:
-                async def running() -> bool:
-                    report = (await read_state(meta, config)).workers.get(0)
-                    return report is not None and report.resumed_ms is not None
-
-                await h.wait_until(running, 30, "the worker's start report", worker)
+                await h.wait_resumed(meta, config, worker)
                 await publish_model(meta, config, build_job_model(
                     config, {"local.events": h.PARTITIONS}, old))
                 await h.produce(meta, h.Workload(10).records(100))

@@ -23,11 +23,7 @@ async def test_a_worker_without_tasks_stops_cleanly_on_sigterm(tmp_path: Path) -
         with (tmp_path / "worker.log").open("ab") as log:
             worker = h.start_worker(path, log, worker=4)
             try:
-                async def running() -> bool:
-                    report = (await read_state(meta, config)).workers.get(4)
-                    return report is not None and report.resumed_ms is not None
-
-                await h.wait_until(running, 30, "the idle worker's start report", worker)
+                await h.wait_resumed(meta, config, worker, 4)
                 assert await h.stop(worker) == 0
             finally:
                 h.kill(worker)
@@ -50,11 +46,7 @@ async def test_sigusr1_logs_where_the_tasks_wait_and_the_worker_goes_on(
         with log_file.open("ab") as log:
             worker = h.start_worker(path, log)
             try:
-                async def running() -> bool:
-                    report = (await read_state(meta, config)).workers.get(0)
-                    return report is not None and report.resumed_ms is not None
-
-                await h.wait_until(running, 30, "the worker's start report", worker)
+                await h.wait_resumed(meta, config, worker)
                 os.kill(worker.pid, signal.SIGUSR1)
 
                 async def dumped() -> bool:

@@ -12,7 +12,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from framework.errors import ConfigError, SystemUnavailableError, UnsupportedOperation
+from framework.errors import (
+    ConfigError,
+    SampanError,
+    SystemUnavailableError,
+    UnsupportedOperation,
+)
 from framework.partitioner import partition_for_key
 from framework.systems import open_system
 from framework.systems.base import (
@@ -167,6 +172,18 @@ def test_unknown_client_options_are_refused() -> None:
 def test_a_bad_batch_or_fetch_size_is_refused_naming_the_key(key: str, bad: object) -> None:
     with pytest.raises(ConfigError, match=rf"client_options\] {key} must be a whole number"):
         KafkaSystem("events", "127.0.0.1:9092", {key: bad})
+
+
+async def test_a_record_with_neither_key_nor_value_is_refused_naming_the_stream(
+        kafka_broker: Any, name: str) -> None:
+    system = KafkaSystem("kafka", kafka_broker.bootstrap)
+    try:
+        await system.create_stream(name, 2)
+        with pytest.raises(SampanError, match=rf"stream '{name}' has neither key nor value"):
+            await system.produce_rows([(name, b"k", b"v", None, None, ()),
+                                       (name, None, None, None, None, ())])
+    finally:
+        await system.close()
 
 
 @pytest.mark.parametrize("batch_kb", [1, 512])

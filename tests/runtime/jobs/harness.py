@@ -20,7 +20,7 @@ from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
 from framework.drill.verify import read_stream
 from framework.jobmodel import JobModel
-from framework.metadata import publish_model
+from framework.metadata import publish_model, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
 from framework.worker.runner import Worker, WorkerResult
@@ -194,6 +194,16 @@ async def wait_until(condition: Callable[[], Awaitable[bool]], timeout: float, w
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+async def wait_resumed(system: System, config: JobConfig, process: subprocess.Popen[bytes],
+                       worker: int = 0, timeout: float = 30) -> None:
+    """Wait until ``process`` (worker ``worker``) reported its tasks running."""
+    async def resumed() -> bool:
+        report = (await read_state(system, config)).workers.get(worker)
+        return report is not None and report.resumed_ms is not None
+
+    await wait_until(resumed, timeout, f"worker {worker}'s start report", process)
 
 
 def start_worker(path: Path, log: IO[bytes], worker: int = 0) -> subprocess.Popen[bytes]:
