@@ -21,7 +21,8 @@ Restore and raw-put figures are the median of three runs each (both vary by ±20
 run to run on a small machine, mostly with RocksDB's background flushes).
 
 The sum job and the ceilings run in ``--rounds`` (default 3) interleaved rounds, each on
-a fresh tansu; their medians are the figures.
+a fresh tansu, the two workers bracketed by two runs of the hand-written orjson sum
+(compared with their mean); the medians are the figures.
 
 Run: ``.venv/bin/python -m bench.worker`` (``--records N --keys K`` for a smaller run,
 ``--sums-only`` for the sum job and its ceilings alone).
@@ -168,6 +169,22 @@ async def _sum(config: JobConfig, records: list[ProducerRecord]) -> float:
     return len(records) / elapsed
 
 
+async def _prepared(config: JobConfig, records: list[ProducerRecord]) -> JobModel:
+    """The sum job's streams created, its model published and ``records`` written."""
+    meta = open_system(config.system(config.metadata_system))
+    await meta.start()
+    try:
+        return await _prepare(config, meta, records)
+    finally:
+        await meta.close()
+
+
+async def _rate(config: JobConfig, model: JobModel, records: int) -> float:
+    """Records/s of the sum job over its prepared input."""
+    _, elapsed = await _run_worker(config, model, records)
+    return records / elapsed
+
+
 async def _local_restore(path: Path, keys: list[bytes], values: list[bytes]) -> float:
     """Changelog records/s from a local-log partition into a fresh RocksDB store."""
     system = LocalSystem("local", path / "log")
@@ -210,6 +227,18 @@ async def _raw_consume(bootstrap: str, count: int) -> float:
         await consumer.stop()
 
 
+async def _orjson_sum(bootstrap: str, count: int, tag: str) -> float:
+    """The hand-written orjson sum alone (output topic named with ``tag``)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(f"floor-sums-orjson{tag}", PARTITIONS, 1)])
+    finally:
+        await admin.close()
+    return await kafka_floor.rate(bootstrap, "events", PARTITIONS, f"floor-sums-orjson{tag}",
+                                  count, kafka_floor.minimal_sum(orjson.loads, orjson.dumps))
+
+
 async def _ceilings(bootstrap: str, count: int, tag: str = "") -> tuple[float, float, float]:
     """(pass-through, minimal sum with json, minimal sum with orjson) records/s of plain
     aiokafka over the input topic (output topics named with ``tag``)."""
@@ -247,10 +276,13 @@ def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
     """Measure every figure and print them with the targets (``sums_only``: the sum job
     and the ceilings only, no restore or raw-put figures).
 
-    The sum job and its ceilings run in ``rounds`` interleaved rounds (local worker, a
-    fresh tansu: worker, raw consume, ceilings); each round's figures are printed and the
-    medians are the result: the ceilings move by ±30% from run to run on a small shared
-    machine, so one round's ratio is not a figure to quote."""
+    The sum job and its ceilings run in ``rounds`` interleaved rounds, each on a fresh
+    tansu: the hand-written orjson sum, the worker on local, the worker on tansu, raw
+    consume, the ceilings (the orjson sum again last). The workers are compared with the
+    mean of the two orjson runs that bracket them: this machine's speed drifts by a third
+    over minutes, and one ceiling run half a minute after a worker's measured that drift
+    as much as the worker. Each round's figures are printed and the medians are the
+    result."""
     data = _records(records, keys)
     print(f"per-key sum: {records:,} JSON records, {keys:,} keys, {PARTITIONS} partitions, "
           f"1 worker, logged RocksDB store; {rounds} interleaved round(s)")
@@ -258,22 +290,27 @@ def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
     try:
         each: list[tuple[float, float, float, float, float, float]] = []
         for number in range(rounds):
-            _freeze()
-            local_sum = asyncio.run(_sum(_job(work / f"local{number}", "local", None), data))
             with tansu() as bootstrap:
+                kafka_job = _job(work / f"kafka{number}", "kafka", bootstrap)
+                model = asyncio.run(_prepared(kafka_job, data))
                 _freeze()
-                kafka_sum = asyncio.run(_sum(_job(work / f"kafka{number}", "kafka",
-                                                  bootstrap), data))
+                orjson_before = asyncio.run(_orjson_sum(bootstrap, records, "-before"))
+                _freeze()
+                local_sum = asyncio.run(_sum(_job(work / f"local{number}", "local", None),
+                                             data))
+                _freeze()
+                kafka_sum = asyncio.run(_rate(kafka_job, model, records))
                 _freeze()
                 raw_consume = asyncio.run(_raw_consume(bootstrap, records))
                 _freeze()
-                ceilings = asyncio.run(_ceilings(bootstrap, records))
-            each.append((local_sum, kafka_sum, raw_consume, *ceilings))
+                copy, sums, orjson_after = asyncio.run(_ceilings(bootstrap, records))
+            orjson_mean = (orjson_before + orjson_after) / 2
+            each.append((local_sum, kafka_sum, raw_consume, copy, sums, orjson_mean))
             if rounds > 1:
                 print(f"round {number + 1}: local {local_sum:,.0f}, tansu {kafka_sum:,.0f}, "
-                      f"orjson sum {ceilings[2]:,.0f} records/s "
-                      f"(local {local_sum / ceilings[2]:.0%}, "
-                      f"tansu {kafka_sum / ceilings[2]:.0%})", flush=True)
+                      f"orjson sum {orjson_before:,.0f} before and {orjson_after:,.0f} after "
+                      f"records/s (local {local_sum / orjson_mean:.0%}, "
+                      f"tansu {kafka_sum / orjson_mean:.0%} of their mean)", flush=True)
         medians = [statistics.median(column) for column in zip(*each, strict=True)]
         local_sum, kafka_sum, raw_consume, pass_through, minimal_sum, orjson_sum = medians
         if rounds > 1:  # ratios within a round compare runs a minute apart, not ten
