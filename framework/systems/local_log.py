@@ -44,7 +44,6 @@ _UPSERT_CHECKPOINT = (
     "INSERT INTO checkpoints (job, task, checkpoint) VALUES (?, ?, ?) "
     "ON CONFLICT (job, task) DO UPDATE SET checkpoint = excluded.checkpoint"
 )
-_RAW = (bytes, type(None))
 _position = fast_constructor(RecordPosition)
 _streams, _keys, _values = itemgetter(0), itemgetter(1), itemgetter(2)
 _timestamps, _headers = itemgetter(4), itemgetter(5)
