@@ -243,7 +243,7 @@ class LocalConsumer:
         return await self._fetch(max_records, timeout_ms, True)
 
     async def _fetch(
-        self, max_records: int, timeout_ms: int, rows: bool
+        self, max_records: int, timeout_ms: int, columns: bool
     ) -> Mapping[SystemStreamPartition, Sequence[FetchedRecord]]:
         if self._closed:
             raise RuntimeError("fetch on a closed LocalConsumer; create a new consumer")
@@ -257,7 +257,7 @@ class LocalConsumer:
             self._turn += 1
             generation = self._generation
             batch = await self._system.call(
-                read_batch, dict(self._positions), max_records, self._turn, self._counts, rows
+                read_batch, dict(self._positions), max_records, self._turn, self._counts, columns
             )
             if generation != self._generation:
                 return {}
