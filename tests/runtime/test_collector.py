@@ -19,11 +19,12 @@ def test_thresholds_and_freeze_are_set_inside_and_restored_after() -> None:
     assert before != LOOP_THRESHOLDS
     with tuned_collector():
         assert gc.get_threshold() == LOOP_THRESHOLDS
-        frozen = gc.get_freeze_count()
-        assert frozen > 0
+        assert gc.get_freeze_count() > 0
         with tuned_collector():  # a second worker in the same process
             assert gc.get_threshold() == LOOP_THRESHOLDS
-        assert gc.get_threshold() == LOOP_THRESHOLDS and gc.get_freeze_count() == frozen
+        # The inner exit neither unfreezes (frozen objects may still die by reference
+        # counting meanwhile, so the count is not compared) nor lowers the thresholds.
+        assert gc.get_threshold() == LOOP_THRESHOLDS and gc.get_freeze_count() > 0
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
 
