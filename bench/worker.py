@@ -157,18 +157,6 @@ async def _run_worker(config: JobConfig, model: JobModel, records: int) -> tuple
     return worker, time.perf_counter() - started
 
 
-async def _sum(config: JobConfig, records: list[ProducerRecord]) -> float:
-    """Records/s of the sum job over ``records``."""
-    meta = open_system(config.system(config.metadata_system))
-    await meta.start()
-    try:
-        model = await _prepare(config, meta, records)
-        _, elapsed = await _run_worker(config, model, len(records))
-    finally:
-        await meta.close()
-    return len(records) / elapsed
-
-
 async def _prepared(config: JobConfig, records: list[ProducerRecord]) -> JobModel:
     """The sum job's streams created, its model published and ``records`` written."""
     meta = open_system(config.system(config.metadata_system))
@@ -183,6 +171,11 @@ async def _rate(config: JobConfig, model: JobModel, records: int) -> float:
     """Records/s of the sum job over its prepared input."""
     _, elapsed = await _run_worker(config, model, records)
     return records / elapsed
+
+
+async def _sum(config: JobConfig, records: list[ProducerRecord]) -> float:
+    """Records/s of the sum job over ``records`` (prepared first, not timed)."""
+    return await _rate(config, await _prepared(config, records), len(records))
 
 
 async def _local_restore(path: Path, keys: list[bytes], values: list[bytes]) -> float:
@@ -227,35 +220,30 @@ async def _raw_consume(bootstrap: str, count: int) -> float:
         await consumer.stop()
 
 
+async def _floor(bootstrap: str, count: int, output: str, transform: kafka_floor.Transform
+                 ) -> float:
+    """Records/s of one plain-aiokafka loop over the input topic into a new ``output``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(output, PARTITIONS, 1)])
+    finally:
+        await admin.close()
+    return await kafka_floor.rate(bootstrap, "events", PARTITIONS, output, count, transform)
+
+
 async def _orjson_sum(bootstrap: str, count: int, tag: str) -> float:
-    """The hand-written orjson sum alone (output topic named with ``tag``)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(f"floor-sums-orjson{tag}", PARTITIONS, 1)])
-    finally:
-        await admin.close()
-    return await kafka_floor.rate(bootstrap, "events", PARTITIONS, f"floor-sums-orjson{tag}",
-                                  count, kafka_floor.minimal_sum(orjson.loads, orjson.dumps))
+    """The hand-written orjson sum (output topic named with ``tag``)."""
+    return await _floor(bootstrap, count, f"floor-sums-orjson{tag}",
+                        kafka_floor.minimal_sum(orjson.loads, orjson.dumps))
 
 
-async def _ceilings(bootstrap: str, count: int, tag: str = "") -> tuple[float, float, float]:
+async def _ceilings(bootstrap: str, count: int) -> tuple[float, float, float]:
     """(pass-through, minimal sum with json, minimal sum with orjson) records/s of plain
-    aiokafka over the input topic (output topics named with ``tag``)."""
-    names = [f"floor-copy{tag}", f"floor-sums{tag}", f"floor-sums-orjson{tag}"]
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in names])
-    finally:
-        await admin.close()
-    copy = await kafka_floor.rate(bootstrap, "events", PARTITIONS, names[0], count,
-                                  kafka_floor.pass_through())
-    sums = await kafka_floor.rate(bootstrap, "events", PARTITIONS, names[1], count,
-                                  kafka_floor.minimal_sum())
-    fast = await kafka_floor.rate(bootstrap, "events", PARTITIONS, names[2], count,
-                                  kafka_floor.minimal_sum(orjson.loads, orjson.dumps))
-    return copy, sums, fast
+    aiokafka over the input topic."""
+    return (await _floor(bootstrap, count, "floor-copy", kafka_floor.pass_through()),
+            await _floor(bootstrap, count, "floor-sums", kafka_floor.minimal_sum()),
+            await _orjson_sum(bootstrap, count, ""))
 
 
 def _freeze() -> None:
