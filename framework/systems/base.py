@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from groupers import SystemStreamPartition
 
@@ -20,6 +20,7 @@ __all__ = [
     "Consumer",
     "FetchedRecord",
     "OffsetRange",
+    "OutputColumns",
     "ProducerRecord",
     "ProducerRow",
     "Record",
@@ -99,6 +100,17 @@ def producer_row(record: ProducerRecord) -> ProducerRow:
             record.headers)
 
 
+class OutputColumns(NamedTuple):
+    """Records of one stream as two columns, in the order sent: each with a bytes key
+    (placed by the key's hash), a bytes or None value, no partition, timestamp or
+    headers. How a worker's commit hands its outputs to a system with
+    ``commit_columns`` (the local log): no tuple per record on the way to the log."""
+
+    stream: str
+    keys: list[bytes]
+    values: list[bytes | None]
+
+
 @dataclass(frozen=True, slots=True)
 class RecordPosition:
     """Where a produced record landed."""
@@ -138,7 +150,9 @@ class CommitRequest:
     `FencedError` when ``job``'s fenced epoch is newer than ``epoch``; others write the
     records first, then the checkpoints (at-least-once). ``positions`` is how many of the
     leading records' positions the caller needs (None: all); a system may return only
-    those, sparing a `RecordPosition` per output.
+    those, sparing a `RecordPosition` per output. ``columns`` (only for a system with
+    ``commit_columns``) are more records, written after ``records`` in the same
+    transaction; none of their positions is returned.
     """
 
     job: str
@@ -146,6 +160,7 @@ class CommitRequest:
     records: Sequence[ProducerRecord] = ()
     checkpoints: Sequence[Checkpoint] = ()
     positions: int | None = None
+    columns: Sequence[OutputColumns] = ()
 
 
 class Consumer(Protocol):

@@ -69,6 +69,7 @@ class LocalSystem:
     """A `System` over ``<path>/log.sqlite3``; opens the database on first use."""
 
     atomic_commit = True
+    commit_columns = True  # `CommitRequest.columns`: a worker's outputs without a tuple each
 
     def __init__(
         self, name: str, path: Path, options: Mapping[str, Any] | LocalOptions | None = None
@@ -164,13 +165,14 @@ class LocalSystem:
 
     async def commit(self, request: CommitRequest) -> list[RecordPosition]:
         """The records (all `ProducerRecord`s, or all `ProducerRow`s as a worker's commit
-        hands them), fence check and checkpoints in one SQLite transaction."""
+        hands them), its `OutputColumns`, fence check and checkpoints in one SQLite
+        transaction."""
         rows: Sequence[ProducerRow] = request.records  # type: ignore[assignment]
         if rows and type(rows[0]) is not tuple:
             rows = list(map(producer_row, request.records))
         return await self.call(
             LocalLog.append, rows, request.job, request.epoch, list(request.checkpoints),
-            request.positions)
+            request.positions, request.columns)
 
     async def read_checkpoints(self, job: str) -> dict[str, Checkpoint]:
         return await self.call(LocalLog.read_checkpoints, job)

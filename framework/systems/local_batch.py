@@ -88,12 +88,14 @@ def decode_headers(blob: bytes | None) -> Headers:
     return tuple(result)
 
 
-def _lengths(column: Sequence[bytes | None]) -> tuple[list[int], Sequence[bytes]]:
-    """Lengths (-1 for None) and the non-None items of one column."""
-    if None not in column:
-        return list(map(len, column)), column  # type: ignore[arg-type]
-    return ([-1 if item is None else len(item) for item in column],
-            [item for item in column if item is not None])
+def _column(items: Sequence[bytes | None]) -> tuple[list[int], bytes, bool]:
+    """Lengths (-1 for None), the non-None items concatenated, and whether any is None:
+    one C pass each unless there is a None."""
+    try:
+        return list(map(len, items)), b"".join(items), False  # type: ignore[arg-type]
+    except TypeError:  # a None (a tombstone, a record without key)
+        return ([-1 if item is None else len(item) for item in items],
+                b"".join([item for item in items if item is not None]), True)
 
 
 def encode_batch(
@@ -108,7 +110,7 @@ def encode_batch(
     ``offsets`` None means dense from ``base`` (else ascending, the first being ``base``)."""
     n = len(keys)
     flags = 0
-    parts: list[bytes | Sequence[bytes]] = [b""]
+    parts: list[bytes] = [b""]
     if offsets is not None and (offsets[-1] - offsets[0] != n - 1):
         flags |= SPARSE
         parts.append(struct.pack(f"<{n}q", *offsets))
@@ -117,18 +119,19 @@ def encode_batch(
     else:
         flags |= TIMESTAMPS
         parts.append(struct.pack(f"<{n}q", *timestamps))
-    key_lengths, key_data = _lengths(keys)
-    value_lengths, value_data = _lengths(values)
-    if len(key_data) + len(value_data) < 2 * n:
+    key_lengths, key_data, key_nulls = _column(keys)
+    value_lengths, value_data, value_nulls = _column(values)
+    if key_nulls or value_nulls:
         flags |= NULLS
     parts.append(struct.pack(f"<{2 * n}i", *key_lengths, *value_lengths))
-    header_data: Sequence[bytes] = ()
+    header_data = b""
     if headers is not None and any(headers):
         flags |= HEADERS
         parts.append(struct.pack(f"<{n}i", *[len(h) if h else 0 for h in headers]))
-        header_data = [h for h in headers if h]
+        header_data = b"".join([h for h in headers if h])
     parts[0] = _HEAD.pack(FORMAT_VERSION, flags, n, base)
-    return b"".join([*parts, *key_data, *value_data, *header_data])  # type: ignore[list-item]
+    parts += (key_data, value_data, header_data)
+    return b"".join(parts)
 
 
 def _head(payload: bytes) -> tuple[int, int, int]:
@@ -222,7 +225,10 @@ def _bounds(keys: Sequence[bytes | None], values: Sequence[bytes | None],
             headers: Sequence[bytes | None] | None) -> list[tuple[int, int]]:
     """Index ranges splitting records into batches within both caps."""
     n = len(keys)
-    size = sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
+    try:
+        size = sum(map(len, keys)) + sum(map(len, values))  # type: ignore[arg-type]
+    except TypeError:  # a None
+        size = sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
     if headers:
         size += sum(map(len, filter(None, headers)))
     if size <= MAX_BATCH_BYTES:

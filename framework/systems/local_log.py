@@ -27,12 +27,18 @@ from framework.frozen import fast_constructor
 from framework.systems.base import (
     Checkpoint,
     OffsetRange,
+    OutputColumns,
     ProducerRow,
     RecordPosition,
     fence_message,
 )
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
-from framework.systems.local_batch import batch_rows, decode_headers, encode_headers
+from framework.systems.local_batch import (
+    BatchRow,
+    batch_rows,
+    decode_headers,
+    encode_headers,
+)
 from framework.systems.local_schema import LocalOptions, connect, damaged_log, database_file
 from framework.systems.placement import Placement
 
@@ -40,6 +46,7 @@ __all__ = ["INSERT_BATCH", "LocalLog", "decode_headers", "encode_headers"]
 
 INSERT_BATCH = "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?)"
 _SET_NEXT = "UPDATE partitions SET next_offset = ? WHERE stream_id = ? AND partition = ?"
+_NEXT_OFFSET = "SELECT next_offset FROM partitions WHERE stream_id = ? AND partition = ?"
 _UPSERT_CHECKPOINT = (
     "INSERT INTO checkpoints (job, task, checkpoint) VALUES (?, ?, ?) "
     "ON CONFLICT (job, task) DO UPDATE SET checkpoint = excluded.checkpoint"
@@ -218,14 +225,17 @@ class LocalLog:
         epoch: int | None = None,
         checkpoints: Sequence[Checkpoint] = (),
         wanted: int | None = None,
+        columns: Sequence[OutputColumns] = (),
     ) -> list[RecordPosition]:
-        """Write ``rows`` (and, for a commit, check the fence and write checkpoints) in
-        one transaction; returns where each row landed, in order (only the first
-        ``wanted`` when given)."""
+        """Write ``rows``, then ``columns`` (and, for a commit, check the fence and write
+        checkpoints) in one transaction; returns where each row landed, in order (only
+        the first ``wanted`` when given)."""
         with self.write() as conn:
             if job is not None and epoch is not None:
                 self._check_fence(job, epoch)
-            positions = self._insert(conn, rows, wanted)
+            positions = self._insert(conn, rows, wanted) if rows else []
+            if columns:
+                self._insert_columns(conn, columns)
             if checkpoints:
                 conn.executemany(
                     _UPSERT_CHECKPOINT,
@@ -260,10 +270,7 @@ class LocalLog:
             batch = slots.get(slot)
             if batch is None:
                 batch = slots[slot] = []
-                bases[slot] = conn.execute(
-                    "SELECT next_offset FROM partitions WHERE stream_id = ? AND partition = ?",
-                    slot,
-                ).fetchone()[0]
+                bases[slot] = conn.execute(_NEXT_OFFSET, slot).fetchone()[0]
             if index < wanted:
                 positions.append(_position(stream, partition, bases[slot] + len(batch)))
             batch.append(row)
@@ -283,6 +290,30 @@ class LocalLog:
         conn.executemany(_SET_NEXT, [(bases[slot] + len(batch), *slot)
                                      for slot, batch in slots.items()])
         return positions
+
+    def _insert_columns(self, conn: sqlite3.Connection,
+                        columns: Sequence[OutputColumns]) -> None:
+        """Append `OutputColumns` (after any rows of the same transaction): placed per
+        partition by `Placement.group`, each partition's run packed straight into
+        batches; no tuple per record, no position returned."""
+        now = int(time.time() * 1000)
+        written: list[BatchRow] = []
+        ends: dict[tuple[int, int], int] = {}
+        for output in columns:
+            stream_id, count = self._stream(output.stream)[:2]
+            for partition, bucket in enumerate(self.placement.group(output, count)):
+                if not bucket:
+                    continue
+                slot = (stream_id, partition)
+                base = ends.get(slot)
+                if base is None:
+                    base = conn.execute(_NEXT_OFFSET, slot).fetchone()[0]
+                size = len(bucket) >> 1
+                written += batch_rows(stream_id, partition, range(base, base + size),
+                                      bucket[0::2], bucket[1::2], [now] * size)
+                ends[slot] = base + size
+        conn.executemany(INSERT_BATCH, written)
+        conn.executemany(_SET_NEXT, [(end, *slot) for slot, end in ends.items()])
 
     def _check_fence(self, job: str, epoch: int) -> None:
         row = self.conn.execute("SELECT epoch FROM fences WHERE job = ?", (job,)).fetchone()

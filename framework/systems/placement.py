@@ -12,6 +12,8 @@ and on Kafka; records without a key go round robin per stream.
 >>> memo = {}
 >>> placement.row_partition(("clicks", b"user-1", b"v", None, None, ()), 7, memo), memo
 (3, {b'user-1': 3})
+>>> Placement.group(OutputColumns("clicks", [b"user-1", b"user-2"], [b"a", None]), 4)
+[[b'user-1', b'a', b'user-2', None], [], [], []]
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import random
 
 from framework.errors import StreamNotFoundError
 from framework.partitioner import RoundRobin, partition_for_key
-from framework.systems.base import ProducerRecord, ProducerRow
+from framework.systems.base import OutputColumns, ProducerRecord, ProducerRow
 
 __all__ = ["Placement"]
 
@@ -68,3 +70,21 @@ class Placement:
             if 0 <= partition < count:
                 return partition
         return self.partition(ProducerRecord(*row), count)
+
+    @staticmethod
+    def group(columns: OutputColumns, count: int) -> list[list[bytes | None]]:
+        """``columns`` split by partition in a stream of ``count`` (each key's hash):
+        per partition its keys and values interleaved, ``[key, value, key, value, ...]``,
+        in the order sent — one Python step per record, no tuple or object per record."""
+        buckets: list[list[bytes | None]] = [[] for _ in range(count)]
+        adds = [bucket.append for bucket in buckets]
+        memo: dict[bytes, int] = {}
+        known = memo.get
+        for key, value in zip(columns.keys, columns.values, strict=True):
+            partition = known(key)
+            if partition is None:
+                partition = memo[key] = partition_for_key(key, count)
+            add = adds[partition]
+            add(key)
+            add(value)
+        return buckets

@@ -12,7 +12,13 @@ from framework.api import Envelope, OutgoingMessage
 from framework.config import JobConfig
 from framework.frozen import fast_constructor
 from framework.serdes import JsonSerde, Serde, StringSerde, decode, encode, get_serde
-from framework.systems.base import FetchedRecord, ProducerRecord, ProducerRow, producer_row
+from framework.systems.base import (
+    FetchedRecord,
+    OutputColumns,
+    ProducerRecord,
+    ProducerRow,
+    producer_row,
+)
 from groupers import SystemStreamPartition
 
 __all__ = ["NO_HEADERS", "SHORT_JSON", "Decoding", "RecordCodec", "Sent", "envelope",
@@ -32,6 +38,7 @@ producer_record = fast_constructor(ProducerRecord)
 NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 """The headers of every envelope without any (read-only, so one can be shared)."""
 _FAILED = object()  # an encoding that raised
+
 SHORT_JSON = 19
 """JSON values shorter than this go straight to orjson: `JsonSerde.from_bytes` would too
 (no 19-digit integer fits); what orjson refuses goes through the serde after all."""
@@ -183,6 +190,52 @@ class RecordCodec:
             append((name, raw_key, raw_value, partition, timestamp, headers) if as_rows else
                    producer_record(name, raw_key, raw_value, partition, timestamp, headers))
         return out
+
+    def encode_columns(
+        self, sent: Sequence[Sent], column_system: str, row_systems: Collection[str],
+    ) -> tuple[list[OutputColumns], dict[str, list[Outgoing]]] | None:
+        """Every send of a commit: those to ``column_system`` as one `OutputColumns` per
+        stream (in the order sent), the others as `encode_rows` makes them. None as soon
+        as a send to ``column_system`` is not plain (no key, an explicit partition, a
+        timestamp or headers; a serde that fails or returns other than bytes): columns
+        cannot carry it, `encode_rows` is the way (and raises the `SerdeError`)."""
+        columns: dict[str, OutputColumns] = {}
+        others: list[Sent] = []
+        last: str | None = None
+        mine = False
+        key_to: Callable[[Any], Any]
+        value_to: Callable[[Any], Any]
+        add_key: Callable[[bytes], None]
+        add_value: Callable[[bytes | None], None]
+        for one in sent:
+            stream, key, value, partition, timestamp, headers = one
+            if stream != last:
+                system, name, key_serde, value_serde = self._target(stream)
+                last = stream
+                mine = system == column_system
+                if mine:
+                    key_to, value_to = _to_bytes(key_serde), _to_bytes(value_serde)
+                    found = columns.get(name)
+                    if found is None:
+                        found = columns[name] = OutputColumns(name, [], [])
+                    add_key, add_value = found.keys.append, found.values.append
+            if not mine:
+                others.append(one)
+                continue
+            if key is None or partition is not None or timestamp is not None or headers:
+                return None
+            try:
+                raw_key = key_to(key)
+                raw_value = None if value is None else value_to(value)
+            except Exception:
+                return None
+            if type(raw_key) is not bytes or not (raw_value is None
+                                                  or type(raw_value) is bytes):
+                return None
+            add_key(raw_key)
+            add_value(raw_value)
+        return list(columns.values()), (self.encode_rows(others, row_systems) if others
+                                        else {})
 
     def encode(self, message: OutgoingMessage) -> tuple[str, ProducerRecord]:
         """(system name, record) for a task's output; `SerdeError` names the stream."""

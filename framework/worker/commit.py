@@ -24,6 +24,7 @@ from framework.stores.base import ChangelogPosition
 from framework.systems.base import (
     Checkpoint,
     CommitRequest,
+    OutputColumns,
     RecordPosition,
     System,
     producer_row,
@@ -81,6 +82,7 @@ class PreparedCommit:
     instances: list[TaskInstance]
     changelog: list[Outgoing] = field(default_factory=list)  # metadata system
     outputs: list[Outgoing] = field(default_factory=list)  # metadata system
+    columns: list[OutputColumns] = field(default_factory=list)  # metadata system, after
     other: dict[str, list[Outgoing]] = field(default_factory=lambda: defaultdict(list))
     writes: list[_StoreWrites] = field(default_factory=list)
     inputs: dict[str, dict[SystemStreamPartition, int]] = field(default_factory=dict)
@@ -130,6 +132,11 @@ class Committer:
         self._inflight: asyncio.Future[None] | None = None  # the commit being written
         self._row_systems = frozenset(name for name, system in systems.items()
                                       if _takes_rows(system))
+        # Outputs to the metadata system go as columns where it takes them (the local
+        # log), until a send columns cannot carry (see `RecordCodec.encode_columns`):
+        # rows from then on, for good, rather than encoding twice at every commit.
+        self._columns = self._meta.atomic_commit and bool(
+            getattr(self._meta, "commit_columns", False))
 
     async def start(self, instances: Sequence[TaskInstance]) -> None:
         """Commit everything so far. Where the metadata system writes over the network
@@ -184,7 +191,16 @@ class Committer:
         for instance in instances:
             sent, raw = instance.take_outputs()
             commit.sent[instance.name] = (len(sent), len(raw))
-            for system, encoded in self._codec.encode_rows(sent, rows).items():
+            split = None
+            if self._columns and sent:
+                split = self._codec.encode_columns(sent, meta, rows)
+                self._columns = split is not None
+            if split is None:
+                rest = self._codec.encode_rows(sent, rows)
+            else:
+                columns, rest = split
+                commit.columns += columns
+            for system, encoded in rest.items():
                 (outputs if system == meta else commit.other[system]).extend(encoded)
             for system, record in raw:
                 (outputs if system == meta else commit.other[system]).append(
@@ -223,7 +239,8 @@ class Committer:
             predicted = self._predict(writes)
             landed = await self._meta.commit(CommitRequest(
                 self._config.name, self._epoch, records,  # type: ignore[arg-type]
-                self._checkpoints(commit, predicted), positions=wanted))
+                self._checkpoints(commit, predicted), positions=wanted,
+                columns=commit.columns))
         elif self._transactional:
             def checkpoints(positions: list[RecordPosition]) -> list[Checkpoint]:
                 return self._checkpoints(commit, self._actual(writes, positions))
@@ -247,7 +264,8 @@ class Committer:
             write.instance.stores[write.store].apply(write.items, position)
         if (metrics := current_metrics()) is not None:
             metrics.commit_done(time.perf_counter() - started, len(records) + sum(
-                map(len, commit.other.values())), commit.sent, [(w.instance.name, w.store, len(
+                map(len, commit.other.values())) + sum(len(c.keys) for c in commit.columns),
+                commit.sent, [(w.instance.name, w.store, len(
                     w.items)) for w in writes if w.changelog is not None])
         for instance in commit.instances:
             instance.committed()
