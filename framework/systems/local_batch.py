@@ -48,6 +48,8 @@ MAX_BATCH_BYTES = 1 << 20
 SPARSE, TIMESTAMPS, HEADERS, NULLS = 1, 2, 4, 8
 _HEAD = struct.Struct("<BBIq")
 _I64 = struct.Struct("<q")
+_CODES = [f"{size}s" for size in range(1024)]
+"""`struct` codes of items up to 1023 bytes (what `_format` joins)."""
 _NAME = struct.Struct(">H")
 _VALUE = struct.Struct(">I")
 
@@ -143,13 +145,25 @@ def _head(payload: bytes) -> tuple[int, int, int]:
     return flags, n, base
 
 
+def _format(lengths: Sequence[int]) -> str:
+    """The `struct` format of items of these (non-negative) ``lengths``: a run of one
+    size repeats one code (and `struct` keeps it compiled), short items take theirs
+    from `_CODES`; only longer ones are formatted one by one."""
+    if lengths and lengths.count(lengths[0]) == len(lengths):
+        return f"{lengths[0]}s" * len(lengths)
+    try:
+        return "".join(map(_CODES.__getitem__, lengths))
+    except IndexError:  # an item of `len(_CODES)` bytes or more
+        return "%ds" * len(lengths) % tuple(lengths)
+
+
 def _columns(lengths: Sequence[int], payload: bytes, at: int, null: bool
              ) -> list[bytes | None]:
     """The items of one column whose ``lengths`` start at byte ``at`` of ``payload``."""
     if not null:
-        return list(struct.unpack_from("%ds" * len(lengths) % tuple(lengths), payload, at))
+        return list(struct.unpack_from(_format(lengths), payload, at))
     items: list[bytes | None] = list(struct.unpack_from(
-        "%ds" * len(lengths) % tuple(0 if size < 0 else size for size in lengths), payload, at))
+        _format([0 if size < 0 else size for size in lengths]), payload, at))
     for index, size in enumerate(lengths):
         if size < 0:
             items[index] = None

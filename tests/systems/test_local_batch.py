@@ -20,7 +20,8 @@ from framework.systems.local_batch import (
     encode_headers,
 )
 
-blobs = st.none() | st.binary(max_size=40)
+blobs = (st.none() | st.binary(max_size=40)
+         | st.binary(min_size=1020, max_size=1030))  # both sides of `_CODES`' end
 headers = st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=8)), max_size=3).map(tuple)
 one = st.tuples(blobs, blobs, st.integers(-(1 << 63), (1 << 63) - 1), headers)
 
@@ -103,3 +104,12 @@ def test_batch_rows_split_at_the_record_and_byte_caps() -> None:
 @given(headers)
 def test_headers_round_trip(h: Headers) -> None:
     assert decode_headers(encode_headers(h)) == h
+
+
+@pytest.mark.parametrize("sizes", [[9] * 50, [0] * 5, [3, 1023, 1024, 0, 70_000, 3],
+                                   [1023] * 3 + [1024]], ids=str)
+def test_items_of_one_size_or_long_ones_decode_exactly(sizes: list[int]) -> None:
+    keys = [bytes([n % 251]) * size for n, size in enumerate(sizes)]
+    values = list(reversed(keys))
+    payload = encode_batch(0, keys, values, [1] * len(keys))
+    assert decode_range(payload, 0, len(keys), len(keys))[1:3] == (keys, values)
