@@ -214,10 +214,13 @@ class LocalSystem:
 
 
 class LocalConsumer:
-    """Reads assigned partitions of a `LocalSystem`; shares its connection."""
+    """Reads assigned partitions of a `LocalSystem`: ``fetch`` on the system's connection
+    thread, ``fetch_raw`` (a worker's loop) on the caller's thread with a connection of
+    its own."""
 
     def __init__(self, system: LocalSystem) -> None:
         self._system = system
+        self._reader: LocalLog | None = None  # `fetch_raw`'s connection, opened at first use
         self._positions: dict[Slot, int] = {}
         self._ssps: dict[Slot, SystemStreamPartition] = {}
         self._turn = 0
@@ -241,8 +244,24 @@ class LocalConsumer:
     async def fetch_raw(
         self, max_records: int = 1000, timeout_ms: int = 100
     ) -> Mapping[SystemStreamPartition, Sequence[FetchedRecord]]:
-        """`fetch` as `FetchedColumns` (no object per record): the worker's path."""
+        """`fetch` as `FetchedColumns` (no object per record): the worker's path.
+
+        Each read runs right here, on the event loop's thread, with this consumer's own
+        connection (WAL: it never waits for a writer). Handed to the system's thread, a
+        read ran while the loop processed the previous batch only in the slices the
+        loop's hold on the GIL left it (SQLite gives the GIL up at every step), so the
+        loop mostly waited for it anyway, and each hand-over cost both threads."""
         return await self._fetch(max_records, timeout_ms, True)
+
+    async def _read(self, max_records: int, columns: bool) -> dict[Slot, Any]:
+        args = (dict(self._positions), max_records, self._turn, self._counts, columns)
+        if not columns:
+            return await self._system.call(read_batch, *args)
+        if self._reader is None:
+            await self._system.start()  # the file exists, migrated, before a second opens it
+            system = self._system
+            self._reader = LocalLog(system.name, system.path, system.options)
+        return read_batch(self._reader, *args)
 
     async def _fetch(
         self, max_records: int, timeout_ms: int, columns: bool
@@ -258,9 +277,7 @@ class LocalConsumer:
         while True:
             self._turn += 1
             generation = self._generation
-            batch = await self._system.call(
-                read_batch, dict(self._positions), max_records, self._turn, self._counts, columns
-            )
+            batch = await self._read(max_records, columns)
             if generation != self._generation:
                 return {}
             if batch:
@@ -275,3 +292,6 @@ class LocalConsumer:
 
     async def close(self) -> None:
         self._closed = True
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()

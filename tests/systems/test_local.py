@@ -37,6 +37,7 @@ from framework.systems.base import (
 )
 from framework.systems.local import LocalSystem
 from framework.systems.local_log import decode_headers, encode_headers
+from framework.systems.local_schema import database_file
 from groupers import SystemStreamPartition as SSP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -427,3 +428,45 @@ if __name__ == "__main__":
         asyncio.run(child_commit_loop(Path(args[0]), args[1]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
+
+
+async def test_fetch_raw_reads_on_the_callers_thread_with_its_own_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's reads run on its loop's thread (no hand-over to the system's thread),
+    on a connection of the consumer's own that a held write lock does not block; closing
+    the consumer closes it."""
+    import threading
+
+    import framework.systems.local as local
+
+    threads: list[int] = []
+    read_batch = local.read_batch
+
+    def spy(*args: object) -> object:
+        threads.append(threading.get_ident())
+        return read_batch(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(local, "read_batch", spy)
+    system = LocalSystem("local", tmp_path / "log")
+    writer = None
+    try:
+        await system.create_stream("s", 2)
+        await system.produce([ProducerRecord("s", f"k{n}".encode(), b"v", partition=n % 2)
+                              for n in range(10)])
+        consumer = system.consumer()
+        consumer.assign({SSP("local", "s", 0): 0, SSP("local", "s", 1): 2})
+        writer = sqlite3.connect(database_file(tmp_path / "log"), isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+        batch = await asyncio.wait_for(consumer.fetch_raw(100, 0), 5)
+        assert {ssp.partition: [r.offset for r in records] for ssp, records in batch.items()
+                } == {0: [0, 1, 2, 3, 4], 1: [2, 3, 4]}
+        assert threads == [threading.get_ident()]
+        reader = consumer._reader
+        assert reader is not None
+        await consumer.close()
+        with pytest.raises(sqlite3.ProgrammingError):  # closed with the consumer
+            reader.conn.execute("SELECT 1")
+    finally:
+        if writer is not None:
+            writer.close()
+        await system.close()
