@@ -182,6 +182,11 @@ async def test_a_record_with_neither_key_nor_value_is_refused_naming_the_stream(
         with pytest.raises(SampanError, match=rf"stream '{name}' has neither key nor value"):
             await system.produce_rows([(name, b"k", b"v", None, None, ()),
                                        (name, None, None, None, None, ())])
+        with pytest.raises(SampanError, match=rf"stream '{name}' has neither key nor value"):
+            await system.produce_rows([(name, None, None, 1, None, ())])  # even placed
+        with pytest.raises(TypeError, match=rf"stream '{name}': key and value must be bytes"):
+            await system.produce_rows([(name, b"k", b"v", None, None, ()),  # a known key,
+                                       (name, b"k", "text", None, None, ())])  # a bad value
     finally:
         await system.close()
 
