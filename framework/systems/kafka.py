@@ -30,6 +30,7 @@ from framework.systems.base import (
     Checkpoint,
     CommitRequest,
     OffsetRange,
+    OutputColumns,
     ProducerRecord,
     ProducerRow,
     RecordPosition,
@@ -91,6 +92,7 @@ class KafkaSystem:
     """A `System` over the Kafka cluster at ``bootstrap``; connects on first use."""
 
     atomic_commit = False
+    commit_columns = True  # a worker's outputs as `OutputColumns` (`produce_rows`, transactions)
 
     def __init__(
         self, name: str, bootstrap: str, options: Mapping[str, Any] | KafkaOptions | None = None
@@ -208,13 +210,15 @@ class KafkaSystem:
         return await self.produce_rows([producer_row(r) for r in records], positions=positions)
 
     async def produce_rows(self, rows: Sequence[ProducerRow], *,
-                           positions: int | None = None) -> list[RecordPosition]:
-        """`produce` of plain tuples (a worker's commit): no object per record."""
-        if not rows:
+                           positions: int | None = None,
+                           columns: Sequence[OutputColumns] = ()) -> list[RecordPosition]:
+        """`produce` of plain tuples, then of ``columns`` (a worker's commit): no object
+        per record; positions of rows only."""
+        if not rows and not columns:
             return []
         await self.start()
         assert self._producer is not None
-        return await self.send_rows(self._producer, rows, positions)
+        return await self.send_rows(self._producer, rows, positions, columns)
 
     async def send_records(self, producer: AIOKafkaProducer, records: Sequence[ProducerRecord],
                            positions: int | None = None) -> list[RecordPosition]:
@@ -222,12 +226,14 @@ class KafkaSystem:
         return await self.send_rows(producer, [producer_row(r) for r in records], positions)
 
     async def send_rows(self, producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
-                        positions: int | None = None) -> list[RecordPosition]:
-        """Send ``rows`` with ``producer`` and wait for their acknowledgements; returns
-        where each landed (only the first ``positions`` when given)."""
-        if not rows:
+                        positions: int | None = None,
+                        columns: Sequence[OutputColumns] = ()) -> list[RecordPosition]:
+        """Send ``rows``, then ``columns``, with ``producer`` and wait for their
+        acknowledgements; returns where each row landed (only the first ``positions``
+        when given)."""
+        if not rows and not columns:
             return []
-        streams = streams_of(rows)
+        streams = sorted({*streams_of(rows), *(output.stream for output in columns)})
         counts = await self.admin.partition_counts(streams, self.options.metadata_max_age_s)
         for stream in streams:
             known = await self.admin.bounded("metadata", producer.partitions_for(stream))
@@ -236,7 +242,7 @@ class KafkaSystem:
         # Whole batches per partition (not one `send` per record): far fewer event-loop
         # round trips and produce requests, and the offsets follow from each base offset.
         sent, wanted = await send_rows(producer, rows, counts, self._placement,
-                                       self.admin.bounded, positions)
+                                       self.admin.bounded, positions, columns)
         try:
             landed = await self.admin.bounded(
                 "produce acknowledgement (records may still be written)",
@@ -281,15 +287,16 @@ class KafkaSystem:
     async def commit_transaction(
         self, job: str, epoch: int, rows: Sequence[ProducerRow],
         checkpoints: Callable[[list[RecordPosition]], Sequence[Checkpoint]],
-        positions: int | None = None,
+        positions: int | None = None, columns: Sequence[OutputColumns] = (),
     ) -> list[RecordPosition]:
-        """Check the fence, then write ``rows`` and ``checkpoints(their positions)`` as one
-        transaction (after `start_transactions`); only the first ``positions`` rows'
-        positions are returned and given to ``checkpoints`` when it is set."""
+        """Check the fence, then write ``rows``, ``columns`` and ``checkpoints(the rows'
+        positions)`` as one transaction (after `start_transactions`); only the first
+        ``positions`` rows' positions are returned and given to ``checkpoints`` when it
+        is set."""
         if self.transactions is None:
             raise SampanError(f"{self!r}: commit_transaction before start_transactions")
         await self._check_fence(job, epoch)
-        return await self.transactions.commit(rows, checkpoints, positions)
+        return await self.transactions.commit(rows, checkpoints, positions, columns)
 
     async def checkpoints_stream(self, job: str) -> str:
         """``job``'s checkpoints topic, created if missing."""

@@ -25,7 +25,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 
 from framework.errors import SampanError
 from framework.frozen import fast_constructor
-from framework.systems.base import ProducerRecord, ProducerRow, RecordPosition
+from framework.systems.base import OutputColumns, ProducerRecord, ProducerRow, RecordPosition
 from framework.systems.placement import Placement
 
 __all__ = ["KafkaPlacement", "send_rows"]
@@ -78,11 +78,13 @@ class _OpenBatch:
 
 async def send_rows(producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
                     counts: dict[str, int], placement: Placement, bounded: Bounded,
-                    positions: int | None = None) -> tuple[
+                    positions: int | None = None,
+                    columns: Sequence[OutputColumns] = ()) -> tuple[
                         list[tuple[str, int, asyncio.Future[Any], list[int]]], int]:
-    """Queue ``rows`` (partition counts of their streams in ``counts``) as batches;
-    returns (stream, partition, acknowledgement, indices of its wanted rows) per batch,
-    in send order, and how many leading rows are wanted (``positions``, or all)."""
+    """Queue ``rows``, then ``columns`` (partition counts of their streams in ``counts``)
+    as batches; returns (stream, partition, acknowledgement, indices of its wanted rows)
+    per batch, in send order, and how many leading rows are wanted (``positions``, or
+    all; never a column's record)."""
     wanted = len(rows) if positions is None else min(positions, len(rows))
     sent: list[tuple[str, int, asyncio.Future[Any], list[int]]] = []
     open_batches: dict[str, list[_OpenBatch | None]] = {}
@@ -129,6 +131,29 @@ async def send_rows(producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
         if index < wanted:
             state.members.append(index)
         state.count += 1
+    for output in columns:
+        stream = output.stream
+        count = counts[stream]
+        slots = open_batches.setdefault(stream, [None] * count)
+        for partition, bucket in enumerate(placement.group(output, count)):
+            if not bucket:
+                continue
+            state = slots[partition]
+            if state is None:
+                state = slots[partition] = _OpenBatch(producer.create_batch())
+            append, at = state.append, state.count
+            pairs = iter(bucket)
+            for key, value in zip(pairs, pairs, strict=True):  # key, value, key, value ...
+                if append(at, now, key, value, _NO_HEADERS) is None:  # full
+                    state.count = at
+                    await send(stream, partition, state)
+                    state = slots[partition] = _OpenBatch(producer.create_batch())
+                    append, at = state.append, 0
+                    if append(0, now, key, value, _NO_HEADERS) is None:
+                        raise SampanError(f"a record for stream {stream!r} is larger than a "
+                                          "whole batch; raise producer_batch_kb of its system")
+                at += 1
+            state.count = at
     for stream, batches in open_batches.items():
         for partition, state in enumerate(batches):
             if state is not None:

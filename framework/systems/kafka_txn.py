@@ -24,7 +24,13 @@ from aiokafka.errors import (
 )
 
 from framework.errors import FencedError, SampanError, UnsupportedOperation
-from framework.systems.base import Checkpoint, ProducerRecord, ProducerRow, RecordPosition
+from framework.systems.base import (
+    Checkpoint,
+    OutputColumns,
+    ProducerRecord,
+    ProducerRow,
+    RecordPosition,
+)
 from framework.systems.checkpoint_json import checkpoint_to_json
 from framework.systems.kafka_fencing import ProducerIdentity, fence_producer
 
@@ -165,10 +171,10 @@ class KafkaTransactions:
     async def commit(
         self, rows: Sequence[ProducerRow],
         checkpoints: Callable[[list[RecordPosition]], Sequence[Checkpoint]],
-        positions: int | None = None,
+        positions: int | None = None, columns: Sequence[OutputColumns] = (),
     ) -> list[RecordPosition]:
-        """One transaction: ``rows``, then ``checkpoints(positions of the first
-        ``positions`` rows, or of all)``."""
+        """One transaction: ``rows`` and ``columns``, then ``checkpoints(positions of the
+        first ``positions`` rows, or of all)``."""
         producer = self._producer
         if producer is None:
             raise SampanError(f"{self.transactional_id}: commit before start(); call "
@@ -176,7 +182,7 @@ class KafkaTransactions:
         system = self._system
         try:
             await system.admin.bounded("begin transaction", producer.begin_transaction())
-            landed = await system.send_rows(producer, rows, positions)
+            landed = await system.send_rows(producer, rows, positions, columns)
             written = checkpoints(landed)
             if written:
                 topic = await system.checkpoints_stream(self.job)

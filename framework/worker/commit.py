@@ -133,10 +133,10 @@ class Committer:
         self._row_systems = frozenset(name for name, system in systems.items()
                                       if _takes_rows(system))
         # Outputs to the metadata system go as columns where it takes them (the local
-        # log), until a send columns cannot carry (see `RecordCodec.encode_columns`):
-        # rows from then on, for good, rather than encoding twice at every commit.
-        self._columns = self._meta.atomic_commit and bool(
-            getattr(self._meta, "commit_columns", False))
+        # log, Kafka), until a send columns cannot carry (see
+        # `RecordCodec.encode_columns`): rows from then on, for good, rather than
+        # encoding twice at every commit.
+        self._columns = bool(getattr(self._meta, "commit_columns", False))
 
     async def start(self, instances: Sequence[TaskInstance]) -> None:
         """Commit everything so far. Where the metadata system writes over the network
@@ -246,10 +246,12 @@ class Committer:
                 return self._checkpoints(commit, self._actual(writes, positions))
 
             landed = await self._meta.commit_transaction(  # type: ignore[attr-defined]
-                self._config.name, self._epoch, records, checkpoints, wanted)
+                self._config.name, self._epoch, records, checkpoints, wanted, commit.columns)
             predicted = self._actual(writes, landed)
         else:
-            landed = await _produce(self._meta, records, wanted) if records else []
+            landed = (await self._meta.produce_rows(  # type: ignore[attr-defined]
+                records, positions=wanted, columns=commit.columns) if commit.columns
+                else await _produce(self._meta, records, wanted) if records else [])
             actual = self._actual(writes, landed)
             await self._meta.commit(CommitRequest(
                 self._config.name, self._epoch, (), self._checkpoints(commit, actual)))

@@ -3,6 +3,7 @@ same partitions, same order as rows; anything columns cannot carry goes as rows.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobs import harness as h
+from kafka_broker import TansuBroker
 
 from framework.config import parse_config
+from framework.drill.verify import read_stream
 from framework.errors import FencedError
 from framework.partitioner import partition_for_key
 from framework.systems.base import CommitRequest, OutputColumns, ProducerRecord
@@ -155,5 +158,41 @@ async def test_a_worker_switching_from_columns_to_rows_mid_run_stays_exact(
             assert {partition_for_key(key, h.PARTITIONS) for _, key, _, _ in rows} <= {partition}
         assert [headers for rows in found.values() for *_, headers in rows
                 if headers] == [(("late", b"1"),)]
+    finally:
+        await meta.close()
+
+
+async def test_a_kafka_worker_switching_from_columns_to_rows_stays_exact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kafka_broker: TansuBroker) -> None:
+    """The same switch on a Kafka-protocol broker (at-least-once, no crash: exactly once
+    here): every output once, in order per key, in its key's partition."""
+    tried: list[bool] = []
+    encode_columns = RecordCodec.encode_columns
+
+    def spy(self: RecordCodec, *args: Any) -> Any:
+        split = encode_columns(self, *args)
+        tried.append(split is not None)
+        return split
+
+    monkeypatch.setattr(RecordCodec, "encode_columns", spy)
+    unique = uuid.uuid4().hex[:8]
+    config = h.load(h.write_job(tmp_path / "job", name=f"cols-{unique}", system="kafka",
+                                bootstrap=kafka_broker.bootstrap, events=f"events-{unique}",
+                                task="late_headers_task:LateHeadersTask"))
+    meta = await h.open_meta(config)
+    records = 24_000
+    try:
+        model = await h.prepare(config, meta)
+        work = h.Workload(200, stream=h.streams(config)[0])
+        await h.produce(meta, work.records(records))
+        _, result = await h.run_worker(config, model, records)
+        assert (result.processed, result.reason) == (records, "stopped")
+        assert tried[-1] is False and tried.count(False) == 1 and tried.count(True) >= 1
+        assert h.exact_problems(await h.outputs(meta, config), work) == []
+        assert await h.changelog_state(meta, config) == work.totals
+        found = await read_stream(meta, h.streams(config)[1])
+        assert sum(map(len, found.values())) == records
+        for partition, rows in found.items():
+            assert {partition_for_key(key, h.PARTITIONS) for key, _ in rows} <= {partition}
     finally:
         await meta.close()

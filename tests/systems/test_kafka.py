@@ -24,6 +24,7 @@ from framework.systems.base import (
     Checkpoint,
     CommitRequest,
     OffsetRange,
+    OutputColumns,
     ProducerRecord,
     Record,
     as_record,
@@ -266,3 +267,40 @@ async def test_rows_land_in_order_with_positions_of_the_leading_rows_only(
         values = [r.value for r in read[partition] if r.key and r.key.startswith(b"k")]
         assert values == sorted(values)
     assert read[0][-1] == Record(0, read[0][-1].offset, b"n", b"last", 7, (("empty", b""),))
+
+
+@pytest.mark.parametrize("batch_kb", [1, 512])
+async def test_columns_land_after_the_rows_in_their_keys_partitions_in_order(
+    kafka_broker: Any, name: str, batch_kb: int
+) -> None:
+    """A worker's outputs as `OutputColumns` (batches full at 1 KiB, or not): every record
+    once, in its key's partition, in the order sent, after the rows of the same call;
+    positions are the rows' only."""
+    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"producer_batch_kb": batch_kb})
+    try:
+        await system.create_stream(name, 3)
+        rows = [(name, b"c%d" % i, b"row-%d" % i, 2, None, ()) for i in range(5)]
+        keys = [b"k%d" % (i % 11) for i in range(2000)]
+        values = [None if i % 13 == 0 else b"v%05d" % i for i in range(2000)]
+        positions = await system.produce_rows(rows, positions=5, columns=[
+            OutputColumns(name, keys[:1500], values[:1500]),
+            OutputColumns(name, keys[1500:], values[1500:])])
+        assert [(p.partition, p.offset) for p in positions] == [(2, i) for i in range(5)]
+        consumer = system.consumer()
+        consumer.assign({SSP("kafka", name, p): 0 for p in range(3)})
+        read: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {0: [], 1: [], 2: []}
+        for _ in range(100):  # bounded: a lost record fails the assertions below
+            if sum(map(len, read.values())) >= len(rows) + len(keys):
+                break
+            for ssp, batch in (await consumer.fetch(max_records=1000, timeout_ms=500)).items():
+                read[ssp.partition].extend((r.offset, r.key, r.value) for r in batch)
+        await consumer.close()
+    finally:
+        await system.close()
+    want: dict[int, list[tuple[bytes | None, bytes | None]]] = {
+        0: [], 1: [], 2: [(k, v) for _, k, v, *_ in rows]}
+    for key, value in zip(keys, values, strict=True):
+        want[partition_for_key(key, 3)].append((key, value))
+    for partition, records in read.items():
+        assert [offset for offset, _, _ in records] == list(range(len(records)))
+        assert [(key, value) for _, key, value in records] == want[partition]
