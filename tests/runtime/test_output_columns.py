@@ -126,19 +126,25 @@ async def test_a_fenced_commit_writes_no_columns(tmp_path: Path) -> None:
         await system.close()
 
 
-async def test_a_worker_switching_from_columns_to_rows_mid_run_stays_exact(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Commits as columns until the task sends a record with headers, as rows after it:
-    every output once, in order per key, in its key's partition, the header kept."""
-    tried: list[bool] = []  # each `encode_columns` call: whether columns could carry it
+@pytest.fixture
+def tried(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each `RecordCodec.encode_columns` call of the test: whether columns carried it."""
+    calls: list[bool] = []
     encode_columns = RecordCodec.encode_columns
 
     def spy(self: RecordCodec, *args: Any) -> Any:
         split = encode_columns(self, *args)
-        tried.append(split is not None)
+        calls.append(split is not None)
         return split
 
     monkeypatch.setattr(RecordCodec, "encode_columns", spy)
+    return calls
+
+
+async def test_a_worker_switching_from_columns_to_rows_mid_run_stays_exact(
+        tmp_path: Path, tried: list[bool]) -> None:
+    """Commits as columns until the task sends a record with headers, as rows after it:
+    every output once, in order per key, in its key's partition, the header kept."""
     config = h.load(h.write_job(tmp_path / "job", task="late_headers_task:LateHeadersTask"))
     meta = await h.open_meta(config)
     records = 24_000  # ~6,000 per partition: past offset 3,000 of partition 0
@@ -163,18 +169,9 @@ async def test_a_worker_switching_from_columns_to_rows_mid_run_stays_exact(
 
 
 async def test_a_kafka_worker_switching_from_columns_to_rows_stays_exact(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kafka_broker: TansuBroker) -> None:
+        tmp_path: Path, tried: list[bool], kafka_broker: TansuBroker) -> None:
     """The same switch on a Kafka-protocol broker (at-least-once, no crash: exactly once
     here): every output once, in order per key, in its key's partition."""
-    tried: list[bool] = []
-    encode_columns = RecordCodec.encode_columns
-
-    def spy(self: RecordCodec, *args: Any) -> Any:
-        split = encode_columns(self, *args)
-        tried.append(split is not None)
-        return split
-
-    monkeypatch.setattr(RecordCodec, "encode_columns", spy)
     unique = uuid.uuid4().hex[:8]
     config = h.load(h.write_job(tmp_path / "job", name=f"cols-{unique}", system="kafka",
                                 bootstrap=kafka_broker.bootstrap, events=f"events-{unique}",
