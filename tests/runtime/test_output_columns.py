@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from jobs import harness as h
 from kafka_broker import TansuBroker
 
-from framework.config import parse_config
+from framework.config import JobConfig, parse_config
 from framework.drill.verify import read_stream
 from framework.errors import FencedError
 from framework.partitioner import partition_for_key
-from framework.systems.base import CommitRequest, OutputColumns, ProducerRecord
+from framework.systems.base import CommitRequest, OutputColumns, ProducerRecord, System
 from framework.systems.local import LocalSystem
 from framework.systems.placement import Placement
 from framework.worker.codec import RecordCodec
@@ -141,24 +141,32 @@ def tried(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return calls
 
 
+SWITCH_RECORDS = 24_000  # ~6,000 per partition: past offset 3,000 of partition 0
+
+
+async def _switch_exactly(config: JobConfig, meta: System, tried: list[bool]) -> None:
+    """Run `LateHeadersTask` over its input: columns first, rows from the header on, and
+    every output and the store exact."""
+    model = await h.prepare(config, meta)
+    work = h.Workload(200, stream=h.streams(config)[0])
+    await h.produce(meta, work.records(SWITCH_RECORDS))
+    _, result = await h.run_worker(config, model, SWITCH_RECORDS)
+    assert (result.processed, result.reason) == (SWITCH_RECORDS, "stopped")
+    assert tried[-1] is False and tried.count(False) == 1 and tried.count(True) >= 1
+    assert h.exact_problems(await h.outputs(meta, config), work) == []
+    assert await h.changelog_state(meta, config) == work.totals
+
+
 async def test_a_worker_switching_from_columns_to_rows_mid_run_stays_exact(
         tmp_path: Path, tried: list[bool]) -> None:
     """Commits as columns until the task sends a record with headers, as rows after it:
     every output once, in order per key, in its key's partition, the header kept."""
     config = h.load(h.write_job(tmp_path / "job", task="late_headers_task:LateHeadersTask"))
     meta = await h.open_meta(config)
-    records = 24_000  # ~6,000 per partition: past offset 3,000 of partition 0
     try:
-        model = await h.prepare(config, meta)
-        work = h.Workload(200)
-        await h.produce(meta, work.records(records))
-        _, result = await h.run_worker(config, model, records)
-        assert (result.processed, result.reason) == (records, "stopped")
-        assert tried[-1] is False and tried.count(False) == 1 and tried.count(True) >= 1
-        assert h.exact_problems(await h.outputs(meta, config), work) == []
-        assert await h.changelog_state(meta, config) == work.totals
+        await _switch_exactly(config, meta, tried)
         found = await _all(meta, h.streams(config)[1], h.PARTITIONS)  # type: ignore[arg-type]
-        assert sum(map(len, found.values())) == records
+        assert sum(map(len, found.values())) == SWITCH_RECORDS
         for partition, rows in found.items():
             assert [offset for offset, *_ in rows] == list(range(len(rows)))
             assert {partition_for_key(key, h.PARTITIONS) for _, key, _, _ in rows} <= {partition}
@@ -177,18 +185,10 @@ async def test_a_kafka_worker_switching_from_columns_to_rows_stays_exact(
                                 bootstrap=kafka_broker.bootstrap, events=f"events-{unique}",
                                 task="late_headers_task:LateHeadersTask"))
     meta = await h.open_meta(config)
-    records = 24_000
     try:
-        model = await h.prepare(config, meta)
-        work = h.Workload(200, stream=h.streams(config)[0])
-        await h.produce(meta, work.records(records))
-        _, result = await h.run_worker(config, model, records)
-        assert (result.processed, result.reason) == (records, "stopped")
-        assert tried[-1] is False and tried.count(False) == 1 and tried.count(True) >= 1
-        assert h.exact_problems(await h.outputs(meta, config), work) == []
-        assert await h.changelog_state(meta, config) == work.totals
+        await _switch_exactly(config, meta, tried)
         found = await read_stream(meta, h.streams(config)[1])
-        assert sum(map(len, found.values())) == records
+        assert sum(map(len, found.values())) == SWITCH_RECORDS
         for partition, rows in found.items():
             assert {partition_for_key(key, h.PARTITIONS) for key, _ in rows} <= {partition}
     finally:
