@@ -104,7 +104,7 @@ class OutputColumns(NamedTuple):
     """Records of one stream as two columns, in the order sent: each with a bytes key
     (placed by the key's hash), a bytes or None value, no partition, timestamp or
     headers. How a worker's commit hands its outputs to a system with
-    ``commit_columns`` (the local log): no tuple per record on the way to the log."""
+    ``commit_columns`` (the local log, Kafka): no tuple per record on the way."""
 
     stream: str
     keys: list[bytes]

@@ -2,9 +2,11 @@
 
 `send_rows` places each row (Kafka's default partitioner on its key, memoized per key
 for the call), appends it to its partition's open batch and sends a batch when it is
-full, then waits for every acknowledgement. No object is made per record on the way:
-rows are tuples (`ProducerRow`), and a `RecordPosition` is built only for the leading
-rows whose positions the caller asked for (a commit's changelog records).
+full; a worker's outputs come after the rows as `OutputColumns`, split by partition with
+`Placement.group` and appended the same way. Then it waits for every acknowledgement.
+No object is made per record on the way: rows are tuples (`ProducerRow`), and a
+`RecordPosition` is built only for the leading rows whose positions the caller asked for
+(a commit's changelog records).
 
 The batch is filled through aiokafka's record builder directly (a third of the cost of
 ``BatchBuilder.append``, which adds two Python calls per record); `_direct` checks once

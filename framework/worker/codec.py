@@ -38,7 +38,6 @@ producer_record = fast_constructor(ProducerRecord)
 NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 """The headers of every envelope without any (read-only, so one can be shared)."""
 _FAILED = object()  # an encoding that raised
-
 SHORT_JSON = 19
 """JSON values shorter than this go straight to orjson: `JsonSerde.from_bytes` would too
 (no 19-digit integer fits); what orjson refuses goes through the serde after all."""
