@@ -22,7 +22,7 @@ if __package__ in (None, ""):
 
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
 from framework.systems.base import ProducerRecord
-from framework.systems.local import LocalSystem
+from framework.systems.local.system import LocalSystem
 from groupers import SystemStreamPartition
 
 UPDATES = 1_000_000

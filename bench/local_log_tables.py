@@ -3,7 +3,7 @@ schema 3's row per record.
 
 Each layout gets the same commits (``--partitions`` partitions, ``--per-commit`` records
 per partition per commit, 16-byte keys and ~24-byte values, one transaction per commit,
-WAL, synchronous NORMAL, 8 KiB pages, as `framework.systems.local_schema` sets them), then
+WAL, synchronous NORMAL, 8 KiB pages, as `framework.systems.local.schema` sets them), then
 every partition is read back from the start in range scans of 1,000 records. Printed: µs
 of wall time per record for writing and for reading, and the file size.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from framework.systems.local_batch import batch_rows, decode_range
+from framework.systems.local.batch import batch_rows, decode_range
 
 BATCHES = """CREATE TABLE batches (stream_id INTEGER NOT NULL, partition INTEGER NOT NULL,
     base_offset INTEGER NOT NULL, last_offset INTEGER NOT NULL, count INTEGER NOT NULL,

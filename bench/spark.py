@@ -96,7 +96,7 @@ async def _fill_state(config: JobConfig, records: int) -> None:
 
 
 async def _fill_kafka(bootstrap: str, records: int) -> None:
-    from framework.systems.kafka import KafkaSystem
+    from framework.systems.kafka.system import KafkaSystem
 
     system = KafkaSystem("kafka", bootstrap)
     try:

@@ -33,7 +33,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from framework.systems.base import ProducerRecord
-from framework.systems.local import LocalSystem
+from framework.systems.local.system import LocalSystem
 from groupers import SystemStreamPartition
 
 RECORDS = 1_000_000

@@ -61,7 +61,7 @@ from framework.metadata import publish_model
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
-from framework.systems.local import LocalSystem
+from framework.systems.local.system import LocalSystem
 from framework.worker.runner import Worker
 from groupers import SystemStreamPartition
 

@@ -33,7 +33,7 @@ STEPS: list[tuple[str, str]] = [
     ("commit: encode outputs", r"RecordCodec\.encode|encode_outputs|_encode_all"),
     ("commit: changelog records", r"changelog_records"),
     ("commit: produce (partition, batch, send)",
-     r"send_records|send_rows|kafka_produce\.py|LocalLog\.append|\(.*local_log\.py|"
+     r"send_records|send_rows|kafka/produce\.py|LocalLog\.append|\(.*local/log\.py|"
      r"aiokafka/producer|Placement\."),
     ("commit: apply to RocksDB", r"TaskStore\.apply|RocksDBEngine\.write_batch"),
     ("commit: other", r"Committer\.|checkpoint_to_json"),

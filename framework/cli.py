@@ -66,7 +66,7 @@ def _version() -> str:
 
 
 def _expansion_plan(args: argparse.Namespace) -> int:
-    from framework.expansion_plan import print_expansion_plan
+    from framework.commands.expansion_plan import print_expansion_plan
 
     return print_expansion_plan(args.stream, args.partitions, naive=args.naive)
 

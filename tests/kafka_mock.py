@@ -19,12 +19,12 @@ What the mock cluster (librdkafka 2.16) does **not** do, and what sampan makes o
   transactions and gives the high watermark as last stable offset, so a broker-side
   read_committed filter does not exist. The mock does write COMMIT/ABORT control
   batches; sampan's consumer applies read_committed itself from them
-  (`framework.systems.kafka_txn_filter`).
+  (`framework.systems.kafka.txn_filter`).
 - **InitProducerId never fences by transactional id**: a second producer with the same
   ``transactional.id`` gets a *new* producer id and the old one stays valid, and an
   open transaction is not aborted. Only the explicit epoch bump (InitProducerId v3 with
   the current producer id and epoch, KIP-360) fences; sampan records every worker's
-  producer id and bumps it from the replacement (`framework.systems.kafka_fencing`).
+  producer id and bumps it from the replacement (`framework.systems.kafka.fencing`).
 - **Control batches carry a zero CRC**: sampan checks the CRC of data batches only.
 - **No transaction timeout**: a transaction left open by a killed process stays open
   until someone bumps its producer and aborts it; meanwhile readers of a partition it

@@ -13,7 +13,7 @@ do not depend on which input the worker happened to read first, nor on expansion
 """
 
 from framework import StreamTask
-from framework.watermarks import Watermarks, is_watermark
+from framework.windows.watermarks import Watermarks, is_watermark
 
 JOIN_WINDOW_MS = 2_000
 """How long after its impression a click still counts. Change it here (and re-run)."""

@@ -12,7 +12,7 @@ each task holds its users' profiles) or profiles as a broadcast input
 """
 
 from framework import StreamTask
-from framework.watermarks import Watermarks, is_watermark
+from framework.windows.watermarks import Watermarks, is_watermark
 
 
 def ts_key(ts):

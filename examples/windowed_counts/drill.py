@@ -24,7 +24,7 @@ from framework.config import JobConfig
 from framework.drill.scenario import Verdict, load_sibling
 from framework.drill.verify import read_stream, store_state
 from framework.systems.base import ProducerRecord, System
-from framework.watermarks import marker_keys, paced_workload
+from framework.windows.watermarks import marker_keys, paced_workload
 
 checker = load_sibling(__file__, "checker")
 

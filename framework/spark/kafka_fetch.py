@@ -28,7 +28,7 @@ from aiokafka.structs import TopicPartition
 from framework.errors import SystemUnavailableError
 from framework.spark.arrow_columns import RecordColumns
 from framework.systems.base import Headers
-from framework.systems.kafka import KafkaSystem
+from framework.systems.kafka.system import KafkaSystem
 
 __all__ = ["ABORT", "AVAILABLE", "COMMIT", "FETCH_BYTES", "CommittedBatches",
            "read_kafka_columns"]

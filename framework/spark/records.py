@@ -33,7 +33,7 @@ from framework.spark.options import PartitionRange
 from framework.spark.streams import resolve_stream
 from framework.systems import open_system
 from framework.systems.base import Record, System
-from framework.systems.kafka import KafkaSystem
+from framework.systems.kafka.system import KafkaSystem
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 

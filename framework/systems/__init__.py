@@ -42,7 +42,7 @@ def open_system(config: SystemSettings) -> System:
                 f"[systems.{config.name}] is a local system without `path`; set path to the "
                 "directory that holds (or will hold) its log.sqlite3"
             )
-        from framework.systems.local import LocalSystem
+        from framework.systems.local.system import LocalSystem
 
         return LocalSystem(config.name, Path(config.path), options)
     if config.type == "kafka":
@@ -51,7 +51,7 @@ def open_system(config: SystemSettings) -> System:
                 f"[systems.{config.name}] is a kafka system without `bootstrap`; set it to "
                 "the brokers' host:port list, e.g. bootstrap = \"127.0.0.1:9092\""
             )
-        from framework.systems.kafka import KafkaSystem
+        from framework.systems.kafka.system import KafkaSystem
 
         return KafkaSystem(config.name, config.bootstrap, options)
     raise ConfigError(

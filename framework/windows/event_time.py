@@ -8,7 +8,7 @@ Two sources, chosen per tracker:
   its partition's time — across an input expansion, only if ``grace_ms`` also covers how
   far event time moves between the expansion and the workers' restart (the old tasks do
   not know the new partitions yet).
-- ``"markers"`` — only watermark records ``{"watermark": T}`` count (`framework.watermarks`:
+- ``"markers"`` — only watermark records ``{"watermark": T}`` count (`framework.windows.watermarks`:
   the producer promises no later record of the stream has ``ts < T``, under one marker key
   per partition of the *final* partition count). The watermark is the least latest ``T``
   over the marker keys — per key, since a key's records stay in order across an expansion

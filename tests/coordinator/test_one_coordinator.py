@@ -18,8 +18,8 @@ from pathlib import Path
 from coordjobs import CLI, REPO, Job, keys
 
 from framework.config import load_config
-from framework.systems.local import LocalSystem
-from framework.systems.local_schema import SCHEMA_VERSION, LocalOptions, connect
+from framework.systems.local.schema import SCHEMA_VERSION, LocalOptions, connect
+from framework.systems.local.system import LocalSystem
 
 
 def second_run(job: Job, data_dir: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from coordjobs import Job, keys, placement
 
 from framework.partitioner import partition_for_key
 from framework.systems.base import ProducerRecord
-from framework.systems.local_schema import database_file
+from framework.systems.local.schema import database_file
 
 
 def words(stream: str, partitions: range) -> list[list[object]]:

@@ -15,8 +15,8 @@ from kafka_mock import MockCluster
 
 from framework.coordinator.builder import build_job_model
 from framework.metadata import publish_model
-from framework.systems.kafka import KafkaSystem
-from framework.systems.kafka_txn import PRODUCER_PREFIX
+from framework.systems.kafka.system import KafkaSystem
+from framework.systems.kafka.txn import PRODUCER_PREFIX
 
 RECORDS = 100_000
 KEYS = 1_000

@@ -10,8 +10,8 @@ from aiokafka.errors import KafkaError
 from kafka_mock import MockCluster, transaction_cases
 
 from framework.errors import UnsupportedOperation
-from framework.systems.kafka import KafkaSystem
-from framework.systems.kafka_fencing import fence_producer
+from framework.systems.kafka.fencing import fence_producer
+from framework.systems.kafka.system import KafkaSystem
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework.systems.kafka_txn_filter import ABORT, COMMIT, DATA, CommittedFilter, TxnRecord
+from framework.systems.kafka.txn_filter import ABORT, COMMIT, DATA, CommittedFilter, TxnRecord
 
 
 def _rec(offset: int, pid: int = -1, epoch: int = 0, control: int = DATA) -> TxnRecord:

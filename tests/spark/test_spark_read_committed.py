@@ -9,7 +9,7 @@ from typing import Any
 from kafka_mock import kafka_mock, transaction_cases
 
 from framework.spark import kafka_fetch
-from framework.systems.kafka import KafkaSystem
+from framework.systems.kafka.system import KafkaSystem
 
 __all__ = ["kafka_mock"]  # the session fixture
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from framework.stores import MemoryEngine, RocksDBEngine, TaskStore
 from framework.stores.base import BufferedStore, BulkLoadable, PairWriter
 from framework.systems.base import ColumnReader
-from framework.systems.kafka import KafkaSystem
-from framework.systems.local import LocalSystem
+from framework.systems.kafka.system import KafkaSystem
+from framework.systems.local.system import LocalSystem
 
 
 def test_rocksdb_has_bulk_load_and_pair_writes_memory_has_neither(tmp_path: Path) -> None:

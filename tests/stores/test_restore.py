@@ -231,7 +231,7 @@ async def test_a_restore_reads_many_records_per_request_even_with_tiny_write_bat
         tmp_path: Path) -> None:
     """``store_restore_batch = 1`` writes one record per batch but reads in large ranges."""
     from framework.systems.base import ProducerRecord
-    from framework.systems.local import LocalSystem
+    from framework.systems.local.system import LocalSystem
     from groupers import SystemStreamPartition
 
     system = LocalSystem("local", tmp_path / "log")
@@ -348,7 +348,7 @@ async def test_progress_counts_offsets_up_to_the_end() -> None:
 
 async def test_restore_from_the_local_system(tmp_path: Path) -> None:
     from framework.systems.base import ProducerRecord
-    from framework.systems.local import LocalSystem
+    from framework.systems.local.system import LocalSystem
     from groupers import SystemStreamPartition
 
     system = LocalSystem("local", tmp_path / "log")

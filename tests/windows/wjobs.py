@@ -23,7 +23,7 @@ from framework.drill.verify import read_stream, store_state
 from framework.metadata import CoordinatorState, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
-from framework.watermarks import marker_keys
+from framework.windows.watermarks import marker_keys
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "windowed_counts"

@@ -32,10 +32,10 @@ from framework.systems.base import (
     RecordPosition,
 )
 from framework.systems.checkpoint_json import checkpoint_to_json
-from framework.systems.kafka_fencing import ProducerIdentity, fence_producer
+from framework.systems.kafka.fencing import ProducerIdentity, fence_producer
 
 if TYPE_CHECKING:
-    from framework.systems.kafka import KafkaSystem
+    from framework.systems.kafka.system import KafkaSystem
 
 __all__ = [
     "PRODUCER_PREFIX",

@@ -6,7 +6,7 @@ placed by sampan with the Kafka default partitioner, identically to the local sy
 acknowledged, then the checkpoints are written to the compacted topic
 ``__sampan-<job>-checkpoints``. After `start_transactions` (``guarantee =
 "exactly-once"``), `commit_transaction` writes a commit as one Kafka transaction
-(`kafka_txn`).
+(`kafka.txn`).
 
 Fencing: `fence` records the epoch in ``__sampan-<job>-fences`` and `commit` reads it
 first (best effort: a commit that passed the check can still land); it also bumps the
@@ -38,12 +38,12 @@ from framework.systems.base import (
     producer_row,
 )
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
-from framework.systems.kafka_admin import UNREACHABLE, KafkaAdmin, KafkaOptions
-from framework.systems.kafka_consumer import KafkaConsumer
-from framework.systems.kafka_fencing import fence_producer
-from framework.systems.kafka_produce import KafkaPlacement, positions_of, send_rows, streams_of
-from framework.systems.kafka_table import TopicTable
-from framework.systems.kafka_txn import (
+from framework.systems.kafka.admin import UNREACHABLE, KafkaAdmin, KafkaOptions
+from framework.systems.kafka.consumer import KafkaConsumer
+from framework.systems.kafka.fencing import fence_producer
+from framework.systems.kafka.produce import KafkaPlacement, positions_of, send_rows, streams_of
+from framework.systems.kafka.table import TopicTable
+from framework.systems.kafka.txn import (
     PRODUCER_PREFIX,
     KafkaTransactions,
     decode_identity,
@@ -249,7 +249,7 @@ class KafkaSystem:
                 asyncio.gather(*(future for _, _, future, _ in sent)),
             )
         except (ProducerFenced, InvalidProducerEpoch):
-            raise  # a transaction's producer was fenced: `kafka_txn` says so
+            raise  # a transaction's producer was fenced: `kafka.txn` says so
         except KafkaError as exc:
             raise SampanError(
                 f"Kafka at {self.bootstrap} refused records for {streams}: "

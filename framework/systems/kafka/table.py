@@ -11,8 +11,8 @@ import time
 
 from aiokafka import TopicPartition
 
-from framework.systems.kafka_admin import KafkaAdmin
-from framework.systems.kafka_consumer import KafkaConsumer
+from framework.systems.kafka.admin import KafkaAdmin
+from framework.systems.kafka.consumer import KafkaConsumer
 from groupers import SystemStreamPartition
 
 __all__ = ["TopicTable"]

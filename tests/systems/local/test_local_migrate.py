@@ -7,10 +7,10 @@ from pathlib import Path
 
 from framework.systems.base import Checkpoint, ProducerRecord
 from framework.systems.checkpoint_json import checkpoint_to_json
-from framework.systems.local import LocalSystem
-from framework.systems.local_batch import encode_headers
-from framework.systems.local_migrate import has_records_table, migrate_records
-from framework.systems.local_schema import SCHEMA_VERSION, LocalOptions, connect
+from framework.systems.local.batch import encode_headers
+from framework.systems.local.migrate import has_records_table, migrate_records
+from framework.systems.local.schema import SCHEMA_VERSION, LocalOptions, connect
+from framework.systems.local.system import LocalSystem
 from groupers import SystemStreamPartition as SSP
 
 # Schema 3's tables as sampan 3 created them (the records table is what changed).

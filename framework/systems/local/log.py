@@ -33,13 +33,13 @@ from framework.systems.base import (
     fence_message,
 )
 from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_to_json
-from framework.systems.local_batch import (
+from framework.systems.local.batch import (
     BatchRow,
     batch_rows,
     decode_headers,
     encode_headers,
 )
-from framework.systems.local_schema import LocalOptions, connect, damaged_log, database_file
+from framework.systems.local.schema import LocalOptions, connect, damaged_log, database_file
 from framework.systems.placement import Placement
 
 __all__ = ["INSERT_BATCH", "LocalLog", "decode_headers", "encode_headers"]

@@ -36,7 +36,7 @@ from framework.errors import (
     UnsupportedOperation,
 )
 from framework.systems.base import OffsetRange
-from framework.systems.kafka_txn_filter import CommittedFilter, TxnRecord
+from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord
 
 __all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions"]
 

@@ -26,7 +26,7 @@ from framework.systems.base import ProducerRecord, System
 from framework.worker.runner import Worker, WorkerResult
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[2]
+REPO = HERE.parents[1]
 PARTITIONS = 4
 
 

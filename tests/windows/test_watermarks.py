@@ -1,10 +1,11 @@
-"""`framework.watermarks`: marker keys cover every partition; the watermark is the least mark."""
+"""`framework.windows.watermarks`: marker keys cover every partition; the watermark is the
+least mark."""
 
 from __future__ import annotations
 
 import doctest
 
-import framework.watermarks as W
+import framework.windows.watermarks as W
 from framework.api import Envelope
 from framework.partitioner import partition_for_key
 from framework.serdes import get_serde

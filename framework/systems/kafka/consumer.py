@@ -1,7 +1,7 @@
 """A `Consumer` over aiokafka with manual assignment (no consumer group).
 
 Positions are sampan's, not the broker's: `assign` seeks every partition, nothing is
-committed to Kafka. Reads are read_committed, applied by `kafka_txn_filter` from the
+committed to Kafka. Reads are read_committed, applied by `kafka.txn_filter` from the
 log's control batches (so they hold on brokers whose Fetch ignores the isolation level).
 Partitions that do not exist yet are left out of the aiokafka
 assignment (so the broker is never asked about them, and never auto-creates them) and
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from framework.systems.base import FetchedRecord, Record, as_record
-from framework.systems.kafka_admin import KafkaAdmin
-from framework.systems.kafka_txn_filter import CommittedFilter, install
+from framework.systems.kafka.admin import KafkaAdmin
+from framework.systems.kafka.txn_filter import CommittedFilter, install
 from groupers import SystemStreamPartition
 
 __all__ = ["KafkaConsumer"]

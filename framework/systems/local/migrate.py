@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from framework.systems.local_batch import batch_rows
+from framework.systems.local.batch import batch_rows
 
 __all__ = ["MIGRATE_CHUNK", "has_records_table", "migrate_records"]
 

@@ -3,7 +3,7 @@
 A fetch first reads the end offsets of the assigned streams (a few tiny rows), so
 idle partitions cost nothing, then splits ``max_records`` fairly over the partitions
 that have records and reads each with one primary-key range query over its batches,
-decoding only the records it returns (`framework.systems.local_batch`).
+decoding only the records it returns (`framework.systems.local.batch`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 from framework.frozen import fast_constructor
 from framework.systems.base import Headers, Record
 from framework.systems.fetched import FetchedColumns
-from framework.systems.local_batch import BatchColumns, decode_range
-from framework.systems.local_log import LocalLog
+from framework.systems.local.batch import BatchColumns, decode_range
+from framework.systems.local.log import LocalLog
 
 __all__ = ["fair_quotas", "read_batch", "read_columns", "read_record_columns"]
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import sqlite3
 
 from framework.errors import UnsupportedOperation
-from framework.systems.local_batch import (
+from framework.systems.local.batch import (
     MAX_BATCH_RECORDS,
     batch_rows,
     decode_keys,
     decode_range,
     encode_headers,
 )
-from framework.systems.local_log import INSERT_BATCH, LocalLog
+from framework.systems.local.log import INSERT_BATCH, LocalLog
 
 __all__ = ["compact_partition"]
 

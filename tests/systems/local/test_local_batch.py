@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.systems.base import Headers
-from framework.systems.local_batch import (
+from framework.systems.local.batch import (
     MAX_BATCH_BYTES,
     MAX_BATCH_RECORDS,
     BatchFormatError,

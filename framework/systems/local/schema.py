@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from framework.errors import ConfigError, SystemUnavailableError
-from framework.systems.local_migrate import has_records_table, migrate_records
+from framework.systems.local.migrate import has_records_table, migrate_records
 
 __all__ = ["SCHEMA_VERSION", "LocalOptions", "connect", "damaged_log", "database_file"]
 
 SCHEMA_VERSION = 4
 """2 added ``leases`` (one coordinator per job), 3 ``growth`` (end offsets when a stream
 grew), 4 replaced the ``records`` table (a row per record) by ``batches`` (a row per
-commit and partition, `framework.systems.local_batch`); older files are upgraded in place
-when opened (`framework.systems.local_migrate`)."""
+commit and partition, `framework.systems.local.batch`); older files are upgraded in place
+when opened (`framework.systems.local.migrate`)."""
 
 # Stream names map to small integer ids so the batches key is three integers.
 # WITHOUT ROWID clusters a small-row table on its primary key: one b-tree, rows in key

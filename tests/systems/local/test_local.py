@@ -35,12 +35,12 @@ from framework.systems.base import (
     Record,
     as_record,
 )
-from framework.systems.local import LocalSystem
-from framework.systems.local_log import decode_headers, encode_headers
-from framework.systems.local_schema import database_file
+from framework.systems.local.log import decode_headers, encode_headers
+from framework.systems.local.schema import database_file
+from framework.systems.local.system import LocalSystem
 from groupers import SystemStreamPartition as SSP
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMMIT_RECORDS = 10  # records per commit of the commit-loop child
 
 
@@ -437,7 +437,7 @@ async def test_fetch_raw_reads_on_the_callers_thread_with_its_own_connection(
     the consumer closes it."""
     import threading
 
-    import framework.systems.local as local
+    import framework.systems.local.system as local
 
     threads: list[int] = []
     read_batch = local.read_batch

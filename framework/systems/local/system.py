@@ -44,8 +44,8 @@ from framework.systems.base import (
     RecordPosition,
     producer_row,
 )
-from framework.systems.local_compact import compact_partition
-from framework.systems.local_fetch import (
+from framework.systems.local.compact import compact_partition
+from framework.systems.local.fetch import (
     Columns,
     RecordColumns,
     Slot,
@@ -53,8 +53,8 @@ from framework.systems.local_fetch import (
     read_columns,
     read_record_columns,
 )
-from framework.systems.local_log import LocalLog
-from framework.systems.local_schema import LocalOptions, database_file
+from framework.systems.local.log import LocalLog
+from framework.systems.local.schema import LocalOptions, database_file
 from groupers import SystemStreamPartition
 
 __all__ = ["LocalConsumer", "LocalSystem"]

@@ -18,7 +18,7 @@ from framework.drill.verify import read_stream
 from framework.errors import FencedError
 from framework.partitioner import partition_for_key
 from framework.systems.base import CommitRequest, OutputColumns, ProducerRecord, System
-from framework.systems.local import LocalSystem
+from framework.systems.local.system import LocalSystem
 from framework.systems.placement import Placement
 from framework.worker.codec import RecordCodec
 

@@ -29,8 +29,8 @@ from framework.systems.base import (
     Record,
     as_record,
 )
-from framework.systems.kafka import KafkaSystem, checkpoints_topic, fences_topic
-from framework.systems.kafka_admin import KafkaOptions
+from framework.systems.kafka.admin import KafkaOptions
+from framework.systems.kafka.system import KafkaSystem, checkpoints_topic, fences_topic
 from groupers import SystemStreamPartition as SSP
 
 BOUND_S = 15  # generous bound for calls that must fail fast, never a timing assertion
