@@ -327,7 +327,12 @@ class Coordinator:
                     log.info("compacted %s: dropped %d superseded records", stream, dropped)
 
     async def _check_inputs(self) -> None:
-        """Refuse to go on when an input went back in time (`framework.inputs_check`)."""
+        """Refuse to go on when an input went back in time (`framework.inputs_check`).
+
+        Checkpoints are read before the ends: workers commit meanwhile, and a checkpoint
+        read after an end could be past it without anything having gone back.
+        """
+        checkpoints = await self.meta.read_checkpoints(self.config.name)
         ends: dict[SystemStreamPartition, int] = {}
         for qualified in self._all_inputs():
             stream = self.config.stream(qualified)
@@ -338,8 +343,7 @@ class Coordinator:
             ends.update({SystemStreamPartition(stream.system, stream.stream, p): r.end
                          for p, r in ranges.items()})
         try:
-            check_inputs(self.config.path, await self.meta.read_checkpoints(self.config.name),
-                         ends)
+            check_inputs(self.config.path, checkpoints, ends)
         except InputRecreatedError as error:
             log.error("REFUSED: %s", error)
             raise

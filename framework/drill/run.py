@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import secrets
 import sys
 import tempfile
 import time
@@ -156,7 +157,8 @@ async def run_drill(options: DrillOptions) -> DrillReport:
         raise ConfigError(f"--steps must grow from {initial} partitions: "
                           f"{' → '.join(map(str, (initial, *steps)))}")
     config = load_config(render_job(options.example, options, output / "job",
-                                    initial_partitions=initial, expand=scenario.expand))
+                                    initial_partitions=initial, expand=scenario.expand,
+                                    namespace=kafka_namespace(options)))
     system = open_system(config.system(config.metadata_system))
     await system.start()
     try:
@@ -198,6 +200,14 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
     return report
 
 
+def kafka_namespace(options: DrillOptions) -> str:
+    """The drill's own namespace on a Kafka broker (``drill-<example>-<random>.``), so drills
+    of one example — whose stream and job names are fixed — can share a broker."""
+    if options.system != "kafka":
+        return ""
+    return f"drill-{options.example}-{secrets.token_hex(4)}."
+
+
 async def _create_streams(system: System, scenario: Scenario, initial: int,
                           steps: tuple[int, ...], output: Path) -> None:
     """The scenario's streams, in an empty output; refuses early if expansion is impossible."""
@@ -205,8 +215,12 @@ async def _create_streams(system: System, scenario: Scenario, initial: int,
     if steps:
         await _probe_expansion(system, output.name)
     existing = await system.list_streams()
-    if set(streams) & set(existing):
-        raise DrillError(f"{output} already holds a drill's streams; pick an empty --output")
+    if clash := sorted(set(streams) & set(existing)):
+        namespace = getattr(getattr(system, "options", None), "namespace", None)
+        where = (str(output) if namespace is None else
+                 f"namespace {namespace!r} of Kafka at {getattr(system, 'bootstrap', '?')}")
+        raise DrillError(f"{where} already holds a drill's streams ({', '.join(clash)}); "
+                         "pick an empty --output")
     for stream, partitions in streams.items():
         await system.create_stream(stream, partitions)
 
@@ -223,6 +237,7 @@ class _DrillRun:
         self.timeline = Timeline()
         self.producer = PacedProducer(system, scenario, records=options.records,
                                       rate=options.rate)
+        self.producer.hold_at(0)  # `produce_until` says how far
         self.sampler = asyncio.create_task(
             sample_forever(system, config, self.timeline, lambda: self.producer.produced))
         self.progress = _Progress()
@@ -258,10 +273,15 @@ class _DrillRun:
         self.phase_start = time.monotonic() - self.timeline.start
 
     async def produce_until(self, threshold: float | None) -> None:
-        """Show progress until ``threshold`` records are produced (None: all of them)."""
+        """Show progress until ``threshold`` records are produced (None: all of them); the
+        producer holds there until the next call."""
         assert self.production is not None
+        if threshold is None:
+            self.producer.release()
+        else:
+            self.producer.hold_at(int(threshold))
         while not self.production.done() and (
-                threshold is None or self.producer.produced < threshold):
+                threshold is None or self.producer.produced < int(threshold)):
             await self._show()
             await asyncio.sleep(0.2)
         if threshold is None:
