@@ -150,6 +150,8 @@ def render_job(name: str, options: Any, folder: Path, *, initial_partitions: int
     job["workers"] = options.workers
     job["commit_interval_ms"] = options.commit_interval_ms
     job["expansion"] = "regroup" if options.naive else "fixed-tasks"
+    if getattr(options, "guarantee", None):
+        job["guarantee"] = options.guarantee
     document.setdefault("coordinator", {})["monitor_interval_ms"] = options.monitor_interval_ms
     if options.system == "kafka":
         kafka: dict[str, Any] = {"type": "kafka", "bootstrap": options.bootstrap}
