@@ -39,7 +39,7 @@ from framework.errors import (
 from framework.systems.base import OffsetRange
 from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord
 
-__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions"]
+__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions", "stop_consumer"]
 
 T = TypeVar("T")
 
@@ -56,6 +56,23 @@ _CONNECTION_KEYS = ("security_protocol", "sasl_mechanism", "sasl_plain_username"
                     "sasl_plain_password")
 _POLL_S = 0.05
 _NAMESPACE = re.compile(r"[A-Za-z0-9._-]{0,200}")
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """``consumer.stop()``, finished when aiokafka leaks a cancellation of its own.
+
+    aiokafka 0.14's ``Fetcher.close`` cancels the fetches in flight and awaits them without
+    catching their CancelledError: a fetch retrying after a timed-out request then ends
+    ``stop()`` with a CancelledError nobody asked for, before the client is closed. That
+    one is absorbed and the client closed; a cancellation of the caller still propagates.
+    """
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        await consumer._client.close()
 
 
 @dataclass(frozen=True)
@@ -165,7 +182,7 @@ class KafkaAdmin:
             await self.bounded("connect", offsets.start())
         except BaseException:
             await admin.close()
-            await offsets.stop()
+            await stop_consumer(offsets)
             raise
         self._admin, self._offsets = admin, offsets
 
@@ -175,7 +192,7 @@ class KafkaAdmin:
         if admin is not None:
             await admin.close()
         if offsets is not None:
-            await offsets.stop()
+            await stop_consumer(offsets)
 
     def unavailable(self, what: str, exc: BaseException) -> SystemUnavailableError:
         return SystemUnavailableError(

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from framework.systems.base import FetchedRecord, Record, as_record
-from framework.systems.kafka.admin import KafkaAdmin
+from framework.systems.kafka.admin import KafkaAdmin, stop_consumer
 from framework.systems.kafka.txn_filter import CommittedFilter, install
 from groupers import SystemStreamPartition
 
@@ -114,7 +114,7 @@ class KafkaConsumer:
             try:
                 await self._admin.bounded("connect", consumer.start())
             except BaseException:
-                await consumer.stop()
+                await stop_consumer(consumer)
                 raise
             self._consumer = consumer
         self._checked_at = time.monotonic()
@@ -132,4 +132,4 @@ class KafkaConsumer:
         self._closed = True
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await consumer.stop()
+            await stop_consumer(consumer)
