@@ -96,10 +96,13 @@ class Coordinator:
         try:
             await self._open()
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
+            self.supervisor.config_snapshot = snapshot_config(self.config)
             ttl = self.config.coordinator.lease_timeout_ms
             if isinstance(self.meta, LeaseStore):
                 self.lease = CoordinatorLease(self.meta, self.config.name, ttl)
             else:  # Kafka: the lease is membership of the job's coordinators' group
+                if self.start_workers:  # workers start up while the group join waits
+                    await self.supervisor.prepare(self.config.workers)
                 await ensure_coordinator_stream(self.meta, self.config)
                 self.lease = KafkaCoordinatorLease(
                     self.meta, self.config.name,
@@ -108,7 +111,6 @@ class Coordinator:
                 await self.lease.acquire()  # before anything is written: one coordinator
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
                 keeper.add_done_callback(lambda _: self._lease_lost.is_set() and self.stop.set())
-            self.supervisor.config_snapshot = snapshot_config(self.config)
             self._job_file_stat = _stat(self.config.path)
             state = await read_state(self.meta, self.config)
             # Expansions carry over; a refusal, error or edit is re-detected by this run.
@@ -137,6 +139,7 @@ class Coordinator:
                 if background is not None:  # its error is logged: never masks why we stop
                     await cancel_and_wait(background, what)
             await self.supervisor.stop()
+            await self.supervisor.discard_prepared()
             self.metrics.close()
             if isinstance(failed, Exception):
                 self.status.error = str(failed)
@@ -378,6 +381,8 @@ class Coordinator:
                 await self._report(state="running")
             return
         log.info("input expansion detected: %s; stopping workers", described)
+        if self.start_workers:  # the next epoch's workers start up while these stop
+            await self.supervisor.prepare(self.config.workers)
         await self.supervisor.stop()
         stopped = _now_ms()
         self.model = await self._publish(counts, self.model, reason=f"expansion {described}")
