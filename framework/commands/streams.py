@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+from framework.commands.jobarg import add_job_argument
 from framework.config import JobConfig, StreamRef, load_config
 from framework.coordinator.builder import build_job_model
 from framework.errors import ConfigError, SampanError, SerdeError, StreamNotFoundError
@@ -31,7 +32,7 @@ def add_streams_command(commands: Any) -> None:
     sub = parser.add_subparsers(dest="streams_command", required=True, metavar="ACTION")
 
     def job_arg(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--job", required=True, help="the job file naming the stream's system")
+        add_job_argument(p, "the job file naming the stream's system")
 
     for name, text in (("create", "create a stream"), ("expand", "grow a stream's partitions")):
         p = sub.add_parser(name, help=text, description=text)

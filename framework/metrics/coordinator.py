@@ -64,8 +64,7 @@ class CoordinatorMetrics:
             metric = family(name)
             metric.add_metric(job, value)
             yield metric
-        pauses = histogram_of(((e.workers_started_ms - e.detected_ms) / 1000
-                               for e in expansions if e.workers_started_ms is not None),
+        pauses = histogram_of((e.pause_ms / 1000 for e in expansions if e.pause_ms is not None),
                               PAUSE_BUCKETS)
         pause = family("sampan_expansion_pause_seconds")
         pause.add_metric(job, pauses.buckets(), pauses.sum)

@@ -241,7 +241,7 @@ class WorkerMetrics:
             held.add_metric([*labels, instance.name],
                             len(_held(task.stages, positions)) if task is not None else 0)
         yield from (processed, skipped, lag, held)
-        yield from self._per_task("sampan_task_process_rate", self._rates)
+        yield from self._per_task("sampan_task_records_per_second", self._rates)
         yield from self._per_task("sampan_outputs_produced", self._outputs)
         yield from self._per_task("sampan_records_dead_lettered", self._dead_letters)
         latency = family("sampan_process_latency_seconds")

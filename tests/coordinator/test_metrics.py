@@ -85,7 +85,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
 
     async def rated() -> bool:  # a rate needs two samples of the processed counts, 1 s apart
         _, workers = await scrape_all(job, 2)
-        return all(values(w, "sampan_task_process_rate") for w in workers)
+        return all(values(w, "sampan_task_records_per_second") for w in workers)
     await job.wait(rated, "every task's processing rate")
     status = await collect_status(job.config)
     assert [e["change"] for e in status["expansions"]] == ["local.words 2→4"]
