@@ -78,7 +78,7 @@ class Coordinator:
             restart_backoff_s=config.coordinator.worker_restart_backoff_ms / 1000,
             max_restarts=config.coordinator.max_worker_restarts,
             crash_window_s=config.coordinator.crash_window_ms / 1000,
-            on_exit=self._worker_down)
+            on_exit=self._worker_down, stop=self.stop)
         self.start_workers = start_workers
         self._job_file_stat: tuple[int, int] | None = None  # (mtime_ns, size) last looked at
         self.lease: CoordinatorLease | KafkaCoordinatorLease | None = None
@@ -127,6 +127,7 @@ class Coordinator:
             counts = await self.partition_counts()
             await self._check_inputs()  # before any worker starts reading
             await self._create_declared_streams()
+            await self._start_producers()
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
@@ -213,6 +214,15 @@ class Coordinator:
                 await system.create_stream(stream.stream, stream.partitions, exist_ok=True)
                 counts[qualified] = stream.partitions
         return counts
+
+    async def _start_producers(self) -> None:
+        """Connect every Kafka producer of the job now, so what a broker refuses (the
+        idempotent producer on tansu) is said once per run, here; workers stay quiet."""
+        for system in self.systems.values():
+            start_producer = getattr(system, "start_producer", None)
+            if start_producer is not None:
+                with self.reach.watch(system.name):
+                    await start_producer()
 
     async def _create_declared_streams(self) -> None:
         """Create every declared stream with ``partitions`` that does not exist yet (outputs)."""

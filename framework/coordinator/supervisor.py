@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from framework.errors import EXIT_FENCED, EXIT_STUCK, SampanError
+from framework.logformat import NOTICES_GIVEN_ENV
 from framework.metadata import StuckWorker, WorkerCrashes
 
 __all__ = ["Supervisor", "WorkerCrashLoopError", "describe_exit", "last_error_line"]
@@ -115,6 +116,7 @@ class Supervisor:
         crash_window_s: float = 600.0,
         command: Callable[[int], list[str]] | None = None,
         on_exit: Callable[[], Awaitable[None]] | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self.job_file = job_file
         self.log_dir = log_dir
@@ -127,6 +129,8 @@ class Supervisor:
         self.crash_window_s = crash_window_s
         self.command = command
         """Worker id → the arguments after ``python -m`` (default: ``framework.cli worker``)."""
+        self.stop_requested = stop or asyncio.Event()
+        """Set when the job stops: a restart backoff in progress ends without a restart."""
         self.on_exit = on_exit
         """Called when a worker exited unexpectedly, before its restart backoff (to report
         it while it is down)."""
@@ -160,7 +164,7 @@ class Supervisor:
             *extra,
             stdout=log_file, stderr=log_file,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", NOTICES_GIVEN_ENV: "1"},
         )
         worker = _Worker(worker_id, process, time.monotonic(), log_file)
         worker.waiter = asyncio.ensure_future(process.wait())
@@ -218,7 +222,9 @@ class Supervisor:
                 self._note_crash(worker_id, code, cause, int((time.time() + delay) * 1000))
                 if self.on_exit is not None:
                     await self.on_exit()
-            await asyncio.sleep(delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_requested.wait(), delay)
+                return  # stopping: no restart
             self.restarts += 1
             await self._spawn(worker_id)
             if worker_id in self._reports:

@@ -37,11 +37,18 @@ def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
     return lines[0].removeprefix(f"sampan {command}: error: ")
 
 
-def test_status_of_a_job_never_run(make_job: Callable[..., Job]) -> None:
+def test_status_of_a_job_never_run_is_not_running(make_job: Callable[..., Job]) -> None:
+    """Exit 3 (not running) with and without --json, naming what to run."""
     job = make_job("never", {"words": 2})
-    assert one_line_error(job.sampan("status", "{job}"), "status") == (
-        f"job 'never' has not been started: no job model in local.__sampan-never-coordinator; "
-        f"run `sampan run {job.path}`")
+    message = (f"job 'never' has not been started: no job model in "
+               f"local.__sampan-never-coordinator; run `sampan run {job.path}`")
+    text = job.sampan("status", "{job}")
+    assert (text.returncode, text.stdout, text.stderr) == (3, message + "\n", "")
+    document = job.sampan("status", "--json", "--job", "{job}")
+    assert document.returncode == 3, document.stderr
+    assert {k: v for k, v in json.loads(document.stdout).items() if k != "recorded_state"} == {
+        "job": "never", "state": "not started", "health": "not running",
+        "not_running": message, "problems": [message], "exit_status": 3}
 
 
 def test_stream_command_errors_name_cause_and_fix(make_job: Callable[..., Job]) -> None:
