@@ -86,7 +86,7 @@ async def test_worker_sigkilled_mid_expansion_is_restarted_and_exact(
     await job.assert_exact()
     final = await job.state()
     assert final.status.restarts == 1
-    assert "worker 1 exited with status -9" in job.coordinator_log()
+    assert "worker 1 killed by SIGKILL (log: " in job.coordinator_log()
 
 
 def pending_signals(pid: int) -> int:
