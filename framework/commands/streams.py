@@ -19,6 +19,7 @@ from framework.metadata import read_state
 from framework.serdes import get_serde
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
+from framework.wording import counted
 from groupers import ExpansionError, SystemStreamPartition
 
 __all__ = ["add_streams_command"]
@@ -114,15 +115,15 @@ def _create(args: argparse.Namespace) -> int:
             existing = (await system.list_streams()).get(stream)
             if existing is not None:
                 raise SampanError(
-                    f"stream {args.stream} already exists with {existing} partitions; grow it "
-                    f"with `sampan streams expand {args.stream} --partitions N --job "
-                    f"{config.path}`")
+                    f"stream {args.stream} already exists with "
+                    f"{counted(existing, 'partition')}; grow it with `sampan streams expand "
+                    f"{args.stream} --partitions N --job {config.path}`")
             await system.create_stream(stream, args.partitions, compacted=args.compacted)
         finally:
             await system.close()
 
     asyncio.run(go())
-    print(f"created {args.stream} with {args.partitions} partitions")
+    print(f"created {args.stream} with {counted(args.partitions, 'partition')}")
     return 0
 
 
@@ -144,8 +145,14 @@ async def _check_expansion(config: JobConfig, system: System, qualified: str,
     try:
         build_job_model(config, counts, model)
     except ExpansionError as error:
-        raise SampanError(f"refused: {error}; pass --force to expand anyway (the running job "
-                          f"would refuse it and keep its current job model)") from None
+        cause = error.__cause__ if isinstance(error.__cause__, ExpansionError) else error
+        tasks = {t.name for t in model.tasks.values()
+                 if any(f"{s.system}.{s.stream}" == qualified for s in t.ssps)}
+        raise SampanError(
+            f"refused: expanding {qualified} from {model.partition_counts[qualified]} to "
+            f"{count} partitions would be refused by the job ({counted(len(tasks), 'task')} "
+            f"consume it): {cause}; pass --force to expand anyway (the running job would "
+            f"refuse it and keep its current job model)") from None
 
 
 def _expand(args: argparse.Namespace) -> int:
@@ -173,7 +180,7 @@ def _expand(args: argparse.Namespace) -> int:
 
     before = asyncio.run(go())
     if before == args.partitions:
-        print(f"{args.stream} already has {before} partitions; nothing to do")
+        print(f"{args.stream} already has {counted(before, 'partition')}; nothing to do")
     else:
         print(f"expanded {args.stream} from {before} to {args.partitions} partitions")
     return 0
@@ -248,7 +255,7 @@ def _produce(args: argparse.Namespace) -> int:
                     raise _missing(config, args.stream)
                 await system.create_stream(stream, declared.partitions,
                                            compacted=declared.compacted, exist_ok=True)
-                print(f"created {args.stream} with {declared.partitions} partitions, as "
+                print(f"created {args.stream} with {counted(declared.partitions, 'partition')}, as "
                       f"{config.path.name} declares", file=sys.stderr)
             if system.atomic_commit:  # the local log: one transaction, all or nothing
                 return len(await system.produce(records))

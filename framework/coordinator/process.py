@@ -42,6 +42,7 @@ from framework.metadata import (
 from framework.metrics import CoordinatorMetrics
 from framework.systems import open_system
 from framework.systems.base import System
+from framework.wording import counted
 from framework.worker.commit import check_guarantee
 from groupers import SystemStreamPartition
 
@@ -238,7 +239,8 @@ class Coordinator:
             if stream.stream not in await system.list_streams():
                 await system.create_stream(stream.stream, stream.partitions,
                                            compacted=stream.compacted, exist_ok=True)
-                log.info("created stream %s with %d partitions", qualified, stream.partitions)
+                log.info("created stream %s with %s", qualified,
+                         counted(stream.partitions, "partition"))
 
     async def _end_offsets(self, model: JobModel) -> dict[SystemStreamPartition, int]:
         ends: dict[SystemStreamPartition, int] = {}
@@ -261,8 +263,8 @@ class Coordinator:
             local_state=await self._local_state(previous))
         await self._ensure_changelogs(model)
         model = await publish_model(self.meta, self.config, model)
-        log.info("published job model epoch %d (%s): %d tasks on %d workers", model.epoch,
-                 reason, len(model.tasks), model.workers)
+        log.info("published job model epoch %d (%s): %s on %s", model.epoch,
+                 reason, counted(len(model.tasks), "task"), counted(model.workers, "worker"))
         return model
 
     async def _local_state(self, previous: JobModel | None) -> dict[int, dict[str, int]] | None:

@@ -31,6 +31,7 @@ from typing import IO
 from framework.errors import EXIT_FENCED, EXIT_STUCK, SampanError
 from framework.logformat import NOTICES_GIVEN_ENV
 from framework.metadata import StuckWorker, WorkerCrashes
+from framework.wording import counted
 
 __all__ = ["Supervisor", "WorkerCrashLoopError", "describe_exit", "last_error_line"]
 
@@ -210,7 +211,7 @@ class Supervisor:
             if crashes > self.max_restarts:
                 self._note_crash(worker_id, code, cause, None)
                 raise WorkerCrashLoopError(
-                    f"worker {worker_id} exited {crashes} times within "
+                    f"worker {worker_id} exited {counted(crashes, 'time')} within "
                     f"{_span(self.crash_window_s)} (last {last})"
                     f"{f': {cause}' if cause else ''}; the worker's log is "
                     f"{self.log_path(worker_id)}; fix the cause and run again")

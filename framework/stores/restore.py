@@ -210,8 +210,9 @@ async def restore_store(
         raise RestoreStopped(label, plan.mode, plan.start, applier.position, end,
                              applier.records)
     elapsed = time.monotonic() - started
-    log.info("restore %s: %s restore applied %d records in %.2fs (%.0f records/s)", label,
-             plan.mode, applier.records, elapsed, applier.records / elapsed if elapsed else 0.0)
+    log.info("restore %s: %s restore applied %s records in %.2f s (%s records/s)", label,
+             plan.mode, f"{applier.records:,}", elapsed,
+             f"{applier.records / elapsed if elapsed else 0.0:,.0f}")
     return RestoreResult(plan.mode, applier.records, plan.start, end)
 
 

@@ -55,6 +55,8 @@ def test_stream_command_errors_name_cause_and_fix(make_job: Callable[..., Job]) 
     job = make_job("clierr", {"words": 2})
     assert job.sampan("streams", "create", "local.words", "--partitions", "2",
                       "--job", "{job}").stdout == "created local.words with 2 partitions\n"
+    assert job.sampan("streams", "create", "local.one", "{job}", "--partitions", "1"
+                      ).stdout == "created local.one with 1 partition\n"  # JOB positional
     cases = {
         ("streams", "create", "local.words", "--partitions", "2", "--job", "{job}"):
             f"stream local.words already exists with 2 partitions; grow it with `sampan "
@@ -113,8 +115,8 @@ async def test_expand_refuses_what_the_coordinator_would_refuse(
     await job.wait_epoch(1)
     argv = ("streams", "expand", "local.words", "--partitions", "6", "--job", "{job}")
     assert one_line_error(job.sampan(*argv), "streams") == (
-        "refused: stream local.words: partition count went from 4 to 6, refused (4 tasks "
-        "consume it): partition count 6 is not a multiple of 4: keys would change tasks; "
+        "refused: expanding local.words from 4 to 6 partitions would be refused by the job (4 "
+        "tasks consume it): partition count 6 is not a multiple of 4: keys would change tasks; "
         "expand to a multiple of 4 (e.g. 8), or re-key the job's state offline to a task count "
         "that divides 6; pass --force to expand anyway (the running job would refuse it and "
         "keep its current job model)")

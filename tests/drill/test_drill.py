@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -41,6 +42,10 @@ async def test_drill_expansions_restore_nothing_and_keep_order(tmp_path: Path) -
     assert [e.restored for e in report.expansions] == [0, 0]
     for e in report.expansions:
         assert e.requested_ms <= e.detected_ms <= e.resumed_ms
+    assert report.timeline is not None  # the plot shows the catch-up: it ends at lag 0
+    assert report.timeline.marks[-1][1] == "caught up"
+    assert report.timeline.samples[-1].lag == 0
+    assert report.timeline.samples[-1].t == report.timeline.marks[-1][0]
 
 
 async def test_naive_grouper_miscounts(tmp_path: Path) -> None:
@@ -78,3 +83,16 @@ def test_drill_refuses_a_broker_without_create_partitions(kafka_broker: Any, tmp
     assert "CreatePartitions" in last
     assert "--system local" in last
     assert not (tmp_path / "k" / "logs").exists()  # no job was started
+
+
+def test_a_failed_drill_leaves_no_temporary_folder(kafka_broker: Any, tmp_path: Path) -> None:
+    """Without --output the drill makes a temporary folder; failing before any job ran,
+    it removes it again (nothing unnamed and empty left behind)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "framework.cli", "drill", "--system", "kafka", "--bootstrap",
+         kafka_broker.bootstrap, "--no-plot"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TMPDIR": str(scratch)})
+    assert done.returncode == 2, done.stderr
+    assert list(scratch.iterdir()) == []
