@@ -17,6 +17,11 @@ A full restore wipes the engine first. Records are applied in write batches of
 ``batch_size`` together with the advancing position, so a restore that is interrupted
 (crash, exception, or a stop request: `RestoreStopped`) resumes as a delta from the last
 applied batch.
+
+Fault injection for tests and drills: ``SAMPAN_FAULT_RESTORE_BATCH_DELAY_MS=N`` makes every
+batch of a restore wait N ms after it is written, so a restore lasts at least
+``records / batch_size * N`` ms on any machine (a test can watch it mid-way). Unset (the
+default) it does nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -42,6 +48,7 @@ from groupers import SystemStreamPartition
 
 __all__ = [
     "BULK_FROM",
+    "FAULT_BATCH_DELAY_ENV",
     "READ_BATCH",
     "Fetch",
     "RecordColumns",
@@ -55,6 +62,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+FAULT_BATCH_DELAY_ENV = "SAMPAN_FAULT_RESTORE_BATCH_DELAY_MS"
 
 RestoreMode = Literal["none", "delta", "full"]
 
@@ -271,6 +280,7 @@ class _Applier:
         self._written = False
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="sampan-restore")
         self._inflight: asyncio.Future[None] | None = None
+        self._delay_s = int(os.environ.get(FAULT_BATCH_DELAY_ENV) or 0) / 1000
 
     async def add(self, batch: Sequence[Record] | RecordColumns, end: int) -> bool:
         """Queue ``batch``; False once a record at or past ``end`` shows the range is done."""
@@ -346,6 +356,8 @@ class _Applier:
         if self._reporter is not None:
             self._reporter.advance(position - self.position)
         self.position = position
+        if self._delay_s:
+            await asyncio.sleep(self._delay_s)
 
 
 def changelog_reader(
