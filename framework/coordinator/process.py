@@ -25,7 +25,14 @@ from framework.coordinator.expansion import ExpansionBook, describe_change
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.reachability import Reachability
-from framework.coordinator.runfile import RunRecord, run_file, write_run_file
+from framework.coordinator.runfile import (
+    RunRecord,
+    metadata_location,
+    read_run_file,
+    run_file,
+    shared_folder,
+    write_run_file,
+)
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
@@ -118,6 +125,9 @@ class Coordinator:
                 await self.lease.acquire()  # before anything is written: one coordinator
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
                 keeper.add_done_callback(lambda _: self._lease_lost.is_set() and self.stop.set())
+            shared = shared_folder(read_run_file(self.run_file), self.config)
+            if shared:
+                log.warning("%s", shared)
             self._write_run_file("running")
             self.supervisor.config_snapshot = snapshot_config(self.config)
             self._job_file_stat = _stat(self.config.path)
@@ -453,7 +463,8 @@ class Coordinator:
             write_run_file(self.run_file, RunRecord(
                 pid=os.getpid(), host=socket.gethostname(), started_ms=self._started_ms,
                 updated_ms=_now_ms(), state=state, metadata_system=self.config.metadata_system,
-                unreachable=list(self.status.unreachable)))
+                unreachable=list(self.status.unreachable), job_file=str(self.config.path),
+                metadata_at=metadata_location(self.config)))
         except OSError as error:  # for people; never stops the job
             log.warning("cannot write the run file %s: %s", self.run_file, error)
 

@@ -9,7 +9,7 @@ same changelog (stream, partition) and ``== end``         none     nothing
 same changelog and ``oldest <= position < end``           delta    ``[position, end)``
 missing (new or deleted store directory)                  full     ``[oldest, end)``
 another stream or partition                               full     ``[oldest, end)``
-ahead of ``end`` (changelog recreated or truncated)       full     ``[oldest, end)``
+ahead of ``end`` (another changelog of that name)         full     ``[oldest, end)``
 behind ``oldest`` (records it needs were deleted)         full     ``[oldest, end)``
 ========================================================  =======  ====================
 
@@ -152,8 +152,10 @@ def plan_restore(
         )
     if position.offset > end:
         return RestorePlan(
-            "full", oldest, f"local state is at offset {position.offset}, past the end {end} "
-            "(the changelog was recreated or truncated)"
+            "full", oldest, f"local state is at offset {position.offset}, past the end {end}: "
+            f"it was written from another changelog of this name (another job with the same "
+            f"job.name sharing this state folder, or the changelog was deleted and created "
+            f"again)"
         )
     if position.offset < oldest:
         return RestorePlan(
