@@ -69,7 +69,11 @@ def add_streams_command(commands: Any) -> None:
                    help="earliest: read everything the stream holds now; latest: only what "
                    "comes next")
     p.set_defaults(handler=_reset_offsets)
-    p = sub.add_parser("tail", help="print records as JSON lines")
+    p = sub.add_parser(
+        "tail", help="print records: partition, offset, key, value (tab-separated, or --json)",
+        description="Print a stream's records, one per line: partition, offset, key and value, "
+        "tab-separated (--json: one JSON object per line). Without --until-end it keeps "
+        "waiting for new records, like tail -f.")
     p.add_argument("stream", metavar="SYSTEM.STREAM")
     job_arg(p)
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest record")

@@ -27,6 +27,14 @@ def test_every_pinned_command_has_help(command: list[str]) -> None:
     assert done.stderr == ""
 
 
+def test_streams_help_says_what_tail_prints() -> None:
+    done = subprocess.run([*CLI, "streams", "--help"], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert "tail         print records: partition, offset, key, value (tab-separated," \
+        in done.stdout
+    assert "print records as JSON lines" not in done.stdout
+
+
 def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
     """The command failed with exit 2, nothing on stdout, one error line on stderr."""
     assert done.returncode == 2, (done.stdout, done.stderr)
