@@ -64,8 +64,8 @@ async def test_an_epoch_bump_fences_the_producer_and_aborts_its_transaction(
         await zombie.stop()
 
 
-async def test_probe_refuses_a_broker_without_transactions(kafka_broker: object) -> None:
-    system = KafkaSystem("kafka", kafka_broker.bootstrap)  # type: ignore[attr-defined]
+async def test_probe_refuses_a_broker_without_transactions(tansu_broker: object) -> None:
+    system = KafkaSystem("kafka", tansu_broker.bootstrap)  # type: ignore[attr-defined]
     try:
         with pytest.raises(UnsupportedOperation, match='guarantee = "at-least-once"'):
             await system.probe_transactions("probe-job")
