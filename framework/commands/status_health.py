@@ -19,13 +19,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CRASH_LOOP", "EXIT_STATUS", "Health", "assess", "crash_lines"]
+__all__ = ["CRASH_LOOP", "EXIT_STATUS", "SETTLED_MS", "Health", "assess", "crash_lines"]
 
 EXIT_STATUS = {"healthy": 0, "degraded": 1, "not running": 3, "failed": 4}
 """Exit status per health; 2 is the CLI's status for a command that failed."""
 
 CRASH_LOOP = 2
-"""Crashes of one worker within the crash window that make it crash-looping."""
+"""Crashes of one worker within the crash window that make it crash-looping…"""
+SETTLED_MS = 30_000
+"""… until it has run this long since its last restart (after an outage of a broker, say)."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ def _span(ms: int | None) -> str:
 
 def crash_lines(status: dict[str, Any], now_ms: int) -> list[tuple[bool, str]]:
     """(is a problem, line) per worker that crashed within the crash window: down now
-    (waiting for its restart) or crash-looping are problems; one crash is reported only."""
+    (waiting for its restart) or crash-looping (`CRASH_LOOP` crashes, not yet running
+    `SETTLED_MS` since the last) are problems; other crashes are reported only."""
     window = status.get("crash_window_ms")
     oldest = now_ms - window if window else None
     limit = status.get("max_restarts")
@@ -69,11 +72,11 @@ def crash_lines(status: dict[str, Any], now_ms: int) -> list[tuple[bool, str]]:
         if down:
             lines.append((True, f"worker {crash['worker']} is down ({last}), restarting at "
                                 f"{_clock(crash['restart_ms'])}; {count}{gives_up}{error}"))
-        elif len(exits) >= CRASH_LOOP:
+        elif len(exits) >= CRASH_LOOP and now_ms - (crash.get("restarted_ms") or 0) < SETTLED_MS:
             lines.append((True, f"worker {crash['worker']} is crash-looping: {count}"
                                 f"{gives_up} ({last}){error}"))
         else:
-            lines.append((False, f"worker {crash['worker']} restarted after a crash: {count} "
+            lines.append((False, f"worker {crash['worker']} runs again after {count} "
                                  f"({last}){error}"))
     return lines
 

@@ -229,7 +229,8 @@ class Supervisor:
             self.restarts += 1
             await self._spawn(worker_id)
             if worker_id in self._reports:
-                self._reports[worker_id].restart_ms = None
+                report = self._reports[worker_id]
+                report.restart_ms, report.restarted_ms = None, int(time.time() * 1000)
 
     def _note_crash(self, worker_id: int, code: int, cause: str | None,
                     restart_ms: int | None) -> None:

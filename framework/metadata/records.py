@@ -111,6 +111,8 @@ class WorkerCrashes(_Record):
     """The last error line of its log."""
     restart_ms: int | None = None
     """When its restart is due while it is down (backoff); None once it runs again."""
+    restarted_ms: int | None = None
+    """When it was last started again after a crash."""
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_broker import free_port
 
 from framework.drill.options import DrillOptions
 from framework.drill.run import run_drill
@@ -85,14 +86,15 @@ def test_drill_refuses_a_broker_without_create_partitions(tansu_broker: Any, tmp
     assert not (tmp_path / "k" / "logs").exists()  # no job was started
 
 
-def test_a_failed_drill_leaves_no_temporary_folder(kafka_broker: Any, tmp_path: Path) -> None:
-    """Without --output the drill makes a temporary folder; failing before any job ran,
-    it removes it again (nothing unnamed and empty left behind)."""
+def test_a_failed_drill_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    """Without --output the drill makes a temporary folder; failing before any job ran (no
+    broker answers at its --bootstrap), it removes it again: nothing unnamed left behind."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "framework.cli", "drill", "--system", "kafka", "--bootstrap",
-         kafka_broker.bootstrap, "--no-plot"], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "TMPDIR": str(scratch)})
+         f"127.0.0.1:{free_port()}", "--no-plot"], capture_output=True, text=True,
+        timeout=120, env={**os.environ, "TMPDIR": str(scratch)})
     assert done.returncode == 2, done.stderr
+    assert "got no answer" in done.stderr.splitlines()[-1]
     assert list(scratch.iterdir()) == []
