@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -270,8 +271,11 @@ class _DrillRun:
         self.phase_start = time.monotonic() - self.timeline.start
 
     async def produce_until(self, threshold: float | None) -> None:
-        """Show progress until ``threshold`` records are produced (None: all of them)."""
+        """Show progress until ``threshold`` records are produced (None: all of them); the
+        producer stops there, so the next expansion comes exactly after them."""
         assert self.production is not None
+        self.producer.allowed = (self.producer.records if threshold is None
+                                 else math.ceil(threshold))
         while not self.production.done() and (
                 threshold is None or self.producer.produced < threshold):
             await self._show()

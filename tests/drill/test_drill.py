@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -13,8 +14,11 @@ import pytest
 from kafka_broker import free_port
 
 from framework.drill.options import DrillOptions
+from framework.drill.producer import PacedProducer
 from framework.drill.run import run_drill
 from framework.errors import ConfigError
+from framework.systems.base import ProducerRecord
+from framework.systems.memory import MemorySystem
 
 
 def test_drill_cli_is_exact_through_two_expansions(tmp_path: Path) -> None:
@@ -98,3 +102,32 @@ def test_a_failed_drill_leaves_no_temporary_folder(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "got no answer" in done.stderr.splitlines()[-1]
     assert list(scratch.iterdir()) == []
+
+
+async def test_a_producer_behind_its_pace_never_bursts_past_the_expansion_point() -> None:
+    """On a busy machine the paced producer catches up in bursts; it stops at `allowed`
+    (the drill's next expansion), so the records before and after an expansion are what
+    the drill planned however slow the machine (a burst past it left the naive drill with
+    nothing to miscount)."""
+    system = MemorySystem("local")
+    await system.create_stream("words", 2)
+
+    class Words:
+        def records(self, count: int) -> list[ProducerRecord]:
+            return [ProducerRecord("words", b"w", b"1") for _ in range(count)]
+
+    producer = PacedProducer(system, Words(), records=100, rate=10**9)  # type: ignore[arg-type]
+    producer.allowed = 40
+    running = asyncio.create_task(producer.run())
+    try:
+        while producer.produced < 40:
+            await asyncio.sleep(0.01)
+        for _ in range(5):  # due is far past 100 by now: still 40
+            await asyncio.sleep(0.05)
+            assert producer.produced == 40
+        producer.allowed = 100
+        await asyncio.wait_for(running, 30)
+    finally:
+        running.cancel()
+    assert producer.produced == 100
+    assert sum(r.end for r in (await system.offsets("words")).values()) == 100
