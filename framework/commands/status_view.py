@@ -16,6 +16,7 @@ from rich.text import Text
 
 from framework.commands.status_text import print_status
 from framework.errors import SampanError
+from framework.wording import counted
 
 __all__ = ["render", "watch"]
 
@@ -32,7 +33,8 @@ def render(status: dict[str, Any]) -> Group:
         print_status(status, text)
         return Group(Text(text.getvalue().rstrip(), style="bold"),
                      Text("Ctrl-C to stop", style="dim"))
-    head = Text(f"job {status['job']}: epoch {status['epoch']}, {status['workers']} workers, "
+    head = Text(f"job {status['job']}: epoch {status['epoch']}, "
+                f"{counted(status['workers'], 'worker')}, "
                 f"coordinator {status['state']}, total lag {status['total_lag']}",
                 style="bold")
     health = Text("\n".join([f"health: {status['health']}",

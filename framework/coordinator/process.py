@@ -124,7 +124,7 @@ class Coordinator:
             if self.lease is not None:
                 await self.lease.acquire()  # before anything is written: one coordinator
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
-                keeper.add_done_callback(lambda _: self._lease_lost.is_set() and self.stop.set())
+                keeper.add_done_callback(self._stop_if_lease_lost)
             shared = shared_folder(read_run_file(self.run_file), self.config)
             if shared:
                 log.warning("%s", shared)
@@ -448,6 +448,10 @@ class Coordinator:
             self._unpublished = True
             return
         self._unpublished = False
+
+    def _stop_if_lease_lost(self, _keeper: asyncio.Task[None]) -> None:
+        if self._lease_lost.is_set():
+            self.stop.set()
 
     async def _worker_down(self) -> None:
         """A worker crashed and waits for its restart: say so now, not after the backoff."""

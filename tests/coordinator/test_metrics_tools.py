@@ -149,7 +149,8 @@ async def test_status_watch_draws_frames_in_a_terminal_until_ctrl_c(
             watch.wait()
         os.close(main)
     text = screen.decode(errors="replace")
-    assert "job watched: epoch 1, 1 workers, coordinator running, total lag 0" in text
+    assert "job watched: epoch 1, 1 worker, coordinator running, total lag 0" in text
+    assert "health: healthy" in text
     assert "Partition 0" in text and "Partition 1" in text and "local.words 0" in text
     assert "\x1b[" in text  # drawn with cursor movements, in place
     assert await job.stop() == 0
