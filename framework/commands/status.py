@@ -24,6 +24,7 @@ from framework.coordinator.runfile import RunRecord, read_run_file, run_file
 from framework.errors import JobModelError, SystemUnavailableError
 from framework.hosts.status import hosts_state, hosts_status
 from framework.metadata import CoordinatorState, read_state
+from framework.metrics.targets import targets_dir
 from framework.systems import open_system
 
 __all__ = ["JobNotStartedError", "add_status_command", "collect_status"]
@@ -141,6 +142,7 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
                       "changelog_partition": task.changelog_partition, "ssps": ssps,
                       "lag_by_stream": by_stream})
     metrics = endpoints(state, config.metrics.bind)
+    metrics["file_sd"] = str(targets_dir(config.state_dir) / "*.json")
     rates = await scrape_rates(list(metrics["workers"].values()))
     for row in tasks:
         row["rate"] = rates.get(str(row["task"]))

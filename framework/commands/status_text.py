@@ -107,7 +107,8 @@ def _print_progress(status: dict[str, Any], out: TextIO) -> None:
     metrics = status["metrics"]
     if metrics["coordinator"] or metrics["workers"]:
         print(f"  metrics: coordinator {metrics['coordinator'] or '-'}" + "".join(
-            f", worker {w} {url}" for w, url in metrics["workers"].items()), file=out)
+            f", worker {w} {url}" for w, url in metrics["workers"].items())
+            + f" (Prometheus file_sd: {metrics['file_sd']})", file=out)
 
 
 def _print_partial(status: dict[str, Any], out: TextIO) -> None:

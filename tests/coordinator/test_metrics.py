@@ -104,6 +104,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     assert {t["task"]: t["lag_by_stream"] for t in status["tasks"]} == {
         "Partition 0": {"local.words": 0}, "Partition 1": {"local.words": 0}}
     assert set(status["metrics"]["workers"]) == {"0", "1"}
+    assert status["metrics"]["file_sd"] == str(job.config.state_dir / "metrics" / "*.json")
 
     # a full restore of Partition 1's store: watched while it runs, totals match at the end
     assert await job.stop() == 0
