@@ -52,10 +52,10 @@ async def test_an_epoch_bump_fences_the_producer_and_aborts_its_transaction(
         await zombie.send_and_wait(topic, b"never", partition=0)
         manager = zombie._txn_manager
         identity = (manager.producer_id, manager.producer_epoch)
-        assert system._producer is not None
-        bumped = await fence_producer(system._producer.client, txn_id, identity)
+        producer = await system.start_producer()
+        bumped = await fence_producer(producer.client, txn_id, identity)
         assert bumped == (identity[0], identity[1] + 1)
-        assert await fence_producer(system._producer.client, txn_id, identity) is None
+        assert await fence_producer(producer.client, txn_id, identity) is None
         with pytest.raises(KafkaError):
             await zombie.commit_transaction()
         assert await _read(system, topic) == []
