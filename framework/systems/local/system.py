@@ -37,6 +37,7 @@ from framework.systems.base import (
     Checkpoint,
     CommitRequest,
     FetchedRecord,
+    GrowthHistory,
     OffsetRange,
     ProducerRecord,
     ProducerRow,
@@ -183,6 +184,10 @@ class LocalSystem:
     async def growth_ends(self, stream: str, partitions: int) -> dict[int, int] | None:
         """Where each partition ended when ``stream`` grew past ``partitions`` partitions."""
         return await self.call(LocalLog.growth_ends, stream, partitions)
+
+    async def growth_history(self, stream: str) -> GrowthHistory:
+        """``stream``'s count, ends and recorded growths in one snapshot (`GrowthRecorder`)."""
+        return await self.call(LocalLog.growth_history, stream)
 
     async def fenced_epoch(self, job: str) -> int | None:
         return await self.call(LocalLog.fenced_epoch, job)
