@@ -1,17 +1,20 @@
-"""Shared fixtures: the session's tansu Kafka broker (see `tests/kafka_broker.py`) and the
-one local Spark session of the test run."""
+"""Shared fixtures: the session's Apache Kafka broker and tansu broker (launchers in
+`tests/kafka_broker.py`), and the one local Spark session of the test run."""
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
+import kafka_broker as brokers
 import pytest
-from kafka_broker import kafka_broker
+from kafka_broker import KafkaBroker, KafkaCluster, TansuBroker
 
-__all__ = ["kafka_broker", "spark"]
+__all__ = ["kafka_broker", "kafka_cluster", "spark", "tansu_broker"]
 
 SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs",
         "hosts"}
 """Test folders whose tests run real processes, brokers or Spark."""
+KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "tansu_broker", "kafka_mock"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -20,9 +23,56 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = item.path.parts
         if "tests" in parts and SLOW & set(parts[parts.index("tests") + 1:-1]):
             item.add_marker(pytest.mark.slow)
-        if {"kafka", "eos", "hosts"} & set(parts) or {"kafka_broker", "kafka_mock"} & set(
+        if {"kafka", "eos", "hosts"} & set(parts) or KAFKA_FIXTURES & set(
                 getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
+
+
+def require_kafka() -> None:
+    """Skip (fail under ``CI=true``) where no Apache Kafka broker can run, saying why."""
+    problem = brokers.java_problem()
+    if problem is None:
+        return
+    message = f"Apache Kafka {brokers.KAFKA_VERSION} cannot run here: {problem}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message + " (CI=true: the Kafka tests must run)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[KafkaBroker]:
+    """One real Apache Kafka node (KRaft) for the whole pytest process, stopped at its end.
+
+    Tests that share it use topic and job names of their own (a uuid or the test's name).
+    """
+    require_kafka()
+    broker = brokers.start_kafka()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_cluster() -> Iterator[KafkaCluster]:
+    """A 3-node KRaft cluster (replication factor 3, min.insync.replicas 2) of the test's
+    own: its nodes may be killed and started again; every node is stopped at the end."""
+    require_kafka()
+    cluster = brokers.start_cluster(3)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
+    """One tansu broker (a second Kafka-protocol implementation) for the pytest process."""
+    broker = brokers.start_tansu(tmp_path_factory.mktemp("tansu"))
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

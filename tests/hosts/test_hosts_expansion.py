@@ -1,5 +1,4 @@
-"""Input expansion of a job on two hosts: needs CreatePartitions, which tansu lacks, so it
-runs only against a real Kafka broker named by ``SAMPAN_TEST_KAFKA=host:port``."""
+"""Input expansion of a job on two hosts, on real Apache Kafka (CreatePartitions)."""
 
 from __future__ import annotations
 
@@ -7,23 +6,18 @@ import asyncio
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-import pytest
 from hostjobs import Hosts, final_state, job_file, produce, state, wait_for
 
 from framework.systems import open_system
 
-BROKER = os.environ.get("SAMPAN_TEST_KAFKA")
 
-pytestmark = pytest.mark.skipif(
-    not BROKER, reason="tansu has no CreatePartitions: set SAMPAN_TEST_KAFKA=host:port of a "
-    "real Kafka broker to run the multi-host expansion test")
-
-
-def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(tmp_path: Path) -> None:
-    assert BROKER is not None
+def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(kafka_broker: Any,
+                                                           tmp_path: Path) -> None:
     name = f"hx-{os.getpid()}"
-    hosts = Hosts(job_file(tmp_path / "job", BROKER, name, partitions=2, standbys=1), tmp_path)
+    hosts = Hosts(job_file(tmp_path / "job", kafka_broker.bootstrap, name, partitions=2,
+                           standbys=1), tmp_path)
     try:
         hosts.start("a")
         hosts.start("b")

@@ -1,7 +1,7 @@
-"""The System contract: one suite, run against the local log and a real Kafka broker (tansu).
+"""The System contract: one suite, run against the local log, real Apache Kafka and tansu.
 
-Every test uses fresh stream names because the broker lives for the whole session.
-Behaviours tansu cannot provide are skipped there with the precise reason.
+Every test uses fresh stream names because the brokers live for the whole session. A
+behaviour only some systems have is run on those only (``on(...)``), saying why.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from framework.systems.base import (
 )
 from groupers import SystemStreamPartition as SSP
 
-TANSU_NO_CREATE_PARTITIONS = "tansu does not implement CreatePartitions; expansion runs on local"
-TANSU_NO_COMPACTION = "tansu does not compact on demand; test_kafka checks cleanup.policy instead"
-KAFKA_NOT_ATOMIC = (
-    "kafka commits are at-least-once (tansu has no transactions): records and checkpoints "
-    "are separate writes"
-)
+SYSTEMS = ("local", "kafka", "tansu")
+
+
+def on(*systems: str) -> pytest.MarkDecorator:
+    """Run a test on ``systems`` only (the others lack the behaviour by design)."""
+    return pytest.mark.parametrize("settings", systems, indirect=True)
 
 
 class Settings:
@@ -52,12 +52,12 @@ class Settings:
         self.client_options: dict[str, Any] = {}
 
 
-@pytest.fixture(params=["local", "kafka"])
+@pytest.fixture(params=SYSTEMS)
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
-    # Sync on purpose: the broker fixture starts tansu with its own event loop.
+    # Sync on purpose: the broker fixtures start their brokers with their own event loop.
     if request.param == "local":
         return Settings("local", "local", path=tmp_path / "log")
-    broker = request.getfixturevalue("kafka_broker")
+    broker = request.getfixturevalue(f"{request.param}_broker")
     return Settings("kafka", "kafka", bootstrap=broker.bootstrap)
 
 
@@ -75,11 +75,6 @@ async def system(settings: Settings) -> AsyncIterator[System]:
 def name() -> str:
     """A stream name no other test uses."""
     return f"s-{uuid.uuid4().hex[:12]}"
-
-
-def skip_on_kafka(system: System, reason: str) -> None:
-    if system.name == "kafka":
-        pytest.skip(reason)
 
 
 async def read_all(
@@ -160,10 +155,10 @@ async def test_a_stream_never_shrinks(system: System, name: str) -> None:
     assert await system.partition_counts([name]) == {name: 4}
 
 
+@on("local", "kafka")  # tansu has no CreatePartitions (tests/systems/kafka/test_kafka.py)
 async def test_expansion_grows_the_stream_and_keeps_its_records(
     system: System, name: str
 ) -> None:
-    skip_on_kafka(system, TANSU_NO_CREATE_PARTITIONS)
     await system.create_stream(name, 2)
     before = await system.produce([ProducerRecord(name, b"k%d" % i, b"v") for i in range(20)])
 
@@ -393,8 +388,8 @@ async def test_fencing_never_lowers_the_epoch(system: System, name: str) -> None
         await system.commit(CommitRequest(job, 4, (), [checkpoint(system, "t", 4, "in", 1)]))
 
 
+@on("local")  # a Kafka commit is atomic only as a transaction: tests/eos
 async def test_a_failed_commit_writes_nothing(system: System, name: str) -> None:
-    skip_on_kafka(system, KAFKA_NOT_ATOMIC)
     assert system.atomic_commit
     await system.create_stream(name, 1)
     job = f"job-{name}"
@@ -412,8 +407,8 @@ async def test_a_failed_commit_writes_nothing(system: System, name: str) -> None
 # -- compaction ----------------------------------------------------------------------
 
 
+@on("local")  # Kafka compacts in its own time; test_kafka checks cleanup.policy
 async def test_compaction_keeps_the_latest_record_of_every_key(system: System, name: str) -> None:
-    skip_on_kafka(system, TANSU_NO_COMPACTION)
     await system.create_stream(name, 1, compacted=True)
     await system.produce([ProducerRecord(name, key, value, partition=0) for key, value in [
         (b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b"b", None), (b"a", b"3")]])

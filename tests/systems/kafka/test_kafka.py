@@ -1,5 +1,6 @@
-"""The kafka system against a real tansu broker: what tansu lacks fails fast and clearly,
-metadata topics are compacted and hidden, offsets are right despite tansu's quirks."""
+"""The kafka system against real Apache Kafka and against tansu (a second implementation of
+the protocol): metadata topics are compacted and hidden, offsets and batches are right on
+both, and what tansu lacks (CreatePartitions, InitProducerId) fails fast and clearly."""
 
 from __future__ import annotations
 
@@ -36,9 +37,23 @@ from groupers import SystemStreamPartition as SSP
 BOUND_S = 15  # generous bound for calls that must fail fast, never a timing assertion
 
 
+@pytest.fixture(params=["kafka", "tansu"])
+def broker(request: pytest.FixtureRequest) -> Any:
+    """Apache Kafka, then tansu: the tests taking it hold on both implementations."""
+    return request.getfixturevalue(f"{request.param}_broker")
+
+
 @pytest.fixture
-async def kafka(kafka_broker: Any) -> AsyncIterator[KafkaSystem]:
-    system = KafkaSystem("kafka", kafka_broker.bootstrap)
+async def kafka(broker: Any) -> AsyncIterator[KafkaSystem]:
+    system = KafkaSystem("kafka", broker.bootstrap)
+    await system.start()
+    yield system
+    await system.close()
+
+
+@pytest.fixture
+async def tansu(tansu_broker: Any) -> AsyncIterator[KafkaSystem]:
+    system = KafkaSystem("kafka", tansu_broker.bootstrap)
     await system.start()
     yield system
     await system.close()
@@ -56,12 +71,31 @@ def free_port() -> int:
 
 
 async def test_expansion_on_tansu_fails_fast_naming_create_partitions(
-    kafka: KafkaSystem, name: str
+    tansu: KafkaSystem, name: str
 ) -> None:
-    await kafka.create_stream(name, 2)
+    await tansu.create_stream(name, 2)
     with pytest.raises(UnsupportedOperation, match=f"CreatePartitions.*{name}"):
-        await asyncio.wait_for(kafka.expand_stream(name, 4), BOUND_S)
-    assert await kafka.partition_counts([name]) == {name: 2}
+        await asyncio.wait_for(tansu.expand_stream(name, 4), BOUND_S)
+    assert await tansu.partition_counts([name]) == {name: 2}
+
+
+async def test_expansion_on_kafka_grows_the_topic_and_keeps_its_records(
+    kafka_broker: Any, name: str
+) -> None:
+    system = KafkaSystem("kafka", kafka_broker.bootstrap)
+    try:
+        await system.create_stream(name, 2)
+        await system.produce([ProducerRecord(name, b"k%d" % i, b"v") for i in range(20)])
+        before = await system.offsets(name)
+        await asyncio.wait_for(system.expand_stream(name, 4), BOUND_S)
+        assert await system.partition_counts([name]) == {name: 4}
+        after = await system.offsets(name)
+        assert {p: after[p] for p in (0, 1)} == before
+        assert after[2] == after[3] == OffsetRange(0, 0)
+        with pytest.raises(SampanError, match=rf"{name}.*4"):  # never shrinks
+            await asyncio.wait_for(system.expand_stream(name, 2), BOUND_S)
+    finally:
+        await system.close()
 
 
 async def test_an_unreachable_broker_is_reported_with_its_address() -> None:
@@ -72,19 +106,19 @@ async def test_an_unreachable_broker_is_reported_with_its_address() -> None:
     await system.close()
 
 
-async def test_requiring_idempotence_on_tansu_names_init_producer_id(kafka_broker: Any) -> None:
-    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"enable_idempotence": True})
+async def test_requiring_idempotence_on_tansu_names_init_producer_id(tansu_broker: Any) -> None:
+    system = KafkaSystem("kafka", tansu_broker.bootstrap, {"enable_idempotence": True})
     with pytest.raises(UnsupportedOperation, match=r"InitProducerId.*enable_idempotence = false"):
         await asyncio.wait_for(system.start(), BOUND_S)
     await system.close()
 
 
 async def test_a_broker_refusing_idempotence_is_reported_once_without_library_errors(
-        kafka_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+        tansu_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
     """tansu refuses InitProducerId: one sampan WARNING saying what it does instead, and no
     ERROR line from aiokafka for a refusal sampan handles."""
     caplog.set_level(logging.INFO)
-    system = KafkaSystem("kafka", kafka_broker.bootstrap)
+    system = KafkaSystem("kafka", tansu_broker.bootstrap)
     try:
         await asyncio.wait_for(system.start(), BOUND_S)
     finally:
@@ -93,6 +127,17 @@ async def test_a_broker_refusing_idempotence_is_reported_once_without_library_er
     assert errors == [], [r.getMessage() for r in errors]
     warnings = [r.getMessage() for r in caplog.records if "idempotent producer" in r.getMessage()]
     assert len(warnings) == 1 and "producing with acks=all only" in warnings[0]
+
+
+async def test_apache_kafka_takes_the_idempotent_producer_without_a_warning(
+        kafka_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"enable_idempotence": True})
+    try:
+        await asyncio.wait_for(system.start(), BOUND_S)
+    finally:
+        await system.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_compacted_streams_get_cleanup_policy_compact(kafka: KafkaSystem, name: str) -> None:
@@ -118,14 +163,14 @@ async def test_checkpoint_and_fence_topics_are_compacted_and_not_listed(
 
 
 async def test_checkpoints_written_by_one_client_are_read_by_another(
-    kafka: KafkaSystem, kafka_broker: Any, name: str
+    kafka: KafkaSystem, broker: Any, name: str
 ) -> None:
     job = f"job-{name}"
     for offset in range(1, 6):
         await kafka.commit(CommitRequest(job, 2, (), [
             Checkpoint("t", 2, {SSP("kafka", "in", 0): offset}, {"store": offset})]))
 
-    other = KafkaSystem("kafka", kafka_broker.bootstrap)
+    other = KafkaSystem("kafka", broker.bootstrap)
     try:
         assert await other.read_checkpoints(job) == {
             "t": Checkpoint("t", 2, {SSP("kafka", "in", 0): 5}, {"store": 5})}
@@ -136,7 +181,7 @@ async def test_checkpoints_written_by_one_client_are_read_by_another(
 async def test_end_offsets_count_every_record_of_multi_record_batches(
     kafka: KafkaSystem, name: str
 ) -> None:
-    # tansu answers ListOffsets(latest) with the last batch's base offset + 1.
+    # tansu once answered ListOffsets(latest) with the last batch's base offset + 1.
     await kafka.create_stream(name, 1)
     await kafka.produce([ProducerRecord(name, b"k", b"%d" % i, partition=0) for i in range(50)])
     await kafka.produce([ProducerRecord(name, b"k", b"%d" % i, partition=0) for i in range(7)])
@@ -176,8 +221,8 @@ def test_a_bad_batch_or_fetch_size_is_refused_naming_the_key(key: str, bad: obje
 
 
 async def test_a_record_with_neither_key_nor_value_is_refused_naming_the_stream(
-        kafka_broker: Any, name: str) -> None:
-    system = KafkaSystem("kafka", kafka_broker.bootstrap)
+        broker: Any, name: str) -> None:
+    system = KafkaSystem("kafka", broker.bootstrap)
     try:
         await system.create_stream(name, 2)
         with pytest.raises(SampanError, match=rf"stream '{name}' has neither key nor value"):
@@ -194,12 +239,12 @@ async def test_a_record_with_neither_key_nor_value_is_refused_naming_the_stream(
 
 @pytest.mark.parametrize("batch_kb", [1, 512])
 async def test_records_split_over_many_or_few_batches_land_in_order(
-    kafka_broker: Any, name: str, batch_kb: int
+    broker: Any, name: str, batch_kb: int
 ) -> None:
     """Batch size 1 KiB is also read with 1 KiB fetches (many round trips), 512 with the
     default: every record either way, in order."""
     fetch_kb = 1 if batch_kb == 1 else KafkaOptions.fetch_partition_kb
-    system = KafkaSystem("kafka", kafka_broker.bootstrap,
+    system = KafkaSystem("kafka", broker.bootstrap,
                          {"producer_batch_kb": batch_kb, "fetch_partition_kb": fetch_kb})
     try:
         await system.create_stream(name, 2)
@@ -225,18 +270,18 @@ async def test_records_split_over_many_or_few_batches_land_in_order(
 
 
 async def test_rows_land_in_order_with_positions_of_the_leading_rows_only(
-    kafka_broker: Any, name: str
+    broker: Any, name: str
 ) -> None:
     from aiokafka import AIOKafkaProducer
 
-    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"producer_batch_kb": 1})
+    system = KafkaSystem("kafka", broker.bootstrap, {"producer_batch_kb": 1})
     try:
         await system.create_stream(name, 2)
         changelog = [(name, b"c%02d" % i, b"x" * 30, 1, None, ()) for i in range(40)]
         outputs = [(name, b"k%d" % (i % 5), b"v%04d" % i, None, 1_000 + i,
                     (("trace", b"t%d" % i),)) for i in range(200)]
         positions = await system.produce_rows(changelog + outputs, positions=len(changelog))
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
         await producer.start()
         try:  # a header without a value, as other Kafka clients may write
             await producer.send_and_wait(name, b"last", key=b"n", partition=0,
@@ -271,12 +316,12 @@ async def test_rows_land_in_order_with_positions_of_the_leading_rows_only(
 
 @pytest.mark.parametrize("batch_kb", [1, 512])
 async def test_columns_land_after_the_rows_in_their_keys_partitions_in_order(
-    kafka_broker: Any, name: str, batch_kb: int
+    broker: Any, name: str, batch_kb: int
 ) -> None:
     """A worker's outputs as `OutputColumns` (batches full at 1 KiB, or not): every record
     once, in its key's partition, in the order sent, after the rows of the same call;
     positions are the rows' only."""
-    system = KafkaSystem("kafka", kafka_broker.bootstrap, {"producer_batch_kb": batch_kb})
+    system = KafkaSystem("kafka", broker.bootstrap, {"producer_batch_kb": batch_kb})
     try:
         await system.create_stream(name, 3)
         rows = [(name, b"c%d" % i, b"row-%d" % i, 2, None, ()) for i in range(5)]
