@@ -34,7 +34,7 @@ def make_grouper(config: JobConfig) -> G.SspGrouper:
 
 
 def _ssps(streams: list[str], counts: Mapping[str, int]) -> list[SystemStreamPartition]:
-    ssps = []
+    ssps: list[SystemStreamPartition] = []
     for qualified in streams:
         system, stream = StreamRef.parse(qualified)
         ssps.extend(SystemStreamPartition(system, stream, p) for p in range(counts[qualified]))

@@ -55,6 +55,14 @@ class Counter:
                 [*CLI, "run", "counter.toml"], stdout=out, stderr=out, cwd=self.folder,
                 start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
 
+    async def wait_running(self) -> None:
+        """Until this `sampan run` reports itself running (its Ctrl-C handling is set)."""
+        async def running() -> bool:
+            status = (await self.state()).status
+            return (self.run is not None and status.coordinator_pid == self.run.pid
+                    and status.state == "running")
+        await self.wait(running, "sampan run to report running")
+
     def stop(self) -> None:
         """Ctrl-C, as the README says; the run must exit cleanly."""
         assert self.run is not None
@@ -197,6 +205,7 @@ async def test_readme_counter_stays_held_after_3_then_4_until_discard_held(
 
         job.stop()  # the hold outlives the coordinator
         job.start()
+        await job.wait_running()
         await wait_held_at(job, hold, 4)
         assert job.outputs() == job.expected(under_3.start)
         job.stop()

@@ -142,15 +142,6 @@ class LocalLog:
             self._stream_ids[stream] = row[0]
         return self._stream_ids[stream]
 
-    def growth_ends(self, stream: str, partitions: int) -> dict[int, int] | None:
-        """Where each partition of ``stream`` ended when it grew past ``partitions``
-        partitions (None: it never did, or grew before sampan recorded it)."""
-        with self.read() as conn:
-            stream_id = self._stream(stream)[0]
-            row = conn.execute("SELECT ends FROM growth WHERE stream_id = ? AND partitions = ?",
-                               (stream_id, partitions)).fetchone()
-        return None if row is None else {int(p): int(e) for p, e in json.loads(row[0])}
-
     def growth_history(self, stream: str) -> GrowthHistory:
         """``stream``'s count, end offsets and every recorded growth, in one snapshot."""
         with self.read() as conn:
