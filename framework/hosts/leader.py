@@ -19,13 +19,13 @@ from dataclasses import replace
 
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.expansion import describe_change
+from framework.coordinator.expansion import ExpansionBook, describe_change
 from framework.coordinator.holds import plan_holds
 from framework.coordinator.process import Coordinator
 from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
 from framework.jobmodel import JobModel
-from framework.metadata import publish_model, read_state
+from framework.metadata import publish_model, publish_status, read_state
 
 __all__ = ["lead", "lead_blocking"]
 
@@ -70,12 +70,12 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
         await coordinator._create_declared_streams()
         holds = None
         if previous is not None:  # the one-host rule: hold inputs the tasks cannot map
+            now_ms = int(time.time() * 1000)
             plan = plan_holds(config, previous, counts,
-                              await coordinator.inputs_now(previous, counts),
-                              now_ms=int(time.time() * 1000))
-            if plan.held:
-                log.error("REFUSED partition change %s: %s", plan.change,
-                          plan.explain(config.path))
+                              await coordinator.inputs_now(previous, counts), now_ms=now_ms)
+            book = ExpansionBook(state.status, config.path)  # `sampan status` shows the hold
+            if book.holding(plan, counts, now_ms, previous.epoch):
+                await publish_status(coordinator.meta, config, book.status)
             counts, holds = plan.counts, await coordinator.settle_holds(plan.holds, previous)
             change = describe_change(previous.partition_counts, counts)
             if change:

@@ -64,6 +64,11 @@ def test_the_leader_holds_a_refused_input_until_discard_held(kafka_broker: Any,
                          120, "the leader's model at 4 partitions", hosts)
         assert (again.partition_counts[stream], dict(again.holds[stream].ends)) == (2, hold)
         assert read(hosts) == hold
+        refusal = state(config).status.refusal
+        assert refusal is not None and refusal.change == f"{stream} 2→3→4"
+        status = subprocess.run([*CLI, "status", str(hosts.path)], capture_output=True,
+                                text=True, timeout=120)
+        assert f"REFUSED {stream} 2→3→4: {stream} is held at 2 partitions" in status.stdout
         assert final_state(config) == dict(kept)
         hosts.stop_all()
 
@@ -77,6 +82,6 @@ def test_the_leader_holds_a_refused_input_until_discard_held(kafka_broker: Any,
         produce(config, kept, 1000, 40, start=2000)
         wait_for(lambda: final_state(config) == dict(kept), 120, "exact sums of what was kept",
                  hosts)
-        model = state(config).model
-        assert model is not None
-        assert (model.partition_counts[stream], model.holds) == (4, {})
+        after = state(config)
+        assert after.model is not None and after.status.refusal is None
+        assert (after.model.partition_counts[stream], after.model.holds) == (4, {})
