@@ -18,7 +18,7 @@ from groupers import SystemStreamPartition
 __all__ = ["build_job_model", "build_rekeyed_model", "make_grouper"]
 
 
-def make_grouper(config: JobConfig) -> G.SspGrouper:
+def make_grouper(config: JobConfig) -> G.ExpandingGrouper:
     """The SSP grouper the config asks for; fixed-task variants for stateful jobs."""
     fixed = config.expansion == "fixed-tasks" and config.stateful
     algorithm = load_expansion_algorithm(config)
