@@ -12,13 +12,12 @@ TICK_S = 0.05
 
 
 class PacedProducer:
-    """Writes ``records`` of ``scenario``'s workload at ``rate`` records per second.
-
-    `hold_at` stops it at an exact record count (the drill expands the stream there, so
-    every record is placed by a partition count the drill's own system has seen: none is
-    written with the old count after the expansion, as by a producer with stale metadata);
-    `release` lets it go on, paced from then.
-    """
+    """Writes ``records`` of ``scenario``'s workload at ``rate`` records per second, never
+    past ``allowed``: the drill's next expansion point, where it expands the stream, so every
+    record is placed by a partition count the drill's own system has seen (none is written
+    with the old count after the expansion, as by a producer with stale metadata), and a
+    producer that fell behind on a busy machine never bursts past it. Held there, it paces
+    again from where it stood once ``allowed`` grows."""
 
     def __init__(self, system: System, scenario: Scenario, *, records: int, rate: int) -> None:
         self.system = system
@@ -26,23 +25,17 @@ class PacedProducer:
         self.records = records
         self.rate = rate
         self.produced = 0
-        self.limit = records
-
-    def hold_at(self, count: int) -> None:
-        """Produce at most ``count`` records until `release`."""
-        self.limit = min(count, self.records)
-
-    def release(self) -> None:
-        self.limit = self.records
+        self.allowed = records
 
     async def run(self) -> None:
         """Produce everything, pacing to the rate; returns when all records are written."""
         start, base = time.monotonic(), self.produced
         while self.produced < self.records:
-            if self.produced >= self.limit:  # held: pace again from the release
+            if self.produced >= self.allowed:  # held: pace again from where it stands
                 start, base = time.monotonic(), self.produced
             else:
-                due = min(self.limit, base + int((time.monotonic() - start) * self.rate) + 1)
+                due = min(self.records, self.allowed,
+                          base + int((time.monotonic() - start) * self.rate) + 1)
                 if due > self.produced:
                     await self.system.produce(self.scenario.records(due - self.produced))
                     self.produced = due

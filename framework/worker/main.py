@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 from framework.errors import EXIT_FENCED, FencedError, SampanError
 from framework.logformat import FORMATS, configure_logging, default_format
+from framework.wording import counted
 
 __all__ = ["EXIT_FENCED", "add_worker_command", "run_worker"]
 
@@ -69,7 +70,7 @@ def _command(args: argparse.Namespace) -> int:
         status = asyncio.run(run_worker(config, args.worker,
                                         go=_stdin_says_go if args.wait_for_go else None))
     except SampanError as error:
-        if file_handler is not None:  # the CLI prints this line on stderr; the file needs it too
+        if file_handler is not None and file_handler.stream is not None:  # the CLI: stderr
             file_handler.stream.write(f"sampan worker: error: {error}\n")
             file_handler.flush()
         raise
@@ -147,7 +148,7 @@ async def run_worker(config: Any, worker_id: int, model: Any = None,
         log.debug("worker %d was prepared but not needed; exiting", worker_id)
         return 0
     log.info(
-        "worker %d stopped (%s): epoch %d, %d processed, %d skipped, %d commits, "
-        "%d changelog records restored", worker_id, result.reason, result.epoch,
-        result.processed, result.skipped, result.commits, result.restored)
+        "worker %d stopped (%s): epoch %d, %s processed, %s skipped, %s, %s restored",
+        worker_id, result.reason, result.epoch, f"{result.processed:,}", f"{result.skipped:,}",
+        counted(result.commits, "commit"), counted(result.restored, "changelog record"))
     return 0
