@@ -1,6 +1,7 @@
 """Time from `sampan run` to the first processed record of a fresh job, on real Apache Kafka.
 
     python -m bench.first_record [--runs 5] [--workers 2] [--initial-delay-ms 3000]
+                                 [--other CHECKOUT]
 
 Starts one Apache Kafka broker (`tests/kafka_broker.py`) with the broker's default
 ``group.initial.rebalance.delay.ms`` (3000; the test broker sets 0), then per run: a fresh
@@ -11,7 +12,9 @@ and the workers' log lines split it into: process start → lease held, lease �
 published, model → workers spawned, spawn → worker's first log line (interpreter, imports,
 connecting), → the worker resumed (restore, assignment), → the first output. Runs use
 compiled bytecode (the package is byte-compiled first and PYTHONDONTWRITEBYTECODE is not
-passed on), as an installed sampan would.
+passed on), as an installed sampan would. ``--other CHECKOUT`` interleaves runs of another
+checkout of sampan (e.g. a `git worktree` of an older commit) on the same broker: run n of
+this checkout, then run n of the other.
 """
 
 from __future__ import annotations
@@ -173,6 +176,14 @@ def run_once(bootstrap: str, folder: Path, number: int, workers: int,
     return figures
 
 
+def _summary(label: str, runs: list[dict[str, float]]) -> None:
+    print(f"{label}: median of {len(runs)} runs:")
+    for key in runs[0]:
+        values = [r[key] for r in runs if key in r]
+        print(f"  {key:36} {statistics.median(values):6.2f} s  "
+              f"(min {min(values):.2f}, max {max(values):.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -180,26 +191,31 @@ def main() -> None:
     parser.add_argument("--initial-delay-ms", type=int, default=3000,
                         help="the broker's group.initial.rebalance.delay.ms (Kafka's default "
                         "3000)")
+    parser.add_argument("--other", type=Path, metavar="CHECKOUT",
+                        help="another sampan checkout whose runs interleave with this one's")
     args = parser.parse_args()
-    compileall.compile_dir(str(ROOT / "framework"), quiet=1)
+    roots = {"this checkout": ROOT, **({f"{args.other}": args.other} if args.other else {})}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = str(ROOT)
+    envs = {}
+    for label, root in roots.items():
+        compileall.compile_dir(str(root / "framework"), quiet=1)
+        compileall.compile_dir(str(root / "groupers"), quiet=1)
+        envs[label] = {**env, "PYTHONPATH": str(root)}
     settings = {"group.initial.rebalance.delay.ms": str(args.initial_delay_ms)}
     print(f"sampan run → first processed record, fresh job, {args.workers} workers, Apache "
           f"Kafka with group.initial.rebalance.delay.ms = {args.initial_delay_ms}")
-    runs: list[dict[str, float]] = []
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in roots}
     with running_kafka(settings=settings) as broker, \
             tempfile.TemporaryDirectory(prefix="sampan-bench-first-") as tmp:
         for number in range(args.runs):
-            figures = run_once(broker.bootstrap, Path(tmp), number, args.workers, env)
-            runs.append(figures)
-            print(f"run {number + 1}: " + ", ".join(f"{k} {v:.2f} s" for k, v in
-                                                   figures.items()), flush=True)
-    print(f"median of {len(runs)} runs:")
-    for key in runs[0]:
-        values = [r[key] for r in runs if key in r]
-        print(f"  {key:36} {statistics.median(values):6.2f} s  "
-              f"(min {min(values):.2f}, max {max(values):.2f})")
+            for index, label in enumerate(roots):
+                figures = run_once(broker.bootstrap, Path(tmp), number * 2 + index,
+                                   args.workers, envs[label])
+                runs[label].append(figures)
+                print(f"{label}, run {number + 1}: " + ", ".join(
+                    f"{k} {v:.2f} s" for k, v in figures.items()), flush=True)
+    for label, done in runs.items():
+        _summary(label, done)
 
 
 if __name__ == "__main__":
