@@ -70,7 +70,7 @@ async def _one_host(folder: Path, bootstrap: str, tag: str, records: int
             one = {"pause": e.pause_ms / 1000,
                    "CreatePartitions → resumed": (e.resumed_ms - expanded) / 1000}
             one.update({step: (b - a) / 1000 for step, a, b in
-                        zip(STEPS, marks, marks[1:], strict=True)})
+                        zip(STEPS, marks[:-1], marks[1:], strict=True)})
             figures.append(one)
         return figures
     finally:
