@@ -9,8 +9,9 @@ two cases, each on a fresh job (own topics):
   2-partition input holding ``--records`` records, caught up; `sampan streams expand` to 4
   then to 8. Per expansion, from the job's status: the pause (detection → every worker
   resumed on the new epoch, `ExpansionRecord.pause_ms`) and its steps (→ workers stopped,
-  → model published, → workers started, → resumed), and CreatePartitions → resumed (adds
-  the detection delay, at most ``coordinator.monitor_interval_ms`` = 300 here).
+  → model published, → workers started, → resumed), and `sampan streams expand` launched
+  → resumed (adds the command's own start-up and the detection delay, at most
+  ``coordinator.monitor_interval_ms`` = 300 here).
 - several hosts: 3 hosts (`sampan run --host`, 1 worker each) of the host drill's sum job
   on 6 partitions holding ``--records`` records, settled; the input grows 6 → 12. The
   figure is CreatePartitions → every host resumed on the leader's next epoch (the hosts
@@ -68,7 +69,7 @@ async def _one_host(folder: Path, bootstrap: str, tag: str, records: int
             marks = [e.detected_ms, e.workers_stopped_ms, e.model_published_ms,
                      e.workers_started_ms, e.resumed_ms]
             one = {"pause": e.pause_ms / 1000,
-                   "CreatePartitions → resumed": (e.resumed_ms - expanded) / 1000}
+                   "expand command → resumed": (e.resumed_ms - expanded) / 1000}
             one.update({step: (b - a) / 1000 for step, a, b in
                         zip(STEPS, marks[:-1], marks[1:], strict=True)})
             figures.append(one)
