@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from kafka_broker import (  # noqa: E402
+from kafka_broker import (  # type: ignore[import-not-found,unused-ignore]
     KAFKA_VERSION,
     KafkaCluster,
     running_kafka,

@@ -10,15 +10,16 @@ import subprocess
 def describe() -> str:
     """CPU model, cores, memory, load average, Python and Java versions."""
     model = "unknown CPU"
+    memory_kib = 0
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        memory_kib = next(int(line.split()[1]) for line in open("/proc/meminfo")
-                          if line.startswith("MemTotal"))
-    except (OSError, StopIteration):
-        memory_kib = 0
+        with open("/proc/cpuinfo") as cpus:
+            model = next((line.split(":", 1)[1].strip() for line in cpus
+                          if line.startswith("model name")), model)
+        with open("/proc/meminfo") as memory:
+            memory_kib = next((int(line.split()[1]) for line in memory
+                               if line.startswith("MemTotal")), 0)
+    except OSError:
+        pass
     try:
         java = subprocess.run(["java", "-version"], capture_output=True, text=True,
                               timeout=60).stderr.splitlines()[0]

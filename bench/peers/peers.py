@@ -107,7 +107,7 @@ class KafkaStreamsPeer:
     name = "Kafka Streams"
 
     def version(self) -> str:
-        return KAFKA_VERSION
+        return str(KAFKA_VERSION)
 
     def _built(self) -> bool:
         marker = KSTREAMS_DIR / "target" / "classes" / "sampan" / "bench" / "SumApp.class"

@@ -9,6 +9,7 @@ status.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -127,10 +128,8 @@ class PeerProcess:
     def kill(self) -> None:
         """SIGKILL the peer's whole process group (a JVM or a sampan run and its workers)."""
         if self.result is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self._reap(0)
 
     def tail(self) -> str:

@@ -16,23 +16,21 @@ import sys
 import time
 from typing import Any
 
-from quixstreams import Application, State
+from quixstreams import Application, State  # type: ignore[import-not-found]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--input", required=True)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--name", required=True, help="consumer group")
-    parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--count", type=int, default=0)
-    parser.add_argument("--guarantee", default="at-least-once")
-    parser.add_argument("--commit-ms", type=int, default=1000)
-    parser.add_argument("--metadata-refresh-ms", type=int, default=5000)
-    args = parser.parse_args()
-    report: dict[str, Any] = {"records": 0, "first_s": 0.0, "cpu_first_s": 0.0,
-                              "error": None}
+def describe(error: BaseException) -> str:
+    """The error and its causes, outermost first."""
+    parts: list[str] = []
+    seen: BaseException | None = error
+    while seen is not None and len(parts) < 5:
+        parts.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    return " <- caused by ".join(parts)
+
+
+def run(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Build the app (its changelog topic is checked here) and run it until stopped."""
     app = Application(
         broker_address=args.bootstrap, consumer_group=args.name,
         auto_offset_reset="earliest", state_dir=args.state_dir, loglevel="WARNING",
@@ -53,10 +51,27 @@ def main() -> None:
         return total
 
     app.dataframe(source).apply(add, stateful=True).to_topic(sink)
+    app.run()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--name", required=True, help="consumer group")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--count", type=int, default=0)
+    parser.add_argument("--guarantee", default="at-least-once")
+    parser.add_argument("--commit-ms", type=int, default=1000)
+    parser.add_argument("--metadata-refresh-ms", type=int, default=5000)
+    args = parser.parse_args()
+    report: dict[str, Any] = {"records": 0, "first_s": 0.0, "cpu_first_s": 0.0,
+                              "error": None}
     try:
-        app.run()
+        run(args, report)
     except Exception as error:
-        report["error"] = f"{type(error).__name__}: {error}"
+        report["error"] = describe(error)
     report["done_s"], report["cpu_done_s"] = time.time(), time.process_time()
     print("PEER-REPORT " + json.dumps(report), flush=True)
     sys.exit(1 if report["error"] else 0)

@@ -183,7 +183,7 @@ public final class SumApp {
             if (text.length() > 0) {
                 text.append(" <- caused by ");
             }
-            text.append(cause.getClass().getName()).append(": ").append(cause.getMessage());
+            text.append(cause.getClass().getSimpleName()).append(": ").append(cause.getMessage());
             if (cause.getCause() == cause) {
                 break;
             }
