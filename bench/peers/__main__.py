@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import statistics
 import tempfile
 from pathlib import Path
@@ -40,22 +41,33 @@ def _throughput(bootstrap: str, peers: list[Peer], args: argparse.Namespace,
     names = [peer.name for peer in peers]
     text = [throughput.table(runs, names, guarantees)]
     for guarantee in guarantees:
-        ratios = throughput.paired(runs, ("sampan", guarantee), ("Kafka Streams", guarantee))
-        if ratios:
-            text.append(f"sampan / Kafka Streams, {guarantee}, per round: "
-                        f"{', '.join(f'{r:.2f}' for r in ratios)} (median "
-                        f"{statistics.median(ratios):.2f})")
+        for figure, what in (("rate", "records/s"), ("rate_late", "records/s, 2nd half"),
+                             ("cpu_us", "CPU µs/record"),
+                             ("cpu_us_late", "CPU µs/record, 2nd half")):
+            ratios = throughput.paired(runs, ("sampan", guarantee),
+                                       ("Kafka Streams", guarantee), figure)
+            if ratios:
+                text.append(f"sampan / Kafka Streams, {guarantee}, {what}, per round: "
+                            f"{', '.join(f'{r:.2f}' for r in ratios)} (median "
+                            f"{statistics.median(ratios):.2f})")
     if len(guarantees) == 2:
         for name in names:
-            ratios = throughput.paired(runs, (name, "exactly-once"), (name, "at-least-once"))
-            if ratios:
-                text.append(f"{name} exactly-once / at-least-once, per round: "
-                            f"{', '.join(f'{r:.0%}' for r in ratios)} (median "
-                            f"{statistics.median(ratios):.0%})")
+            for figure, what in (("rate", "records/s"), ("rate_late", "records/s, 2nd half")):
+                ratios = throughput.paired(runs, (name, "exactly-once"),
+                                           (name, "at-least-once"), figure)
+                if ratios:
+                    text.append(f"{name} exactly-once / at-least-once, {what}, per round: "
+                                f"{', '.join(f'{r:.0%}' for r in ratios)} (median "
+                                f"{statistics.median(ratios):.0%})")
     return "\n".join(text)
 
 
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # the broker and scratch are cleaned up
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", nargs="?", choices=("all", "throughput", "expansion"),
                         default="all")

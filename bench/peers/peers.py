@@ -80,9 +80,12 @@ class SampanPeer:
     name = "sampan"
 
     def version(self) -> str:
-        done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True)
-        return f"main@{done.stdout.strip()}" if done.returncode == 0 else "this checkout"
+        names = []
+        for flag in ("--abbrev-ref", "--short"):
+            done = subprocess.run(["git", "-C", str(REPO), "rev-parse", flag, "HEAD"],
+                                  capture_output=True, text=True)
+            names.append(done.stdout.strip() if done.returncode == 0 else "?")
+        return "@".join(names)
 
     def prepare(self) -> None:
         pass

@@ -1,8 +1,9 @@
 """One peer process: started, stopped, and accounted by the kernel.
 
 A peer prints one line ``PEER-REPORT {json}`` on stdout when it stops (records
-processed; wall-clock and process CPU seconds at its first record and when it had
-committed and closed; the error that stopped it, if any). The harness adds what only the
+processed; wall-clock and process CPU seconds at its first record, at the middle record
+of a run with a count, and when it had committed and closed; the error that stopped it,
+if any). The harness adds what only the
 kernel knows: total CPU and peak RSS of the process (``wait4``'s rusage), and its exit
 status.
 """
@@ -63,16 +64,20 @@ class PeerResult:
         assert self.report is not None
         return float(self.report[mark]) - self.spawned_s
 
-    def rate(self) -> float:
-        """Records/s from the first record until committed and closed."""
+    def rate(self, since: str = "first") -> float:
+        """Records/s from the first record (``since="mid"``: from the middle one, the
+        second half alone, past warm-up) until committed and closed."""
         assert self.report is not None
-        return self.records / (float(self.report["done_s"]) - float(self.report["first_s"]))
+        records = self.records if since == "first" else self.records - self.records // 2
+        return records / (float(self.report["done_s"]) - float(self.report[f"{since}_s"]))
 
-    def cpu_us_per_record(self) -> float:
-        """Process CPU (all threads) from the first record until closed, per record."""
+    def cpu_us_per_record(self, since: str = "first") -> float:
+        """Process CPU (all threads: JIT and GC included) from the first record (or the
+        middle one) until closed, per record."""
         assert self.report is not None
-        cpu = float(self.report["cpu_done_s"]) - float(self.report["cpu_first_s"])
-        return cpu * 1e6 / self.records
+        records = self.records if since == "first" else self.records - self.records // 2
+        cpu = float(self.report["cpu_done_s"]) - float(self.report[f"cpu_{since}_s"])
+        return cpu * 1e6 / records
 
 
 class PeerProcess:

@@ -46,6 +46,8 @@ def run(args: argparse.Namespace, report: dict[str, Any]) -> None:
         report["records"] += 1
         if report["records"] == 1:
             report["first_s"], report["cpu_first_s"] = time.time(), time.process_time()
+        if report["records"] == args.count // 2:
+            report["mid_s"], report["cpu_mid_s"] = time.time(), time.process_time()
         if report["records"] == args.count:
             app.stop()
         return total

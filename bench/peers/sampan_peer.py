@@ -104,6 +104,8 @@ async def run(config: JobConfig, count: int) -> dict[str, Any]:
             done = sum(i.processed for i in worker.instances)
             if done and not report["first_s"]:
                 report["first_s"], report["cpu_first_s"] = time.time(), time.process_time()
+            if count and done >= count // 2 and "mid_s" not in report:
+                report["mid_s"], report["cpu_mid_s"] = time.time(), time.process_time()
             if count and done >= count:
                 worker.stop.set()
                 break

@@ -7,8 +7,11 @@ into an output topic of its own, stopping after the last record. Every output of
 run is read back (``read_committed``) and checked against the ground truth. Per run:
 
 - records/s: records / (closed − first record): the peer's own wall clock from the
-  moment it processed its first record to the moment it had committed and closed;
-- CPU µs/record: the process's CPU time (all threads) over the same span, per record;
+  moment it processed its first record to the moment it had committed and closed; and
+  the same over the second half of the input alone (from the middle record), past the
+  warm-up (a JVM's JIT compiling, caches filling);
+- CPU µs/record: the process's CPU time (all threads: JIT compiler and GC included) over
+  the same spans, per record;
 - peak RSS: the kernel's high-water mark for the process (``wait4``);
 - startup: from spawning the process to its first record processed.
 
@@ -56,8 +59,17 @@ class Measurement:
         return self.result.rate()
 
     @property
+    def rate_late(self) -> float:
+        """Records/s over the second half of the input (past warm-up)."""
+        return self.result.rate("mid")
+
+    @property
     def cpu_us(self) -> float:
         return self.result.cpu_us_per_record()
+
+    @property
+    def cpu_us_late(self) -> float:
+        return self.result.cpu_us_per_record("mid")
 
     @property
     def startup_s(self) -> float:
@@ -87,7 +99,10 @@ def measure(peer: Peer, bootstrap: str, input_topic: str, truth: dict[str, list[
     spec = RunSpec(bootstrap=bootstrap, input_topic=input_topic, output_topic=output,
                    name=name, guarantee=guarantee, folder=folder, count=count)
     process = PeerProcess(peer.command(spec), folder / "peer.log", cwd=REPO)
-    result = process.wait(timeout_s=max(900.0, count / 1000))
+    try:
+        result = process.wait(timeout_s=max(900.0, count / 1000))
+    finally:
+        process.kill()  # a no-op once it exited; the harness stopping never leaves it behind
     try:
         outputs = asyncio.run(_read(bootstrap, output))
         check = check_outputs(truth, outputs)
@@ -127,8 +142,9 @@ def _line(run: Measurement) -> str:
     where = f"round {run.round + 1}, {run.peer}, {run.guarantee}:"
     if run.result.report is None or not run.result.records:
         return f"{where} {run.outcome.text()}"
-    return (f"{where} {run.rate:,.0f} records/s, {run.cpu_us:.1f} CPU µs/record, "
-            f"peak RSS {run.result.peak_rss_mib:,.0f} MiB, first record after "
+    return (f"{where} {run.rate:,.0f} records/s ({run.rate_late:,.0f} over the second half), "
+            f"{run.cpu_us:.1f} CPU µs/record ({run.cpu_us_late:.1f}), peak RSS "
+            f"{run.result.peak_rss_mib:,.0f} MiB, first record after "
             f"{run.startup_s:.1f} s; outputs {run.outcome.text()}")
 
 
@@ -139,9 +155,9 @@ def _median(values: Sequence[float]) -> float:
 def table(runs: Sequence[Measurement], peers: Sequence[str], guarantees: Sequence[str]
           ) -> str:
     """The markdown table of medians (exact runs only), then the ratios within rounds."""
-    lines = ["| peer | guarantee | records/s | CPU µs/record | peak RSS MiB | "
-             "start → first record, s | outputs |",
-             "|---|---|---:|---:|---:|---:|---|"]
+    lines = ["| peer | guarantee | records/s | records/s, 2nd half | CPU µs/record | "
+             "CPU µs/record, 2nd half | peak RSS MiB | start → first record, s | outputs |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for guarantee in guarantees:
         for peer in peers:
             mine = [r for r in runs if r.peer == peer and r.guarantee == guarantee]
@@ -150,22 +166,25 @@ def table(runs: Sequence[Measurement], peers: Sequence[str], guarantees: Sequenc
                        else f"{len(mine) - len(good)} of {len(mine)} runs not exact: "
                        + "; ".join(r.outcome.text() for r in mine if not r.ok))
             if not good:
-                lines.append(f"| {peer} | {guarantee} | – | – | – | – | {verdict} |")
+                lines.append(f"| {peer} | {guarantee} | – | – | – | – | – | – | {verdict} |")
                 continue
             lines.append(
                 f"| {peer} | {guarantee} | {_median([r.rate for r in good]):,.0f} | "
+                f"{_median([r.rate_late for r in good]):,.0f} | "
                 f"{_median([r.cpu_us for r in good]):.1f} | "
+                f"{_median([r.cpu_us_late for r in good]):.1f} | "
                 f"{_median([r.result.peak_rss_mib for r in good]):,.0f} | "
                 f"{_median([r.startup_s for r in good]):.1f} | {verdict} |")
     return "\n".join(lines)
 
 
-def paired(runs: Sequence[Measurement], a: tuple[str, str], b: tuple[str, str]
-           ) -> list[float]:
-    """Per round, rate of (peer, guarantee) ``a`` over that of ``b`` (exact runs only)."""
+def paired(runs: Sequence[Measurement], a: tuple[str, str], b: tuple[str, str],
+           figure: str = "rate") -> list[float]:
+    """Per round, ``figure`` (a `Measurement` property) of (peer, guarantee) ``a`` over
+    that of ``b`` (exact runs only)."""
     ratios = []
     for round_ in sorted({r.round for r in runs}):
         mine = {(r.peer, r.guarantee): r for r in runs if r.round == round_ and r.ok}
         if a in mine and b in mine:
-            ratios.append(mine[a].rate / mine[b].rate)
+            ratios.append(getattr(mine[a], figure) / getattr(mine[b], figure))
     return ratios
