@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.peers import expansion, machine, throughput
 from bench.peers.broker import KAFKA_VERSION, running_kafka
-from bench.peers.peers import PEERS, Peer, peer_named
+from bench.peers.peers import EXPANSION_PEERS, PEERS, Peer, peer_named
 from bench.peers.workload import make_workload
 
 RECORDS = 1_000_000
@@ -75,13 +75,17 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=KEYS)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--peer", action="append",
-                        help="only this peer (repeatable): sampan, kafka-streams, quix-streams")
+                        help="only this peer (repeatable): sampan, kafka-streams, "
+                             "quix-streams, samza (expansion only)")
     parser.add_argument("--guarantee", action="append",
                         choices=("at-least-once", "exactly-once"),
                         help="only this guarantee (repeatable)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     args = parser.parse_args()
-    peers = [peer_named(name) for name in args.peer] if args.peer else list(PEERS)
+    chosen = [peer_named(name) for name in args.peer] if args.peer else None
+    throughput_peers = [p for p in chosen or PEERS if p in PEERS]
+    expansion_peers = chosen or list(EXPANSION_PEERS)
+    peers = expansion_peers if args.part != "throughput" else throughput_peers
     for peer in peers:
         peer.prepare()
     scratch = Path(tempfile.mkdtemp(prefix="sampan-peers-"))
@@ -90,9 +94,11 @@ def main() -> None:
     try:
         with running_kafka() as cluster:
             if args.part in ("all", "throughput"):
-                sections.append(_throughput(cluster.bootstrap, peers, args, scratch))
+                sections.append(_throughput(cluster.bootstrap, throughput_peers, args,
+                                            scratch))
             if args.part in ("all", "expansion"):
-                sections.append(expansion.run(cluster.bootstrap, peers, args, scratch))
+                sections.append(expansion.run(cluster.bootstrap, expansion_peers, args,
+                                              scratch))
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -9,8 +9,9 @@ partitions with CreatePartitions and at once goes on writing `Plan.after` record
 same rate, now placed over 4 partitions (half the keys move to a new partition). It then
 waits until every key's last output is its true total, or until no output came for
 `Plan.stall_s` once all input was written, or until the peer exits by itself, and stops
-the peer (SIGTERM). A peer that exited by itself is started once more on the same state
-and followed the same way, as a supervisor would. Every output of the run is then read
+the peer (SIGTERM). A peer that exited by itself, or stalled short of the truth, is started
+once more on the same state and followed the same way, as a supervisor or an operator
+would. Every output of the run is then read
 and checked against the ground truth (`bench.peers.verdict`).
 """
 
@@ -76,7 +77,7 @@ class ExpansionRun:
     guarantee: str
     outcome: Outcome
     restarted: Outcome | None
-    """What the restarted peer did, if the first process stopped by itself."""
+    """What the restarted peer did, if the first process stopped by itself or stalled."""
     final: Outcome
     """Every output of the run (both processes) against the ground truth."""
     caught_up_s: float | None
@@ -156,7 +157,8 @@ async def _drive(command: list[str], folder: Path, bootstrap: str, input_topic: 
             process.kill()
         first = _outcome(error, processed, reader, truth)
         restarted = None
-        if exited and expanded is not None:  # as a supervisor would: start it again
+        if expanded is not None and (exited or caught_up is None):
+            # As a supervisor (it stopped) or an operator (it stalled) would: start it again.
             sent = reader.received
             again = PeerProcess(command, folder / "peer-restarted.log", cwd=REPO)
             try:
@@ -237,6 +239,8 @@ def run(bootstrap: str, peers: Sequence[Peer], args: argparse.Namespace,
     runs = []
     for guarantee in guarantees:
         for peer in peers:
+            if guarantee not in getattr(peer, "guarantees", GUARANTEES):
+                continue
             one = run_one(peer, bootstrap, guarantee, scratch, plan)
             runs.append(one)
             again = f"; restarted: {one.restarted.text()}" if one.restarted else ""

@@ -6,6 +6,8 @@
   is built with ``mvn -q -B package`` when its sources are newer than its build; the JVM
   runs ``sampan.bench.SumApp`` from ``target/classes`` and ``target/lib`` (both ignored by
   git; Maven's cache is ``~/.m2``). JVM defaults (heap, GC) are kept.
+- Samza `SAMZA_VERSION` (expansion runs only): `samza/`, built and run the same way; a
+  low-level task, standalone with the PassthroughJobCoordinator (no ZooKeeper).
 - Quix Streams `QUIX_VERSION`: a virtualenv of its own under ``~/.cache/sampan/bench``
   (``$SAMPAN_BENCH_CACHE`` moves it), made on first use with pip; never in sampan's.
 
@@ -28,13 +30,16 @@ from typing import Protocol
 from bench.peers.broker import KAFKA_VERSION
 from bench.peers.sampan_peer import write_job
 
-__all__ = ["KSTREAMS_DIR", "PEERS", "QUIX_VERSION", "KafkaStreamsPeer", "Peer", "QuixPeer",
-           "RunSpec", "SampanPeer", "bench_cache", "peer_named"]
+__all__ = ["EXPANSION_PEERS", "KSTREAMS_DIR", "PEERS", "QUIX_VERSION", "SAMZA_VERSION",
+           "KafkaStreamsPeer", "Peer", "QuixPeer", "RunSpec", "SampanPeer", "SamzaPeer",
+           "bench_cache", "peer_named"]
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 KSTREAMS_DIR = HERE / "kstreams"
 QUIX_VERSION = "3.28.1"
+SAMZA_VERSION = "1.8.0"
+"""Samza's last release (its pom is `samza/pom.xml`)."""
 COMMIT_MS = 1000
 METADATA_REFRESH_MS = 5000
 """How often Kafka Streams' and Quix Streams' consumers refresh metadata (their clients'
@@ -106,39 +111,76 @@ class SampanPeer:
         return [str(Path(sys.executable).parent / "sampan"), "run", str(job)]
 
 
-class KafkaStreamsPeer:
-    name = "Kafka Streams"
+class MavenPeer:
+    """A JVM peer built from a Maven project in this folder (``target/`` is git-ignored)."""
 
-    def version(self) -> str:
-        return str(KAFKA_VERSION)
+    name = ""
+    project: Path = HERE
+    main_class = ""
 
     def _built(self) -> bool:
-        marker = KSTREAMS_DIR / "target" / "classes" / "sampan" / "bench" / "SumApp.class"
-        if not marker.exists() or not (KSTREAMS_DIR / "target" / "lib").is_dir():
+        marker = self.project / "target" / "classes" / Path(*self.main_class.split("."))
+        marker = marker.with_suffix(".class")
+        if not marker.exists() or not (self.project / "target" / "lib").is_dir():
             return False
-        sources = [KSTREAMS_DIR / "pom.xml", *KSTREAMS_DIR.glob("src/**/*.java")]
+        sources = [self.project / "pom.xml", *self.project.glob("src/**/*.java")]
         return all(source.stat().st_mtime <= marker.stat().st_mtime for source in sources)
 
     def prepare(self) -> None:
         if self._built():
             return
         if shutil.which("mvn") is None or shutil.which("java") is None:
-            raise RuntimeError("building the Kafka Streams peer needs `mvn` and Java 17+ "
+            raise RuntimeError(f"building the {self.name} peer needs `mvn` and Java 17+ "
                                "(Debian: apt-get install maven openjdk-17-jdk-headless)")
-        command = ["mvn", "-q", "-B", "-f", str(KSTREAMS_DIR / "pom.xml"), "package"]
-        print(f"building the Kafka Streams peer: {' '.join(command)}", flush=True)
+        command = ["mvn", "-q", "-B", "-f", str(self.project / "pom.xml"), "package"]
+        print(f"building the {self.name} peer: {' '.join(command)}", flush=True)
         done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n"
                                f"{(done.stdout + done.stderr)[-4000:]}")
 
+    def java(self) -> list[str]:
+        """``java`` with the JVM's defaults (plus ``$SAMPAN_BENCH_JVM_OPTIONS``, e.g. a
+        flight recording for a profile) and the built classpath."""
+        target = self.project / "target"
+        return ["java", *os.environ.get("SAMPAN_BENCH_JVM_OPTIONS", "").split(),
+                "-cp", f"{target / 'classes'}:{target / 'lib'}/*", self.main_class]
+
+
+class KafkaStreamsPeer(MavenPeer):
+    name = "Kafka Streams"
+    project = KSTREAMS_DIR
+    main_class = "sampan.bench.SumApp"
+
+    def version(self) -> str:
+        return str(KAFKA_VERSION)
+
     def command(self, spec: RunSpec) -> list[str]:
-        target = KSTREAMS_DIR / "target"
-        return ["java", "-cp", f"{target / 'classes'}:{target / 'lib'}/*",
-                "sampan.bench.SumApp", "--bootstrap", spec.bootstrap,
+        return [*self.java(), "--bootstrap", spec.bootstrap,
                 "--input", spec.input_topic, "--output", spec.output_topic,
                 "--app-id", spec.name, "--state-dir", str(spec.folder / "state"),
                 "--count", str(spec.count), "--guarantee", spec.guarantee,
+                "--commit-ms", str(spec.commit_ms),
+                "--metadata-refresh-ms", str(METADATA_REFRESH_MS)]
+
+
+class SamzaPeer(MavenPeer):
+    """Samza runs in the expansion runs only, at least once (its only guarantee)."""
+
+    name = "Samza"
+    project = HERE / "samza"
+    main_class = "sampan.bench.SamzaSum"
+    guarantees = ("at-least-once",)
+
+    def version(self) -> str:
+        return SAMZA_VERSION
+
+    def command(self, spec: RunSpec) -> list[str]:
+        if spec.count:
+            raise ValueError("the Samza peer runs until stopped (expansion runs only)")
+        return [*self.java(), "--bootstrap", spec.bootstrap,
+                "--input", spec.input_topic, "--output", spec.output_topic,
+                "--name", spec.name, "--state-dir", str(spec.folder / "state"),
                 "--commit-ms", str(spec.commit_ms),
                 "--metadata-refresh-ms", str(METADATA_REFRESH_MS)]
 
@@ -179,11 +221,14 @@ class QuixPeer:
 
 
 PEERS: tuple[Peer, ...] = (SampanPeer(), KafkaStreamsPeer(), QuixPeer())
+"""The throughput runs' peers."""
+EXPANSION_PEERS: tuple[Peer, ...] = (*PEERS, SamzaPeer())
+"""The expansion runs' peers."""
 
 
 def peer_named(name: str) -> Peer:
     wanted = name.lower().replace(" ", "").replace("-", "")
-    for peer in PEERS:
+    for peer in EXPANSION_PEERS:
         if peer.name.lower().replace(" ", "") == wanted:
             return peer
     raise KeyError(f"no peer {name!r}; peers: {', '.join(p.name for p in PEERS)}")
