@@ -90,6 +90,7 @@ def main() -> None:
         peer.prepare()
     scratch = Path(tempfile.mkdtemp(prefix="sampan-peers-"))
     before = machine.load()
+    versions = ", ".join(f"{peer.name} {peer.version()}" for peer in peers)
     sections = []
     try:
         with running_kafka() as cluster:
@@ -105,8 +106,7 @@ def main() -> None:
     print()
     print("\n\n".join(sections))
     print()
-    print(f"Apache Kafka {KAFKA_VERSION} (one KRaft node on 127.0.0.1); peers: "
-          + ", ".join(f"{peer.name} {peer.version()}" for peer in peers))
+    print(f"Apache Kafka {KAFKA_VERSION} (one KRaft node on 127.0.0.1); peers: {versions}")
     print(f"machine: {machine.describe()}")
     print(f"{before} before, {machine.load()} after")
     if args.keep:
