@@ -78,24 +78,30 @@ def _apache_kafka() -> Iterator[str]:
         yield cluster.bootstrap
 
 
-async def _child_run(system: str, records: int, keys: int, broker: str) -> None:
+def _child(system: str, records: int, keys: int, broker: str) -> None:
+    """The profiled child: its broker (started outside any event loop), then the run."""
     from bench.systems_baseline import tansu
+
+    brokers = {"tansu": tansu, "apache-kafka": _apache_kafka}
+    with brokers[broker]() if system == "kafka" else _nothing() as bootstrap:
+        asyncio.run(_child_run(system, records, keys, bootstrap))
+
+
+async def _child_run(system: str, records: int, keys: int, bootstrap: str | None) -> None:
     from bench.worker import _job, _prepare, _records, _run_worker
     from framework.systems import open_system
 
     work = Path(tempfile.mkdtemp(prefix="sampan-profile-"))
-    brokers = {"tansu": tansu, "apache-kafka": _apache_kafka}
-    with brokers[broker]() if system == "kafka" else _nothing() as bootstrap:
-        config = _job(work / system, system, bootstrap)
-        meta = open_system(config.system(config.metadata_system))
-        await meta.start()
-        try:
-            model = await _prepare(config, meta, _records(records, keys))
-            print("READY", flush=True)
-            sys.stdin.readline()  # the parent attached py-spy
-            _, elapsed = await _run_worker(config, model, records)
-        finally:
-            await meta.close()
+    config = _job(work / system, system, bootstrap)
+    meta = open_system(config.system(config.metadata_system))
+    await meta.start()
+    try:
+        model = await _prepare(config, meta, _records(records, keys))
+        print("READY", flush=True)
+        sys.stdin.readline()  # the parent attached py-spy
+        _, elapsed = await _run_worker(config, model, records)
+    finally:
+        await meta.close()
     shutil.rmtree(work, ignore_errors=True)
     print(f"ELAPSED {elapsed}", flush=True)
 
@@ -157,7 +163,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        asyncio.run(_child_run(args.system, args.records, args.keys, args.broker))
+        _child(args.system, args.records, args.keys, args.broker)
         return
     raw = args.raw or Path(tempfile.gettempdir()) / f"sampan-profile-{os.getpid()}.txt"
     profile(args.system, args.records, args.keys, args.rate, raw, args.broker)
