@@ -142,6 +142,24 @@ class JobModel:
     def ordered_tasks(self) -> list[TaskModel]:
         return [self.tasks[name] for name in sorted(self.tasks, key=task_sort_key)]
 
+    def idle_workers(self) -> list[int]:
+        """Workers the model gives no task (more workers than tasks): they run, idle."""
+        busy = {task.worker for task in self.tasks.values()}
+        return [w for w in range(self.workers) if w not in busy]
+
+    def idle_workers_message(self) -> str | None:
+        """Why some workers have nothing to do, for the log and `sampan status`; None when
+        every worker has a task."""
+        idle = self.idle_workers()
+        if not idle:
+            return None
+        count = len(self.tasks)
+        which = (f"worker {idle[0]} has none" if len(idle) == 1
+                 else f"workers {', '.join(map(str, idle))} have none")
+        return (f"{count} task{'s' if count != 1 else ''} on {self.workers} workers: {which}; "
+                f"the task count is fixed by the input partitions at the job's first start, "
+                f"so set job.workers to at most {count}")
+
     def ssp_task_mapping(self) -> dict[SystemStreamPartition, str]:
         """SSP → task for the next grouping (broadcast SSPs excluded)."""
         return {ssp: task.name for task in self.tasks.values() for ssp in task.ssps}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,15 @@ from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import ExpansionBook, describe_change
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
+from framework.coordinator.reachability import Reachability
+from framework.coordinator.runfile import (
+    RunRecord,
+    metadata_location,
+    read_run_file,
+    run_file,
+    shared_folder,
+    write_run_file,
+)
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
@@ -39,6 +49,7 @@ from framework.metadata import (
 from framework.metrics import CoordinatorMetrics
 from framework.systems import open_system
 from framework.systems.base import System
+from framework.wording import counted
 from framework.worker.commit import check_guarantee
 from groupers import SystemStreamPartition
 
@@ -74,7 +85,8 @@ class Coordinator:
             stop_timeout_s=config.coordinator.worker_stop_timeout_ms / 1000,
             restart_backoff_s=config.coordinator.worker_restart_backoff_ms / 1000,
             max_restarts=config.coordinator.max_worker_restarts,
-            crash_window_s=config.coordinator.crash_window_ms / 1000)
+            crash_window_s=config.coordinator.crash_window_ms / 1000,
+            on_exit=self._worker_down, stop=self.stop)
         self.start_workers = start_workers
         self._job_file_stat: tuple[int, int] | None = None  # (mtime_ns, size) last looked at
         self.lease: CoordinatorLease | KafkaCoordinatorLease | None = None
@@ -83,6 +95,11 @@ class Coordinator:
         self.status = CoordinatorStatus()
         self.expansions = ExpansionBook(self.status, config.path)
         self.metrics = CoordinatorMetrics(config)
+        self.reach = Reachability(self.status, self._reachability_changed)
+        self.run_file = run_file(config.state_dir)
+        self._started_ms = _now_ms()
+        self._unpublished = False
+        """The status changed while the metadata system could not take it."""
 
     @property
     def meta(self) -> System:
@@ -107,7 +124,11 @@ class Coordinator:
             if self.lease is not None:
                 await self.lease.acquire()  # before anything is written: one coordinator
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
-                keeper.add_done_callback(lambda _: self._lease_lost.is_set() and self.stop.set())
+                keeper.add_done_callback(self._stop_if_lease_lost)
+            shared = shared_folder(read_run_file(self.run_file), self.config)
+            if shared:
+                log.warning("%s", shared)
+            self._write_run_file("running")
             self.supervisor.config_snapshot = snapshot_config(self.config)
             self._job_file_stat = _stat(self.config.path)
             state = await read_state(self.meta, self.config)
@@ -117,6 +138,7 @@ class Coordinator:
             counts = await self.partition_counts()
             await self._check_inputs()  # before any worker starts reading
             await self._create_declared_streams()
+            await self._start_producers()
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
@@ -141,8 +163,9 @@ class Coordinator:
             if isinstance(failed, Exception):
                 self.status.error = str(failed)
             if self.lease is not None and self.lease.held:  # never overwrite another's status
-                await self._report(state="failed" if isinstance(failed, Exception)
-                                   else "stopped")
+                ended = "failed" if isinstance(failed, Exception) else "stopped"
+                self._write_run_file(ended)
+                await self._report(state=ended)
             if self.lease is not None:
                 await self.lease.release()
             for system in self.systems.values():
@@ -190,7 +213,9 @@ class Coordinator:
             stream = self.config.stream(qualified)
             system = self.systems[stream.system]
             try:
-                counts[qualified] = (await system.partition_counts([stream.stream]))[stream.stream]
+                with self.reach.watch(stream.system):
+                    found = await system.partition_counts([stream.stream])
+                counts[qualified] = found[stream.stream]
             except StreamNotFoundError:
                 if stream.partitions is None:
                     raise StreamNotFoundError(
@@ -200,6 +225,15 @@ class Coordinator:
                 await system.create_stream(stream.stream, stream.partitions, exist_ok=True)
                 counts[qualified] = stream.partitions
         return counts
+
+    async def _start_producers(self) -> None:
+        """Connect every Kafka producer of the job now, so what a broker refuses (the
+        idempotent producer on tansu) is said once per run, here; workers stay quiet."""
+        for system in self.systems.values():
+            start_producer = getattr(system, "start_producer", None)
+            if start_producer is not None:
+                with self.reach.watch(system.name):
+                    await start_producer()
 
     async def _create_declared_streams(self) -> None:
         """Create every declared stream with ``partitions`` that does not exist yet (outputs)."""
@@ -215,7 +249,8 @@ class Coordinator:
             if stream.stream not in await system.list_streams():
                 await system.create_stream(stream.stream, stream.partitions,
                                            compacted=stream.compacted, exist_ok=True)
-                log.info("created stream %s with %d partitions", qualified, stream.partitions)
+                log.info("created stream %s with %s", qualified,
+                         counted(stream.partitions, "partition"))
 
     async def _end_offsets(self, model: JobModel) -> dict[SystemStreamPartition, int]:
         ends: dict[SystemStreamPartition, int] = {}
@@ -238,8 +273,8 @@ class Coordinator:
             local_state=await self._local_state(previous))
         await self._ensure_changelogs(model)
         model = await publish_model(self.meta, self.config, model)
-        log.info("published job model epoch %d (%s): %d tasks on %d workers", model.epoch,
-                 reason, len(model.tasks), model.workers)
+        log.info("published job model epoch %d (%s): %s on %s", model.epoch,
+                 reason, counted(len(model.tasks), "task"), counted(model.workers, "worker"))
         return model
 
     async def _local_state(self, previous: JobModel | None) -> dict[int, dict[str, int]] | None:
@@ -281,6 +316,7 @@ class Coordinator:
 
     async def _monitor(self) -> None:
         interval = self.config.coordinator.monitor_interval_ms / 1000
+        self._announce_idle_workers()
         await self._report(state="running")
         while not self.stop.is_set():
             try:
@@ -296,10 +332,11 @@ class Coordinator:
             try:
                 counts = await self.partition_counts()
                 await self._check_inputs()
-            except SystemUnavailableError as error:  # a broker blip must not stop the job
-                log.warning("cannot read partition counts (%s); retrying in %.1fs", error,
-                            interval)
+                await self._note_resumed()
+            except SystemUnavailableError:  # logged once per outage; the job goes on
                 continue
+            if self._unpublished:
+                await self._report(state="running")
             assert self.model is not None
             if dict(counts) != dict(self.model.partition_counts):
                 await self._on_change(counts)
@@ -332,14 +369,16 @@ class Coordinator:
         for qualified in self._all_inputs():
             stream = self.config.stream(qualified)
             try:
-                ranges = await self.systems[stream.system].offsets(stream.stream)
+                with self.reach.watch(stream.system):
+                    ranges = await self.systems[stream.system].offsets(stream.stream)
             except StreamNotFoundError:
                 continue
             ends.update({SystemStreamPartition(stream.system, stream.stream, p): r.end
                          for p, r in ranges.items()})
+        with self.reach.watch(self.config.metadata_system):
+            checkpoints = await self.meta.read_checkpoints(self.config.name)
         try:
-            check_inputs(self.config.path, await self.meta.read_checkpoints(self.config.name),
-                         ends)
+            check_inputs(self.config.path, checkpoints, ends)
         except InputRecreatedError as error:
             log.error("REFUSED: %s", error)
             raise
@@ -387,12 +426,74 @@ class Coordinator:
         await self._report(state="running")
 
     async def _report(self, *, state: str) -> None:
+        """Publish the status; while the metadata system is unreachable it is published
+        once it answers again (the outage itself is in the run file meanwhile)."""
         if not self.systems:
             return
         status = self.status
         status.state, status.epoch = state, self.model.epoch if self.model else None
         status.coordinator_pid, status.updated_ms = os.getpid(), _now_ms()
+        status.coordinator_host = socket.gethostname()
         status.worker_logs = str(self.supervisor.log_dir)
         status.worker_pids, status.restarts = self.supervisor.pids(), self.supervisor.restarts
         status.stuck = self.supervisor.stuck
-        await publish_status(self.meta, self.config, status)
+        status.crashes = self.supervisor.crash_reports()
+        status.crash_window_ms = self.config.coordinator.crash_window_ms
+        status.max_restarts = self.config.coordinator.max_worker_restarts
+        status.idle_workers = self.model.idle_workers() if self.model else []
+        try:
+            with self.reach.watch(self.config.metadata_system):
+                await publish_status(self.meta, self.config, status)
+        except SystemUnavailableError:
+            self._unpublished = True
+            return
+        self._unpublished = False
+
+    def _stop_if_lease_lost(self, _keeper: asyncio.Task[None]) -> None:
+        if self._lease_lost.is_set():
+            self.stop.set()
+
+    async def _worker_down(self) -> None:
+        """A worker crashed and waits for its restart: say so now, not after the backoff."""
+        await self._report(state="running")
+
+    def _reachability_changed(self) -> None:
+        self._unpublished = True
+        self._write_run_file("running")
+
+    def _write_run_file(self, state: str) -> None:
+        """Who runs the job here and what it cannot reach (`framework.coordinator.runfile`)."""
+        try:
+            write_run_file(self.run_file, RunRecord(
+                pid=os.getpid(), host=socket.gethostname(), started_ms=self._started_ms,
+                updated_ms=_now_ms(), state=state, metadata_system=self.config.metadata_system,
+                unreachable=list(self.status.unreachable), job_file=str(self.config.path),
+                metadata_at=metadata_location(self.config)))
+        except OSError as error:  # for people; never stops the job
+            log.warning("cannot write the run file %s: %s", self.run_file, error)
+
+    def _announce_idle_workers(self) -> None:
+        """More workers than tasks: say which stay idle and why (once per model)."""
+        assert self.model is not None
+        message = self.model.idle_workers_message()
+        if message:
+            log.warning("%s", message)
+
+    async def _note_resumed(self) -> None:
+        """Close the pause of this run's last expansion once every worker resumed on its
+        epoch (`ExpansionRecord.pause_ms`, shown by status and the pause metric)."""
+        if not self.status.expansions or self.model is None or not self.start_workers:
+            return
+        last = self.status.expansions[-1]
+        if last.resumed_ms is not None or last.epoch != self.model.epoch or (
+                last.detected_ms < self._started_ms):
+            return
+        with self.reach.watch(self.config.metadata_system):
+            reports = (await read_state(self.meta, self.config)).workers
+        resumed = [reports[w].resumed_ms for w in range(self.model.workers)
+                   if w in reports and reports[w].epoch == last.epoch]
+        if len(resumed) == self.model.workers and None not in resumed:
+            last.resumed_ms = max(r for r in resumed if r is not None)
+            log.info("expansion %s: every worker resumed on epoch %d; pause %d ms",
+                     last.change, last.epoch, last.resumed_ms - last.detected_ms)
+            await self._report(state="running")

@@ -99,6 +99,8 @@ class Job:
         self.path = folder / "job.toml"
         self.logs = folder / "logs"
         self.process: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] = {}
+        """Extra environment of `start` (its workers inherit it): fault injection."""
         self._log: IO[bytes] | None = None
         self.truth = Truth()
         self.write(name, inputs, **options)
@@ -116,7 +118,7 @@ class Job:
         self.process = subprocess.Popen(
             [*CLI, "run", str(self.path), "--worker-logs", str(self.logs)],
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)})
+            env={**os.environ, "PYTHONPATH": str(REPO), **self.env})
         return self.process
 
     async def stop(self, timeout: float = 30) -> int:

@@ -348,6 +348,13 @@ class LocalLog:
                 (job, token, holder, now_ms + ttl_ms))
         return None
 
+    def read_lease(self, job: str) -> tuple[str, int] | None:
+        """``job``'s lease as ``(holder, expires_ms)``; None when nobody holds it."""
+        with self.guard("read of the lease"):
+            row = self.conn.execute("SELECT holder, expires_ms FROM leases WHERE job = ?",
+                                    (job,)).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]))
+
     def release_lease(self, job: str, token: str) -> None:
         """Give the lease up (a clean stop), if ``token`` still holds it."""
         with self.write() as conn:

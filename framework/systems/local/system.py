@@ -205,6 +205,10 @@ class LocalSystem:
     async def release_lease(self, job: str, token: str) -> None:
         await self.call(LocalLog.release_lease, job, token)
 
+    async def read_lease(self, job: str) -> tuple[str, int] | None:
+        """See `LocalLog.read_lease`."""
+        return await self.call(LocalLog.read_lease, job)
+
     async def compact(self, stream: str) -> int:
         counts = await self.partition_counts([stream])
         dropped = 0
