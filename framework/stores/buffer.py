@@ -116,7 +116,7 @@ class TaskStore:
             try:  # `_fast_key` inline: this is the task's hottest call
                 raw = self._key_to(key)
             except Exception:
-                raw = None
+                raw = self._encode_key(key)  # raises the SerdeError naming the store
             if type(raw) is not bytes or key is None:
                 raw = self._encode_key(key)
             if type(key) is str:
@@ -150,7 +150,7 @@ class TaskStore:
             try:  # `_fast_key` inline
                 raw = self._key_to(key)
             except Exception:
-                raw = None
+                raw = self._encode_key(key)  # raises the SerdeError naming the store
             if type(raw) is not bytes or key is None:
                 raw = self._encode_key(key)
         if self.journal is not None:
