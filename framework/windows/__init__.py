@@ -12,7 +12,16 @@ docs/windows.md.
 from framework.windows.aggregation import LatePolicy, WindowResult, Windows
 from framework.windows.event_time import EventTime, Timestamp
 from framework.windows.kinds import Hopping, Session, Tumbling, WindowError, WindowKind
-from framework.windows.reducers import Reducer, count, fold, max_of, min_of, sum_of
+from framework.windows.reducers import (
+    Reducer,
+    aggregate,
+    count,
+    fold,
+    max_of,
+    mean_of,
+    min_of,
+    sum_of,
+)
 
 __all__ = [
     "EventTime",
@@ -26,9 +35,11 @@ __all__ = [
     "WindowKind",
     "WindowResult",
     "Windows",
+    "aggregate",
     "count",
     "fold",
     "max_of",
+    "mean_of",
     "min_of",
     "sum_of",
 ]

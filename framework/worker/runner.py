@@ -105,6 +105,8 @@ class Worker:
         self._routes: dict[SystemStreamPartition, list[TaskInstance]] = {}
         self._stages: dict[str, list[BarrierStage]] = {}
         self._consumers: dict[str, Consumer] = {}
+        self._reading: dict[str, tuple[SystemStreamPartition, ...]] = {}  # routed, per system
+        self._caught_up: dict[SystemStreamPartition, float] = {}  # `TaskInstance.caught_up`
         self._codec = RecordCodec(config)
         self._policies = ErrorPolicies(config, self._codec)
         self.restored = 0
@@ -251,6 +253,14 @@ class Worker:
                 if ssp not in held:
                     routes[ssp].append(instance)
         self._routes = dict(routes)
+        for instance in self.instances:
+            instance.caught_up = self._caught_up
+        for ssp in [ssp for ssp in self._caught_up if ssp not in self._routes]:
+            del self._caught_up[ssp]  # behind a barrier again (or gone): not idle
+        reading: dict[str, list[SystemStreamPartition]] = defaultdict(list)
+        for ssp in self._routes:
+            reading[ssp.system].append(ssp)
+        self._reading = {name: tuple(ssps) for name, ssps in reading.items()}
         by_system: dict[str, dict[SystemStreamPartition, int]] = defaultdict(dict)
         for ssp, readers in self._routes.items():
             by_system[ssp.system][ssp] = min(r.positions[ssp] for r in readers)
@@ -305,6 +315,7 @@ class Worker:
         next_window = time.monotonic() + window_interval
         next_fence_check = time.monotonic() + FENCE_CHECK_S
         max_records = self.config.fetch_max_records
+        track_idle = self.config.input_idle_timeout_ms > 0
         dirty = False
         self._release_barriers()
         while True:
@@ -322,6 +333,8 @@ class Worker:
                     # Read the next batch while this one is processed; never across a
                     # barrier release, which reassigns the consumer.
                     prefetched[name] = asyncio.ensure_future(fetch(max_records, 50))
+                if track_idle:
+                    self._note_caught_up(name, batch)
                 for ssp, records in batch.items():
                     await self._dispatch(ssp, records)
                     dirty = dirty or bool(records)
@@ -358,6 +371,17 @@ class Worker:
                 for instance in self.instances:
                     await instance.close()
                 return "stopped" if self.stop.is_set() else "task requested shutdown"
+
+    def _note_caught_up(self, system: str, batch: Batch) -> None:
+        """Remember since when each read SSP of ``system`` has come back empty from every
+        fetch (a fetch serves every partition with records: it is read to its end)."""
+        now = time.monotonic()
+        caught_up = self._caught_up
+        for ssp in self._reading.get(system, ()):
+            if batch.get(ssp):
+                caught_up.pop(ssp, None)
+            elif ssp not in caught_up:
+                caught_up[ssp] = now
 
     async def _settle(self, committer: Committer) -> None:
         try:

@@ -156,7 +156,8 @@ def test_window_receives_wall_clock_and_watermark() -> None:
 
 def test_state_is_expired_when_windows_close() -> None:
     result, _ = run(Hopping(size_ms=10, advance_ms=5), [ev("a", 1), ev("b", 2), mark(100)])
-    assert {k for k in result.stores["w"] if not k.startswith("t")} == set()
+    assert {k: v for k, v in result.stores["w"].items() if not k.startswith("t")} == {
+        "a~windows": "count over hopping 10/5 in panes", "a~closed": 100}  # no window left
 
 
 def test_resuming_from_stored_state_continues_the_open_windows() -> None:
