@@ -10,21 +10,12 @@ Store layout (string keys; values through the store's value serde, JSON by defau
 - ``a~windows`` → what they are aggregated by (reducer, kind, layout), so a task changing
   them over open windows is stopped instead of misreading them;
 - ``a~closed`` → the bound of the last close: every window closing at or before it has
-  been emitted. A close deletes the keys it emptied but does not rewrite the others:
-  what only closed windows needed is dropped whenever a state is read from the store;
+  been emitted (`framework.windows.keyed`: closes are lazy in the store);
 - ``t|…`` and ``t~watermark``: the `EventTime` tracker's state; ``late``: late records.
-
-When each key's next window closes is kept in memory (a `DueIndex`, one entry per key
-with open windows), rebuilt from the ``k|`` entries when the task starts: closing reads
-only the keys that close and writes no index to the store or its changelog. The open
-windows of recently used keys are also kept decoded in memory (up to `CACHED_KEYS`
-keys): a record costs one store write and no read. Both are given up for the store
-under the ``skip`` and ``dead-letter`` process policies, whose undo of a failed record
-they could not see.
 
 A record is *late* when its event time is more than ``grace_ms`` behind the watermark;
 it then touches no window. A window closes — its final result is emitted and its state
-deleted — when the watermark reaches ``closes_at + grace_ms``; no on-time record can fall
+dropped — when the watermark reaches ``closes_at + grace_ms``; no on-time record can fall
 in it after that, so each window's final result is emitted exactly once.
 """
 
@@ -35,10 +26,11 @@ from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
 from framework.windows.event_time import EventTime, Timestamp, open_window_store
+from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
 from framework.windows.layouts import Layout, describe, layout_for
 from framework.windows.reducers import Reducer, aggregate
-from framework.windows.state import DueIndex, dump_state, key_from_text, key_text, load_state
+from framework.windows.state import key_from_text, key_text
 
 __all__ = ["LatePolicy", "WindowResult", "Windows"]
 
@@ -47,10 +39,7 @@ STATE = "k|"
 LEGACY_INDEX = "c|"
 """Where stores written before the in-memory index kept it; deleted when a task starts."""
 SHAPE_KEY = "a~windows"
-CLOSED_KEY = "a~closed"
 LATE_KEY = "late"
-CACHED_KEYS = 200_000
-"""Keys whose open windows `Windows` keeps decoded in memory (then it starts over)."""
 
 
 class WindowResult(NamedTuple):
@@ -133,14 +122,12 @@ class Windows:
         self._grace = kind.grace_ms
         self._finish: Callable[[Any], Any] = reducer.result or _same
         self._closed_to: int | None = None  # the watermark the last close ran at
-        self._states: dict[str, list[Any]] = {}  # key → its open windows, as stored
-        self._complete = False  # `_states` holds every key with open windows
-        self._cached: bool | None = None  # decided at the first record (see `_cache`)
-        self._emptied: set[str] = set()  # keys a close emptied, deleted at the next one
-        self._index = DueIndex()
-        self._closed_bound: int = self.store.get(CLOSED_KEY) or -1
-        self.layout: Layout = self._open_layout(where)
-        self._next_close = self._index.next()
+        self.layout: Layout = layout_for(kind, reducer, None)
+        self._keyed = KeyedStates(self.store, STATE, self._open_part,
+                                  lambda state, closed: self.layout.first_close(state, closed),
+                                  legacy=[LEGACY_INDEX])
+        self._open_layout(where)
+        self._next_close = self._keyed.index.next()
         on_window = getattr(context, "on_window", None)
         if on_window is not None:
             on_window(self._close_due)  # windows close on a tick too (idle partitions)
@@ -177,21 +164,11 @@ class Windows:
         text = "s" + key if type(key) is str else key_text(key)
         # The record folded into its key's windows: the reducer (user code) runs before
         # anything is written.
-        states = self._states if self._cached else self._cache()
-        state = states.get(text) if states is not None else None
-        if state is None and not (self._complete and states is not None):
-            state = self._stored(text)
-        state, sooner = self.layout.fold(state, value, ts)
-        self.store.put(STATE + text, dump_state(state))
-        if states is not None:
-            if len(states) >= CACHED_KEYS and text not in states:
-                states.clear()
-                self._complete = False
-            states[text] = state
-        if self._emptied:
-            self._emptied.discard(text)
+        keyed = self._keyed
+        state, sooner = self.layout.fold(keyed.load(text), value, ts)
+        keyed.save(text, state)
         if sooner:
-            self._index.note(text, closes := self.layout.first_close(state, self._closed_bound))
+            keyed.index.note(text, closes := self.layout.first_close(state, keyed.closed))
             if self._next_close is None or closes < self._next_close:
                 self._next_close = closes
         event_time.record(envelope.ssp, ts)
@@ -209,68 +186,30 @@ class Windows:
 
     # -- state ----------------------------------------------------------------------------
 
-    def _cache(self) -> dict[str, list[Any]] | None:
-        """The decoded states, or None when a journaling process policy may undo store
-        writes behind them (the worker sets the journal after `init`)."""
-        if self._cached is None:
-            self._cached = getattr(self.store, "journal", None) is None
-        return self._states if self._cached else None
-
-    def _stored(self, text: str) -> list[Any] | None:
-        """Key ``text``'s open windows as the store has them (None: none)."""
-        stored = self.store.get(STATE + text)
-        return None if stored is None else self._open_part(load_state(stored))
-
-    def _open_part(self, state: list[Any]) -> list[Any] | None:
-        """``state`` without what only the windows the last close emitted needed."""
-        layout, bound = self.layout, self._closed_bound
+    def _open_part(self, state: list[Any], closed: int) -> list[Any] | None:
+        """``state`` without what only windows closed by ``closed`` needed."""
+        layout = self.layout
         i, n, width = 0, len(state), layout.width
-        while i < n and layout.needed_until(state, i) <= bound:
+        while i < n and layout.needed_until(state, i) <= closed:
             i += width
         return (state[i:] if i else state) or None
 
-    def _open_layout(self, where: str) -> Layout:
+    def _open_layout(self, where: str) -> None:
         """The layout of this store's open windows, the due index over them, and the
         check that they were aggregated as this task aggregates."""
         shape = self.store.get(SHAPE_KEY)
-        keys = [(key, load_state(stored)) for key, stored in self.store.prefix(STATE)]
-        stored_layout = shape.rsplit(" in ", 1)[1] if shape else ("windows" if keys else None)
-        layout = layout_for(self.kind, self.reducer, stored_layout if keys else None)
-        self.layout = layout  # `_open_part` below reads it
-        wanted = describe(self.kind, self.reducer, layout)
-        if keys and shape is not None and shape != wanted:
+        states = self._keyed.stored()
+        stored_layout = shape.rsplit(" in ", 1)[1] if shape else ("windows" if states else None)
+        self.layout = layout_for(self.kind, self.reducer, stored_layout if states else None)
+        wanted = describe(self.kind, self.reducer, self.layout)
+        if states and shape is not None and shape != wanted:
             raise WindowError(
                 f"{where}: the store holds open windows of {shape!r}, but the task now "
                 f"aggregates {wanted!r} and would misread them; keep the old definition until "
                 f"those windows have closed, or use a new store for the new one")
         if shape != wanted:
             self.store.put(SHAPE_KEY, wanted)
-        self._index_states(keys)
-        return layout
-
-    def _index_states(self, keys: list[tuple[str, list[Any]]]) -> None:
-        self._index.clear()
-        self._states.clear()
-        self._emptied.clear()
-        self._complete = len(keys) <= CACHED_KEYS
-        emptied = []
-        for key, state in keys:
-            open_part = self._open_part(state)
-            if open_part:
-                text = key[len(STATE):]
-                self._index.note(text, self.layout.first_close(open_part, self._closed_bound))
-                if self._complete:
-                    self._states[text] = open_part
-            else:
-                emptied.append(key)
-        for key in emptied + [key for key, _ in self.store.prefix(LEGACY_INDEX)]:
-            self.store.delete(key)
-
-    def _rebuild_index(self) -> None:
-        """The due index from the ``k|`` entries (under a journaling errors policy, whose
-        undone writes the in-memory index cannot see)."""
-        self._index_states([(key, load_state(stored))
-                            for key, stored in self.store.prefix(STATE)])
+        self._keyed.rebuild(states)
 
     def _updates(self, text: str, state: list[Any], ts: int,
                  collector: MessageCollector) -> list[WindowResult]:
@@ -294,22 +233,15 @@ class Windows:
             self._closed_to = watermark
             return []
         self.event_time.save()  # the closes below are committed with this watermark
-        states = self._cache()
-        if states is None:
-            self._rebuild_index()
-        for text in self._emptied:  # emptied by the last close, and no record since
-            self.store.delete(STATE + text)
-        self._emptied.clear()
-        taken = self._index.due(bound)
-        layout, finish, closed_before = self.layout, self._finish, self._closed_bound
-        split, closes_at = layout.split, layout.closes_at
+        keyed = self._keyed
+        taken = keyed.start_close(bound)
+        layout, finish, closed_before = self.layout, self._finish, keyed.closed
+        split, closes_at, load = layout.split, layout.closes_at, keyed.load
         closed: list[tuple[int, str, WindowResult]] = []
         kept: list[tuple[str, list[Any]]] = []
         try:
             for _, text in taken:
-                state = (states.get(text) if states is not None else None
-                         ) or self._stored(text) or []
-                emitted, remaining = split(state, closed_before, bound)
+                emitted, remaining = split(load(text) or [], closed_before, bound)
                 if emitted:
                     key = text[1:] if text[0] == "s" else key_from_text(text)
                     for start, end, aggregate in emitted:
@@ -321,26 +253,10 @@ class Windows:
             if self.output is not None:
                 self._send(collector, results)
         except BaseException:
-            self._index.restore(taken)  # nothing was written: everything stays open
+            keyed.index.restore(taken)  # nothing was written: everything stays open
             raise
-        # Written with the results: which windows are gone from every state read later.
-        self.store.put(CLOSED_KEY, bound)
-        self._closed_bound = bound
-        for text, remaining in kept:
-            if remaining:
-                if states is not None:
-                    states[text] = remaining  # the store keeps the rest until a write
-                self._index.note(text, layout.first_close(remaining, bound))
-            elif states is None:
-                self.store.delete(STATE + text)
-            else:  # deleted at the next close unless a record comes first (and rewrites it)
-                states.pop(text, None)
-                self._emptied.add(text)
-        if not len(self._index):  # nothing open any more: no record is coming soon
-            for text in self._emptied:
-                self.store.delete(STATE + text)
-            self._emptied.clear()
-        self._next_close = self._index.next()
+        keyed.finish_close(bound, kept)
+        self._next_close = keyed.index.next()
         self._closed_to = watermark
         return results
 
