@@ -185,7 +185,7 @@ class EventTime:
             elif old == self._low:
                 self._low = min(times.values())  # type: ignore[type-var]
         if self._idle:
-            self._idle.discard(ssp)  # it delivers again: it holds the watermark again
+            self._still_idle()  # a fetch brought records from it: it holds again
             low = self._idle_low()
         elif self.source == "markers":
             low = self._marker_low()
@@ -217,6 +217,14 @@ class EventTime:
             self._mark_dirty = True
             return low
         return None
+
+    def _still_idle(self) -> None:
+        """Forget idle partitions the worker has fetched records from since (all of a
+        fetch's partitions stop being idle before any of its records is processed)."""
+        idle_ms = self._idle_ms
+        assert idle_ms is not None
+        self._idle = {ssp for ssp in self._idle
+                      if (ms := idle_ms(ssp)) is not None and ms >= self.idle_timeout_ms}
 
     @property
     def idle(self) -> frozenset[SystemStreamPartition]:
