@@ -117,6 +117,12 @@ class LocalJob:
             return True
         return bool(await self.call(check))
 
+    def sampan(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """A one-shot `sampan` command with ``--job`` this job's file."""
+        return subprocess.run([sys.executable, "-m", "framework.cli", *args, "--job",
+                               str(self.path)], input=stdin, capture_output=True, text=True,
+                              timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
     async def kill_worker(self, worker: int) -> int:
         """SIGKILL one worker process (the coordinator restarts it); its pid."""
         pid = (await self.state()).status.worker_pids[worker]
