@@ -125,10 +125,11 @@ class AdJoinScenario:
                     verdict.wrong.setdefault(f"campaign {campaign}", (
                         f"{where} sums to {totals.get(campaign)}, "
                         f"expected {want.ctr.get(campaign)}"))
-        for partition, left in (await store_state(system, config, "waiting-clicks")).items():
-            for key in left:  # the last watermark closed every window
-                verdict.wrong[f"click {key.split('|')[1]}"] = (
-                    f"still waiting in task {partition}'s store")
+        for partition, kept in (await store_state(system, config, "joined")).items():
+            for key in kept:  # the last watermark expired every record of the join
+                if key.startswith("j|"):
+                    verdict.wrong[f"auction {key[3:]}"] = (
+                        f"records still kept in task {partition}'s join store")
         return verdict
 
 
