@@ -178,6 +178,22 @@ class LocalJob:
                                      f"{self.logs()}")
             await asyncio.sleep(0.1)
 
+    async def wait_expansions(self, changes: set[str], workers: int) -> CoordinatorState:
+        """Until every change (``"local.s 2→4"``) is recorded — expansions detected together
+        share one record and one model — and the latest model runs on every worker."""
+        async def recorded() -> bool:
+            return changes <= self.changes(await self.state())
+        await self.wait(recorded, f"expansions {sorted(changes)}")
+        model = (await self.state()).model
+        assert model is not None
+        return await self.wait_epoch(model.epoch, workers)
+
+    @staticmethod
+    def changes(state: CoordinatorState) -> set[str]:
+        """Every stream change the expansions recorded."""
+        return {change for event in state.status.expansions
+                for change in event.change.split(", ")}
+
     async def wait_epoch(self, epoch: int, workers: int) -> CoordinatorState:
         """Until ``epoch`` runs on every worker."""
         found: list[CoordinatorState] = []
@@ -247,4 +263,3 @@ class WindowJob(LocalJob):
             if want.get(key) != got.get(key):
                 found.append(f"window {key}: emitted {got.get(key)}, expected {want.get(key)}")
         return found
-
