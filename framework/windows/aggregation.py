@@ -15,8 +15,9 @@ Store layout (string keys; values through the store's value serde, JSON by defau
 
 A record is *late* when its event time is more than ``grace_ms`` behind the watermark;
 it then touches no window. A window closes — its final result is emitted and its state
-dropped — when the watermark reaches ``closes_at + grace_ms``; no on-time record can fall
-in it after that, so each window's final result is emitted exactly once.
+dropped — when the watermark reaches ``closes_at + grace_ms`` (sessions: up to an eighth
+of the gap later, so one close serves the sessions of many keys); no on-time record can
+fall in it after that, so each window's final result is emitted exactly once.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ class Windows:
         self.layout: Layout = layout_for(kind, reducer, None)
         self._keyed = KeyedStates(self.store, STATE, self._open_part,
                                   lambda state, closed: self.layout.first_close(state, closed),
+                                  granule=max(1, kind.gap_ms // 8)
+                                  if isinstance(kind, Session) else 1,
                                   legacy=[LEGACY_INDEX])
         self._open_layout(where)
         self._next_close = self._keyed.index.next()
@@ -168,7 +171,8 @@ class Windows:
         state, sooner = self.layout.fold(keyed.load(text), value, ts)
         keyed.save(text, state)
         if sooner:
-            keyed.index.note(text, closes := self.layout.first_close(state, keyed.closed))
+            keyed.index.note(text, self.layout.first_close(state, keyed.closed))
+            closes = keyed.index.at[text]
             if self._next_close is None or closes < self._next_close:
                 self._next_close = closes
         event_time.record(envelope.ssp, ts)
@@ -228,7 +232,7 @@ class Windows:
         watermark = self.event_time.watermark
         if watermark is None or watermark == self._closed_to:
             return []
-        bound = watermark - self._grace  # windows with closes_at <= bound close now
+        bound = self._keyed.index.bound(watermark - self._grace)  # closes_at <= bound
         if self._next_close is None or self._next_close > bound:
             self._closed_to = watermark
             return []

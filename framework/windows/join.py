@@ -4,7 +4,8 @@ A ``left`` record at ``tl`` and a ``right`` record at ``tr`` with equal keys joi
 ``tl - before_ms <= tr <= tl + after_ms``. Each pair is emitted once, when the later of
 the two is processed. With ``how="left"`` a left record that joined nothing is emitted
 with ``right=None`` once no right record can join it any more: when the watermark passes
-``tl + after_ms + grace_ms``. Records are kept in a task store until the watermark makes
+``tl + after_ms + grace_ms`` — at the next multiple of ``(before_ms + after_ms +
+grace_ms) // 8`` ms, so one expiry serves the records of many keys. Records are kept in a task store until the watermark makes
 them useless — a left record once no on-time right record can still fall in its window,
 a right record once no on-time left record can — so state holds about ``before_ms +
 after_ms + grace_ms`` of event time per key. Both inputs must be co-partitioned (same
@@ -115,7 +116,8 @@ class IntervalJoin:
         self.late_policy, self.late_stream, self.output = late, late_stream, output
         self._sides: dict[tuple[str, str], bool] = {}  # (system, stream) → is left
         self._closed_to: int | None = None
-        self._keyed = KeyedStates(self.store, STATE, self._kept, self._first_due)
+        self._keyed = KeyedStates(self.store, STATE, self._kept, self._first_due,
+                                  granule=max(1, (before_ms + after_ms + grace_ms) // 8))
         self._open(where)
         self._next = self._keyed.index.next()
         on_window = getattr(context, "on_window", None)
@@ -175,6 +177,7 @@ class IntervalJoin:
             due = ts + self.before_ms + 1
         keyed.save(text, state)
         keyed.index.note(text, due)
+        due = keyed.index.at[text]
         if self._next is None or due < self._next:
             self._next = due
         event_time.record(envelope.ssp, ts)
@@ -244,7 +247,7 @@ class IntervalJoin:
         watermark = self.event_time.watermark
         if watermark is None or watermark == self._closed_to:
             return []
-        bound = watermark - self.grace_ms  # records useless before it expire now
+        bound = self._keyed.index.bound(watermark - self.grace_ms)  # expire what is before
         if self._next is None or self._next > bound:
             self._closed_to = watermark
             return []

@@ -3,7 +3,9 @@
 One store value per key (``<prefix><key>`` → state text, `framework.windows.state`), and
 in memory: the decoded states of the keys in use (every key's, up to `CACHED_KEYS`), so a
 record costs one store write and no read; and a `DueIndex` of when each key has something
-due (a window closes, a joined record expires), rebuilt from the store at start.
+due (a window closes, a joined record expires), rebuilt from the store at start. Due
+times scattered over event time (sessions, joined records) are handed out in steps of a
+``granule``, so one close serves many keys.
 
 Closing is lazy in the store: a close writes ``a~closed`` (its bound) and deletes the
 keys it emptied — at the next close, unless a record wrote the key again first — but
@@ -41,12 +43,13 @@ class KeyedStates:
     """The states under ``prefix`` of ``store`` (see the module docstring)."""
 
     def __init__(self, store: KeyValueStore, prefix: str, open_part: OpenPart,
-                 first_due: FirstDue, *, legacy: Iterable[str] = ()) -> None:
+                 first_due: FirstDue, *, granule: int = 1, legacy: Iterable[str] = ()
+                 ) -> None:
         self.store = store
         self.prefix = prefix
         self._open_part = open_part
         self._first_due = first_due
-        self.index = DueIndex()
+        self.index = DueIndex(granule)
         self.cache: dict[str, State] = {}
         self.complete = False
         """`cache` holds every key with open state: a key missing there has none."""

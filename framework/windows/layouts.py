@@ -16,6 +16,7 @@ Three layouts, each a flat list ordered oldest first:
 before it has been emitted. Parts of a state only such windows need are dropped when a
 state is read (`open_part`).
 
+>>> from framework.windows.reducers import count
 >>> panes = Panes(Hopping(size_ms=300, advance_ms=100), count())
 >>> state = panes.fold(panes.fold(None, {}, 120)[0], {}, 250)[0]
 >>> state

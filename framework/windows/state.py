@@ -80,22 +80,36 @@ class DueIndex:
     whose time has come. Kept in memory, rebuilt from the store when a task starts.
 
     Keys are kept in one bucket per time (window ends fall on few times), so handing out
-    a time's keys costs no ordering of the keys.
+    a time's keys costs no ordering of the keys. With a ``granule``, times are rounded up
+    to a multiple of it: keys due at scattered times (sessions, joined records) are then
+    handed out together, at most ``granule - 1`` later. Closes must then run at bounds
+    rounded down to it (`bound`): a close at ``b`` takes every key with anything due at
+    or before ``b``, so whatever is due by a recorded close bound has been handed out.
 
     >>> index = DueIndex()
     >>> index.note("sa", 50); index.note("sb", 20); index.note("sa", 10)
     >>> index.next(), index.due(30), index.next()
     (10, [(10, 'sa'), (20, 'sb')], None)
+    >>> coarse = DueIndex(granule=100)
+    >>> coarse.note("sa", 101); coarse.note("sb", 150); coarse.next(), coarse.bound(199)
+    (200, 100)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, granule: int = 1) -> None:
         self.at: dict[str, int] = {}
         """Key → the time it is due (its bucket)."""
+        self.granule = granule
         self._buckets: dict[int, list[str]] = {}
         self._times: list[int] = []  # a heap of the buckets' times
 
+    def bound(self, bound: int) -> int:
+        """The close bound to use for ``bound``: rounded down to the granule."""
+        return bound - bound % self.granule if self.granule > 1 else bound
+
     def note(self, text: str, at: int) -> None:
         """Key ``text`` has something due at ``at`` (kept if earlier than what it has)."""
+        if self.granule > 1:
+            at += -at % self.granule
         if at < self.at.get(text, at + 1):
             self.at[text] = at
             bucket = self._buckets.get(at)

@@ -82,10 +82,12 @@ def test_duplicate_click_is_dropped() -> None:
 
 
 def test_click_without_impression_is_late_once_the_watermark_passes_it() -> None:
-    waiting = run_task(AdJoinTask, [*marks(0), click("a9", 0, 1500), *marks(1500)], config=JOB)
+    # the click can join impressions until 1500, so it is due at 1501; the join hands out
+    # expiries in steps of an eighth of its window (2000 // 8 = 250): at 1750
+    waiting = run_task(AdJoinTask, [*marks(0), click("a9", 0, 1500), *marks(1749)], config=JOB)
     assert sent(waiting, "late") == []
     assert [k for k in waiting.stores["joined"] if k.startswith("j|")] == ["j|sa9"]
-    passed = run_task(AdJoinTask, [*marks(0), click("a9", 0, 1500), *marks(1501)], config=JOB)
+    passed = run_task(AdJoinTask, [*marks(0), click("a9", 0, 1500), *marks(1750)], config=JOB)
     assert [v["click_id"] for _, v in sent(passed, "late")] == ["a9-0"]
     assert [k for k in passed.stores["joined"] if k.startswith("j|")] == []
 

@@ -276,3 +276,11 @@ def test_changing_the_reducers_over_open_windows_is_refused() -> None:
     assert table(changed) == [("a", 100, 110, {"views": 1})]  # nothing was open: allowed
     with pytest.raises(WindowError, match="needs at least one named reducer"):
         aggregate()
+
+
+def test_a_session_due_between_two_closes_survives_a_restart() -> None:
+    # gap 80: session closes are handed out in steps of 10. a's session closes at 93, b's
+    # at 81; a close at W = 95 emits b's and must not record a bound past a's.
+    first, _ = run(Session(gap_ms=80), [ev("b", 0), ev("a", 12), mark(95)])
+    second, _ = run(Session(gap_ms=80), [mark(10**6)], stores={"w": first.stores["w"]})
+    assert table(first) + table(second) == [("b", 0, 1, 1), ("a", 12, 13, 1)]
