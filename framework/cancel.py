@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 __all__ = ["cancel_and_wait"]
 
 log = logging.getLogger(__name__)
 
 
-async def cancel_and_wait(task: asyncio.Future[object], what: str,
+async def cancel_and_wait(task: asyncio.Future[Any], what: str,
                           recancel_s: float = 0.5, warn_after_s: float = 10.0) -> None:
     """Cancel ``task`` (``what`` it does, for the log) until it has ended, then consume
     its outcome: a background task's error is logged, never raised from here."""

@@ -73,8 +73,13 @@ def _expansion_plan(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sampan` console script; returns the exit status."""
+    from framework.commands.jobarg import resolve_job
+
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    extra = resolve_job(args, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         status: int = args.handler(args)
     except SampanError as error:

@@ -19,11 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FORMATS", "JsonFormatter", "configure_logging", "default_format",
-           "set_context_provider"]
+__all__ = ["FORMATS", "NOTICES_GIVEN_ENV", "JsonFormatter", "configure_logging",
+           "default_format", "notice_level", "set_context_provider"]
 
 FORMATS = ("text", "json")
 ENV = "SAMPAN_LOG_FORMAT"
+NOTICES_GIVEN_ENV = "SAMPAN_NOTICES_GIVEN"
+"""Set by `sampan run` for its workers: the run's one-time notices (a broker refusing the
+idempotent producer) were logged by the coordinator, so a worker logs them at DEBUG."""
 
 _provider: Callable[[], dict[str, Any]] | None = None
 
@@ -32,6 +35,12 @@ def set_context_provider(provider: Callable[[], dict[str, Any]] | None) -> None:
     """Where JSON lines take their live fields (``epoch``, ``task``) from."""
     global _provider
     _provider = provider
+
+
+def notice_level() -> int:
+    """The level of a once-per-run notice: WARNING, or DEBUG in a worker of a run whose
+    coordinator gave it (`NOTICES_GIVEN_ENV`)."""
+    return logging.DEBUG if os.environ.get(NOTICES_GIVEN_ENV) else logging.WARNING
 
 
 def default_format() -> str:
@@ -82,4 +91,7 @@ def configure_logging(log_format: str, *, process: str, job: str | None,
     for handler in handlers:
         handler.setFormatter(formatter)
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
+    # aiokafka logs every manual assignment ("Updating subscribed topics to: ...") at INFO:
+    # twice a second per process, forever; its warnings and errors stay.
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
     return file_handler

@@ -1,9 +1,11 @@
 """Progress of long operations (store restores, drills): a bar for people, log lines for logs.
 
 On a terminal (stderr is a TTY) a `rich` progress bar is drawn; every other time (workers
-under a supervisor, CI) INFO log lines are written at 25/50/75/100% and at least every
-``interval`` seconds, each with the counts and the rate, so logs stay short but a stuck
-operation is still visible.
+under a supervisor, CI) INFO log lines are written at 25/50/75% and at least every
+``interval`` seconds, each with the counts and the rate so far, so logs stay short but a
+stuck operation is still visible. The end of an operation that completes is the caller's
+to log, with the one rate of the whole operation (a restore says how long it took); an
+operation that stopped short, or whose total was unknown, is reported here when closed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ __all__ = ["Progress", "ProgressFactory", "Reporter"]
 
 log = logging.getLogger(__name__)
 
-_MILESTONES = (25, 50, 75, 100)
+_MILESTONES = (25, 50, 75)
 
 
 class Reporter(Protocol):
@@ -110,7 +112,7 @@ class Progress:
         if self._bar is not None:
             self._bar.remove(self)
             return
-        if self._next_milestone < len(_MILESTONES) or not self.total:
+        if not self.total or self.done < self.total:
             self._line(self._clock(), final=True)
 
     def rate(self, now: float | None = None) -> float:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from framework.commands.jobarg import add_job_argument
+
 __all__ = ["add_rekey_command"]
 
 
@@ -16,7 +18,7 @@ def add_rekey_command(commands: Any) -> None:
         "partitions, carries every input partition's checkpoint to its new task and "
         "publishes a job model for M tasks. `sampan run` then continues with M tasks. M must "
         "divide every input's partition count. Needs pip install -e '.[spark]'.")
-    parser.add_argument("job", help="the job file (TOML)")
+    add_job_argument(parser)
     parser.add_argument("--tasks", type=int, required=True, metavar="M", help="new task count")
     parser.add_argument("--key-fn", metavar="MODULE:FUNCTION",
                         help="for stores keyed by something other than the input key: "

@@ -13,13 +13,15 @@ __all__ = ["add_run_command"]
 
 
 def add_run_command(commands: Any) -> None:
+    from framework.commands.jobarg import add_job_argument
+
     parser = commands.add_parser(
         "run", help="run a job: coordinator + workers in the foreground (Ctrl-C stops)",
         description="Publish the job model, start the workers, and keep watching the "
         "input streams: an expansion is applied without operator action. Runs in the "
         "foreground until Ctrl-C or SIGTERM (workers commit and stop); run other sampan "
         "commands in a second terminal.")
-    parser.add_argument("job", help="the job file (TOML)")
+    add_job_argument(parser)
     parser.add_argument("--worker-logs", metavar="DIR",
                         help="write worker output to DIR/worker-N.log only (default: worker "
                         "output on stderr and also in <job.data_dir>/<job.name>/logs/worker-N.log)")

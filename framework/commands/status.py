@@ -1,110 +1,229 @@
 """`sampan status JOB.toml [--json | --watch]`: epoch, tasks → SSPs → workers, offsets, lag
-per stream, processing rates, restores with their ETA, expansions with their pause."""
+per stream, processing rates, restores with their ETA, expansions with their pause — and
+whether the job is healthy, in words and in the exit status (`status_health`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import socket
+import sys
 import time
 from typing import Any
 
+from framework.commands.jobarg import add_job_argument
+from framework.commands.status_health import assess
 from framework.commands.status_live import endpoints, expansions, restoring, scrape_rates
+from framework.commands.status_text import print_status
 from framework.config import JobConfig, load_config
 from framework.coordinator.expansion import held_behind_barrier, pending_stages
-from framework.errors import JobModelError
-from framework.hosts.status import hosts_status, print_hosts
-from framework.metadata import read_state
+from framework.coordinator.lease import pid_alive
+from framework.coordinator.liveness import check_coordinator
+from framework.coordinator.runfile import RunRecord, read_run_file, run_file
+from framework.errors import DamagedLogError, JobModelError, SystemUnavailableError
+from framework.hosts.status import hosts_state, hosts_status
+from framework.metadata import CoordinatorState, read_state
+from framework.metrics.targets import targets_dir
 from framework.systems import open_system
 
-__all__ = ["add_status_command", "collect_status"]
+__all__ = ["JobNotStartedError", "add_status_command", "collect_status"]
+
+
+class JobNotStartedError(JobModelError):
+    """The job has no job model yet: it was never started."""
 
 
 def add_status_command(commands: Any) -> None:
     parser = commands.add_parser(
-        "status", help="show a job's epoch, tasks, workers, offsets, lag and expansions",
-        description="Read the job's coordinator stream and checkpoints and report them.")
-    parser.add_argument("job", help="the job file (TOML)")
+        "status", help="show a job's health, epoch, tasks, workers, offsets, lag and expansions",
+        description="Read the job's coordinator stream and checkpoints and report them. Exit "
+        "status: 0 running and healthy, 1 degraded (a worker down or crash-looping, a refused "
+        "partition change, a system unreachable), 2 the status could not be read, 3 not "
+        "running (never started, stopped, or its coordinator is gone), 4 failed; the same "
+        "with --json.")
+    add_job_argument(parser)
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print one JSON document")
     shown.add_argument("--watch", action="store_true",
-                       help="refresh a live table in place until Ctrl-C")
+                       help="refresh the status until Ctrl-C: a live table in a terminal, "
+                       "one text frame per refresh into a pipe or file")
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
                         help="--watch: seconds between refreshes (default %(default)s)")
     parser.set_defaults(handler=_command)
 
 
 async def collect_status(config: JobConfig) -> dict[str, Any]:
-    """The job's status as plain data (what `--json` prints)."""
+    """The job's status as plain data (what `--json` prints), health included."""
     meta = open_system(config.system(config.metadata_system))
     await meta.start()
     try:
         state = await read_state(meta, config)
         if state.model is None:
-            raise JobModelError(f"job {config.name!r} has not been started: no job model in "
-                                f"{config.coordinator_stream}; run `sampan run {config.path}`")
-        checkpoints = await meta.read_checkpoints(config.name)
-        ends: dict[tuple[str, str, int], int] = {}
-        for qualified in (*config.inputs, *config.broadcast_inputs):
-            stream = config.stream(qualified)
-            system = meta if stream.system == meta.name else open_system(
-                config.system(stream.system))
-            if system is not meta:
-                await system.start()
-            try:
-                for partition, offsets in (await system.offsets(stream.stream)).items():
-                    ends[(stream.system, stream.stream, partition)] = offsets.end
-            finally:
-                if system is not meta:
-                    await system.close()
-        coordinator = state.status.to_dict()
-        tasks = []
-        total_lag = 0
-        for task in state.model.ordered_tasks():
-            checkpoint = checkpoints.get(task.name)
-            done = checkpoint.inputs if checkpoint else {}
-            held = held_behind_barrier(task, done)
-            ssps = []
-            by_stream: dict[str, int] = {}
-            for ssp in sorted(task.ssps | task.broadcast):
-                end = ends.get(tuple(ssp), 0)  # type: ignore[arg-type]
-                position = done.get(ssp)
-                ahead = position is not None and position > end  # the input was recreated
-                lag = 0 if ahead else end - (position or 0)
-                total_lag += lag
-                qualified = f"{ssp.system}.{ssp.stream}"
-                by_stream[qualified] = by_stream.get(qualified, 0) + lag
-                ssps.append({"ssp": [ssp.system, ssp.stream, ssp.partition],
-                             "position": position, "end": end, "lag": lag,
-                             "held": ssp in held, "past_end": ahead})
-            tasks.append({"task": task.name, "worker": task.worker,
-                          "barrier_stages": len(task.stages),
-                          "barrier_stages_passed": len(task.stages) - pending_stages(task, done),
-                          "changelog_partition": task.changelog_partition, "ssps": ssps,
-                          "lag_by_stream": by_stream})
-        metrics = endpoints(state, config.metrics.bind)
-        rates = await scrape_rates(list(metrics["workers"].values()))
-        for row in tasks:
-            row["rate"] = rates.get(row["task"])
-        return {
-            "job": config.name, "epoch": state.model.epoch, "reason": state.model.reason,
-            "partition_counts": dict(state.model.partition_counts),
-            "workers": state.model.workers,
-            **{name: coordinator[name] for name in (
-                "state", "refusal", "error", "worker_logs", "config_change",
-                "stuck", "restarts")},
-            "expansions": expansions(state, state.model.workers),
-            "restoring": restoring(state), "metrics": metrics,
-            "worker_reports": {str(k): v.to_dict() for k, v in sorted(state.workers.items())},
-            "total_lag": total_lag, "tasks": tasks, **hosts_status(state, tasks),
-        }
+            raise JobNotStartedError(
+                f"job {config.name!r} has not been started: no job model in "
+                f"{config.coordinator_stream}; run `sampan run {config.path}`")
+        truth = await _coordinator_state(meta, config, state)
+        status = await _job_figures(meta, config, state)
     finally:
         await meta.close()
+    coordinator = state.status.to_dict()
+    status.update({name: coordinator[name] for name in (
+        "refusal", "error", "worker_logs", "config_change", "stuck", "restarts", "crashes",
+        "crash_window_ms", "max_restarts", "unreachable", "coordinator_pid",
+        "coordinator_host", "updated_ms")})
+    status.update(truth)
+    status["unreachable"] = _outages(config, state, status["unreachable"])
+    status["idle_workers"] = state.model.idle_workers()
+    status["idle_message"] = state.model.idle_workers_message()
+    return _with_health(status)
+
+
+async def _coordinator_state(meta: Any, config: JobConfig, state: CoordinatorState
+                             ) -> dict[str, Any]:
+    """``state`` as it truly is: a ``running`` report whose coordinator is gone (its
+    process or lease dead) is ``died``; a job on several hosts is judged by its hosts."""
+    assert state.model is not None
+    recorded = state.status.state
+    truth: dict[str, Any] = {"recorded_state": recorded, "not_running": None}
+    if state.model.hosts and recorded is None:
+        truth["state"], truth["not_running"] = hosts_state(state)
+    elif recorded == "running":
+        liveness = await check_coordinator(meta, config.name, state.status)
+        truth["state"] = "running" if liveness.alive else "died"
+        truth["not_running"] = liveness.detail
+    else:
+        truth["state"] = recorded or "unknown"
+        if recorded == "stopped":
+            truth["not_running"] = f"the job was stopped at {_clock(state.status.updated_ms)}"
+    return truth
+
+
+async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
+                       ) -> dict[str, Any]:
+    """Epoch, positions, lag, rates, restores, expansions: what the job is doing."""
+    assert state.model is not None
+    checkpoints = await meta.read_checkpoints(config.name)
+    ends: dict[tuple[str, str, int], int] = {}
+    for qualified in (*config.inputs, *config.broadcast_inputs):
+        stream = config.stream(qualified)
+        system = meta if stream.system == meta.name else open_system(
+            config.system(stream.system))
+        if system is not meta:
+            await system.start()
+        try:
+            for partition, offsets in (await system.offsets(stream.stream)).items():
+                ends[(stream.system, stream.stream, partition)] = offsets.end
+        finally:
+            if system is not meta:
+                await system.close()
+    tasks = []
+    total_lag = 0
+    for task in state.model.ordered_tasks():
+        checkpoint = checkpoints.get(task.name)
+        done = checkpoint.inputs if checkpoint else {}
+        held = held_behind_barrier(task, done)
+        ssps = []
+        by_stream: dict[str, int] = {}
+        for ssp in sorted(task.ssps | task.broadcast):
+            end = ends.get(tuple(ssp), 0)  # type: ignore[arg-type]
+            position = done.get(ssp)
+            ahead = position is not None and position > end  # the input was recreated
+            lag = 0 if ahead else end - (position or 0)
+            total_lag += lag
+            qualified = f"{ssp.system}.{ssp.stream}"
+            by_stream[qualified] = by_stream.get(qualified, 0) + lag
+            ssps.append({"ssp": [ssp.system, ssp.stream, ssp.partition],
+                         "position": position, "end": end, "lag": lag,
+                         "held": ssp in held, "past_end": ahead})
+        tasks.append({"task": task.name, "worker": task.worker,
+                      "barrier_stages": len(task.stages),
+                      "barrier_stages_passed": len(task.stages) - pending_stages(task, done),
+                      "changelog_partition": task.changelog_partition, "ssps": ssps,
+                      "lag_by_stream": by_stream})
+    metrics = endpoints(state, config.metrics.bind)
+    metrics["file_sd"] = str(targets_dir(config.state_dir) / "*.json")
+    rates = await scrape_rates(list(metrics["workers"].values()))
+    for row in tasks:
+        row["rate"] = rates.get(str(row["task"]))
+    return {
+        "job": config.name, "epoch": state.model.epoch, "reason": state.model.reason,
+        "partition_counts": dict(state.model.partition_counts),
+        "workers": state.model.workers,
+        "expansions": expansions(state), "restoring": restoring(state), "metrics": metrics,
+        "worker_reports": {str(k): v.to_dict() for k, v in sorted(state.workers.items())},
+        "total_lag": total_lag, "tasks": tasks, **hosts_status(state, tasks),
+    }
+
+
+def _this_machines_run(config: JobConfig, pid: int | None = None) -> RunRecord | None:
+    """The run file of a coordinator of this job running on this machine (with ``pid``
+    when given), else None."""
+    run = read_run_file(run_file(config.state_dir))
+    if run is None or run.state != "running" or run.host != socket.gethostname():
+        return None
+    if (pid is not None and run.pid != pid) or not pid_alive(run.pid):
+        return None
+    return run
+
+
+def _outages(config: JobConfig, state: CoordinatorState, recorded: list[dict[str, Any]]
+             ) -> list[dict[str, Any]]:
+    """Systems the coordinator cannot reach: its run file is newer than the stream when
+    it runs here (it is written even while the metadata system does not answer)."""
+    if state.status.state != "running":
+        return []
+    run = _this_machines_run(config, state.status.coordinator_pid)
+    return recorded if run is None else [o.to_dict() for o in run.unreachable]
+
+
+def _with_health(status: dict[str, Any]) -> dict[str, Any]:
+    health = assess(status)
+    status.update(health=health.health, problems=health.problems,
+                  exit_status=health.exit_status)
+    return status
+
+
+def unreachable_status(config: JobConfig, error: SystemUnavailableError) -> dict[str, Any]:
+    """The status while the metadata system does not answer this command: from the run
+    file of the job's coordinator on this machine; the error again when none runs here."""
+    run = _this_machines_run(config)
+    if run is None:
+        raise SystemUnavailableError(
+            f"{error}; no coordinator of job {config.name!r} runs on this machine, so its "
+            f"state is unknown") from None
+    outages = [o.to_dict() for o in run.unreachable]
+    if not any(o["system"] == config.metadata_system for o in outages):
+        now = int(time.time() * 1000)
+        outages.append({"system": config.metadata_system, "since_ms": now, "error": str(error),
+                        "checked_ms": now})
+    return _with_health({
+        "job": config.name, "state": "running", "recorded_state": None, "not_running": None,
+        "metadata_reachable": False, "coordinator_pid": run.pid, "coordinator_host": run.host,
+        "started_ms": run.started_ms, "unreachable": outages})
+
+
+def not_started_status(config: JobConfig, error: JobNotStartedError) -> dict[str, Any]:
+    """The status of a job never started: not running, and what to run."""
+    return _with_health({"job": config.name, "state": "not started",
+                         "recorded_state": None, "not_running": str(error)})
 
 
 def _clock(ms: int | None) -> str:
-    return "-" if ms is None else time.strftime("%H:%M:%S", time.localtime(ms / 1000)) + (
-        f".{ms % 1000:03d}")
+    return "-" if ms is None else time.strftime("%H:%M:%S", time.localtime(ms / 1000))
+
+
+def read_status(config: JobConfig) -> dict[str, Any]:
+    """`collect_status`, or the partial status of a job never started or whose metadata
+    system does not answer."""
+    try:
+        return asyncio.run(collect_status(config))
+    except JobNotStartedError as error:
+        return not_started_status(config, error)
+    except DamagedLogError:
+        raise  # no run file makes a damaged log readable: the error says what to do
+    except SystemUnavailableError as error:
+        return unreachable_status(config, error)
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -112,66 +231,10 @@ def _command(args: argparse.Namespace) -> int:
     if args.watch:
         from framework.commands.status_view import watch
 
-        return watch(lambda: asyncio.run(collect_status(config)), args.interval)
-    status = asyncio.run(collect_status(config))
+        return watch(lambda: read_status(config), args.interval)
+    status = read_status(config)
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
-        return 0
-    print(f"job {status['job']}: epoch {status['epoch']} ({status['reason']}), "
-          f"{status['workers']} workers, coordinator {status['state'] or 'unknown'}, "
-          f"total lag {status['total_lag']}")
-    for stream, count in sorted(status["partition_counts"].items()):
-        print(f"  input {stream}: {count} partitions")
-    if status["error"]:
-        print(f"  FAILED: {status['error']}")
-    if status["stuck"]:
-        stuck = status["stuck"]
-        print(f"  STUCK at {_clock(stuck['at_ms'])}: worker {stuck['worker']}: "
-              f"{stuck['detail'] or 'a task call made no progress'}; the worker was restarted")
-    if status["config_change"]:
-        print(f"  JOB FILE EDITED while running ({status['config_change']['change']}): the "
-              f"job runs the configuration it started with; restart `sampan run` to apply it")
-    if status["worker_logs"]:
-        print(f"  worker logs: {status['worker_logs']}/worker-N.log")
-    if status["refusal"]:
-        print(f"  REFUSED {status['refusal']['change']}: {status['refusal']['error']}")
-    for task in status["tasks"]:
-        stages = task["barrier_stages"]
-        barrier = "" if not stages else (
-            ", expansion barrier passed" if task["barrier_stages_passed"] == stages
-            else f", {stages - task['barrier_stages_passed']} expansion barrier(s) pending")
-        print(f"  {task['task']} on worker {task['worker']} "
-              f"(changelog partition {task['changelog_partition']}{barrier})")
-        for row in task["ssps"]:
-            system, stream, partition = row["ssp"]
-            held = " [held behind expansion barrier]" if row["held"] else ""
-            if row["past_end"]:
-                held += (" [CHECKPOINT PAST THE END: the stream was recreated or truncated; "
-                         "see `sampan streams reset-offsets`]")
-            position = "- (nothing committed yet)" if row["position"] is None else row[
-                "position"]
-            print(f"    {system}.{stream}[{partition}] position {position} "
-                  f"end {row['end']} lag {row['lag']}{held}")
-    print_hosts(status)
-    for task in status["tasks"]:
-        rate = "-" if task["rate"] is None else f"{task['rate']:,.1f}"
-        lags = ", ".join(f"{s} {n}" for s, n in sorted(task["lag_by_stream"].items()))
-        print(f"  {task['task']}: {rate} records/s, lag {lags}")
-    for row in status["restoring"]:
-        eta = "unknown" if row["eta_s"] is None else f"{row['eta_s']:,.0f} s"
-        print(f"  RESTORING store {row['store']!r} of task {row['task']!r} on worker "
-              f"{row['worker']}: {row['restored']:,}/{row['to_restore']:,} records at "
-              f"{row['rate']:,.0f}/s, ETA {eta}")
-    for expansion in status["expansions"][-3:]:
-        resume = (f", resumed {_clock(expansion['resumed_ms'])}"
-                  if expansion["resumed_ms"] is not None else "")
-        pause = "" if expansion["pause_ms"] is None else f", pause {expansion['pause_ms']} ms"
-        print(f"  expansion {expansion['change']} → epoch {expansion['epoch']}: detected "
-              f"{_clock(expansion['detected_ms'])}, workers stopped "
-              f"{_clock(expansion['workers_stopped_ms'])}, restarted "
-              f"{_clock(expansion['workers_started_ms'])}{resume}{pause}")
-    metrics = status["metrics"]
-    if metrics["coordinator"] or metrics["workers"]:
-        print(f"  metrics: coordinator {metrics['coordinator'] or '-'}" + "".join(
-            f", worker {w} {url}" for w, url in metrics["workers"].items()))
-    return 0
+    else:
+        print_status(status, sys.stdout)
+    return int(status["exit_status"])

@@ -1,5 +1,5 @@
 """The live part of `sampan status`: scrape the job's ``/metrics`` endpoints, and the
-figures derived from the coordinator stream (restore ETA, expansion pause)."""
+figures read from the coordinator stream (restore ETA, expansion pause)."""
 
 from __future__ import annotations
 
@@ -45,22 +45,23 @@ def restoring(state: CoordinatorState) -> list[dict[str, Any]]:
     return rows
 
 
-def expansions(state: CoordinatorState, workers: int) -> list[dict[str, Any]]:
-    """Applied expansions with their pause: detection until every worker resumed on the
-    new epoch (``pause_ms``), or until they were restarted while some still restore."""
+def expansions(state: CoordinatorState) -> list[dict[str, Any]]:
+    """Applied expansions with their pause (`ExpansionRecord.pause_ms`: detection until
+    every worker resumed on the new epoch, as the coordinator recorded it)."""
     rows = []
+    current = state.model.epoch if state.model is not None else None
     for record in state.status.expansions:
-        resumed = [r.resumed_ms for r in state.workers.values()
-                   if r.epoch == record.epoch and r.resumed_ms is not None]
-        resumed_ms = max(resumed) if len(resumed) == workers and resumed else None
-        end = resumed_ms if resumed_ms is not None else record.workers_started_ms
-        rows.append({**record.to_dict(), "resumed_ms": resumed_ms,
-                     "pause_ms": None if end is None else end - record.detected_ms})
+        note = None
+        if record.pause_ms is None:
+            note = ("pause ongoing: waiting for every worker to resume"
+                    if record.epoch == current and state.status.state == "running"
+                    else "pause unknown: the job restarted before every worker resumed")
+        rows.append({**record.to_dict(), "pause_ms": record.pause_ms, "pause_note": note})
     return rows
 
 
 def _scrape(url: str) -> dict[str, float]:
-    """Task → records/s from one worker's ``sampan_task_process_rate``; {} if unreachable."""
+    """Task → records/s from one worker's ``sampan_task_records_per_second``; {} if unreachable."""
     try:
         with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
             text = response.read().decode()
@@ -68,7 +69,7 @@ def _scrape(url: str) -> dict[str, float]:
         return {}
     rates = {}
     for metric in text_string_to_metric_families(text):
-        if metric.name == "sampan_task_process_rate":
+        if metric.name == "sampan_task_records_per_second":
             for sample in metric.samples:
                 rates[sample.labels["task"]] = sample.value
     return rates

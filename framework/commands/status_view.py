@@ -1,7 +1,10 @@
-"""`sampan status --watch`: the status as rich tables, refreshed in place until Ctrl-C."""
+"""`sampan status --watch`: the status as rich tables refreshed in place until Ctrl-C; into
+a pipe or a file, one text frame (as `sampan status` prints it) per refresh instead."""
 
 from __future__ import annotations
 
+import io
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +14,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from framework.commands.status_text import print_status
 from framework.errors import SampanError
+from framework.wording import counted
 
 __all__ = ["render", "watch"]
 
@@ -21,10 +26,20 @@ def _clock(ms: int | None) -> str:
 
 
 def render(status: dict[str, Any]) -> Group:
-    """One frame: the job line, tasks (rate, lag per stream), restores, expansions."""
-    head = Text(f"job {status['job']}: epoch {status['epoch']}, {status['workers']} workers, "
-                f"coordinator {status['state'] or 'unknown'}, total lag {status['total_lag']}",
+    """One frame: the job line, its health, tasks (rate, lag per stream), restores,
+    expansions."""
+    if "epoch" not in status:  # never started, or the metadata system does not answer
+        text = io.StringIO()
+        print_status(status, text)
+        return Group(Text(text.getvalue().rstrip(), style="bold"),
+                     Text("Ctrl-C to stop", style="dim"))
+    head = Text(f"job {status['job']}: epoch {status['epoch']}, "
+                f"{counted(status['workers'], 'worker')}, "
+                f"coordinator {status['state']}, total lag {status['total_lag']}",
                 style="bold")
+    health = Text("\n".join([f"health: {status['health']}",
+                              *(f"  {p}" for p in status["problems"])]),
+                  style="bold" if status["health"] == "healthy" else "bold red")
     tasks = Table("task", "worker", "records/s", "lag per stream", "barrier", title="tasks",
                   title_justify="left")
     for task in status["tasks"]:
@@ -33,7 +48,7 @@ def render(status: dict[str, Any]) -> Group:
                       "-" if task["rate"] is None else f"{task['rate']:,.1f}",
                       ", ".join(f"{s} {n}" for s, n in sorted(task["lag_by_stream"].items())),
                       f"{stages} pending" if stages else "")
-    parts: list[Any] = [head, tasks]
+    parts: list[Any] = [head, health, tasks]
     if status["restoring"]:
         restores = Table("worker", "task", "store", "restored", "rate/s", "ETA",
                          title="restoring", title_justify="left")
@@ -61,6 +76,8 @@ def render(status: dict[str, Any]) -> Group:
 def watch(collect: Callable[[], dict[str, Any]], interval: float) -> int:
     """Redraw ``collect()`` every ``interval`` seconds until Ctrl-C (exit 0). A failed
     read shows its error in the frame and is retried."""
+    if not sys.stdout.isatty():
+        return _stream(collect, interval)
     try:
         with Live(Text("reading the job's status …"), auto_refresh=False,
                   screen=False) as live:
@@ -71,5 +88,21 @@ def watch(collect: Callable[[], dict[str, Any]], interval: float) -> int:
                     frame = Text(f"cannot read the status: {error}", style="bold red")
                 live.update(frame, refresh=True)
                 time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _stream(collect: Callable[[], dict[str, Any]], interval: float) -> int:
+    """`watch` into a pipe or a file: a timestamped text frame per refresh, flushed at once
+    (a live table would only be drawn when it stops)."""
+    try:
+        while True:
+            print(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} ---", flush=True)
+            try:
+                print_status(collect(), sys.stdout)
+            except SampanError as error:
+                print(f"cannot read the status: {error}")
+            sys.stdout.flush()
+            time.sleep(interval)
     except KeyboardInterrupt:
         return 0

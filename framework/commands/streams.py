@@ -1,4 +1,5 @@
-"""`sampan streams create|expand|list|produce|reset-offsets|tail`: a job's streams."""
+"""`sampan streams create|expand|list|produce|reset-offsets|discard-held|tail`: a job's
+streams."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+from framework.commands.jobarg import add_job_argument
 from framework.config import JobConfig, StreamRef, load_config
 from framework.coordinator.builder import build_job_model
 from framework.errors import ConfigError, SampanError, SerdeError, StreamNotFoundError
@@ -18,6 +20,7 @@ from framework.metadata import read_state
 from framework.serdes import get_serde
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
+from framework.wording import counted
 from groupers import ExpansionError, SystemStreamPartition
 
 __all__ = ["add_streams_command"]
@@ -31,7 +34,7 @@ def add_streams_command(commands: Any) -> None:
     sub = parser.add_subparsers(dest="streams_command", required=True, metavar="ACTION")
 
     def job_arg(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--job", required=True, help="the job file naming the stream's system")
+        add_job_argument(p, "the job file naming the stream's system")
 
     for name, text in (("create", "create a stream"), ("expand", "grow a stream's partitions")):
         p = sub.add_parser(name, help=text, description=text)
@@ -68,7 +71,23 @@ def add_streams_command(commands: Any) -> None:
                    help="earliest: read everything the stream holds now; latest: only what "
                    "comes next")
     p.set_defaults(handler=_reset_offsets)
-    p = sub.add_parser("tail", help="print records as JSON lines")
+    p = sub.add_parser(
+        "discard-held", help="release a held input of a stopped job by skipping the records "
+        "its tasks cannot map",
+        description="An input is held after records were written to it while its partition "
+        "count was one the job's tasks cannot map (`sampan status` says so). With the job "
+        "stopped and caught up to the hold, this moves every task of the job past those "
+        "records (they stay in the stream: only this job skips them; on Kafka every record "
+        "past the hold) and publishes the job model at the stream's count now, which the "
+        "tasks must map. It prints the skipped offsets. `sampan rekey` keeps them instead.")
+    p.add_argument("stream", metavar="SYSTEM.STREAM")
+    job_arg(p)
+    p.set_defaults(handler=_discard_held)
+    p = sub.add_parser(
+        "tail", help="print records: partition, offset, key, value (tab-separated, or --json)",
+        description="Print a stream's records, one per line: partition, offset, key and value, "
+        "tab-separated (--json: one JSON object per line). Without --until-end it keeps "
+        "waiting for new records, like tail -f.")
     p.add_argument("stream", metavar="SYSTEM.STREAM")
     job_arg(p)
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest record")
@@ -114,15 +133,15 @@ def _create(args: argparse.Namespace) -> int:
             existing = (await system.list_streams()).get(stream)
             if existing is not None:
                 raise SampanError(
-                    f"stream {args.stream} already exists with {existing} partitions; grow it "
-                    f"with `sampan streams expand {args.stream} --partitions N --job "
-                    f"{config.path}`")
+                    f"stream {args.stream} already exists with "
+                    f"{counted(existing, 'partition')}; grow it with `sampan streams expand "
+                    f"{args.stream} --partitions N --job {config.path}`")
             await system.create_stream(stream, args.partitions, compacted=args.compacted)
         finally:
             await system.close()
 
     asyncio.run(go())
-    print(f"created {args.stream} with {args.partitions} partitions")
+    print(f"created {args.stream} with {counted(args.partitions, 'partition')}")
     return 0
 
 
@@ -144,8 +163,14 @@ async def _check_expansion(config: JobConfig, system: System, qualified: str,
     try:
         build_job_model(config, counts, model)
     except ExpansionError as error:
-        raise SampanError(f"refused: {error}; pass --force to expand anyway (the running job "
-                          f"would refuse it and keep its current job model)") from None
+        cause = error.__cause__ if isinstance(error.__cause__, ExpansionError) else error
+        tasks = {t.name for t in model.tasks.values()
+                 if any(f"{s.system}.{s.stream}" == qualified for s in t.ssps)}
+        raise SampanError(
+            f"refused: expanding {qualified} from {model.partition_counts[qualified]} to "
+            f"{count} partitions would be refused by the job ({counted(len(tasks), 'task')} "
+            f"consume it): {cause}; pass --force to expand anyway (the running job would "
+            f"refuse it and keep its current job model)") from None
 
 
 def _expand(args: argparse.Namespace) -> int:
@@ -173,7 +198,7 @@ def _expand(args: argparse.Namespace) -> int:
 
     before = asyncio.run(go())
     if before == args.partitions:
-        print(f"{args.stream} already has {before} partitions; nothing to do")
+        print(f"{args.stream} already has {counted(before, 'partition')}; nothing to do")
     else:
         print(f"expanded {args.stream} from {before} to {args.partitions} partitions")
     return 0
@@ -254,7 +279,7 @@ def _produce(args: argparse.Namespace) -> int:
                     raise _missing(config, args.stream)
                 await system.create_stream(stream, declared.partitions,
                                            compacted=declared.compacted, exist_ok=True)
-                print(f"created {args.stream} with {declared.partitions} partitions, as "
+                print(f"created {args.stream} with {counted(declared.partitions, 'partition')}, as "
                       f"{config.path.name} declares", file=sys.stderr)
             if system.atomic_commit:  # the local log: one transaction, all or nothing
                 return len(await system.produce(records))
@@ -340,6 +365,15 @@ def _reset_offsets(args: argparse.Namespace) -> int:
     print(describe(changes))
     print(f"reset {len(changes)} partition{'' if len(changes) == 1 else 's'} of {args.stream} "
           f"to {args.to}; start the job with `sampan run {config.path}`")
+    return 0
+
+
+def _discard_held(args: argparse.Namespace) -> int:
+    from framework.commands.held import discard_held
+
+    config = load_config(args.job)
+    _split(config, args.stream)
+    print(asyncio.run(discard_held(config, args.stream)).text(str(config.path)))
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from framework.commands.jobarg import add_job_argument
+
 __all__ = ["add_verify_command"]
 
 
@@ -16,7 +18,7 @@ def add_verify_command(commands: Any) -> None:
         "changelogs of its stores. Prints matched / missing / extra / wrong keys with "
         "examples; exit status 0 only when the result is exact. Needs the spark extra: "
         "pip install -e '.[spark]'.")
-    parser.add_argument("job", help="the job file (TOML)")
+    add_job_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(handler=_command)
 

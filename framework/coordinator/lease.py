@@ -47,6 +47,8 @@ class LeaseStore(Protocol):
 
     async def release_lease(self, job: str, token: str) -> None: ...
 
+    async def read_lease(self, job: str) -> tuple[str, int] | None: ...
+
 
 @dataclass(frozen=True)
 class Holder:

@@ -3,7 +3,8 @@
 Data flows one way: config + partition counts + previous model → builder (pure, calls
 `groupers`) → coordinator stream → workers. On an input expansion it builds the next
 model with expansion barriers, stops the workers gracefully and starts them on the new
-epoch; a refused change (decrease, non-multiple) leaves the job running on its model.
+epoch; a change its tasks cannot map (decrease, non-multiple) holds that input
+(`framework.coordinator.holds`) and the job runs on.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import groupers as G
@@ -21,12 +24,22 @@ from framework.config import JobConfig
 from framework.config.snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import ExpansionBook, describe_change
+from framework.coordinator.holds import HoldPlan, InputNow, input_now, plan_holds
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
+from framework.coordinator.reachability import Reachability
+from framework.coordinator.runfile import (
+    RunRecord,
+    metadata_location,
+    read_run_file,
+    run_file,
+    shared_folder,
+    write_run_file,
+)
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
-from framework.jobmodel import JobModel
+from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import (
     ConfigChange,
     CoordinatorStatus,
@@ -39,6 +52,7 @@ from framework.metadata import (
 from framework.metrics import CoordinatorMetrics
 from framework.systems import open_system
 from framework.systems.base import System
+from framework.wording import counted
 from framework.worker.commit import check_guarantee
 from groupers import SystemStreamPartition
 
@@ -74,7 +88,8 @@ class Coordinator:
             stop_timeout_s=config.coordinator.worker_stop_timeout_ms / 1000,
             restart_backoff_s=config.coordinator.worker_restart_backoff_ms / 1000,
             max_restarts=config.coordinator.max_worker_restarts,
-            crash_window_s=config.coordinator.crash_window_ms / 1000)
+            crash_window_s=config.coordinator.crash_window_ms / 1000,
+            on_exit=self._worker_down, stop=self.stop)
         self.start_workers = start_workers
         self._job_file_stat: tuple[int, int] | None = None  # (mtime_ns, size) last looked at
         self.lease: CoordinatorLease | KafkaCoordinatorLease | None = None
@@ -83,6 +98,11 @@ class Coordinator:
         self.status = CoordinatorStatus()
         self.expansions = ExpansionBook(self.status, config.path)
         self.metrics = CoordinatorMetrics(config)
+        self.reach = Reachability(self.status, self._reachability_changed)
+        self.run_file = run_file(config.state_dir)
+        self._started_ms = _now_ms()
+        self._unpublished = False
+        """The status changed while the metadata system could not take it."""
 
     @property
     def meta(self) -> System:
@@ -107,7 +127,11 @@ class Coordinator:
             if self.lease is not None:
                 await self.lease.acquire()  # before anything is written: one coordinator
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
-                keeper.add_done_callback(lambda _: self._lease_lost.is_set() and self.stop.set())
+                keeper.add_done_callback(self._stop_if_lease_lost)
+            shared = shared_folder(read_run_file(self.run_file), self.config)
+            if shared:
+                log.warning("%s", shared)
+            self._write_run_file("running")
             self.supervisor.config_snapshot = snapshot_config(self.config)
             self._job_file_stat = _stat(self.config.path)
             state = await read_state(self.meta, self.config)
@@ -117,6 +141,7 @@ class Coordinator:
             counts = await self.partition_counts()
             await self._check_inputs()  # before any worker starts reading
             await self._create_declared_streams()
+            await self._start_producers()
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
@@ -141,8 +166,9 @@ class Coordinator:
             if isinstance(failed, Exception):
                 self.status.error = str(failed)
             if self.lease is not None and self.lease.held:  # never overwrite another's status
-                await self._report(state="failed" if isinstance(failed, Exception)
-                                   else "stopped")
+                ended = "failed" if isinstance(failed, Exception) else "stopped"
+                self._write_run_file(ended)
+                await self._report(state=ended)
             if self.lease is not None:
                 await self.lease.release()
             for system in self.systems.values():
@@ -150,27 +176,57 @@ class Coordinator:
 
     async def _start_model(self, counts: dict[str, int], previous: JobModel | None) -> JobModel:
         """The first model of this run; counts changed while the job was down are applied
-        as an expansion (with barriers) or refused (the job runs on the previous counts)."""
+        as an expansion (with barriers) or hold the input (`framework.coordinator.holds`)."""
         detected = _now_ms()
         if previous is None:
             return await self._publish(counts, None, reason="coordinator start")
-        described = describe_change(previous.partition_counts, counts)
-        try:
-            build_job_model(self.config, counts, previous)  # validate before publishing
-        except G.ExpansionError as error:
-            if self.expansions.refuse(described, error, counts, detected, previous.epoch):
-                await self._report(state="running")
-            kept = {s: previous.partition_counts.get(s, c) for s, c in counts.items()}
-            return await self._publish(kept, previous, reason="coordinator start")
+        plan = plan_holds(self.config, previous, counts,
+                          await self.inputs_now(previous, counts), now_ms=detected)
+        if self.expansions.holding(plan, counts, detected, previous.epoch):
+            await self._report(state="running")
+        described = describe_change(previous.partition_counts, plan.counts)
         if not described:
-            return await self._publish(counts, previous, reason="coordinator start")
+            return await self._publish(plan.counts, previous, reason="coordinator start",
+                                       holds=plan.holds)
         log.info("input expansion while the job was stopped: %s", described)
-        model = await self._publish(counts, previous,
+        model = await self._publish(plan.counts, previous, holds=plan.holds,
                                     reason=f"coordinator start, expansion {described}")
         self.expansions.applied(ExpansionRecord(
             change=described, epoch=model.epoch, detected_ms=detected,
             model_published_ms=_now_ms()))
         return model
+
+    async def inputs_now(self, model: JobModel, counts: Mapping[str, int]
+                         ) -> dict[str, InputNow]:
+        """What the systems show of the inputs whose count differs from ``model``'s or that
+        it holds: count, ends and, on the local log, every growth (one snapshot)."""
+        found: dict[str, InputNow] = {}
+        for qualified in self.config.inputs:
+            known = model.partition_counts.get(qualified)
+            if known is None or (counts.get(qualified) == known
+                                 and qualified not in model.holds):
+                continue
+            stream = self.config.stream(qualified)
+            found[qualified] = await input_now(self.systems[stream.system], stream.stream)
+        return found
+
+    async def settle_holds(self, holds: Mapping[str, StreamHold], previous: JobModel
+                           ) -> dict[str, StreamHold]:
+        """New holds seen at detection (Kafka), raised to where the stopped workers read:
+        a checkpoint is never past its hold."""
+        new = {s: h for s, h in holds.items() if not h.exact and s not in previous.holds}
+        if not new:
+            return dict(holds)
+        read: dict[tuple[str, int], int] = {}
+        for checkpoint in (await self.meta.read_checkpoints(self.config.name)).values():
+            for ssp, position in checkpoint.inputs.items():
+                slot = (f"{ssp.system}.{ssp.stream}", ssp.partition)
+                read[slot] = max(read.get(slot, 0), position)
+        settled = dict(holds)
+        for stream, hold in new.items():
+            settled[stream] = replace(hold, ends={
+                p: max(end, read.get((stream, p), 0)) for p, end in hold.ends.items()})
+        return settled
 
     async def _open(self) -> None:
         names = {self.config.metadata_system} | {
@@ -190,7 +246,9 @@ class Coordinator:
             stream = self.config.stream(qualified)
             system = self.systems[stream.system]
             try:
-                counts[qualified] = (await system.partition_counts([stream.stream]))[stream.stream]
+                with self.reach.watch(stream.system):
+                    found = await system.partition_counts([stream.stream])
+                counts[qualified] = found[stream.stream]
             except StreamNotFoundError:
                 if stream.partitions is None:
                     raise StreamNotFoundError(
@@ -200,6 +258,15 @@ class Coordinator:
                 await system.create_stream(stream.stream, stream.partitions, exist_ok=True)
                 counts[qualified] = stream.partitions
         return counts
+
+    async def _start_producers(self) -> None:
+        """Connect every Kafka producer of the job now, so what a broker refuses (the
+        idempotent producer on tansu) is said once per run, here; workers stay quiet."""
+        for system in self.systems.values():
+            start_producer = getattr(system, "start_producer", None)
+            if start_producer is not None:
+                with self.reach.watch(system.name):
+                    await start_producer()
 
     async def _create_declared_streams(self) -> None:
         """Create every declared stream with ``partitions`` that does not exist yet (outputs)."""
@@ -215,7 +282,8 @@ class Coordinator:
             if stream.stream not in await system.list_streams():
                 await system.create_stream(stream.stream, stream.partitions,
                                            compacted=stream.compacted, exist_ok=True)
-                log.info("created stream %s with %d partitions", qualified, stream.partitions)
+                log.info("created stream %s with %s", qualified,
+                         counted(stream.partitions, "partition"))
 
     async def _end_offsets(self, model: JobModel) -> dict[SystemStreamPartition, int]:
         ends: dict[SystemStreamPartition, int] = {}
@@ -228,18 +296,19 @@ class Coordinator:
         return ends
 
     async def _publish(
-        self, counts: Mapping[str, int], previous: JobModel | None, *, reason: str
+        self, counts: Mapping[str, int], previous: JobModel | None, *, reason: str,
+        holds: Mapping[str, StreamHold] | None = None,
     ) -> JobModel:
         checkpoints = await self.meta.read_checkpoints(self.config.name)
         ends = await self._end_offsets(previous) if previous else {}
         model = build_job_model(
             self.config, counts, previous, now_ms=_now_ms(), reason=reason,
             end_offsets=ends, checkpoints=checkpoints,
-            local_state=await self._local_state(previous))
+            local_state=await self._local_state(previous), holds=holds)
         await self._ensure_changelogs(model)
         model = await publish_model(self.meta, self.config, model)
-        log.info("published job model epoch %d (%s): %d tasks on %d workers", model.epoch,
-                 reason, len(model.tasks), model.workers)
+        log.info("published job model epoch %d (%s): %s on %s", model.epoch,
+                 reason, counted(len(model.tasks), "task"), counted(model.workers, "worker"))
         return model
 
     async def _local_state(self, previous: JobModel | None) -> dict[int, dict[str, int]] | None:
@@ -281,6 +350,7 @@ class Coordinator:
 
     async def _monitor(self) -> None:
         interval = self.config.coordinator.monitor_interval_ms / 1000
+        self._announce_idle_workers()
         await self._report(state="running")
         while not self.stop.is_set():
             try:
@@ -296,12 +366,13 @@ class Coordinator:
             try:
                 counts = await self.partition_counts()
                 await self._check_inputs()
-            except SystemUnavailableError as error:  # a broker blip must not stop the job
-                log.warning("cannot read partition counts (%s); retrying in %.1fs", error,
-                            interval)
+                await self._note_resumed()
+            except SystemUnavailableError:  # logged once per outage; the job goes on
                 continue
+            if self._unpublished:
+                await self._report(state="running")
             assert self.model is not None
-            if dict(counts) != dict(self.model.partition_counts):
+            if dict(counts) != dict(self.model.partition_counts) or self.model.holds:
                 await self._on_change(counts)
             elif self.expansions.clear_refusal(self.model.epoch):
                 await self._report(state="running")
@@ -332,14 +403,16 @@ class Coordinator:
         for qualified in self._all_inputs():
             stream = self.config.stream(qualified)
             try:
-                ranges = await self.systems[stream.system].offsets(stream.stream)
+                with self.reach.watch(stream.system):
+                    ranges = await self.systems[stream.system].offsets(stream.stream)
             except StreamNotFoundError:
                 continue
             ends.update({SystemStreamPartition(stream.system, stream.stream, p): r.end
                          for p, r in ranges.items()})
+        with self.reach.watch(self.config.metadata_system):
+            checkpoints = await self.meta.read_checkpoints(self.config.name)
         try:
-            check_inputs(self.config.path, await self.meta.read_checkpoints(self.config.name),
-                         ends)
+            check_inputs(self.config.path, checkpoints, ends)
         except InputRecreatedError as error:
             log.error("REFUSED: %s", error)
             raise
@@ -364,35 +437,117 @@ class Coordinator:
         await self._report(state="running")
 
     async def _on_change(self, counts: dict[str, int]) -> None:
+        """Apply an expansion its tasks map, or hold (or release) inputs: each a new model,
+        published with the workers stopped."""
         assert self.model is not None
         detected = _now_ms()
-        described = describe_change(self.model.partition_counts, counts)
-        try:
-            build_job_model(self.config, counts, self.model)  # validate before stopping
-        except G.ExpansionError as error:
-            if self.expansions.refuse(described, error, counts, detected, self.model.epoch):
+        plan = plan_holds(self.config, self.model, counts,
+                          await self.inputs_now(self.model, counts), now_ms=detected)
+        noted = self.expansions.holding(plan, counts, detected, self.model.epoch)
+        if not self._changes(plan):
+            if noted:
                 await self._report(state="running")
             return
-        log.info("input expansion detected: %s; stopping workers", described)
+        described = describe_change(self.model.partition_counts, plan.counts)
+        try:
+            build_job_model(self.config, plan.counts, self.model, holds=plan.holds)
+        except G.ExpansionError as error:  # validated per input by the plan: not expected
+            log.error("REFUSED partition change %s: %s; the job keeps running on epoch %d",
+                      described, error, self.model.epoch)
+            return
+        held = sorted(set(plan.holds) ^ set(self.model.holds))
+        what = ", ".join([*([f"expansion {described}"] if described else []),
+                          *(f"{'hold' if s in plan.holds else 'release'} {s}" for s in held)])
+        log.info("%s; stopping workers", what)
         await self.supervisor.stop()
         stopped = _now_ms()
-        self.model = await self._publish(counts, self.model, reason=f"expansion {described}")
+        holds = await self.settle_holds(plan.holds, self.model)
+        self.model = await self._publish(plan.counts, self.model, reason=what, holds=holds)
         published = _now_ms()
         if self.start_workers:
             await self.supervisor.start(self.model.workers)
-        self.expansions.applied(ExpansionRecord(
-            change=described, epoch=self.model.epoch, detected_ms=detected,
-            workers_stopped_ms=stopped, model_published_ms=published,
-            workers_started_ms=_now_ms()))
+        if described:
+            self.expansions.applied(ExpansionRecord(
+                change=described, epoch=self.model.epoch, detected_ms=detected,
+                workers_stopped_ms=stopped, model_published_ms=published,
+                workers_started_ms=_now_ms()))
         await self._report(state="running")
 
+    def _changes(self, plan: HoldPlan) -> bool:
+        """Whether ``plan`` differs from the running model (counts or holds)."""
+        assert self.model is not None
+        return (plan.counts != dict(self.model.partition_counts)
+                or plan.holds != dict(self.model.holds))
+
     async def _report(self, *, state: str) -> None:
+        """Publish the status; while the metadata system is unreachable it is published
+        once it answers again (the outage itself is in the run file meanwhile)."""
         if not self.systems:
             return
         status = self.status
         status.state, status.epoch = state, self.model.epoch if self.model else None
         status.coordinator_pid, status.updated_ms = os.getpid(), _now_ms()
+        status.coordinator_host = socket.gethostname()
         status.worker_logs = str(self.supervisor.log_dir)
         status.worker_pids, status.restarts = self.supervisor.pids(), self.supervisor.restarts
         status.stuck = self.supervisor.stuck
-        await publish_status(self.meta, self.config, status)
+        status.crashes = self.supervisor.crash_reports()
+        status.crash_window_ms = self.config.coordinator.crash_window_ms
+        status.max_restarts = self.config.coordinator.max_worker_restarts
+        status.idle_workers = self.model.idle_workers() if self.model else []
+        try:
+            with self.reach.watch(self.config.metadata_system):
+                await publish_status(self.meta, self.config, status)
+        except SystemUnavailableError:
+            self._unpublished = True
+            return
+        self._unpublished = False
+
+    def _stop_if_lease_lost(self, _keeper: asyncio.Task[None]) -> None:
+        if self._lease_lost.is_set():
+            self.stop.set()
+
+    async def _worker_down(self) -> None:
+        """A worker crashed and waits for its restart: say so now, not after the backoff."""
+        await self._report(state="running")
+
+    def _reachability_changed(self) -> None:
+        self._unpublished = True
+        self._write_run_file("running")
+
+    def _write_run_file(self, state: str) -> None:
+        """Who runs the job here and what it cannot reach (`framework.coordinator.runfile`)."""
+        try:
+            write_run_file(self.run_file, RunRecord(
+                pid=os.getpid(), host=socket.gethostname(), started_ms=self._started_ms,
+                updated_ms=_now_ms(), state=state, metadata_system=self.config.metadata_system,
+                unreachable=list(self.status.unreachable), job_file=str(self.config.path),
+                metadata_at=metadata_location(self.config)))
+        except OSError as error:  # for people; never stops the job
+            log.warning("cannot write the run file %s: %s", self.run_file, error)
+
+    def _announce_idle_workers(self) -> None:
+        """More workers than tasks: say which stay idle and why (once per model)."""
+        assert self.model is not None
+        message = self.model.idle_workers_message()
+        if message:
+            log.warning("%s", message)
+
+    async def _note_resumed(self) -> None:
+        """Close the pause of this run's last expansion once every worker resumed on its
+        epoch (`ExpansionRecord.pause_ms`, shown by status and the pause metric)."""
+        if not self.status.expansions or self.model is None or not self.start_workers:
+            return
+        last = self.status.expansions[-1]
+        if last.resumed_ms is not None or last.epoch != self.model.epoch or (
+                last.detected_ms < self._started_ms):
+            return
+        with self.reach.watch(self.config.metadata_system):
+            reports = (await read_state(self.meta, self.config)).workers
+        resumed = [reports[w].resumed_ms for w in range(self.model.workers)
+                   if w in reports and reports[w].epoch == last.epoch]
+        if len(resumed) == self.model.workers and None not in resumed:
+            last.resumed_ms = max(r for r in resumed if r is not None)
+            log.info("expansion %s: every worker resumed on epoch %d; pause %d ms",
+                     last.change, last.epoch, last.resumed_ms - last.detected_ms)
+            await self._report(state="running")

@@ -23,15 +23,17 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from framework.errors import EXIT_FENCED, EXIT_STUCK, SampanError
-from framework.metadata import StuckWorker
+from framework.logformat import NOTICES_GIVEN_ENV
+from framework.metadata import StuckWorker, WorkerCrashes
+from framework.wording import counted
 
-__all__ = ["Supervisor", "WorkerCrashLoopError", "last_error_line"]
+__all__ = ["Supervisor", "WorkerCrashLoopError", "describe_exit", "last_error_line"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,17 @@ class WorkerCrashLoopError(SampanError):
 
 def _span(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def describe_exit(code: int) -> str:
+    """How a process ended, for people: ``exited with status 2``, ``killed by SIGKILL``
+    (a negative status is the signal that killed it)."""
+    if code >= 0:
+        return f"exited with status {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 def last_error_line(path: Path, tail_bytes: int = 65536) -> str | None:
@@ -103,6 +116,8 @@ class Supervisor:
         max_restarts: int = 5,
         crash_window_s: float = 600.0,
         command: Callable[[int], list[str]] | None = None,
+        on_exit: Callable[[], Awaitable[None]] | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self.job_file = job_file
         self.log_dir = log_dir
@@ -115,7 +130,13 @@ class Supervisor:
         self.crash_window_s = crash_window_s
         self.command = command
         """Worker id → the arguments after ``python -m`` (default: ``framework.cli worker``)."""
+        self.stop_requested = stop or asyncio.Event()
+        """Set when the job stops: a restart backoff in progress ends without a restart."""
+        self.on_exit = on_exit
+        """Called when a worker exited unexpectedly, before its restart backoff (to report
+        it while it is down)."""
         self._crashes: dict[int, collections.deque[float]] = {}  # worker → recent crash times
+        self._reports: dict[int, WorkerCrashes] = {}
         self.stuck: StuckWorker | None = None
         """The last worker the task watchdog stopped: worker, detail, at_ms (for status)."""
         self.workers: dict[int, _Worker] = {}
@@ -144,7 +165,7 @@ class Supervisor:
             *extra,
             stdout=log_file, stderr=log_file,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", NOTICES_GIVEN_ENV: "1"},
         )
         worker = _Worker(worker_id, process, time.monotonic(), log_file)
         worker.waiter = asyncio.ensure_future(process.wait())
@@ -171,7 +192,7 @@ class Supervisor:
             if code == EXIT_FENCED:
                 log.warning("worker %d exited: fenced by a newer job model", worker_id)
             else:
-                log.warning("worker %d exited with status %d%s (log: %s)", worker_id, code,
+                log.warning("worker %d %s%s (log: %s)", worker_id, describe_exit(code),
                             f": {cause}" if cause else "", self.log_path(worker_id))
             if code == EXIT_STUCK:
                 self.stuck = StuckWorker(worker=worker_id, detail=cause,
@@ -186,19 +207,49 @@ class Supervisor:
                 while recent and recent[0] < now - self.crash_window_s:
                     recent.popleft()
                 crashes = len(recent)
+            last = f"status {code}" if code >= 0 else describe_exit(code)
             if crashes > self.max_restarts:
+                self._note_crash(worker_id, code, cause, None)
                 raise WorkerCrashLoopError(
-                    f"worker {worker_id} exited {crashes} times within "
-                    f"{_span(self.crash_window_s)} (last status {code})"
+                    f"worker {worker_id} exited {counted(crashes, 'time')} within "
+                    f"{_span(self.crash_window_s)} (last {last})"
                     f"{f': {cause}' if cause else ''}; the worker's log is "
                     f"{self.log_path(worker_id)}; fix the cause and run again")
             delay = min(MAX_BACKOFF_S, self.restart_backoff_s * 2 ** (crashes - 1)) if (
                 crashes) else 0.0
             log.info("restarting worker %d in %.1fs (%d of %d crashes allowed within %s)",
                      worker_id, delay, crashes, self.max_restarts, _span(self.crash_window_s))
-            await asyncio.sleep(delay)
+            if crashes:
+                self._note_crash(worker_id, code, cause, int((time.time() + delay) * 1000))
+                if self.on_exit is not None:
+                    await self.on_exit()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_requested.wait(), delay)
+                return  # stopping: no restart
             self.restarts += 1
             await self._spawn(worker_id)
+            if worker_id in self._reports:
+                report = self._reports[worker_id]
+                report.restart_ms, report.restarted_ms = None, int(time.time() * 1000)
+
+    def _note_crash(self, worker_id: int, code: int, cause: str | None,
+                    restart_ms: int | None) -> None:
+        """Keep the crash for `crash_reports`: its time, how it ended, its error line."""
+        now_ms = int(time.time() * 1000)
+        report = self._reports.setdefault(worker_id, WorkerCrashes(worker=worker_id))
+        report.exits_ms.append(now_ms)
+        report.last_exit, report.last_error, report.restart_ms = (
+            describe_exit(code), cause, restart_ms)
+
+    def crash_reports(self) -> list[WorkerCrashes]:
+        """Workers that crashed within the crash window, with when and why (for status)."""
+        oldest = int((time.time() - self.crash_window_s) * 1000)
+        reports = []
+        for _, report in sorted(self._reports.items()):
+            report.exits_ms = [t for t in report.exits_ms if t >= oldest]
+            if report.exits_ms or report.restart_ms is not None:
+                reports.append(WorkerCrashes.from_dict(report.to_dict()))
+        return reports
 
     async def stop(self) -> None:
         """SIGTERM every worker (finish batch, commit, exit); SIGKILL after the timeout."""

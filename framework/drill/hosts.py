@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from framework.config import JobConfig, load_config
+from framework.drill.folder import drill_folder
 from framework.drill.hosts_job import HostProcesses, write_job
 from framework.drill.verify import store_state
 from framework.errors import ConfigError, SampanError
@@ -188,8 +188,11 @@ def _settled(config: JobConfig, names: set[str], after: int
 async def run_host_drill(options: HostDrillOptions) -> HostDrillReport:
     """Run the drill; the report says what happened (raises `HostDrillError` if stuck)."""
     options.validate()
-    output = options.output or Path(tempfile.mkdtemp(prefix="sampan-drill-hosts-"))
-    output.mkdir(parents=True, exist_ok=True)
+    with drill_folder(options.output, "sampan-drill-hosts-") as output:
+        return await _host_drill_in(options, output)
+
+
+async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillReport:
     name = f"drill-hosts-{os.getpid()}-{int(time.time())}"
     job = write_job(output / "job", options.bootstrap, name, partitions=options.partitions,
                     standbys=options.standbys, session_timeout_ms=options.session_timeout_ms)

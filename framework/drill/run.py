@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,10 +16,17 @@ from typing import Any
 from framework.cancel import cancel_and_wait
 from framework.config import load_config
 from framework.coordinator.process import Coordinator
+from framework.drill.folder import drill_folder
 from framework.drill.options import DrillOptions
 from framework.drill.producer import PacedProducer
 from framework.drill.scenario import Scenario, Verdict, load_scenario, render_job
-from framework.drill.timeline import Timeline, committed_and_end, plot, sample_forever
+from framework.drill.timeline import (
+    Sample,
+    Timeline,
+    committed_and_end,
+    plot,
+    sample_forever,
+)
 from framework.errors import ConfigError, SampanError, UnsupportedOperation
 from framework.metadata import WorkerReport, read_state
 from framework.systems import open_system
@@ -67,6 +74,8 @@ class DrillReport:
     duration_s: float = 0.0
     spark: Any = None
     """The Spark verification report (`--verify spark`), or None."""
+    timeline: Timeline | None = None
+    """What the plot shows: samples of committed progress and lag, and the marks."""
 
     @property
     def exact(self) -> bool:
@@ -147,8 +156,11 @@ class _Progress:
 async def run_drill(options: DrillOptions) -> DrillReport:
     """Run the drill described by ``options`` and return its report."""
     options.validate()
-    output = options.output or Path(tempfile.mkdtemp(prefix="sampan-drill-"))
-    output.mkdir(parents=True, exist_ok=True)
+    with drill_folder(options.output, "sampan-drill-") as output:
+        return await _drill_in(options, output)
+
+
+async def _drill_in(options: DrillOptions, output: Path) -> DrillReport:
     scenario = load_scenario(options.example, options)
     initial = options.initial_partitions or scenario.initial_partitions
     steps = options.steps or scenario.steps
@@ -183,6 +195,7 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
     finally:
         await run.stop()
     report = run.report
+    report.timeline = run.timeline
     report.verdict = await scenario.verify(config, system)
     if options.verify == "spark":
         from framework.spark.verify import verify_job  # Spark only when asked for
@@ -258,8 +271,11 @@ class _DrillRun:
         self.phase_start = time.monotonic() - self.timeline.start
 
     async def produce_until(self, threshold: float | None) -> None:
-        """Show progress until ``threshold`` records are produced (None: all of them)."""
+        """Show progress until ``threshold`` records are produced (None: all of them); the
+        producer stops there, so the next expansion comes exactly after them."""
         assert self.production is not None
+        self.producer.allowed = (self.producer.records if threshold is None
+                                 else math.ceil(threshold))
         while not self.production.done() and (
                 threshold is None or self.producer.produced < threshold):
             await self._show()
@@ -304,14 +320,20 @@ class _DrillRun:
                            f"{figures.detection_to_resume_s:.2f} s", force=True)
 
     async def catch_up(self, final_count: int) -> None:
-        """Wait until every produced record is processed and committed."""
+        """Wait until every produced record is processed and committed; the timeline ends
+        with that moment (lag 0), marked."""
         async def caught_up() -> bool:
             committed, end = await committed_and_end(self.system, self.config)
             await self._show()
             return end == self.producer.produced and committed == end
 
         await self._wait(caught_up, self.options.catch_up_timeout_s, "the job to catch up")
+        await cancel_and_wait(self.sampler, "the drill's sampler")
+        committed, end = await committed_and_end(self.system, self.config)
         t_done = time.monotonic() - self.timeline.start
+        self.timeline.samples.append(Sample(t_done, self.producer.produced, committed,
+                                            end - committed))
+        self.timeline.marks.append((t_done, "caught up"))
         self.report.throughput.append((f"at {final_count} partitions",
                                        self.timeline.throughput(self.phase_start, t_done)))
         self.progress.done()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import signal
 from pathlib import Path
@@ -48,7 +47,6 @@ def run_host(config: JobConfig, host: str | None, data_dir: str | None,
     assert host is not None
     local = host_config(config, Path(data_dir) if data_dir else None)
     configure_logging(log_format, process=f"host-{host}", job=config.name)
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
     async def main() -> int:
         runner = Host(local, host, log_dir=Path(worker_logs) if worker_logs else None)

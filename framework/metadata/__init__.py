@@ -13,6 +13,8 @@ from framework.metadata.records import (
     RestoreProgress,
     RestoreStop,
     StuckWorker,
+    Unreachable,
+    WorkerCrashes,
     WorkerProgress,
     WorkerReport,
 )
@@ -46,6 +48,8 @@ __all__ = [
     "RestoreProgress",
     "RestoreStop",
     "StuckWorker",
+    "Unreachable",
+    "WorkerCrashes",
     "WorkerProgress",
     "WorkerReport",
     "ensure_coordinator_stream",

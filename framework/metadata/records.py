@@ -22,6 +22,8 @@ __all__ = [
     "RestoreProgress",
     "RestoreStop",
     "StuckWorker",
+    "Unreachable",
+    "WorkerCrashes",
     "WorkerProgress",
     "WorkerReport",
 ]
@@ -57,6 +59,15 @@ class ExpansionRecord(_Record):
     """None when the expansion happened while the job was stopped."""
     model_published_ms: int | None = None
     workers_started_ms: int | None = None
+    resumed_ms: int | None = None
+    """When every worker had resumed processing on ``epoch`` (stores restored); None until
+    then, and for good when the job restarted first."""
+
+    @property
+    def pause_ms(self) -> int | None:
+        """The expansion's pause: detection until every worker resumed on the new epoch
+        (the one definition, for `sampan status` and ``sampan_expansion_pause_seconds``)."""
+        return None if self.resumed_ms is None else self.resumed_ms - self.detected_ms
 
 
 @dataclass
@@ -88,6 +99,34 @@ class StuckWorker(_Record):
 
 
 @dataclass
+class WorkerCrashes(_Record):
+    """A worker's recent crashes, for `sampan status` to show a crash loop as it happens."""
+
+    worker: int
+    exits_ms: list[int] = field(default_factory=list)
+    """When it crashed (epoch ms), within the coordinator's crash window."""
+    last_exit: str = ""
+    """How it last ended: ``exited with status 2``, ``killed by SIGKILL``."""
+    last_error: str | None = None
+    """The last error line of its log."""
+    restart_ms: int | None = None
+    """When its restart is due while it is down (backoff); None once it runs again."""
+    restarted_ms: int | None = None
+    """When it was last started again after a crash."""
+
+
+@dataclass
+class Unreachable(_Record):
+    """A system of the job the coordinator could not reach, since when (epoch ms)."""
+
+    system: str
+    since_ms: int
+    error: str
+    checked_ms: int
+    """The last failed attempt."""
+
+
+@dataclass
 class CoordinatorStatus(_Record):
     """The coordinator's report: its state, workers, expansions and what it refused."""
 
@@ -109,6 +148,17 @@ class CoordinatorStatus(_Record):
     """The port of the coordinator's ``/metrics`` endpoint; None when metrics are off."""
     metrics_bind: str | None = None
     """The address the job's ``/metrics`` endpoints listen on."""
+    coordinator_host: str | None = None
+    """The machine the coordinator runs on (its pid is checked there)."""
+    crashes: list[WorkerCrashes] = field(default_factory=list)
+    """Workers that crashed within the crash window."""
+    crash_window_ms: int | None = None
+    max_restarts: int | None = None
+    """The crash window and the crashes in it the coordinator tolerates per worker."""
+    unreachable: list[Unreachable] = field(default_factory=list)
+    """Systems of the job the coordinator cannot reach now."""
+    idle_workers: list[int] = field(default_factory=list)
+    """Workers the job model gives no task (more workers than tasks)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
@@ -117,6 +167,9 @@ class CoordinatorStatus(_Record):
                                 (known.get("worker_pids") or {}).items()}
         known["expansions"] = [ExpansionRecord.from_dict(e)
                                for e in known.get("expansions") or []]
+        known["crashes"] = [WorkerCrashes.from_dict(c) for c in known.get("crashes") or []]
+        known["unreachable"] = [Unreachable.from_dict(u)
+                                for u in known.get("unreachable") or []]
         for name, record in (("refusal", Refusal), ("config_change", ConfigChange),
                              ("stuck", StuckWorker)):
             if known.get(name) is not None:

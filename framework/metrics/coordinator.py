@@ -13,6 +13,7 @@ from framework.logformat import set_context_provider
 from framework.metrics.collect import family, histogram_of
 from framework.metrics.families import PAUSE_BUCKETS
 from framework.metrics.server import MetricsServer, serve
+from framework.metrics.targets import remove_targets_above, target_file
 
 __all__ = ["CoordinatorMetrics"]
 
@@ -38,7 +39,11 @@ class CoordinatorMetrics:
         if self.config.metrics.enabled and self._server is None:
             self._server = serve(self.registry, self.config.metrics.bind,
                                  self.config.metrics.port,
-                                 f"coordinator of job {self.config.name!r}")
+                                 f"coordinator of job {self.config.name!r}",
+                                 target_file(self.config.state_dir, "coordinator"),
+                                 {"sampan_job": self.config.name,
+                                  "sampan_process": "coordinator"})
+            remove_targets_above(self.config.state_dir, self.config.workers)
             coordinator.status.metrics_port = self._server.port
             coordinator.status.metrics_bind = self.config.metrics.bind
 
@@ -64,8 +69,7 @@ class CoordinatorMetrics:
             metric = family(name)
             metric.add_metric(job, value)
             yield metric
-        pauses = histogram_of(((e.workers_started_ms - e.detected_ms) / 1000
-                               for e in expansions if e.workers_started_ms is not None),
+        pauses = histogram_of((e.pause_ms / 1000 for e in expansions if e.pause_ms is not None),
                               PAUSE_BUCKETS)
         pause = family("sampan_expansion_pause_seconds")
         pause.add_metric(job, pauses.buckets(), pauses.sum)

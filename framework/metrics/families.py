@@ -38,8 +38,10 @@ FAMILIES: tuple[Family, ...] = (
            "Records the task's process() handled."),
     Family("sampan_process_latency_seconds", "histogram", (*_W, "task"),
            "Seconds per record in process(), measured per fetched batch."),
-    Family("sampan_task_process_rate", "gauge", (*_W, "task"),
-           "Records per second the task processed over the last 10 seconds."),
+    Family("sampan_task_records_per_second", "gauge", (*_W, "task"),
+           "Records per second the task processed over the worker's last 10 seconds: a "
+           "precomputed gauge (for sampan status); graph rate(sampan_records_processed_total) "
+           "instead."),
     Family("sampan_input_lag_records", "gauge", (*_W, "task", "stream", "partition"),
            "Records of the input partition the task has not processed yet (end - position)."),
     Family("sampan_records_skipped", "counter", (*_W, "task"),
@@ -77,7 +79,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("sampan_expansions", "counter", ("job",),
            "Input expansions this coordinator detected and applied."),
     Family("sampan_expansion_pause_seconds", "histogram", ("job",),
-           "Seconds from detecting an expansion until the workers were restarted on it."),
+           "Seconds from detecting an expansion until every worker resumed processing on "
+           "the new epoch (the pause sampan status shows); observed once they all resumed."),
     Family("sampan_expansion_refused", "gauge", ("job",),
            "1 while a partition change is refused (the job runs on its model)."),
 )

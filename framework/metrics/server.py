@@ -7,11 +7,13 @@ import logging
 import socket
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
 from framework.errors import SampanError
+from framework.metrics.targets import previous_port, write_target
 
 __all__ = ["MetricsServer", "MetricsServerError", "serve"]
 
@@ -62,15 +64,30 @@ def endpoint_url(bind: str, port: int) -> str:
     return f"http://{host}:{port}/metrics"
 
 
-def serve(registry: CollectorRegistry, bind: str, port: int, who: str) -> MetricsServer:
-    """Serve ``registry`` on ``bind:port`` (0: a free port); ``who`` names it in errors."""
-    try:
-        server, _thread = start_http_server(port, addr=bind, registry=registry)
-    except OSError as error:
-        raise MetricsServerError(
-            f"{who}: cannot serve /metrics on {bind}:{port} ({error.strerror or error}); "
-            f"choose another [metrics] port (0 picks free ports) or set enabled = false"
-        ) from None
+def serve(registry: CollectorRegistry, bind: str, port: int, who: str,
+          target: Path | None = None, labels: dict[str, str] | None = None) -> MetricsServer:
+    """Serve ``registry`` on ``bind:port``; ``who`` names it in errors. Port 0: the port
+    the ``target`` file names (this process's last one) when it is free, else any free
+    port. The ``target`` file (`framework.metrics.targets`) then names where it serves."""
+    server = None
+    previous = previous_port(target) if port == 0 and target is not None else None
+    if previous:
+        with contextlib.suppress(OSError):  # taken meanwhile: any free port will do
+            server, _thread = start_http_server(previous, addr=bind, registry=registry)
+    if server is None:
+        try:
+            server, _thread = start_http_server(port, addr=bind, registry=registry)
+        except OSError as error:
+            raise MetricsServerError(
+                f"{who}: cannot serve /metrics on {bind}:{port} ({error.strerror or error}); "
+                f"choose another [metrics] port (0 picks free ports) or set enabled = false"
+            ) from None
     actual = int(server.server_port)
     log.info("%s serves metrics on %s", who, endpoint_url(bind, actual))
+    if target is not None:
+        try:
+            write_target(target, _connect_host(bind), actual, labels or {})
+        except OSError as error:  # for the scrape config; never stops the process
+            log.warning("%s: cannot write the Prometheus target file %s: %s", who, target,
+                        error)
     return MetricsServer(bind, actual, server)

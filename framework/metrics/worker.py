@@ -32,6 +32,7 @@ from framework.metrics.collect import WeightedHistogram, family
 from framework.metrics.families import COMMIT_RECORD_BUCKETS, LATENCY_BUCKETS
 from framework.metrics.restore import RestoreTracker
 from framework.metrics.server import MetricsServer, serve
+from framework.metrics.targets import target_file
 from framework.progress import Progress, ProgressFactory
 from groupers import SystemStreamPartition
 
@@ -97,9 +98,12 @@ class WorkerMetrics:
         self._worker, self._epoch = worker, epoch
         set_context_provider(self._log_context)
         if self.enabled and self._server is None:
+            process = f"worker-{self.worker_id}"
             self._server = serve(self.registry, self.config.metrics.bind,
                                  self.config.metrics.worker_port(self.worker_id),
-                                 f"worker {self.worker_id} of job {self.config.name!r}")
+                                 f"worker {self.worker_id} of job {self.config.name!r}",
+                                 target_file(self.config.state_dir, process),
+                                 {"sampan_job": self.config.name, "sampan_process": process})
             self.port = self._server.port
         self._restoring.clear()
         self._background = asyncio.create_task(self._report_restores(started_ms))
@@ -241,7 +245,7 @@ class WorkerMetrics:
             held.add_metric([*labels, instance.name],
                             len(_held(task.stages, positions)) if task is not None else 0)
         yield from (processed, skipped, lag, held)
-        yield from self._per_task("sampan_task_process_rate", self._rates)
+        yield from self._per_task("sampan_task_records_per_second", self._rates)
         yield from self._per_task("sampan_outputs_produced", self._outputs)
         yield from self._per_task("sampan_records_dead_lettered", self._dead_letters)
         latency = family("sampan_process_latency_seconds")

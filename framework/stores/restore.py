@@ -9,7 +9,7 @@ same changelog (stream, partition) and ``== end``         none     nothing
 same changelog and ``oldest <= position < end``           delta    ``[position, end)``
 missing (new or deleted store directory)                  full     ``[oldest, end)``
 another stream or partition                               full     ``[oldest, end)``
-ahead of ``end`` (changelog recreated or truncated)       full     ``[oldest, end)``
+ahead of ``end`` (another changelog of that name)         full     ``[oldest, end)``
 behind ``oldest`` (records it needs were deleted)         full     ``[oldest, end)``
 ========================================================  =======  ====================
 
@@ -17,6 +17,11 @@ A full restore wipes the engine first. Records are applied in write batches of
 ``batch_size`` together with the advancing position, so a restore that is interrupted
 (crash, exception, or a stop request: `RestoreStopped`) resumes as a delta from the last
 applied batch.
+
+Fault injection for tests and drills: ``SAMPAN_FAULT_RESTORE_BATCH_DELAY_MS=N`` makes every
+batch of a restore wait N ms after it is written, so a restore lasts at least
+``records / batch_size * N`` ms on any machine (a test can watch it mid-way). Unset (the
+default) it does nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -42,6 +48,7 @@ from groupers import SystemStreamPartition
 
 __all__ = [
     "BULK_FROM",
+    "FAULT_BATCH_DELAY_ENV",
     "READ_BATCH",
     "Fetch",
     "RecordColumns",
@@ -55,6 +62,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+FAULT_BATCH_DELAY_ENV = "SAMPAN_FAULT_RESTORE_BATCH_DELAY_MS"
 
 RestoreMode = Literal["none", "delta", "full"]
 
@@ -143,8 +152,10 @@ def plan_restore(
         )
     if position.offset > end:
         return RestorePlan(
-            "full", oldest, f"local state is at offset {position.offset}, past the end {end} "
-            "(the changelog was recreated or truncated)"
+            "full", oldest, f"local state is at offset {position.offset}, past the end {end}: "
+            f"it was written from another changelog of this name (another job with the same "
+            f"job.name sharing this state folder, or the changelog was deleted and created "
+            f"again)"
         )
     if position.offset < oldest:
         return RestorePlan(
@@ -210,8 +221,9 @@ async def restore_store(
         raise RestoreStopped(label, plan.mode, plan.start, applier.position, end,
                              applier.records)
     elapsed = time.monotonic() - started
-    log.info("restore %s: %s restore applied %d records in %.2fs (%.0f records/s)", label,
-             plan.mode, applier.records, elapsed, applier.records / elapsed if elapsed else 0.0)
+    log.info("restore %s: %s restore applied %s records in %.2f s (%s records/s)", label,
+             plan.mode, f"{applier.records:,}", elapsed,
+             f"{applier.records / elapsed if elapsed else 0.0:,.0f}")
     return RestoreResult(plan.mode, applier.records, plan.start, end)
 
 
@@ -270,6 +282,7 @@ class _Applier:
         self._written = False
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="sampan-restore")
         self._inflight: asyncio.Future[None] | None = None
+        self._delay_s = int(os.environ.get(FAULT_BATCH_DELAY_ENV) or 0) / 1000
 
     async def add(self, batch: Sequence[Record] | RecordColumns, end: int) -> bool:
         """Queue ``batch``; False once a record at or past ``end`` shows the range is done."""
@@ -345,6 +358,8 @@ class _Applier:
         if self._reporter is not None:
             self._reporter.advance(position - self.position)
         self.position = position
+        if self._delay_s:
+            await asyncio.sleep(self._delay_s)
 
 
 def changelog_reader(

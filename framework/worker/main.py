@@ -19,6 +19,7 @@ from typing import Any
 
 from framework.errors import EXIT_FENCED, FencedError, SampanError
 from framework.logformat import FORMATS, configure_logging, default_format
+from framework.wording import counted
 
 __all__ = ["EXIT_FENCED", "add_worker_command", "run_worker"]
 
@@ -98,7 +99,7 @@ async def run_worker(config: Any, worker_id: int, model: Any = None) -> int:
         log.warning("%s", error)
         return EXIT_FENCED
     log.info(
-        "worker %d stopped (%s): epoch %d, %d processed, %d skipped, %d commits, "
-        "%d changelog records restored", worker_id, result.reason, result.epoch,
-        result.processed, result.skipped, result.commits, result.restored)
+        "worker %d stopped (%s): epoch %d, %s processed, %s skipped, %s, %s restored",
+        worker_id, result.reason, result.epoch, f"{result.processed:,}", f"{result.skipped:,}",
+        counted(result.commits, "commit"), counted(result.restored, "changelog record"))
     return 0

@@ -27,6 +27,14 @@ def test_every_pinned_command_has_help(command: list[str]) -> None:
     assert done.stderr == ""
 
 
+def test_streams_help_says_what_tail_prints() -> None:
+    done = subprocess.run([*CLI, "streams", "--help"], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert "tail         print records: partition, offset, key, value (tab-separated," \
+        in done.stdout
+    assert "print records as JSON lines" not in done.stdout
+
+
 def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
     """The command failed with exit 2, nothing on stdout, one error line on stderr."""
     assert done.returncode == 2, (done.stdout, done.stderr)
@@ -37,17 +45,26 @@ def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
     return lines[0].removeprefix(f"sampan {command}: error: ")
 
 
-def test_status_of_a_job_never_run(make_job: Callable[..., Job]) -> None:
+def test_status_of_a_job_never_run_is_not_running(make_job: Callable[..., Job]) -> None:
+    """Exit 3 (not running) with and without --json, naming what to run."""
     job = make_job("never", {"words": 2})
-    assert one_line_error(job.sampan("status", "{job}"), "status") == (
-        f"job 'never' has not been started: no job model in local.__sampan-never-coordinator; "
-        f"run `sampan run {job.path}`")
+    message = (f"job 'never' has not been started: no job model in "
+               f"local.__sampan-never-coordinator; run `sampan run {job.path}`")
+    text = job.sampan("status", "{job}")
+    assert (text.returncode, text.stdout, text.stderr) == (3, message + "\n", "")
+    document = job.sampan("status", "--json", "--job", "{job}")
+    assert document.returncode == 3, document.stderr
+    assert {k: v for k, v in json.loads(document.stdout).items() if k != "recorded_state"} == {
+        "job": "never", "state": "not started", "health": "not running",
+        "not_running": message, "problems": [message], "exit_status": 3}
 
 
 def test_stream_command_errors_name_cause_and_fix(make_job: Callable[..., Job]) -> None:
     job = make_job("clierr", {"words": 2})
     assert job.sampan("streams", "create", "local.words", "--partitions", "2",
                       "--job", "{job}").stdout == "created local.words with 2 partitions\n"
+    assert job.sampan("streams", "create", "local.one", "{job}", "--partitions", "1"
+                      ).stdout == "created local.one with 1 partition\n"  # JOB positional
     cases = {
         ("streams", "create", "local.words", "--partitions", "2", "--job", "{job}"):
             f"stream local.words already exists with 2 partitions; grow it with `sampan "
@@ -106,8 +123,8 @@ async def test_expand_refuses_what_the_coordinator_would_refuse(
     await job.wait_epoch(1)
     argv = ("streams", "expand", "local.words", "--partitions", "6", "--job", "{job}")
     assert one_line_error(job.sampan(*argv), "streams") == (
-        "refused: stream local.words: partition count went from 4 to 6, refused (4 tasks "
-        "consume it): partition count 6 is not a multiple of 4: keys would change tasks; "
+        "refused: expanding local.words from 4 to 6 partitions would be refused by the job (4 "
+        "tasks consume it): partition count 6 is not a multiple of 4: keys would change tasks; "
         "expand to a multiple of 4 (e.g. 8), or re-key the job's state offline to a task count "
         "that divides 6; pass --force to expand anyway (the running job would refuse it and "
         "keep its current job model)")

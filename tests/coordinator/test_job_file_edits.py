@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from coordjobs import CLI, REPO, Job, keys
 
+from framework.config import load_config
 from framework.drill.verify import read_stream
 
 
@@ -107,3 +108,37 @@ async def test_two_job_files_in_one_folder_keep_their_own_state(
             found.setdefault(key.decode(), []).append((data["count"], data["seq"]))
     assert dict(sorted(found.items())) == alpha.truth.expected_outputs()
     assert sorted(p.name for p in (folder / "state").iterdir()) == ["alpha", "beta"]
+
+
+async def test_two_jobs_of_one_name_on_two_logs_are_told_they_share_a_state_folder(
+        make_job: Callable[..., Job]) -> None:
+    """The tutorial's trap: a second job file with the same job.name but its metadata on
+    another system (here another local log) shares state/<name>: its coordinator says so
+    at start, and the worker says why it rebuilds the store (not "recreated or truncated")."""
+    job = make_job("twin", {"words": 2})
+    await job.create("words", 2)
+    await job.produce("words", keys(20), 3)
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    first = job.path
+    twin = job.folder / "twin-elsewhere.toml"
+    twin.write_text(first.read_text().replace('path = "data"', 'path = "data-elsewhere"'))
+    job.path = twin
+    job.config = load_config(twin)
+    await job.create("words", 2)
+    await job.produce("words", keys(20), 1)
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs(total=20)
+    assert await job.stop() == 0
+    log = job.coordinator_log()
+    assert (f"WARNING state folder {job.config.state_dir} was last used by {first}, whose "
+            f"metadata is on local {(job.folder / 'data').resolve()}; this run ({twin}) keeps "
+            f"it on local {(job.folder / 'data-elsewhere').resolve()}. Both jobs are named "
+            f"'twin', so they share this folder") in log
+    workers = "".join(p.read_text() for p in job.logs.glob("worker-*.log"))
+    assert ": it was written from another changelog of this name (another job with the same " \
+        "job.name sharing this state folder, or the changelog was deleted and created " \
+        "again)" in workers

@@ -3,18 +3,23 @@ the local log on disk; every /metrics endpoint scraped and parsed with prometheu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import urllib.parse
 from collections.abc import Callable
 
 from coordjobs import Job, keys
 from metricsjobs import endpoints, scrape, total, values
 
 from framework.commands.status import collect_status
+from framework.metrics.targets import targets_dir
+from framework.stores.restore import FAULT_BATCH_DELAY_ENV
 from framework.stores.rocksdb import store_path
 
-PADDING = 20_000  # changelog records the task never reads: a restore long enough to watch
+PADDING = 4_000  # changelog records the task never reads: a restore long enough to watch
+SLOW_RESTORE = {FAULT_BATCH_DELAY_ENV: "5"}  # ≥ 5 ms per record: ≥ 20 s on any machine
 
 
 async def scrape_all(job: Job, epoch: int) -> tuple[dict, list[dict]]:
@@ -75,9 +80,15 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     await job.wait_epoch(2)
     await job.wait_outputs()
     workers = await lag_zero(job, 2)
+
+    async def resumed() -> bool:  # the coordinator records when every worker resumed
+        return (await job.state()).status.expansions[0].resumed_ms is not None
+    await job.wait(resumed, "the expansion's pause recorded")
+    pause_ms = (await job.state()).status.expansions[0].pause_ms
     coordinator, _ = await scrape_all(job, 2)
     assert total([coordinator], "sampan_expansions_total") == 1
     assert total([coordinator], "sampan_expansion_pause_seconds_count") == 1
+    assert round(total([coordinator], "sampan_expansion_pause_seconds_sum") * 1000) == pause_ms
     assert total([coordinator], "sampan_job_model_epoch") == 2
     assert total([coordinator], "sampan_worker_restarts_total") == 0
     assert total(workers, "sampan_records_processed_total") == 120  # produced after epoch 1
@@ -85,14 +96,15 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
 
     async def rated() -> bool:  # a rate needs two samples of the processed counts, 1 s apart
         _, workers = await scrape_all(job, 2)
-        return all(values(w, "sampan_task_process_rate") for w in workers)
+        return all(values(w, "sampan_task_records_per_second") for w in workers)
     await job.wait(rated, "every task's processing rate")
     status = await collect_status(job.config)
     assert [e["change"] for e in status["expansions"]] == ["local.words 2→4"]
-    assert status["expansions"][0]["pause_ms"] >= 0
+    assert status["expansions"][0]["pause_ms"] == pause_ms  # one definition, both places
     assert {t["task"]: t["lag_by_stream"] for t in status["tasks"]} == {
         "Partition 0": {"local.words": 0}, "Partition 1": {"local.words": 0}}
     assert set(status["metrics"]["workers"]) == {"0", "1"}
+    assert status["metrics"]["file_sd"] == str(job.config.state_dir / "metrics" / "*.json")
 
     # a full restore of Partition 1's store: watched while it runs, totals match at the end
     assert await job.stop() == 0
@@ -103,6 +115,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     shutil.rmtree(store_path(job.config.state_dir, "counts", "Partition 1"))
     log = job.logs / "worker-1.log"
     log.unlink()
+    job.env = SLOW_RESTORE
     job.start()
 
     async def reported() -> bool:  # written every second while restoring
@@ -113,7 +126,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     pid = (await job.state()).status.worker_pids[1]
     os.kill(pid, signal.SIGSTOP)  # frozen mid-restore: status must show it with an ETA
     try:
-        assert "restore applied" not in log.read_text(errors="replace"), "raise PADDING"
+        assert "restore applied" not in log.read_text(errors="replace")
         restoring = (await collect_status(job.config))["restoring"]
         text = job.sampan("status", "{job}").stdout
     finally:
@@ -131,6 +144,9 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     assert 0 < next(iter(restored.values())) <= restore_end
 
     state = await job.wait_epoch(3)
+    restarted = await collect_status(job.config)  # an old expansion's pause, after a restart
+    assert [(e["change"], e["pause_ms"]) for e in restarted["expansions"]] == [
+        ("local.words 2→4", pause_ms)]
     _, workers = await scrape_all(job, 3)
     one = next(w for w in workers if values(w, "sampan_records_processed_total",
                                             task="Partition 1"))
@@ -144,3 +160,48 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     assert await job.stop() == 0
     assert await job.store() == {**padding, **job.truth.sent}
     assert await job.outputs() == job.truth.expected_outputs()
+
+
+async def test_metrics_targets_stay_put_across_restarts_and_expansions(
+        make_job: Callable[..., Job]) -> None:
+    """Default ports (`port = 0`): a SIGKILLed worker, an expansion and a new `sampan run`
+    keep every endpoint's address, and the Prometheus file_sd files in the state folder
+    name exactly the endpoints the job serves."""
+    job = make_job("targets", {"words": 2})
+    await job.create("words", 2)
+    job.start()
+    await job.wait_epoch(1)
+    folder = targets_dir(job.config.state_dir)
+
+    async def addresses(epoch: int) -> dict[str, str]:
+        """Process → host:port, once every worker of ``epoch`` serves; checked against the
+        file_sd files."""
+        await scrape_all(job, epoch)
+        coordinator, workers = await endpoints(job)
+        served = {"coordinator": urllib.parse.urlsplit(coordinator).netloc, **{
+            f"worker-{w}": urllib.parse.urlsplit(u).netloc for w, u in workers.items()}}
+        files = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+        assert {name: entry[0]["targets"] for name, entry in files.items()} == {
+            name: [address] for name, address in served.items()}
+        assert files["worker-1"][0]["labels"] == {"sampan_job": "targets",
+                                                  "sampan_process": "worker-1"}
+        return served
+
+    first = await addresses(1)
+    state = await job.state()
+    os.kill(state.status.worker_pids[0], signal.SIGKILL)
+
+    async def restarted() -> bool:
+        report = (await job.state()).workers.get(0)
+        return report is not None and report.pid != state.workers[0].pid and (
+            report.resumed_ms is not None)
+    await job.wait(restarted, "worker 0 restarted")
+    assert await addresses(1) == first
+    await job.expand("words", 4)
+    await job.wait_epoch(2)
+    assert await addresses(2) == first
+    assert await job.stop() == 0
+    job.start()
+    await job.wait_epoch(3)
+    assert await addresses(3) == first
+    assert await job.stop() == 0

@@ -30,22 +30,34 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def documented_scrape_config(targets: str) -> str:
+    """docs/metrics.md's prometheus.yml, scraping every second, its file_sd glob pointed at
+    ``targets``."""
+    text = (REPO / "docs" / "metrics.md").read_text()
+    block = text.split("```yaml\n# prometheus.yml\n", 1)[1].split("```", 1)[0]
+    assert DOCUMENTED_GLOB in block
+    return block.replace(DOCUMENTED_GLOB, targets).replace("scrape_interval: 15s",
+                                                           "scrape_interval: 1s")
+
+
+DOCUMENTED_GLOB = "/home/you/views/state/views/metrics/*.json"
+
+
 @pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus server binary is not installed "
                     "(Debian/Ubuntu: apt-get install prometheus)")
 async def test_a_prometheus_server_scrapes_the_job(make_job: Callable[..., Job],
                                                    tmp_path: Path) -> None:
+    """docs/metrics.md's scrape config (file_sd on the job's state folder) finds every
+    endpoint, and still does after a worker's SIGKILL and an expansion."""
     job = make_job("scraped", {"words": 2}, workers=1)
     await job.create("words", 2)
     await job.produce("words", keys(10), 3)
     job.start()
     await job.wait_epoch(1)
     await job.wait_outputs()
-    coordinator, workers = await endpoints(job)
-    targets = [urllib.parse.urlsplit(u).netloc for u in (coordinator, *workers.values())]
     config = tmp_path / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sampan\n"
-                      "    honor_labels: true\n"
-                      f"    static_configs:\n      - targets: {json.dumps(targets)}\n")
+    config.write_text(documented_scrape_config(
+        str(job.config.state_dir / "metrics" / "*.json")))
     port = free_port()
     assert PROMETHEUS is not None
     server = subprocess.Popen(
@@ -59,17 +71,22 @@ async def test_a_prometheus_server_scrapes_the_job(make_job: Callable[..., Job],
                                         timeout=2) as response:
                 return json.load(response)["data"]["result"]  # type: ignore[no-any-return]
 
-        async def scraped() -> bool:
+        async def scraped(epoch: int, processed_at_least: int) -> bool:
+            coordinator, workers = await endpoints(job)
+            targets = [urllib.parse.urlsplit(u).netloc for u in (coordinator, *workers.values())]
             try:
                 up = ask("up")
                 processed = ask("sum(sampan_records_processed_total)")
+                epochs = ask('sampan_job_model_epoch{process="worker-0"}')
             except OSError:
                 return False
             return (sorted((r["metric"]["instance"], r["value"][1]) for r in up)
                     == sorted((t, "1") for t in targets)
-                    and [float(r["value"][1]) for r in processed] == [job.truth.total])
-        await job.wait(scraped, f"prometheus on port {port} to scrape {targets} and report "
-                                f"{job.truth.total} records processed", timeout=30)
+                    and [r["value"][1] for r in epochs] == [str(epoch)]
+                    and len(processed) == 1
+                    and float(processed[0]["value"][1]) >= processed_at_least)
+        await job.wait(lambda: scraped(1, 30), f"prometheus on port {port} to scrape every "
+                       f"endpoint and report {job.truth.total} records processed", timeout=60)
         assert [r["value"][1] for r in ask('sampan_job_model_epoch{process="coordinator"}')
                 ] == ["1"]
         dashboard = json.loads((REPO / "docs" / "grafana-dashboard.json").read_text())
@@ -77,6 +94,14 @@ async def test_a_prometheus_server_scrapes_the_job(make_job: Callable[..., Job],
             a["expr"] for a in dashboard["annotations"]["list"]]
         for query in queries:  # every dashboard query is valid PromQL (else HTTP 400)
             ask(query.replace("$job", "scraped"))
+
+        os.kill((await job.state()).status.worker_pids[0], signal.SIGKILL)
+        await job.expand("words", 4)
+        await job.wait_epoch(2)
+        await job.produce("words", keys(10), 1)
+        await job.wait_outputs()
+        await job.wait(lambda: scraped(2, 10), "prometheus to scrape the restarted worker "
+                       "at epoch 2, counting what it processed since", timeout=60)
     finally:
         server.terminate()
         server.wait(30)
@@ -124,7 +149,8 @@ async def test_status_watch_draws_frames_in_a_terminal_until_ctrl_c(
             watch.wait()
         os.close(main)
     text = screen.decode(errors="replace")
-    assert "job watched: epoch 1, 1 workers, coordinator running, total lag 0" in text
+    assert "job watched: epoch 1, 1 worker, coordinator running, total lag 0" in text
+    assert "health: healthy" in text
     assert "Partition 0" in text and "Partition 1" in text and "local.words 0" in text
     assert "\x1b[" in text  # drawn with cursor movements, in place
     assert await job.stop() == 0

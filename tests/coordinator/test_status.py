@@ -1,7 +1,13 @@
-"""`sampan status` reads barrier progress from the checkpoints, not from the model alone."""
+"""`sampan status` reads barrier progress from the checkpoints, not from the model alone,
+and turns a status document into a health and an exit status."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from framework.commands.status_health import assess
 from framework.coordinator.expansion import held_behind_barrier
 from framework.jobmodel import BarrierStage, TaskModel
 from groupers import SystemStreamPartition as SSP
@@ -32,3 +38,41 @@ def test_stages_are_released_in_order() -> None:
 
 def test_every_stage_passed_holds_nothing() -> None:
     assert held_behind_barrier(TASK, {ssp(0): 150, ssp(2): 40}) == frozenset()
+
+
+# -- the health a status document amounts to (`framework.commands.status_health`) -------
+
+NOW = 1_000_000_000
+
+
+def running(**fields: Any) -> dict[str, Any]:
+    return {"state": "running", "crash_window_ms": 600_000, "max_restarts": 5, **fields}
+
+
+def crash(*exits: int, restart_ms: int | None = None, restarted_ms: int | None = None,
+          ) -> dict[str, Any]:
+    return {"worker": 0, "exits_ms": [NOW - e for e in exits], "last_exit": "killed by SIGKILL",
+            "last_error": None, "restart_ms": restart_ms, "restarted_ms": restarted_ms}
+
+
+@pytest.mark.parametrize(("status", "health"), [
+    (running(), ("healthy", 0)),
+    (running(crashes=[crash(5_000, restarted_ms=NOW - 4_000)]), ("healthy", 0)),
+    (running(crashes=[crash(5_000, restart_ms=NOW + 1_000)]), ("degraded", 1)),
+    (running(crashes=[crash(9_000, 5_000, restarted_ms=NOW - 4_000)]), ("degraded", 1)),
+    (running(crashes=[crash(90_000, 60_000, restarted_ms=NOW - 59_000)]), ("healthy", 0)),
+    (running(crashes=[crash(700_000, 650_000, restarted_ms=NOW - 4_000)]), ("healthy", 0)),
+    (running(refusal={"change": "local.a 2→3"}), ("degraded", 1)),
+    (running(unreachable=[{"system": "kafka", "since_ms": NOW, "error": "x"}]),
+     ("degraded", 1)),
+    ({"state": "died", "not_running": "gone"}, ("not running", 3)),
+    ({"state": "stopped"}, ("not running", 3)),
+    ({"state": "not started"}, ("not running", 3)),
+    ({"state": "failed", "error": "boom"}, ("failed", 4)),
+], ids=["healthy", "one-crash-running-again", "down", "crash-looping", "settled-after-crashes",
+        "crashes-out-of-the-window", "refused", "unreachable", "died", "stopped",
+        "not-started", "failed"])
+def test_health_and_exit_status(status: dict[str, Any], health: tuple[str, int]) -> None:
+    verdict = assess(status, NOW)
+    assert (verdict.health, verdict.exit_status) == health
+    assert bool(verdict.problems) == (health[0] != "healthy")

@@ -90,12 +90,20 @@ def test_the_unit_test_of_the_tutorial_passes(tmp_path: Path) -> None:
     assert "1 passed" in done.stdout
 
 
-def test_the_kafka_job_file_is_valid(tmp_path: Path) -> None:
+def test_the_unit_test_step_installs_pytest_first() -> None:
+    """The tutorial's setup installs sampan only: the step that runs pytest installs it."""
+    step = next(b for b in blocks() if "pytest -q test_views.py" in b)
+    assert step.index("pip install -q pytest") < step.index("pytest -q test_views.py")
+
+
+def test_the_kafka_job_file_is_valid_and_keeps_its_own_state(tmp_path: Path) -> None:
     (tmp_path / "views-kafka.toml").write_text(block("# views-kafka.toml"))
+    (tmp_path / "views.toml").write_text(block("# views.toml"))
     (tmp_path / "views_task.py").write_text(block("# views_task.py"))
     config = load_config(tmp_path / "views-kafka.toml")
     assert config.system("kafka").bootstrap == "127.0.0.1:9092"
-    assert config.changelog_stream("views") == "kafka.views-views-changelog"
+    assert config.changelog_stream("views") == "kafka.views-kafka-views-changelog"
+    assert config.state_dir != load_config(tmp_path / "views.toml").state_dir
     load_task_class(config)
 
 

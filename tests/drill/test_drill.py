@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -9,10 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_broker import free_port
 
 from framework.drill.options import DrillOptions
+from framework.drill.producer import PacedProducer
 from framework.drill.run import run_drill
 from framework.errors import ConfigError
+from framework.systems.base import ProducerRecord
+from framework.systems.memory import MemorySystem
 
 
 def test_drill_cli_is_exact_through_two_expansions(tmp_path: Path) -> None:
@@ -41,6 +47,10 @@ async def test_drill_expansions_restore_nothing_and_keep_order(tmp_path: Path) -
     assert [e.restored for e in report.expansions] == [0, 0]
     for e in report.expansions:
         assert e.requested_ms <= e.detected_ms <= e.resumed_ms
+    assert report.timeline is not None  # the plot shows the catch-up: it ends at lag 0
+    assert report.timeline.marks[-1][1] == "caught up"
+    assert report.timeline.samples[-1].lag == 0
+    assert report.timeline.samples[-1].t == report.timeline.marks[-1][0]
 
 
 async def test_naive_grouper_miscounts(tmp_path: Path) -> None:
@@ -78,3 +88,46 @@ def test_drill_refuses_a_broker_without_create_partitions(tansu_broker: Any, tmp
     assert "CreatePartitions" in last
     assert "--system local" in last
     assert not (tmp_path / "k" / "logs").exists()  # no job was started
+
+
+def test_a_failed_drill_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    """Without --output the drill makes a temporary folder; failing before any job ran (no
+    broker answers at its --bootstrap), it removes it again: nothing unnamed left behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "framework.cli", "drill", "--system", "kafka", "--bootstrap",
+         f"127.0.0.1:{free_port()}", "--no-plot"], capture_output=True, text=True,
+        timeout=120, env={**os.environ, "TMPDIR": str(scratch)})
+    assert done.returncode == 2, done.stderr
+    assert "got no answer" in done.stderr.splitlines()[-1]
+    assert list(scratch.iterdir()) == []
+
+
+async def test_a_producer_behind_its_pace_never_bursts_past_the_expansion_point() -> None:
+    """On a busy machine the paced producer catches up in bursts; it stops at `allowed`
+    (the drill's next expansion), so the records before and after an expansion are what
+    the drill planned however slow the machine (a burst past it left the naive drill with
+    nothing to miscount)."""
+    system = MemorySystem("local")
+    await system.create_stream("words", 2)
+
+    class Words:
+        def records(self, count: int) -> list[ProducerRecord]:
+            return [ProducerRecord("words", b"w", b"1") for _ in range(count)]
+
+    producer = PacedProducer(system, Words(), records=100, rate=10**9)  # type: ignore[arg-type]
+    producer.allowed = 40
+    running = asyncio.create_task(producer.run())
+    try:
+        while producer.produced < 40:
+            await asyncio.sleep(0.01)
+        for _ in range(5):  # due is far past 100 by now: still 40
+            await asyncio.sleep(0.05)
+            assert producer.produced == 40
+        producer.allowed = 100
+        await asyncio.wait_for(running, 30)
+    finally:
+        running.cancel()
+    assert producer.produced == 100
+    assert sum(r.end for r in (await system.offsets("words")).values()) == 100

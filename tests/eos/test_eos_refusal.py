@@ -19,10 +19,10 @@ def test_config_defaults_follow_the_metadata_system(tmp_path: Path) -> None:
 
 
 async def test_exactly_once_on_tansu_exits_2_naming_the_broker_and_the_fix(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
+        tansu_broker: TansuBroker, tmp_path: Path) -> None:
     unique = uuid.uuid4().hex[:8]
     path = h.write_job(tmp_path / "job", name=f"refuse-{unique}", system="kafka",
-                       bootstrap=kafka_broker.bootstrap, events=f"events-{unique}",
+                       bootstrap=tansu_broker.bootstrap, events=f"events-{unique}",
                        job_extra='guarantee = "exactly-once"\n')
     config = h.load(path)
     meta = await h.open_meta(config)
@@ -40,16 +40,16 @@ async def test_exactly_once_on_tansu_exits_2_naming_the_broker_and_the_fix(
     text = (tmp_path / "worker.log").read_text()
     error = next(line for line in text.splitlines() if line.startswith("sampan worker: error:"))
     assert 'guarantee = "exactly-once" needs Kafka transactions' in error
-    assert kafka_broker.bootstrap in error
+    assert tansu_broker.bootstrap in error
     assert 'guarantee = "at-least-once"' in error
 
 
 def test_sampan_run_refuses_exactly_once_on_tansu_at_start(
-        kafka_broker: TansuBroker, tmp_path: Path) -> None:
+        tansu_broker: TansuBroker, tmp_path: Path) -> None:
     """The coordinator refuses before it starts any worker: one line, exit 2."""
     unique = uuid.uuid4().hex[:8]
     path = h.write_job(tmp_path / "job", name=f"runrefuse-{unique}", system="kafka",
-                       bootstrap=kafka_broker.bootstrap, events=f"events-{unique}",
+                       bootstrap=tansu_broker.bootstrap, events=f"events-{unique}",
                        job_extra='guarantee = "exactly-once"\n')
     done = subprocess.run([sys.executable, "-m", "framework.cli", "run", str(path)],
                           capture_output=True, text=True, timeout=120, cwd=h.REPO,

@@ -52,10 +52,10 @@ async def test_an_epoch_bump_fences_the_producer_and_aborts_its_transaction(
         await zombie.send_and_wait(topic, b"never", partition=0)
         manager = zombie._txn_manager
         identity = (manager.producer_id, manager.producer_epoch)
-        assert system._producer is not None
-        bumped = await fence_producer(system._producer.client, txn_id, identity)
+        producer = await system.start_producer()
+        bumped = await fence_producer(producer.client, txn_id, identity)
         assert bumped == (identity[0], identity[1] + 1)
-        assert await fence_producer(system._producer.client, txn_id, identity) is None
+        assert await fence_producer(producer.client, txn_id, identity) is None
         with pytest.raises(KafkaError):
             await zombie.commit_transaction()
         assert await _read(system, topic) == []
@@ -64,8 +64,8 @@ async def test_an_epoch_bump_fences_the_producer_and_aborts_its_transaction(
         await zombie.stop()
 
 
-async def test_probe_refuses_a_broker_without_transactions(kafka_broker: object) -> None:
-    system = KafkaSystem("kafka", kafka_broker.bootstrap)  # type: ignore[attr-defined]
+async def test_probe_refuses_a_broker_without_transactions(tansu_broker: object) -> None:
+    system = KafkaSystem("kafka", tansu_broker.bootstrap)  # type: ignore[attr-defined]
     try:
         with pytest.raises(UnsupportedOperation, match='guarantee = "at-least-once"'):
             await system.probe_transactions("probe-job")

@@ -1,4 +1,5 @@
-"""Progress: log lines at 25/50/75/100% and every interval when not on a terminal."""
+"""Progress: log lines at 25/50/75% and every interval when not on a terminal; the end of
+a completed operation is its caller's to log (one rate per operation)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,6 @@ def test_lines_at_each_quarter_with_counts_and_rate(
         "restore counts: 300/1,000 records (30%) at 200 records/s",
         "restore counts: 500/1,000 records (50%) at 200 records/s",
         "restore counts: 800/1,000 records (80%) at 200 records/s",
-        "restore counts: 1,000/1,000 records (100%) at 200 records/s",
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -111,6 +112,20 @@ async def test_a_new_store_is_restored_fully(rocks: RocksDBEngine) -> None:
     assert rocks.count() == 25
     assert rocks.get(b"k0024") == b"v24"
     assert rocks.changelog_position() == ChangelogPosition("counts-changelog", 2, 25)
+
+
+async def test_a_restore_logs_its_end_once_with_one_rate(
+        rocks: RocksDBEngine, caplog: pytest.LogCaptureFixture) -> None:
+    """The default progress (log lines when not on a terminal) and the restore's own
+    summary: one line reports the completed restore, with the rate of the whole of it."""
+    caplog.set_level(logging.INFO)
+    await restore_store(rocks, changelog=LOG, fetch=FakeChangelog(changelog(2_000)).fetch,
+                        end=2_000, oldest=0, batch_size=100, label="store 'counts'")
+    rated = [r.getMessage() for r in caplog.records if "records/s" in r.getMessage()]
+    assert [line.split(": ", 1)[1].split(" at ")[0] for line in rated[:3]] == [
+        "500/2,000 records (25%)", "1,000/2,000 records (50%)", "1,500/2,000 records (75%)"]
+    [end] = rated[3:]  # the completed restore: one line, one rate
+    assert end.startswith("restore store 'counts': full restore applied 2,000 records in ")
 
 
 async def test_a_store_at_the_end_restores_nothing(rocks: RocksDBEngine) -> None:

@@ -44,10 +44,16 @@ async def test_five_sigkills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     try:
         await h.prepare(config, meta)
         work = h.Workload(KEYS)
-        await h.produce(meta, work.records(RECORDS))
+        records = work.records(RECORDS)
+        produced = 0
         killed = []
         with (tmp_path / "worker.log").open("ab") as log:
             for point in kill_points:
+                # Input only up to 25k past the kill point, the rest after the last kill:
+                # however fast the worker, every kill lands before the job's end.
+                ahead = min(RECORDS, point + 25_000)
+                await h.produce(meta, records[produced:ahead])
+                produced = ahead
                 worker = h.start_worker(path, log)
                 try:
                     async def reached(target: int = point) -> bool:
@@ -59,6 +65,7 @@ async def test_five_sigkills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
                     h.kill(worker)
                 killed.append(worker.returncode)
                 assert await h.output_count(meta, config) < RECORDS, "killed after the end"
+            await h.produce(meta, records[produced:])
             worker = h.start_worker(path, log)
             try:
                 async def finished() -> bool:

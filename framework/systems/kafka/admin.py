@@ -313,6 +313,24 @@ class KafkaAdmin:
                         return str(entry[1])
         return "delete"  # Kafka's default when the topic does not set it
 
+    async def group_members(self, group: str) -> int | None:
+        """How many members consumer group ``group`` has now (0 when it is empty or
+        unknown to the broker); None when the broker's answer cannot be read."""
+        await self.start()
+        assert self._admin is not None
+        try:
+            responses = await self.bounded(
+                "DescribeGroups", self._admin.describe_consumer_groups([group]))
+        except KafkaError:
+            return None
+        for response in responses:
+            for entry in response.groups:
+                error_code, group_id, state, members = entry[0], entry[1], entry[2], entry[5]
+                if group_id != group or error_code not in (0, None):
+                    continue
+                return 0 if state in ("Empty", "Dead") else len(members)
+        return None
+
     # -- topics -----------------------------------------------------------------------
 
     async def create_stream(

@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced
 
 from framework.errors import FencedError, JobModelError, SampanError, UnsupportedOperation
+from framework.logformat import notice_level
 from framework.systems.base import (
     Checkpoint,
     CommitRequest,
@@ -115,11 +116,18 @@ class KafkaSystem:
         return f"KafkaSystem({self.name!r}, {self.bootstrap!r})"
 
     async def start(self) -> None:
+        """Connect the admin client; the producer connects when first needed
+        (`start_producer`), so commands that only read never ask for one."""
+        await self.admin.start()
+
+    async def start_producer(self) -> AIOKafkaProducer:
+        """The system's producer, connected on the first call (a broker refusing the
+        idempotent producer is reported then: a job's coordinator calls this at start)."""
         async with self._start_lock:
-            if self._producer is not None:
-                return
-            await self.admin.start()
-            self._producer = await self._start_producer()
+            if self._producer is None:
+                await self.admin.start()
+                self._producer = await self._start_producer()
+            return self._producer
 
     async def _start_producer(self) -> AIOKafkaProducer:
         kwargs = self.options.client_kwargs(self.bootstrap)
@@ -143,7 +151,8 @@ class KafkaSystem:
                         f"refused it ({type(exc).__name__}); set enable_idempotence = false in "
                         f"[systems.{self.name}.client_options]"
                     ) from exc
-                log.warning(
+                log.log(
+                    notice_level(),
                     "Kafka at %s refused the idempotent producer (%s); producing with "
                     "acks=all only, so a retried send may duplicate a record",
                     self.bootstrap, type(exc).__name__,
@@ -216,9 +225,7 @@ class KafkaSystem:
         per record; positions of rows only."""
         if not rows and not columns:
             return []
-        await self.start()
-        assert self._producer is not None
-        return await self.send_rows(self._producer, rows, positions, columns)
+        return await self.send_rows(await self.start_producer(), rows, positions, columns)
 
     async def send_records(self, producer: AIOKafkaProducer, records: Sequence[ProducerRecord],
                            positions: int | None = None) -> list[RecordPosition]:
@@ -331,11 +338,10 @@ class KafkaSystem:
         for key, value in sorted((await self.fences_table(job)).items()):
             if not key.startswith(PRODUCER_PREFIX) or value is None:
                 continue
-            await self.start()
-            assert self._producer is not None
+            producer = await self.start_producer()
             worker = int(key[len(PRODUCER_PREFIX):])
             bumped = await self.admin.bounded("fencing producers", fence_producer(
-                self._producer.client, transactional_id(job, worker), decode_identity(value)))
+                producer.client, transactional_id(job, worker), decode_identity(value)))
             if bumped is not None:
                 await self.write_fence_record(job, key, encode_identity(bumped))
 

@@ -109,18 +109,23 @@ async def test_an_unreachable_broker_is_reported_with_its_address() -> None:
 async def test_requiring_idempotence_on_tansu_names_init_producer_id(tansu_broker: Any) -> None:
     system = KafkaSystem("kafka", tansu_broker.bootstrap, {"enable_idempotence": True})
     with pytest.raises(UnsupportedOperation, match=r"InitProducerId.*enable_idempotence = false"):
-        await asyncio.wait_for(system.start(), BOUND_S)
+        await asyncio.wait_for(system.start_producer(), BOUND_S)
     await system.close()
 
 
 async def test_a_broker_refusing_idempotence_is_reported_once_without_library_errors(
         tansu_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
     """tansu refuses InitProducerId: one sampan WARNING saying what it does instead, and no
-    ERROR line from aiokafka for a refusal sampan handles."""
+    ERROR line from aiokafka for a refusal sampan handles; only once a producer is needed
+    (reading never asks for one)."""
     caplog.set_level(logging.INFO)
     system = KafkaSystem("kafka", tansu_broker.bootstrap)
     try:
         await asyncio.wait_for(system.start(), BOUND_S)
+        await system.list_streams()
+        assert not [r for r in caplog.records if "idempotent producer" in r.getMessage()]
+        await asyncio.wait_for(system.start_producer(), BOUND_S)
+        await asyncio.wait_for(system.start_producer(), BOUND_S)
     finally:
         await system.close()
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
