@@ -4,13 +4,14 @@ A ``left`` record at ``tl`` and a ``right`` record at ``tr`` with equal keys joi
 ``tl - before_ms <= tr <= tl + after_ms``. Each pair is emitted once, when the later of
 the two is processed. With ``how="left"`` a left record that joined nothing is emitted
 with ``right=None`` once no right record can join it any more: when the watermark passes
-``tl + after_ms + grace_ms`` — at the next multiple of ``(before_ms + after_ms +
-grace_ms) // 8`` ms, so one expiry serves the records of many keys. Records are kept in
-a task store until the watermark makes them useless — a left record once no on-time right record can still fall in its window,
-a right record once no on-time left record can — so state holds about ``before_ms +
-after_ms + grace_ms`` of event time per key. Both inputs must be co-partitioned (same
-partition counts, keys partitioned alike), so one task sees both sides of every key; the
-fixed-task grouper keeps them together across expansions of either input.
+``tl + after_ms + grace_ms`` — at the next multiple of ``(before_ms + after_ms + grace_ms)
+// 8`` ms, so one expiry serves the records of many keys. Records are kept in a task store
+until the watermark makes them useless — a left record once no on-time right record can
+still fall in its window, a right record once no on-time left record can — so state holds
+about ``before_ms + after_ms + grace_ms`` of event time per key. Both inputs must be
+co-partitioned (same partition counts, keys partitioned alike), so one task sees both
+sides of every key; the fixed-task grouper keeps them together across expansions of either
+input.
 
 Store layout (string keys):
 
