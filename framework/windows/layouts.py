@@ -253,8 +253,22 @@ _SCALARS = frozenset({int, float, str, bool, type(None)})
 
 def snapshot(value: Any) -> Any:
     """``value`` as it is now, for a result: an aggregate that stays in a state may be
-    changed in place (a fold's ``add``) before the result is encoded at the commit."""
-    return value if type(value) in _SCALARS else copy.deepcopy(value)
+    changed in place (a fold's ``add``) before the result is encoded at the commit.
+    Lists of scalars and lists (`aggregate`'s) are copied without `copy.deepcopy`.
+
+    >>> kept = [3, 7, [7, 2]]
+    >>> copied = snapshot(kept); kept[2][0] += 1; copied
+    [3, 7, [7, 2]]
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list:
+        scalars = _SCALARS
+        if all(type(item) in scalars for item in value):
+            return value[:]
+        return [snapshot(item) for item in value]
+    return copy.deepcopy(value)
 
 
 def layout_for(kind: WindowKind, reducer: Reducer, stored: str | None) -> Layout:

@@ -279,7 +279,11 @@ class Worker:
         self._approaching = {ssp for positions in by_system.values() for ssp in positions
                              if ssp in self._limits}
         counts: dict[str, dict[str, int]] = defaultdict(dict)
+        holds = self.model.holds if self.model else {}
         for qualified, count in (self.model.partition_counts if self.model else {}).items():
+            hold = holds.get(qualified)
+            if hold is not None and not hold.exact:
+                continue  # held where the coordinator saw it grow (Kafka): read up to there
             system, stream = StreamRef.parse(qualified)
             counts[system][stream] = count
         for name in sorted(set(by_system) | set(self._consumers)):
@@ -287,7 +291,8 @@ class Worker:
             if name not in self._consumers:
                 self._consumers[name] = self.systems[name].consumer()
             self._consumers[name].assign(positions)
-            # A stream that grew after this model is read only up to where it grew.
+            # A stream that grew after this model is read only up to where it grew (the
+            # local log) or where the consumer noticed it grew (Kafka).
             self._consumers[name].expect_partition_counts(counts[name])
 
     def _below_limit(self, ssp: SystemStreamPartition,

@@ -45,9 +45,12 @@ def watermark_round(watermark: int, final_partitions: int) -> list[ProducerRecor
 
 class LocalJob:
     """A job in a folder of its own on the local log on disk, run by `sampan run`:
-    ``files`` (name → text) are written next to the job file ``job`` (its text)."""
+    ``files`` (name → text) are written next to the job file ``job`` (its text). Its
+    streams are those of the job's system ``system`` (e.g. ``"kafka"`` on a broker)."""
 
-    def __init__(self, folder: Path, job: str, files: dict[str, str]) -> None:
+    def __init__(self, folder: Path, job: str, files: dict[str, str], *,
+                 system: str = "local") -> None:
+        self.system = system
         folder.mkdir(parents=True)
         for name, text in files.items():
             (folder / name).write_text(text)
@@ -64,7 +67,7 @@ class LocalJob:
 
     # -- the log on disk --------------------------------------------------------------------
     async def call(self, fn: Callable[[System], Awaitable[Any]]) -> Any:
-        system = open_system(self.config.system("local"))
+        system = open_system(self.config.system(self.system))
         await system.start()
         try:
             return await fn(system)
