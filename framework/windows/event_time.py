@@ -5,9 +5,10 @@ Two sources, chosen per tracker:
 - ``"records"`` (default) — a partition's time is the largest event time it delivered
   (records and watermark records alike); the watermark is the least partition time. Like
   Kafka Streams' stream time: exact when every record arrives at most ``grace_ms`` behind
-  its partition's time — across an input expansion, only if ``grace_ms`` also covers how
-  far event time moves between the expansion and the workers' restart (the old tasks do
-  not know the new partitions yet).
+  its partition's time — across an input expansion, when every record is at most
+  ``grace_ms`` behind every record written before it to the stream, in any partition
+  (workers stop reading a stream that grew until the job model of its new count; see
+  docs/windows.md for the condition on Kafka).
 - ``"markers"`` — only watermark records ``{"watermark": T}`` count (`framework.windows.watermarks`:
   the producer promises no later record of the stream has ``ts < T``, under one marker key
   per partition of the *final* partition count). The watermark is the least latest ``T``
