@@ -50,7 +50,7 @@ class AdJoinScenario:
     expand = "clicks"
     initial_partitions = 4
     steps = (8,)
-    checked = "results (attributed clicks, late clicks, campaign CTRs)"
+    checked = "results (attributed clicks, late clicks, campaign CTRs, empty join stores)"
 
     def __init__(self, records: int, seed: int, partitions: int, final_partitions: int
                  ) -> None:
@@ -125,11 +125,12 @@ class AdJoinScenario:
                     verdict.wrong.setdefault(f"campaign {campaign}", (
                         f"{where} sums to {totals.get(campaign)}, "
                         f"expected {want.ctr.get(campaign)}"))
-        for partition, kept in (await store_state(system, config, "joined")).items():
-            for key in kept:  # the last watermark expired every record of the join
-                if key.startswith("j|"):
-                    verdict.wrong[f"auction {key[3:]}"] = (
-                        f"records still kept in task {partition}'s join store")
+        for partition, kept in sorted((await store_state(system, config, "joined")).items()):
+            verdict.keys += 1  # each task's join store: empty once the last watermark passed
+            auctions = sorted(key[3:] for key in kept if key.startswith("j|"))
+            if auctions:
+                verdict.wrong[f"task {partition}'s join store"] = (
+                    f"still keeps records of {len(auctions):,} auctions, e.g. {auctions[0]}")
         return verdict
 
 
