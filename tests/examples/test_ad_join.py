@@ -146,7 +146,7 @@ async def test_drill_joins_exactly_while_clicks_expand_4_to_8(tmp_path: Path) ->
     want = expected(report.scenario.impressions, report.scenario.clicks, W)
     assert (len(report.scenario.impressions), len(report.scenario.clicks)) == (1606, 1114)
     assert (len(want.attributed), len(want.late), len(want.ctr)) == (699, 323, 12)
-    assert report.verdict.keys == 699 + 323 + 12
+    assert report.verdict.keys == 699 + 323 + 12 + 4  # clicks, campaigns, 4 join stores
 
 
 async def test_naive_grouper_loses_joins(tmp_path: Path) -> None:
@@ -157,5 +157,5 @@ async def test_naive_grouper_loses_joins(tmp_path: Path) -> None:
     moved = [key for key, why in report.verdict.wrong.items()
              if why == "missing from attributed-clicks; in late, expected elsewhere"]
     assert moved  # attributable clicks judged late: their impressions are in another task
-    assert all(key.startswith(("click ", "campaign ", "auction "))  # auction: records kept
-               for key in report.verdict.wrong)  # by a task whose watermark stopped
+    assert all(key.startswith(("click ", "campaign ", "task "))  # task: its join store
+               for key in report.verdict.wrong)  # keeps records (its watermark stopped)
