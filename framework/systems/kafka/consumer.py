@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from framework.systems.base import FetchedRecord, Record, as_record
-from framework.systems.kafka.admin import KafkaAdmin
+from framework.systems.kafka.admin import KafkaAdmin, stop_consumer
 from framework.systems.kafka.txn_filter import CommittedFilter, install
 from groupers import SystemStreamPartition
 
@@ -54,7 +54,7 @@ class KafkaConsumer:
         self._closed = False
         self._expected: dict[str, int] = {}
         self.grown: dict[str, int] = {}
-        """Topic → the partition count it was seen to have grown to (read no more)."""
+        """Stream → the partition count it was seen to have grown to (read no more)."""
 
     def expect_partition_counts(self, counts: Mapping[str, int]) -> None:
         """Stop handing out a stream's records once it is seen to have more partitions
@@ -64,9 +64,11 @@ class KafkaConsumer:
         self._dirty = True
 
     def assign(self, positions: Mapping[SystemStreamPartition, int]) -> None:
-        self._ssps = {TopicPartition(s.stream, s.partition): s for s in positions}
+        topic = self._admin.topic
+        self._ssps = {TopicPartition(topic(s.stream), s.partition): s for s in positions}
         self._positions = {
-            TopicPartition(s.stream, s.partition): offset for s, offset in positions.items()
+            TopicPartition(topic(s.stream), s.partition): offset
+            for s, offset in positions.items()
         }
         self._dirty = True
 
@@ -95,7 +97,8 @@ class KafkaConsumer:
             *self._active, timeout_ms=timeout_ms, max_records=max_records
         )
         if self._expected and any(
-                messages and tp.topic in self._expected for tp, messages in fetched.items()):
+                messages and self._stream(tp) in self._expected
+                for tp, messages in fetched.items()):
             fetched = await self._unless_grown(fetched)
         result: dict[SystemStreamPartition, list[FetchedRecord]] = {}
         for tp, messages in fetched.items():
@@ -114,8 +117,8 @@ class KafkaConsumer:
         """``fetched`` without the records of streams fresh metadata shows grown past
         their expected count (their positions stay before those records)."""
         counts = await self._admin.topic_counts()
-        grown = {topic: counts[topic] for topic, expected in self._expected.items()
-                 if counts.get(topic, 0) > expected}
+        grown = {stream: counts[stream] for stream, expected in self._expected.items()
+                 if counts.get(stream, 0) > expected}
         if not grown:
             return fetched
         if grown.keys() - self.grown.keys():
@@ -125,12 +128,17 @@ class KafkaConsumer:
                                for t, n in sorted(grown.items())))
         self.grown.update(grown)
         self._dirty = True  # reassign without them
-        return {tp: messages for tp, messages in fetched.items() if tp.topic not in grown}
+        return {tp: messages for tp, messages in fetched.items()
+                if self._stream(tp) not in grown}
+
+    def _stream(self, tp: TopicPartition) -> str | None:
+        ssp = self._ssps.get(tp)
+        return None if ssp is None else ssp.stream
 
     async def caught_up(self, ssp: SystemStreamPartition) -> bool:
         """Whether everything up to the high watermark of the last fetch was read: what
         is still held then belongs to transactions that are open."""
-        tp = TopicPartition(ssp.stream, ssp.partition)
+        tp = TopicPartition(self._admin.topic(ssp.stream), ssp.partition)
         if self._consumer is None or tp not in self._active:
             return False
         high = self._consumer.highwater(tp)
@@ -150,14 +158,15 @@ class KafkaConsumer:
             try:
                 await self._admin.bounded("connect", consumer.start())
             except BaseException:
-                await consumer.stop()
+                await stop_consumer(consumer)
                 raise
             self._consumer = consumer
         self._checked_at = time.monotonic()
         self._dirty = False
         counts = await self._admin.topic_counts(max_age_s=_RECHECK_MISSING_S)
-        active = sorted(tp for tp in self._positions if tp.partition < counts.get(tp.topic, 0)
-                        and tp.topic not in self.grown)
+        active = sorted(tp for tp, ssp in self._ssps.items()
+                        if tp.partition < counts.get(ssp.stream, 0)
+                        and ssp.stream not in self.grown)
         self._consumer.assign(active)
         self._filters.clear()
         for tp in active:
@@ -168,4 +177,4 @@ class KafkaConsumer:
         self._closed = True
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await consumer.stop()
+            await stop_consumer(consumer)
