@@ -283,6 +283,7 @@ def _job(
         workers=s.integer("workers", 1, minimum=1),
         commit_interval_ms=s.integer("commit_interval_ms", 1000, minimum=1),
         window_interval_ms=s.integer("window_interval_ms", 1000, minimum=1),
+        input_idle_timeout_ms=s.integer("input_idle_timeout_ms", 30000, minimum=0),
         grouper=s.choice("grouper", "partition",
                          ("partition", "system-stream-partition", "single")),
         expansion=s.choice("expansion", "fixed-tasks", ("fixed-tasks", "regroup")),
