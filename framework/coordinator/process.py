@@ -334,6 +334,10 @@ class Coordinator:
                 await self._check_inputs()
                 await self._note_resumed()
             except SystemUnavailableError:  # logged once per outage; the job goes on
+                too_long = self.reach.too_long(self.config.coordinator.max_unreachable_ms,
+                                               self.config.systems, str(self.config.path))
+                if too_long is not None:
+                    raise too_long from None
                 continue
             if self._unpublished:
                 await self._report(state="running")
@@ -353,6 +357,8 @@ class Coordinator:
         streams.append(self.config.coordinator_ref.stream)
         while True:
             await asyncio.sleep(interval)
+            if self.reach.down(self.config.metadata_system):
+                continue  # its outage is reported already; compaction waits for its end
             for stream in streams:
                 try:
                     dropped = await self.meta.compact(stream)
@@ -468,7 +474,7 @@ class Coordinator:
                 pid=os.getpid(), host=socket.gethostname(), started_ms=self._started_ms,
                 updated_ms=_now_ms(), state=state, metadata_system=self.config.metadata_system,
                 unreachable=list(self.status.unreachable), job_file=str(self.config.path),
-                metadata_at=metadata_location(self.config)))
+                metadata_at=metadata_location(self.config), error=self.status.error or ""))
         except OSError as error:  # for people; never stops the job
             log.warning("cannot write the run file %s: %s", self.run_file, error)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from eos_jobs import checkpointed, eos_job, output_records
 from jobs import harness as h
-from kafka_mock import MockCluster
+from kafka_broker import KafkaBroker
 
 from framework.coordinator.builder import build_job_model
 from framework.metadata import publish_model
@@ -22,12 +22,12 @@ RECORDS = 100_000
 KEYS = 1_000
 
 
-async def test_five_sigkills_lose_and_duplicate_nothing(kafka_mock: MockCluster,
+async def test_five_sigkills_lose_and_duplicate_nothing(kafka_broker: KafkaBroker,
                                                         tmp_path: Path) -> None:
     """`sampan worker` SIGKILLed at five random points mid-run and restarted: a
     read_committed reader sees exactly one output per input record, each key's outputs
     are its running sums in order, and the store's changelog holds the true totals."""
-    path = eos_job(tmp_path, kafka_mock)
+    path = eos_job(tmp_path, kafka_broker.bootstrap)
     config = h.load(path)
     meta = await h.open_meta(config)
     rng = random.Random(2026)
@@ -76,7 +76,7 @@ async def test_five_sigkills_lose_and_duplicate_nothing(kafka_mock: MockCluster,
         await meta.close()
 
 
-async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: Path) -> None:
+async def test_a_zombie_worker_cannot_commit(kafka_broker: KafkaBroker, tmp_path: Path) -> None:
     """A worker paused with SIGSTOP while its replacement starts, then resumed, is fenced:
     it exits 3 and nothing it wrote after the replacement started is ever read. The
     replacement runs from a copy of the job folder, as on another host (the zombie still
@@ -87,7 +87,7 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
     has fenced the zombie's), and the second half of the input is produced only then: the
     zombie always has records to process and commit after it resumes, however far it got
     before the pause (an idle zombie writes nothing, so nothing would fence it)."""
-    path = eos_job(tmp_path, kafka_mock, timeout_s=120)
+    path = eos_job(tmp_path, kafka_broker.bootstrap, timeout_s=120)
     other_host = tmp_path / "host-b" / "job"
     shutil.copytree(path.parent, other_host)
     config = h.load(path)
@@ -159,12 +159,12 @@ def _tail(tmp_path: Path) -> str:
     return text[dump:][:20_000] if dump >= 0 else text[-3000:]
 
 
-async def test_a_newer_job_model_fences_a_running_worker(kafka_mock: MockCluster,
+async def test_a_newer_job_model_fences_a_running_worker(kafka_broker: KafkaBroker,
                                                         tmp_path: Path) -> None:
     """Publishing epoch 2 (what `sampan run` does on an expansion or a restart) bumps the
     running epoch-1 worker's producer: it exits 3 without committing again, and a worker
     of epoch 2 finishes the job exactly."""
-    path = eos_job(tmp_path, kafka_mock)
+    path = eos_job(tmp_path, kafka_broker.bootstrap)
     config = h.load(path)
     meta = await h.open_meta(config)
     try:

@@ -8,6 +8,7 @@ of a hang, and a missing broker feature becomes `UnsupportedOperation` at once.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -38,7 +39,7 @@ from framework.errors import (
 from framework.systems.base import OffsetRange
 from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord
 
-__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions"]
+__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions", "close_quietly"]
 
 T = TypeVar("T")
 
@@ -54,6 +55,45 @@ UNREACHABLE = (
 _CONNECTION_KEYS = ("security_protocol", "sasl_mechanism", "sasl_plain_username",
                     "sasl_plain_password")
 _POLL_S = 0.05
+
+
+async def close_quietly(closing: Awaitable[Any], timeout_s: float) -> None:
+    """Await an aiokafka client's ``stop``/``close`` for at most ``timeout_s``, whatever it
+    raises: with a broker down, aiokafka's fetcher lets the CancelledError of its own
+    fetch task out of ``stop``, which would otherwise end the process. A cancellation of
+    the caller itself still propagates."""
+    try:
+        await asyncio.wait_for(closing, timeout_s)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+    except Exception:  # the client is being dropped: nothing it says changes that
+        pass
+
+
+class _ClusterAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
+    """aiokafka's admin client, but a request for any node (metadata, topic configs) goes
+    to every known broker in turn until one answers: aiokafka picks one at random from
+    its cached metadata, which still lists a broker that died (for up to its metadata age),
+    so a third of the calls on a 3-node cluster with one node down failed at once."""
+
+    async def _send_request(self, request: Any, node_id: int | None = None) -> Any:
+        if node_id is not None:
+            return await super()._send_request(request, node_id)
+        client = self._client
+        nodes = [broker.nodeId for broker in client.cluster.brokers()]
+        random.shuffle(nodes)
+        failed: BaseException | None = None
+        for node in nodes:
+            try:
+                return await client.send(node, request)
+            except (KafkaConnectionError, NodeNotReadyError, RequestTimedOutError) as exc:
+                failed = exc
+        if failed is None:
+            return await super()._send_request(request)  # no broker known yet: aiokafka's way
+        client.force_metadata_update()  # the live brokers, for the next call
+        raise failed
 
 
 @dataclass(frozen=True)
@@ -138,7 +178,7 @@ class KafkaAdmin:
         if self._admin is not None:
             return
         kwargs = self.options.client_kwargs(self.bootstrap)
-        admin = AIOKafkaAdminClient(**kwargs)
+        admin = _ClusterAdmin(**kwargs)
         # Answers at once when a partition is empty (see `_high_watermarks`).
         offsets = AIOKafkaConsumer(enable_auto_commit=False, fetch_max_wait_ms=10,
                                    isolation_level="read_committed", **kwargs)
@@ -155,23 +195,37 @@ class KafkaAdmin:
         admin, offsets = self._admin, self._offsets
         self._admin, self._offsets = None, None
         if admin is not None:
-            await admin.close()
+            await close_quietly(admin.close(), self.options.timeout_s)
         if offsets is not None:
-            await offsets.stop()
+            await close_quietly(offsets.stop(), self.options.timeout_s)
 
-    def unavailable(self, what: str, exc: BaseException) -> SystemUnavailableError:
+    def unavailable(self, what: str, exc: BaseException, bound_s: float | None = None
+                    ) -> SystemUnavailableError:
+        bound = self.options.timeout_s if bound_s is None else bound_s
         return SystemUnavailableError(
             f"Kafka at {self.bootstrap} (system {self.system!r}): {what} got no answer within "
-            f"{self.options.timeout_s:g} s ({type(exc).__name__}: {exc}); check that the "
+            f"{bound:g} s ({type(exc).__name__}: {exc}); check that the "
             f"broker runs and that [systems.{self.system}] bootstrap points at it"
         )
 
-    async def bounded(self, what: str, call: Awaitable[T]) -> T:
-        """Await ``call`` for at most ``timeout_s``; silence → SystemUnavailableError."""
+    def transient(self, what: str, exc: BaseException) -> SystemUnavailableError:
+        """A retriable broker error (a leader gone, a coordinator moving) that outlasted
+        aiokafka's retries: the system is unavailable for now, as when it is silent."""
+        return SystemUnavailableError(
+            f"Kafka at {self.bootstrap} (system {self.system!r}): {what} failed "
+            f"({type(exc).__name__}: {exc}); a broker is down or leadership is moving — check "
+            f"that the brokers run and that [systems.{self.system}] bootstrap points at them"
+        )
+
+    async def bounded(self, what: str, call: Awaitable[T], timeout_s: float | None = None
+                      ) -> T:
+        """Await ``call`` for at most ``timeout_s`` (default: the system's); silence →
+        SystemUnavailableError."""
+        bound = self.options.timeout_s if timeout_s is None else timeout_s
         try:
-            return await asyncio.wait_for(call, self.options.timeout_s)
+            return await asyncio.wait_for(call, bound)
         except UNREACHABLE as exc:
-            raise self.unavailable(what, exc) from exc
+            raise self.unavailable(what, exc, bound) from exc
 
     def missing(self, stream: str) -> StreamNotFoundError:
         return StreamNotFoundError(

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from framework.systems.base import FetchedRecord, Record, as_record
-from framework.systems.kafka.admin import KafkaAdmin
+from framework.systems.kafka.admin import KafkaAdmin, close_quietly
 from framework.systems.kafka.txn_filter import CommittedFilter, install
 from groupers import SystemStreamPartition
 
@@ -129,4 +129,4 @@ class KafkaConsumer:
         self._closed = True
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await consumer.stop()
+            await close_quietly(consumer.stop(), self._admin.options.timeout_s)

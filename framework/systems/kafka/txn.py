@@ -33,6 +33,7 @@ from framework.systems.base import (
 )
 from framework.systems.checkpoint_json import checkpoint_to_json
 from framework.systems.kafka.fencing import ProducerIdentity, fence_producer
+from framework.systems.kafka.produce import stop_producer
 
 if TYPE_CHECKING:
     from framework.systems.kafka.system import KafkaSystem
@@ -51,6 +52,10 @@ PRODUCER_PREFIX = b"producer/"
 """Key prefix, in the fences topic, of each worker's producer id and epoch."""
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
+
+INIT_TIMEOUT_S = 30.0
+"""Least bound on InitProducerId: a cluster's first transactional producer makes it create
+its transaction log, and a broker just back from an outage loads that log first."""
 
 
 def transactional_id(job: str, worker: int) -> str:
@@ -77,7 +82,8 @@ async def start_transactional_producer(system: KafkaSystem, txn_id: str) -> AIOK
         acks="all", enable_idempotence=True, transactional_id=txn_id,
         max_batch_size=batch, max_request_size=max(batch, 1 << 20), **kwargs)
     try:
-        await system.admin.bounded("InitProducerId (transactions)", producer.start())
+        await system.admin.bounded("InitProducerId (transactions)", producer.start(),
+                                   max(INIT_TIMEOUT_S, system.options.timeout_s))
     except SampanError:  # no answer at all: SystemUnavailableError says so
         await producer.stop()
         raise
@@ -166,7 +172,7 @@ class KafkaTransactions:
     async def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            await producer.stop()
+            await stop_producer(producer, self._system.options.timeout_s)
 
     async def commit(
         self, rows: Sequence[ProducerRow],
@@ -198,6 +204,9 @@ class KafkaTransactions:
                     f"{self.transactional_id!r} was fenced (a newer incarnation of this worker "
                     "or a newer job model took over); nothing of this commit is visible; the "
                     "worker stops and will be restarted") from exc
+            if isinstance(exc, KafkaError) and exc.retriable:
+                raise system.admin.transient(
+                    f"the transaction of {self.transactional_id!r}", exc) from exc
             if isinstance(exc, KafkaError | IllegalOperation):
                 raise SampanError(
                     f"Kafka at {system.bootstrap} failed the transaction of "
