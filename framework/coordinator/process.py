@@ -24,6 +24,7 @@ from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import ExpansionBook, describe_change
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
+from framework.coordinator.modes import refuse_other_mode
 from framework.coordinator.reachability import Reachability
 from framework.coordinator.runfile import (
     RunRecord,
@@ -121,8 +122,11 @@ class Coordinator:
                 self.lease = KafkaCoordinatorLease(
                     self.meta, self.config.name,
                     self.config.coordinator_ref.stream, ttl)
+            hosts_timeout = self.config.coordinator.session_timeout_ms
+            await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
             if self.lease is not None:
                 await self.lease.acquire()  # before anything is written: one coordinator
+                await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
                 keeper.add_done_callback(self._stop_if_lease_lost)
             shared = shared_folder(read_run_file(self.run_file), self.config)

@@ -1,4 +1,4 @@
-"""The per-key sum job exactly-once on a transaction-capable Kafka (librdkafka's mock)."""
+"""The per-key sum job exactly-once on Apache Kafka (the session broker)."""
 
 from __future__ import annotations
 

@@ -125,6 +125,12 @@ class KafkaOptions:
     quarter of its time; 4 MiB halved that (a response stays under aiokafka's 50 MiB
     ``fetch_max_bytes`` whatever the partition count)."""
 
+    transaction_timeout_s: float = 60.0
+    """Exactly-once: how long the broker keeps a worker's transaction open without hearing
+    from it; past it the broker aborts it. Bounds how long a worker that died mid-commit
+    (and is not restarted) holds readers of the partitions it wrote; keep it well above
+    a commit's duration."""
+
     client_id: str = "sampan"
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "PLAIN"
@@ -148,6 +154,13 @@ class KafkaOptions:
                 raise ConfigError(
                     f"[systems.{system}.client_options] {key} must be a whole number of KiB "
                     f"from 1 to 1048576 (default {default}), got {kb!r}")
+        timeout = options.get("transaction_timeout_s", cls.transaction_timeout_s)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+                1 <= timeout <= 900):
+            raise ConfigError(
+                f"[systems.{system}.client_options] transaction_timeout_s must be a number of "
+                f"seconds from 1 to 900 (the broker's transaction.max.timeout.ms is 15 min by "
+                f"default; default {cls.transaction_timeout_s:g}), got {timeout!r}")
         return cls(**dict(options))
 
     def client_kwargs(self, bootstrap: str) -> dict[str, Any]:
@@ -396,7 +409,7 @@ class KafkaAdmin:
                 "a non-empty name and at least 1 partition"
             )
         if exist_ok and stream in await self.topic_counts():
-            return  # no CreateTopics at all (librdkafka's mock cluster lacks it)
+            return  # no CreateTopics at all (for brokers that refuse sampan creating topics)
         await self.start()
         assert self._admin is not None
         configs = {"cleanup.policy": "compact"} if compacted else {}
@@ -406,9 +419,9 @@ class KafkaAdmin:
             response = await self.bounded("CreateTopics", self._admin.create_topics([topic]))
         except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
             raise UnsupportedOperation(
-                f"CreateTopics: the broker at {self.bootstrap} cannot create topics (e.g. "
-                f"librdkafka's mock cluster), so stream {stream!r} does not exist; create "
-                f"it with {partitions} partition(s) with the broker's own tools") from exc
+                f"CreateTopics: the broker at {self.bootstrap} cannot create topics, so "
+                f"stream {stream!r} does not exist; create it with {partitions} "
+                f"partition(s) with the broker's own tools") from exc
         for error in response.topic_errors:
             code, message = error[1], error[2] if len(error) > 2 else None
             if code == TopicAlreadyExistsError.errno:
