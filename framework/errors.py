@@ -55,6 +55,10 @@ class SystemUnavailableError(SampanError):
     """A system could not be reached in time (broker down, database locked too long)."""
 
 
+class DamagedLogError(SystemUnavailableError):
+    """A local log's file is damaged: no process can read it until it is restored or moved."""
+
+
 class FencedError(SampanError):
     """A worker of an older job-model epoch tried to commit after a newer epoch began."""
 

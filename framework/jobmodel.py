@@ -15,7 +15,8 @@ from typing import Any
 from framework.errors import JobModelError
 from groupers import SystemStreamPartition, task_sort_key
 
-__all__ = ["BarrierStage", "JobModel", "TaskModel", "ssp_from_json", "ssp_to_json"]
+__all__ = ["BarrierStage", "JobModel", "StreamHold", "TaskModel", "ssp_from_json",
+           "ssp_to_json"]
 
 
 def ssp_to_json(ssp: SystemStreamPartition) -> list[Any]:
@@ -110,6 +111,36 @@ class TaskModel:
 
 
 @dataclass(frozen=True)
+class StreamHold:
+    """An input held after a partition change its tasks cannot map: read only up to
+    ``ends``, on every later count, until the hold is released (`framework.coordinator.holds`).
+
+    ``count`` is the stream's count in the model (the one its tasks map). ``ends`` maps
+    each of those partitions to the offset reads stop at: where it ended when the stream
+    grew past ``count`` (``exact``: the local log records it), else where it was seen when
+    the change was detected (Kafka).
+    """
+
+    count: int
+    ends: Mapping[int, int]
+    exact: bool
+    refused: int
+    """The first count after ``count`` the tasks could not map."""
+    since_ms: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "ends": [[p, o] for p, o in sorted(self.ends.items())],
+                "exact": self.exact, "refused": self.refused, "since_ms": self.since_ms}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StreamHold:
+        return cls(count=int(data["count"]),
+                   ends={int(p): int(o) for p, o in data["ends"]},
+                   exact=bool(data["exact"]), refused=int(data["refused"]),
+                   since_ms=int(data.get("since_ms", 0)))
+
+
+@dataclass(frozen=True)
 class JobModel:
     """The whole plan of one epoch of a job."""
 
@@ -129,6 +160,19 @@ class JobModel:
     """Several hosts: task → hosts keeping a standby copy of its stores."""
     warmups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Several hosts: task → hosts restoring a warmup copy before the task may move there."""
+    holds: Mapping[str, StreamHold] = field(default_factory=dict)
+    """Input (``system.stream``) → its hold; empty while no input is held (the model is then
+    byte-identical to before holds existed)."""
+
+    def read_limits(self) -> dict[SystemStreamPartition, int]:
+        """Each SSP of a held input → the offset its readers stop at (0: read nothing)."""
+        limits: dict[SystemStreamPartition, int] = {}
+        for task in self.tasks.values():
+            for ssp in task.ssps:
+                hold = self.holds.get(f"{ssp.system}.{ssp.stream}")
+                if hold is not None:
+                    limits[ssp] = hold.ends.get(ssp.partition, 0)
+        return limits
 
     def host_of(self, task: str) -> str | None:
         """The host running ``task`` as active (None in a one-host model)."""
@@ -179,6 +223,8 @@ class JobModel:
                 "standbys": {t: list(h) for t, h in sorted(self.standbys.items())},
                 "warmups": {t: list(h) for t, h in sorted(self.warmups.items())}}
                if self.hosts else {}),
+            **({"holds": {s: h.to_json() for s, h in sorted(self.holds.items())}}
+               if self.holds else {}),
         }
 
     def to_bytes(self) -> bytes:
@@ -202,6 +248,7 @@ class JobModel:
                        for h, ids in data.get("hosts", {}).items()},
                 standbys={str(t): tuple(map(str, h)) for t, h in data.get("standbys", {}).items()},
                 warmups={str(t): tuple(map(str, h)) for t, h in data.get("warmups", {}).items()},
+                holds={str(s): StreamHold.from_json(h) for s, h in data.get("holds", {}).items()},
             )
         except (KeyError, TypeError, ValueError) as error:
             raise JobModelError(f"malformed job model: {error!r}") from error

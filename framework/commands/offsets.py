@@ -17,10 +17,11 @@ from framework.systems import open_system
 from framework.systems.base import Checkpoint, CommitRequest, System
 from groupers import SystemStreamPartition
 
-__all__ = ["describe", "reset_offsets"]
+__all__ = ["describe", "refuse_if_running", "reset_offsets"]
 
 
-async def _refuse_if_running(config: JobConfig, meta: System) -> CoordinatorLease | None:
+async def refuse_if_running(config: JobConfig, meta: System, action: str = "reset"
+                            ) -> CoordinatorLease | None:
     """The job must be stopped: hold its lease (local log) meanwhile, and no worker of it
     may be alive (a worker outlives a killed coordinator until it notices its fence)."""
     lease = None
@@ -37,7 +38,7 @@ async def _refuse_if_running(config: JobConfig, meta: System) -> CoordinatorLeas
         raise SampanError(
             f"job {config.name!r} is running (coordinator pid {status.coordinator_pid},"
             f" worker pids {workers}); stop it (Ctrl-C on `sampan run {config.path}`) and "
-            f"reset again")
+            f"{action} again")
     return lease
 
 
@@ -57,7 +58,7 @@ async def reset_offsets(config: JobConfig, qualified: str, to: str
     await source.start()
     lease = None
     try:
-        lease = await _refuse_if_running(config, meta)
+        lease = await refuse_if_running(config, meta)
         model = (await read_state(meta, config)).model
         if model is None:
             raise JobModelError(f"job {config.name!r} has never run: nothing to reset (it "

@@ -21,7 +21,7 @@ from framework.coordinator.expansion import held_behind_barrier, pending_stages
 from framework.coordinator.lease import pid_alive
 from framework.coordinator.liveness import check_coordinator
 from framework.coordinator.runfile import RunRecord, read_run_file, run_file
-from framework.errors import JobModelError, SystemUnavailableError
+from framework.errors import DamagedLogError, JobModelError, SystemUnavailableError
 from framework.hosts.status import hosts_state, hosts_status
 from framework.metadata import CoordinatorState, read_state
 from framework.metrics.targets import targets_dir
@@ -234,6 +234,8 @@ def read_status(config: JobConfig) -> dict[str, Any]:
         return asyncio.run(collect_status(config))
     except JobNotStartedError as error:
         return not_started_status(config, error)
+    except DamagedLogError:
+        raise  # no run file makes a damaged log readable: the error says what to do
     except SystemUnavailableError as error:
         return unreachable_status(config, error)
 

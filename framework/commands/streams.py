@@ -1,4 +1,5 @@
-"""`sampan streams create|expand|list|produce|reset-offsets|tail`: a job's streams."""
+"""`sampan streams create|expand|list|produce|reset-offsets|discard-held|tail`: a job's
+streams."""
 
 from __future__ import annotations
 
@@ -69,6 +70,18 @@ def add_streams_command(commands: Any) -> None:
                    help="earliest: read everything the stream holds now; latest: only what "
                    "comes next")
     p.set_defaults(handler=_reset_offsets)
+    p = sub.add_parser(
+        "discard-held", help="release a held input of a stopped job by skipping the records "
+        "its tasks cannot map",
+        description="An input is held after records were written to it while its partition "
+        "count was one the job's tasks cannot map (`sampan status` says so). With the job "
+        "stopped and caught up to the hold, this moves every task of the job past those "
+        "records (they stay in the stream: only this job skips them; on Kafka every record "
+        "past the hold) and publishes the job model at the stream's count now, which the "
+        "tasks must map. It prints the skipped offsets. `sampan rekey` keeps them instead.")
+    p.add_argument("stream", metavar="SYSTEM.STREAM")
+    job_arg(p)
+    p.set_defaults(handler=_discard_held)
     p = sub.add_parser(
         "tail", help="print records: partition, offset, key, value (tab-separated, or --json)",
         description="Print a stream's records, one per line: partition, offset, key and value, "
@@ -345,6 +358,15 @@ def _reset_offsets(args: argparse.Namespace) -> int:
     print(describe(changes))
     print(f"reset {len(changes)} partition{'' if len(changes) == 1 else 's'} of {args.stream} "
           f"to {args.to}; start the job with `sampan run {config.path}`")
+    return 0
+
+
+def _discard_held(args: argparse.Namespace) -> int:
+    from framework.commands.held import discard_held
+
+    config = load_config(args.job)
+    _split(config, args.stream)
+    print(asyncio.run(discard_held(config, args.stream)).text(str(config.path)))
     return 0
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 import groupers as G
 from framework.config import JobConfig, StreamRef
 from framework.coordinator.expansion import barrier_stages
-from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.jobmodel import BarrierStage, JobModel, StreamHold, TaskModel
 from framework.systems.base import Checkpoint
 from framework.usercode import load_expansion_algorithm
 from groupers import SystemStreamPartition
@@ -18,7 +18,7 @@ from groupers import SystemStreamPartition
 __all__ = ["build_job_model", "build_rekeyed_model", "make_grouper"]
 
 
-def make_grouper(config: JobConfig) -> G.SspGrouper:
+def make_grouper(config: JobConfig) -> G.ExpandingGrouper:
     """The SSP grouper the config asks for; fixed-task variants for stateful jobs."""
     fixed = config.expansion == "fixed-tasks" and config.stateful
     algorithm = load_expansion_algorithm(config)
@@ -34,7 +34,7 @@ def make_grouper(config: JobConfig) -> G.SspGrouper:
 
 
 def _ssps(streams: list[str], counts: Mapping[str, int]) -> list[SystemStreamPartition]:
-    ssps = []
+    ssps: list[SystemStreamPartition] = []
     for qualified in streams:
         system, stream = StreamRef.parse(qualified)
         ssps.extend(SystemStreamPartition(system, stream, p) for p in range(counts[qualified]))
@@ -132,6 +132,7 @@ def build_job_model(
     checkpoints: Mapping[str, Checkpoint] | None = None,
     local_state: Mapping[int, Mapping[str, int]] | None = None,
     placement: Callable[[Mapping[str, int]], Mapping[str, int]] | None = None,
+    holds: Mapping[str, StreamHold] | None = None,
 ) -> JobModel:
     """The next model (epoch = previous + 1); raises `groupers.ExpansionError` on refusal.
 
@@ -140,7 +141,8 @@ def build_job_model(
     ``local_state`` (worker → task → restore gap, absent = no local copy) steers the
     high-availability assignor's placement toward workers that already hold a task's state.
     ``placement`` (task → changelog partition in, task → worker out) replaces the one-host
-    placement: `framework.hosts` places tasks over several hosts with it.
+    placement: `framework.hosts` places tasks over several hosts with it. ``holds`` are the
+    new model's held inputs (`framework.coordinator.holds`); None keeps the previous ones.
     """
     grouping = make_grouper(config).group(
         _ssps(list(config.inputs), partition_counts),
@@ -156,7 +158,8 @@ def build_job_model(
     return _model(config, partition_counts, previous, grouping, changelogs,
                   placement(changelogs) if placement else
                   _placement(config, changelogs, previous, local_state), stages,
-                  now_ms=now_ms, reason=reason)
+                  now_ms=now_ms, reason=reason,
+                  holds=(previous.holds if previous else {}) if holds is None else holds)
 
 
 def build_rekeyed_model(
@@ -193,6 +196,7 @@ def _model(
     *,
     now_ms: int,
     reason: str,
+    holds: Mapping[str, StreamHold] | None = None,
 ) -> JobModel:
     """Assemble the next model (epoch = previous + 1) from its decided parts."""
     broadcast = frozenset(_ssps(list(config.broadcast_inputs), partition_counts))
@@ -212,4 +216,5 @@ def _model(
         changelog_partitions=max(used, previous.changelog_partitions if previous else 0),
         created_ms=now_ms,
         reason=reason,
+        holds=dict(holds or {}),
     )

@@ -4,8 +4,9 @@ gain partitions, and the bookkeeping of applied and refused changes.
 The coordinator detects a change by comparing partition counts with its model's; the
 builder (`framework.coordinator.builder`) validates it through the fixed-task grouper and
 asks `barrier_stages` for the barriers; `ExpansionBook` records what happened in the
-coordinator's status for `sampan status` and the drill. Workers enforce the barriers with
-`framework.jobmodel.BarrierStage.passed`, the one barrier rule.
+coordinator's status for `sampan status` and the drill, with the inputs held after a
+change their tasks cannot map (`framework.coordinator.holds`). Workers enforce the
+barriers with `framework.jobmodel.BarrierStage.passed`, the one barrier rule.
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from framework.jobmodel import BarrierStage, JobModel, TaskModel
 from framework.metadata import CoordinatorStatus, ExpansionRecord, Refusal
 from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
+
+if TYPE_CHECKING:
+    from framework.coordinator.holds import HoldPlan
 
 __all__ = [
     "ExpansionBook",
@@ -86,37 +91,37 @@ def held_behind_barrier(
 
 
 class ExpansionBook:
-    """The coordinator's record of applied and refused partition changes (in its status)."""
+    """The coordinator's record of applied expansions and held inputs (in its status)."""
 
     def __init__(self, status: CoordinatorStatus, job_path: Path) -> None:
         self.status = status
         self.job_path = job_path
 
-    def refuse(self, described: str, error: Exception, counts: dict[str, int],
-               detected_ms: int, epoch: int) -> bool:
-        """Log and record a refused change; False when these counts were refused already."""
-        if self.status.refusal is not None and self.status.refusal.counts == counts:
+    def holding(self, plan: HoldPlan, counts: Mapping[str, int], detected_ms: int,
+                epoch: int) -> bool:
+        """Record the inputs ``plan`` holds (logged once per distinct change), or clear the
+        refusal when it holds none; True when the status changed."""
+        if not plan.held:
+            return self.clear_refusal(epoch)
+        change, error = plan.change, plan.explain(self.job_path)
+        known = self.status.refusal
+        if known is not None and (known.change, known.error, known.counts) == (
+                change, error, dict(counts)):
             return False
-        streams = ", ".join(part.split(" ")[0] for part in described.split(", ") if part)
-        log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d and stops "
-                  "reading %s where it grew (its other inputs go on): records written under "
-                  "the new count are never read under the old one. Remedy: expand to a valid "
-                  "count, or stop the job and re-key it to a task count that divides the new "
-                  "count (`sampan rekey %s --tasks M`)", described, error, epoch,
-                  streams or "the changed stream", self.job_path)
-        self.status.refusal = Refusal(change=described, error=str(error),
-                                      detected_ms=detected_ms, counts=counts)
+        log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d",
+                  change, error, epoch)
+        self.status.refusal = Refusal(change=change, error=error, detected_ms=detected_ms,
+                                      counts=dict(counts))
         return True
 
     def clear_refusal(self, epoch: int) -> bool:
-        """Forget a refusal once the counts are back to the model's; True if there was one."""
+        """Forget a refusal once no input is held any more; True if there was one."""
         if self.status.refusal is None:
             return False
-        log.info("partition counts are back to epoch %d's; refusal cleared", epoch)
+        log.info("no input is held any more (epoch %d); refusal cleared", epoch)
         self.status.refusal = None
         return True
 
     def applied(self, record: ExpansionRecord) -> None:
-        """Record an applied expansion (clears any refusal: the job runs the new counts)."""
-        self.status.refusal = None
+        """Record an applied expansion in the status timeline."""
         self.status.expansions.append(record)

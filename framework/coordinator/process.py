@@ -3,7 +3,8 @@
 Data flows one way: config + partition counts + previous model → builder (pure, calls
 `groupers`) → coordinator stream → workers. On an input expansion it builds the next
 model with expansion barriers, stops the workers gracefully and starts them on the new
-epoch; a refused change (decrease, non-multiple) leaves the job running on its model.
+epoch; a change its tasks cannot map (decrease, non-multiple) holds that input
+(`framework.coordinator.holds`) and the job runs on.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import socket
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import groupers as G
@@ -22,6 +24,7 @@ from framework.config import JobConfig
 from framework.config.snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import ExpansionBook, describe_change
+from framework.coordinator.holds import HoldPlan, InputNow, input_now, plan_holds
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.modes import refuse_other_mode
@@ -37,7 +40,7 @@ from framework.coordinator.runfile import (
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
-from framework.jobmodel import JobModel
+from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import (
     ConfigChange,
     CoordinatorStatus,
@@ -177,27 +180,57 @@ class Coordinator:
 
     async def _start_model(self, counts: dict[str, int], previous: JobModel | None) -> JobModel:
         """The first model of this run; counts changed while the job was down are applied
-        as an expansion (with barriers) or refused (the job runs on the previous counts)."""
+        as an expansion (with barriers) or hold the input (`framework.coordinator.holds`)."""
         detected = _now_ms()
         if previous is None:
             return await self._publish(counts, None, reason="coordinator start")
-        described = describe_change(previous.partition_counts, counts)
-        try:
-            build_job_model(self.config, counts, previous)  # validate before publishing
-        except G.ExpansionError as error:
-            if self.expansions.refuse(described, error, counts, detected, previous.epoch):
-                await self._report(state="running")
-            kept = {s: previous.partition_counts.get(s, c) for s, c in counts.items()}
-            return await self._publish(kept, previous, reason="coordinator start")
+        plan = plan_holds(self.config, previous, counts,
+                          await self.inputs_now(previous, counts), now_ms=detected)
+        if self.expansions.holding(plan, counts, detected, previous.epoch):
+            await self._report(state="running")
+        described = describe_change(previous.partition_counts, plan.counts)
         if not described:
-            return await self._publish(counts, previous, reason="coordinator start")
+            return await self._publish(plan.counts, previous, reason="coordinator start",
+                                       holds=plan.holds)
         log.info("input expansion while the job was stopped: %s", described)
-        model = await self._publish(counts, previous,
+        model = await self._publish(plan.counts, previous, holds=plan.holds,
                                     reason=f"coordinator start, expansion {described}")
         self.expansions.applied(ExpansionRecord(
             change=described, epoch=model.epoch, detected_ms=detected,
             model_published_ms=_now_ms()))
         return model
+
+    async def inputs_now(self, model: JobModel, counts: Mapping[str, int]
+                         ) -> dict[str, InputNow]:
+        """What the systems show of the inputs whose count differs from ``model``'s or that
+        it holds: count, ends and, on the local log, every growth (one snapshot)."""
+        found: dict[str, InputNow] = {}
+        for qualified in self.config.inputs:
+            known = model.partition_counts.get(qualified)
+            if known is None or (counts.get(qualified) == known
+                                 and qualified not in model.holds):
+                continue
+            stream = self.config.stream(qualified)
+            found[qualified] = await input_now(self.systems[stream.system], stream.stream)
+        return found
+
+    async def settle_holds(self, holds: Mapping[str, StreamHold], previous: JobModel
+                           ) -> dict[str, StreamHold]:
+        """New holds seen at detection (Kafka), raised to where the stopped workers read:
+        a checkpoint is never past its hold."""
+        new = {s: h for s, h in holds.items() if not h.exact and s not in previous.holds}
+        if not new:
+            return dict(holds)
+        read: dict[tuple[str, int], int] = {}
+        for checkpoint in (await self.meta.read_checkpoints(self.config.name)).values():
+            for ssp, position in checkpoint.inputs.items():
+                slot = (f"{ssp.system}.{ssp.stream}", ssp.partition)
+                read[slot] = max(read.get(slot, 0), position)
+        settled = dict(holds)
+        for stream, hold in new.items():
+            settled[stream] = replace(hold, ends={
+                p: max(end, read.get((stream, p), 0)) for p, end in hold.ends.items()})
+        return settled
 
     async def _open(self) -> None:
         names = {self.config.metadata_system} | {
@@ -267,14 +300,15 @@ class Coordinator:
         return ends
 
     async def _publish(
-        self, counts: Mapping[str, int], previous: JobModel | None, *, reason: str
+        self, counts: Mapping[str, int], previous: JobModel | None, *, reason: str,
+        holds: Mapping[str, StreamHold] | None = None,
     ) -> JobModel:
         checkpoints = await self.meta.read_checkpoints(self.config.name)
         ends = await self._end_offsets(previous) if previous else {}
         model = build_job_model(
             self.config, counts, previous, now_ms=_now_ms(), reason=reason,
             end_offsets=ends, checkpoints=checkpoints,
-            local_state=await self._local_state(previous))
+            local_state=await self._local_state(previous), holds=holds)
         await self._ensure_changelogs(model)
         model = await publish_model(self.meta, self.config, model)
         log.info("published job model epoch %d (%s): %s on %s", model.epoch,
@@ -346,7 +380,7 @@ class Coordinator:
             if self._unpublished:
                 await self._report(state="running")
             assert self.model is not None
-            if dict(counts) != dict(self.model.partition_counts):
+            if dict(counts) != dict(self.model.partition_counts) or self.model.holds:
                 await self._on_change(counts)
             elif self.expansions.clear_refusal(self.model.epoch):
                 await self._report(state="running")
@@ -413,27 +447,47 @@ class Coordinator:
         await self._report(state="running")
 
     async def _on_change(self, counts: dict[str, int]) -> None:
+        """Apply an expansion its tasks map, or hold (or release) inputs: each a new model,
+        published with the workers stopped."""
         assert self.model is not None
         detected = _now_ms()
-        described = describe_change(self.model.partition_counts, counts)
-        try:
-            build_job_model(self.config, counts, self.model)  # validate before stopping
-        except G.ExpansionError as error:
-            if self.expansions.refuse(described, error, counts, detected, self.model.epoch):
+        plan = plan_holds(self.config, self.model, counts,
+                          await self.inputs_now(self.model, counts), now_ms=detected)
+        noted = self.expansions.holding(plan, counts, detected, self.model.epoch)
+        if not self._changes(plan):
+            if noted:
                 await self._report(state="running")
             return
-        log.info("input expansion detected: %s; stopping workers", described)
+        described = describe_change(self.model.partition_counts, plan.counts)
+        try:
+            build_job_model(self.config, plan.counts, self.model, holds=plan.holds)
+        except G.ExpansionError as error:  # validated per input by the plan: not expected
+            log.error("REFUSED partition change %s: %s; the job keeps running on epoch %d",
+                      described, error, self.model.epoch)
+            return
+        held = sorted(set(plan.holds) ^ set(self.model.holds))
+        what = ", ".join([*([f"expansion {described}"] if described else []),
+                          *(f"{'hold' if s in plan.holds else 'release'} {s}" for s in held)])
+        log.info("%s; stopping workers", what)
         await self.supervisor.stop()
         stopped = _now_ms()
-        self.model = await self._publish(counts, self.model, reason=f"expansion {described}")
+        holds = await self.settle_holds(plan.holds, self.model)
+        self.model = await self._publish(plan.counts, self.model, reason=what, holds=holds)
         published = _now_ms()
         if self.start_workers:
             await self.supervisor.start(self.model.workers)
-        self.expansions.applied(ExpansionRecord(
-            change=described, epoch=self.model.epoch, detected_ms=detected,
-            workers_stopped_ms=stopped, model_published_ms=published,
-            workers_started_ms=_now_ms()))
+        if described:
+            self.expansions.applied(ExpansionRecord(
+                change=described, epoch=self.model.epoch, detected_ms=detected,
+                workers_stopped_ms=stopped, model_published_ms=published,
+                workers_started_ms=_now_ms()))
         await self._report(state="running")
+
+    def _changes(self, plan: HoldPlan) -> bool:
+        """Whether ``plan`` differs from the running model (counts or holds)."""
+        assert self.model is not None
+        return (plan.counts != dict(self.model.partition_counts)
+                or plan.holds != dict(self.model.holds))
 
     async def _report(self, *, state: str) -> None:
         """Publish the status; while the metadata system is unreachable it is published

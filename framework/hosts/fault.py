@@ -35,10 +35,15 @@ class LeaderHold:
         raw = os.environ.get(ENV, "")
         self.hold_ms = int(raw) if raw.strip() else 0
         self.done = False
+        self.abandoned = False
+        """Set by a SIGTERM during the hold: every later round is abandoned too (aiokafka
+        retries a join whose assignment failed, and the stopping host must not answer it)."""
 
     def __call__(self, hosts: int) -> None:
         """Hold (leader step, event loop blocked) if due; raise `RoundAbandoned` when a
-        SIGTERM arrives meanwhile (the caller stops the host)."""
+        SIGTERM arrives meanwhile (the caller stops the host), and for every round after."""
+        if self.abandoned:
+            raise RoundAbandoned("stopping after a round abandoned (fault injection)")
         if self.done or not self.hold_ms or hosts < 2:
             return
         self.done = True
@@ -57,6 +62,7 @@ class LeaderHold:
         finally:
             signal.signal(signal.SIGTERM, previous)
         if got:
+            self.abandoned = True
             log.warning("fault injection (%s): SIGTERM while holding the round: abandoning "
                         "it unanswered", ENV)
             raise RoundAbandoned("stopped while holding the round (fault injection)")

@@ -87,6 +87,7 @@ class Host:
         self._membership: Membership | None = None
         self._rejoin_at: float | None = None
         self._next_monitor = 0.0
+        self._asked: dict[str, int] | None = None  # the counts of the last rebalance asked for
         self._reporter: HostReporter | None = None
         self._incarnation = 0
         self._waiting_since: float | None = None
@@ -335,9 +336,11 @@ class Host:
                 log.warning("cannot read partition counts (%s)", error)
                 return
             known = {s: self.model.partition_counts.get(s) for s in counts}
-            if counts and counts != known:
+            held = all(s in self.model.holds for s in counts if counts[s] != known[s])
+            if counts and counts != known and not (held and counts == self._asked):
                 log.info("input partition counts changed (%s → %s): rebalancing",
                          known, counts)
+                self._asked = counts  # a held input keeps its count: asked once per change
                 self._membership.rejoin()
                 self._next_monitor = now + 30  # the leader applies or refuses it meanwhile
 

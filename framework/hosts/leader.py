@@ -1,7 +1,8 @@
 """The group leader's step of a rebalance: build and publish the next job model.
 
 The model builder is the one of `framework.coordinator.builder` (fixed-task grouper,
-expansion mapping and barriers unchanged); only the placement is over hosts
+expansion mapping and barriers unchanged) and inputs are held as on one host
+(`framework.coordinator.holds`); only the placement is over hosts
 (`placement.place_on_hosts`). aiokafka asks an assignor for its assignment synchronously
 inside its event loop, so `lead_blocking` runs the asynchronous reads and the publish on
 a fresh event loop in a helper thread, with clients of its own.
@@ -16,15 +17,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-import groupers as G
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.expansion import describe_change
+from framework.coordinator.expansion import ExpansionBook, describe_change
+from framework.coordinator.holds import plan_holds
 from framework.coordinator.process import Coordinator
 from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
 from framework.jobmodel import JobModel
-from framework.metadata import publish_model, read_state
+from framework.metadata import publish_model, publish_status, read_state
 
 __all__ = ["lead", "lead_blocking"]
 
@@ -67,21 +68,24 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
         previous = state.model
         counts = await coordinator.partition_counts()
         await coordinator._create_declared_streams()
-        if previous is not None:
+        holds = None
+        if previous is not None:  # the one-host rule: hold inputs the tasks cannot map
+            now_ms = int(time.time() * 1000)
+            plan = plan_holds(config, previous, counts,
+                              await coordinator.inputs_now(previous, counts), now_ms=now_ms)
+            book = ExpansionBook(state.status, config.path)  # `sampan status` shows the hold
+            if book.holding(plan, counts, now_ms, previous.epoch):
+                await publish_status(coordinator.meta, config, book.status)
+            counts, holds = plan.counts, await coordinator.settle_holds(plan.holds, previous)
             change = describe_change(previous.partition_counts, counts)
             if change:
-                try:
-                    build_job_model(config, counts, previous)
-                    reason = f"{reason}, expansion {change}"
-                except G.ExpansionError as error:
-                    log.error("REFUSED %s: %s; the job keeps running on its model", change,
-                              error)
-                    counts = {s: previous.partition_counts.get(s, c) for s, c in counts.items()}
+                reason = f"{reason}, expansion {change}"
         checkpoints = await coordinator.meta.read_checkpoints(config.name)
         ends = await coordinator._end_offsets(previous) if previous else {}
         # The ranges need the new tasks' changelog partitions: a draft build (pure) tells.
         draft = build_job_model(config, counts, previous, end_offsets=ends,
-                                checkpoints=checkpoints, placement=lambda c: dict.fromkeys(c, 0))
+                                checkpoints=checkpoints, placement=lambda c: dict.fromkeys(c, 0),
+                                holds=holds)
         ranges = await _restore_ranges(
             coordinator, config, {t.name: t.changelog_partition for t in draft.tasks.values()},
             checkpoints)
@@ -98,7 +102,7 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
 
         model = build_job_model(config, counts, previous, now_ms=int(time.time() * 1000),
                                 reason=reason, end_offsets=ends, checkpoints=checkpoints,
-                                placement=placement)
+                                placement=placement, holds=holds)
         placed = decided[-1]
         model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
                         standbys=placed.standbys, warmups=placed.warmups)

@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from framework.config import JobConfig, load_config
+from framework.coordinator.holds import input_now, plan_holds
 from framework.metadata import publish_model, read_state
 from framework.serdes import get_serde
 from framework.spark.aio import with_system
@@ -140,20 +141,18 @@ def rekey_job(job_path: str | os.PathLike[str], tasks: int, *, key_fn: str | Non
             counts[qualified] = (await meta.partition_counts([stream.stream]))[stream.stream]
         existing = await meta.list_streams()
         changelog_now = max((existing.get(s, 0) for s in changelogs.values()), default=0)
-        grown = {}  # inputs that grew past the model (a refused change): where they grew
-        growth_ends = getattr(meta, "growth_ends", None)  # the local log records it
-        for qualified, count in counts.items():
-            known = state.model.partition_counts.get(qualified, count)
-            if count != known and growth_ends is not None:
-                ends = await growth_ends(config.stream(qualified).stream, known)
-                if ends is not None:
-                    grown[qualified] = ends
+        held = {}  # the inputs the model holds, and why (`framework.coordinator.holds`)
+        if state.model.holds:
+            now = {q: await input_now(meta, config.stream(q).stream)
+                   for q in state.model.holds if q in counts}
+            held = plan_holds(config, state.model, {**state.model.partition_counts, **counts},
+                              now).held
         return (state.model, counts, await meta.read_checkpoints(config.name), changelog_now,
-                grown)
+                held)
 
-    model, counts, checkpoints, changelog_now, grown = with_system(config, meta_name, inspect)
+    model, counts, checkpoints, changelog_now, held = with_system(config, meta_name, inspect)
     plan = plan_rekey(config, model, counts, checkpoints, tasks, changelog_now,
-                      now_ms=int(time.time() * 1000), grown=grown)
+                      now_ms=int(time.time() * 1000), held=held)
 
     async def expand(meta: System) -> None:
         await meta.fence(config.name, plan.model.epoch)  # no old worker commits from here on
@@ -175,7 +174,7 @@ def rekey_job(job_path: str | os.PathLike[str], tasks: int, *, key_fn: str | Non
             from framework.spark import register
 
             register(spark)
-        count = counts[config.inputs[0]]
+        count = plan.model.partition_counts[config.inputs[0]]
         schema = "key binary, value binary, partition int"
         for store in changelogs:
             routed = _compacted(spark, config, store, plan.old_changelog_partitions).mapInArrow(

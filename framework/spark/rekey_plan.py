@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from framework.config import JobConfig, StreamRef
 from framework.coordinator.builder import build_rekeyed_model
+from framework.coordinator.holds import Held
 from framework.coordinator.lease import pid_alive
 from framework.jobmodel import JobModel
 from framework.metadata import CoordinatorStatus
@@ -71,33 +72,54 @@ class RekeyPlan:
         return self.first_changelog_partition + task
 
 
+def _held_count(config: JobConfig, qualified: str, held: Held, tasks: int,
+                read: Mapping[SystemStreamPartition, int]) -> int:
+    """The count a held input is re-keyed at (`Held.rekey_counts`), once every record
+    before its hold was read."""
+    found = held.rekey_counts()
+    if found is None:
+        raise RekeyError(
+            f"input {qualified} is held ({held.change}) and the records written past its "
+            f"hold were written under counts a re-key cannot keep in order per key; release "
+            f"it with `sampan streams discard-held {qualified} --job {config.path}` (skips "
+            f"those records) instead")
+    count, valid = found
+    if tasks not in valid:
+        raise RekeyError(
+            f"--tasks {tasks}: input {qualified} is held ({held.change}) and its records "
+            f"past the hold were written for {count} partitions; a task count that keeps "
+            f"them exact divides {count}: valid task counts: {list(valid)}")
+    system, stream = StreamRef.parse(qualified)
+    behind = sorted(p for p, end in held.hold.ends.items()
+                    if read.get(SystemStreamPartition(system, stream, p), 0) < end)
+    if behind:
+        raise RekeyError(
+            f"input {qualified} is held at {held.hold.count} partitions while records written "
+            f"before the hold are still unread in partitions {behind}; run the job until it "
+            f"caught up (it reads {qualified} up to the hold), stop it, then re-key")
+    return count
+
+
 def _check_model(config: JobConfig, model: JobModel, counts: Mapping[str, int],
                  checkpoints: Mapping[str, Checkpoint], tasks: int,
-                 grown: Mapping[str, Mapping[int, int]]) -> None:
+                 held: Mapping[str, Held]) -> dict[str, int]:
+    """The input counts of the re-keyed model; raises `RekeyError` naming what is wrong."""
     if config.grouper != "partition":
         raise RekeyError(
             f'job.grouper = "{config.grouper}" in {config.path}: re-key supports the '
             '"partition" grouper (tasks "Partition i") only')
     known = {q: model.partition_counts[q] for q in config.inputs}
     read = {ssp: position for cp in checkpoints.values() for ssp, position in cp.inputs.items()}
+    inputs = dict(counts)
     for qualified, count in sorted(counts.items()):
-        if qualified not in known or known[qualified] == count:
-            continue
-        if qualified not in grown:
+        if qualified in held:
+            inputs[qualified] = _held_count(config, qualified, held[qualified], tasks, read)
+        elif qualified in known and known[qualified] != count:
             raise RekeyError(
                 f"input {qualified} has {count} partitions but the job model of epoch "
                 f"{model.epoch} has {known[qualified]}; run the job once (`sampan run "
-                f"{config.path}`) so it adopts the expansion, stop it, then re-key")
-        system, stream = StreamRef.parse(qualified)
-        behind = sorted(p for p, end in grown[qualified].items()
-                        if read.get(SystemStreamPartition(system, stream, p), 0) < end)
-        if behind:
-            raise RekeyError(
-                f"input {qualified} grew from {known[qualified]} to {count} partitions while "
-                f"records written before that are still unread in partitions {behind}; run "
-                f"the job until it caught up (it reads {qualified} up to where it grew), stop "
-                f"it, then re-key")
-    inputs = dict(counts)
+                f"{config.path}`) so it adopts the expansion (or holds the input), stop it, "
+                f"then re-key")
     for qualified, count in sorted(inputs.items()):
         if tasks < 1 or count % tasks:
             raise RekeyError(
@@ -112,22 +134,23 @@ def _check_model(config: JobConfig, model: JobModel, counts: Mapping[str, int],
                     f"task {task.name!r} has not passed its expansion barrier yet (it still "
                     f"has records from before the expansion to process); run the job until "
                     f"it caught up, stop it, then re-key")
+    return inputs
 
 
 def plan_rekey(config: JobConfig, model: JobModel, counts: Mapping[str, int],
                checkpoints: Mapping[str, Checkpoint], tasks: int,
                changelog_partitions_now: int, now_ms: int = 0,
-               grown: Mapping[str, Mapping[int, int]] | None = None) -> RekeyPlan:
+               held: Mapping[str, Held] | None = None) -> RekeyPlan:
     """The M-task model of epoch ``model.epoch + 1``; changelog partitions past every one
     used so far (``changelog_partitions_now`` is the changelog streams' current count).
 
-    ``grown``: inputs that grew past the model to a count it refused, with where each old
-    partition ended then (the local log records it); once every record written before
-    that was read, the new model takes the inputs' current counts (the remedy of a refused
-    partition change)."""
-    _check_model(config, model, counts, checkpoints, tasks, grown or {})
+    ``held``: the inputs the model holds (`framework.coordinator.holds`). Once every record
+    before its hold was read, the new model reads a held input at the first count with
+    records past the hold (the coordinator then expands it to the count now) and holds
+    nothing: the remedy of a refused partition change that keeps every record."""
+    inputs = _check_model(config, model, counts, checkpoints, tasks, held or {})
     first = max(model.changelog_partitions, changelog_partitions_now)
-    new_model = build_rekeyed_model(config, counts, model, tasks, first, now_ms=now_ms)
+    new_model = build_rekeyed_model(config, inputs, model, tasks, first, now_ms=now_ms)
     old = tuple(sorted({t.changelog_partition for t in model.tasks.values()}))
     return RekeyPlan(new_model, first, old, tasks)
 

@@ -19,6 +19,8 @@ __all__ = [
     "CommitRequest",
     "Consumer",
     "FetchedRecord",
+    "GrowthHistory",
+    "GrowthRecorder",
     "OffsetRange",
     "OutputColumns",
     "ProducerRecord",
@@ -197,6 +199,26 @@ class ColumnReader(Protocol):
         self, stream: str, partition: int, start: int, end: int, limit: int
     ) -> tuple[list[int], list[bytes | None], list[bytes | None]]:
         """(offsets, keys, values) of up to ``limit`` records in ``[start, end)``."""
+        ...
+
+
+@dataclass(frozen=True)
+class GrowthHistory:
+    """One stream's partition history, read in one snapshot: its count now, where each
+    partition ends now, and for each count it grew past, where each partition ended then."""
+
+    count: int
+    ends: Mapping[int, int]
+    grown: Mapping[int, Mapping[int, int]]
+
+
+@runtime_checkable
+class GrowthRecorder(Protocol):
+    """A system that records where a stream's partitions ended at every growth (the local
+    log); on others a refused partition change is only seen when it is detected."""
+
+    async def growth_history(self, stream: str) -> GrowthHistory:
+        """``stream``'s `GrowthHistory`; `StreamNotFoundError` when it does not exist."""
         ...
 
 

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import time
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
@@ -33,6 +34,7 @@ from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
 from framework.systems.base import Consumer, FetchedRecord, System
+from framework.systems.fetched import FetchedColumns
 from framework.usercode import load_task_class
 from framework.worker.codec import RecordCodec
 from framework.worker.collector import tuned_collector
@@ -104,6 +106,12 @@ class Worker:
         self.instances: list[TaskInstance] = []
         self._routes: dict[SystemStreamPartition, list[TaskInstance]] = {}
         self._stages: dict[str, list[BarrierStage]] = {}
+        self._limits: dict[SystemStreamPartition, int] = {}
+        """Held inputs' SSPs → the offset their reading stops at (`JobModel.holds`)."""
+        self._at_limit: set[SystemStreamPartition] = set()
+        """Limited SSPs a fetch reached the limit of (records past it were dropped)."""
+        self._approaching: set[SystemStreamPartition] = set()
+        """Limited SSPs still assigned: no prefetch while one is (a cut reassigns)."""
         self._consumers: dict[str, Consumer] = {}
         self._codec = RecordCodec(config)
         self._policies = ErrorPolicies(config, self._codec)
@@ -207,6 +215,7 @@ class Worker:
         meta = self.systems[self.config.metadata_system]
         await begin_commits(self.config, self.worker_id, meta)  # EOS: fence, then read
         checkpoints = await meta.read_checkpoints(self.config.name)
+        self._limits = model.read_limits()
         changelog_positions: dict[tuple[str, str], int] = {}
         for task_model in model.tasks_of(self.worker_id):
             checkpoint = checkpoints.get(task_model.name)
@@ -253,17 +262,41 @@ class Worker:
         self._routes = dict(routes)
         by_system: dict[str, dict[SystemStreamPartition, int]] = defaultdict(dict)
         for ssp, readers in self._routes.items():
-            by_system[ssp.system][ssp] = min(r.positions[ssp] for r in readers)
+            position = min(r.positions[ssp] for r in readers)
+            limit = self._limits.get(ssp)
+            if limit is None or (position < limit and ssp not in self._at_limit):
+                by_system[ssp.system][ssp] = position
+        self._approaching = {ssp for positions in by_system.values() for ssp in positions
+                             if ssp in self._limits}
         counts: dict[str, dict[str, int]] = defaultdict(dict)
         for qualified, count in (self.model.partition_counts if self.model else {}).items():
             system, stream = StreamRef.parse(qualified)
             counts[system][stream] = count
-        for name, positions in by_system.items():
+        for name in sorted(set(by_system) | set(self._consumers)):
+            positions = by_system.get(name, {})
             if name not in self._consumers:
                 self._consumers[name] = self.systems[name].consumer()
             self._consumers[name].assign(positions)
             # A stream that grew after this model is read only up to where it grew.
             self._consumers[name].expect_partition_counts(counts[name])
+
+    def _below_limit(self, ssp: SystemStreamPartition,
+                     records: Sequence[FetchedRecord]) -> Sequence[FetchedRecord]:
+        """The records of a held input's SSP before its limit; reaching past it marks the
+        SSP so it is no longer read (the consumer moved on: it is reassigned)."""
+        limit = self._limits[ssp]
+        if not records or records[-1].offset < limit:
+            return records
+        self._at_limit.add(ssp)
+        offsets = records.offsets if isinstance(records, FetchedColumns) else [
+            r.offset for r in records]
+        return records[:bisect_left(offsets, limit)]
+
+    def _limits_reached(self) -> bool:
+        """Whether an assigned SSP of a held input was read up to its limit."""
+        return any(ssp in self._at_limit or min(
+            r.positions[ssp] for r in self._routes[ssp]) >= self._limits[ssp]
+            for ssp in self._approaching)
 
     def _release_barriers(self) -> bool:
         """Release, in order, the barrier stages whose older partitions were read far enough."""
@@ -318,13 +351,20 @@ class Worker:
                     batch = await pending
                 else:
                     batch = await fetch(max_records, 50 if not self.stop.is_set() else 0)
-                if batch and not self._stages and not self.stop.is_set():
+                if batch and not self._stages and not self._approaching and (
+                        not self.stop.is_set()):
                     # Read the next batch while this one is processed; never across a
-                    # barrier release, which reassigns the consumer.
+                    # barrier release or a held input's limit, which reassign the consumer.
                     prefetched[name] = asyncio.ensure_future(fetch(max_records, 50))
                 for ssp, records in batch.items():
+                    if ssp in self._limits:
+                        records = self._below_limit(ssp, records)
+                        if not records:
+                            continue
                     await self._dispatch(ssp, records)
                     dirty = dirty or bool(records)
+            if self._approaching and self._limits_reached():
+                self._route()
             if self._stages and self._release_barriers():
                 dirty = True
             now = time.monotonic()

@@ -111,10 +111,11 @@ def set_partition_count(job: Job, stream: str, count: int) -> None:
 
 async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
         make_job: Callable[..., Job]) -> None:
-    """Both changes are refused loudly (log, status) and the job keeps epoch 1; it stops
-    reading words exactly where it grew (never a record written under 6 partitions read
-    under 4), while its other input, clicks, goes on; once words is back to 4 partitions
-    the held records are read and every count is exact."""
+    """Both changes are refused loudly (log, status) and words is held: the job stops
+    reading it exactly where it grew (never a record written under 6 partitions read under
+    4), while its other input, clicks, goes on. Records were written while it had 6, so
+    words stays held even back at 4 partitions; `sampan streams discard-held` releases it
+    and every count of what the job kept is exact."""
     job = make_job("refuse", {"words": 4, "clicks": 4})
     await job.create("words", 4)
     await job.create("clicks", 4)
@@ -134,8 +135,10 @@ async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
     assert ("REFUSED local.words 4→6: stream local.words: partition count went from 4 to 6, "
             "refused (4 tasks consume it): partition count 6 is not a multiple of 4: keys would "
             "change tasks; expand to a multiple of 4 (e.g. 8)") in status.stdout
+    assert ("local.words is held: the job reads local.words only up to where it had 4 "
+            "partitions, on every later count (its other inputs go on)") in status.stdout
     before = await job.output_total()
-    await produce_on_four(job, 5)  # written after the growth: held, never read under 4
+    held = await produce_on_four(job, 5)  # written after the growth: held, never read under 4
     await job.produce("clicks", keys(40), 3)  # the other input goes on
 
     async def clicks_done() -> bool:
@@ -148,45 +151,61 @@ async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
     assert await job.output_total() == before + 120
 
     set_partition_count(job, "words", 2)
-    await job.wait(lambda: refused("local.words 4→2"), "the refusal of 4→2")
+    await job.wait(lambda: refused("local.words 4→6→2"), "the refusal of 4→2")
     document = json.loads(job.sampan("status", "{job}", "--json").stdout)
-    assert document["refusal"]["change"] == "local.words 4→2"
-    assert document["refusal"]["error"] == (
+    assert document["refusal"]["error"].startswith(
         "stream local.words: partition count went from 4 to 2; a decrease drops the keys of the "
         "removed partitions. Restore local.words to 4 partitions (or a multiple of 4) — "
-        "partition counts may only grow")
+        "partition counts may only grow. local.words is held")
     set_partition_count(job, "words", 4)
+    await job.wait(lambda: refused("local.words 4→6→4"), "the hold back at 4 partitions")
+    state = await job.state()
+    assert state.model is not None and state.model.partition_counts["local.words"] == 4
+    assert state.model.holds["local.words"].ends == grown_at
+    assert state.status.refusal is not None
+    assert state.status.refusal.error.startswith(
+        "local.words is held at 4 partitions: records were written past where the job "
+        "stopped reading it when its change to 6 partitions was detected")
+    assert await job.output_total() == before + 120
+    assert await job.stop() == 0
 
-    async def cleared() -> bool:
-        return (await job.state()).status.refusal is None
-    await job.wait(cleared, "the refusal cleared once the count is back to 4")
+    discard = job.sampan("streams", "discard-held", "local.words", "--job", "{job}")
+    assert discard.returncode == 0, discard.stderr
+    assert discard.stdout.startswith(
+        "discarded 200 records of local.words (local.words 4→6→4): partition 0 offsets "), (
+        discard.stdout)
+    job.truth.discard(held)
+    job.start()
     await produce_on_four(job, 5)
     await job.wait_outputs()
     state = await job.state()
-    assert state.model is not None and state.model.epoch == 1
+    assert state.model is not None and state.model.holds == {}
+    assert state.status.refusal is None
     assert state.status.expansions == []
     assert await job.stop() == 0
     await job.assert_exact()
     log = job.coordinator_log()
     assert "REFUSED partition change local.words 4→6" in log
-    assert "REFUSED partition change local.words 4→2" in log
-    assert "The job keeps running on epoch 1 and stops reading local.words where it grew" in (
-        log)
+    assert "REFUSED partition change local.words 4→6→2" in log
+    assert "The job keeps running on epoch 1" in log
 
 
-async def produce_on_four(job: Job, rounds: int, names: list[str] | None = None) -> None:
+async def produce_on_four(job: Job, rounds: int, names: list[str] | None = None
+                          ) -> list[ProducerRecord]:
     """Records keyed as a 4-partition producer places them (partitions 0..3)."""
     names = names or keys(40)
     records = [ProducerRecord(r.stream, r.key, r.value,
                               partition=partition_for_key(r.key or b"", 4))
                for r in job.truth.records("words", names, rounds)]
     await job.call(lambda s: s.produce(records))
+    return records
 
 
 async def test_refused_change_while_stopped_starts_on_the_previous_counts(
         make_job: Callable[..., Job]) -> None:
-    """4→6 while the job was down: it starts on 4 partitions, refused, reads words only up
-    to where it grew; back at 4 partitions, everything is counted exactly."""
+    """4→6 while the job was down: it starts on 4 partitions with words held, read only up
+    to where it grew; records were written while it had 6, so growing on to 8 does not
+    release it; `sampan streams discard-held` does, and what the job kept is exact."""
     job = make_job("refusestart", {"words": 4})
     await job.create("words", 4)
     await job.produce("words", keys(20), 3)
@@ -196,18 +215,40 @@ async def test_refused_change_while_stopped_starts_on_the_previous_counts(
     assert await job.stop() == 0
     grown_at = {p: r.end for p, r in (await job.call(lambda s: s.offsets("words"))).items()}
     await job.expand("words", 6)
-    await produce_on_four(job, 3)
+    held = await job.produce("words", keys(20), 3)  # placed for 6 partitions
     job.start()
     state = await job.wait_epoch(2)
     assert state.model is not None and state.model.partition_counts == {"local.words": 4}
+    assert state.model.holds["local.words"].ends == grown_at
     assert state.status.refusal is not None
     assert state.status.refusal.change == "local.words 4→6"
-    assert "stops reading local.words where it grew" in job.coordinator_log()
-    checkpoints = await job.checkpoints()
-    assert {ssp.partition: position for cp in checkpoints.values()
-            for ssp, position in cp.inputs.items()} == grown_at
-    set_partition_count(job, "words", 4)
+    assert "local.words is held: the job reads local.words only up to where it had 4" in (
+        job.coordinator_log())
+
+    async def read() -> dict[int, int]:
+        return {ssp.partition: position for cp in (await job.checkpoints()).values()
+                for ssp, position in cp.inputs.items()}
+    assert await read() == grown_at
+    await job.expand("words", 8)
+
+    async def still_held() -> bool:
+        refusal = (await job.state()).status.refusal
+        return refusal is not None and refusal.change == "local.words 4→6→8"
+    await job.wait(still_held, "the hold kept at 8 partitions")
+    assert (await job.state()).status.refusal.error.startswith(  # type: ignore[union-attr]
+        "local.words is held at 4 partitions: 60 records were written while it had 6 "
+        "partitions, which 4 tasks cannot map")
+    assert await read() == grown_at
+    assert await job.stop() == 0
+    discard = job.sampan("streams", "discard-held", "local.words", "--job", "{job}")
+    assert discard.returncode == 0, discard.stderr
+    assert "discarded 60 records of local.words (local.words 4→6→8)" in discard.stdout
+    job.truth.discard(held)
+    job.start()
+    await job.produce("words", keys(20), 3)
     await job.wait_outputs()
+    state = await job.state()
+    assert state.model is not None and state.model.partition_counts == {"local.words": 8}
     assert await job.stop() == 0
     await job.assert_exact()
-    assert job.coordinator_log().count("REFUSED partition change local.words 4→6") == 1
+    assert job.coordinator_log().count("REFUSED partition change local.words 4→6:") == 1

@@ -1,6 +1,8 @@
 """A refused partition change end to end: 2 → 3 partitions (a count that is no multiple of
-the 2 tasks), forced. The job stops reading the stream where it grew — no key ends wrong —
-and the remedy, `sampan rekey --tasks 3`, makes it go on with every count exact."""
+the 2 tasks), forced. The job holds the stream where it grew — no key ends wrong — and the
+remedy, `sampan rekey --tasks 3`, makes it go on with every count exact; also when the
+stream grew on to 6 after records were written at 3 (the re-keyed job reads them at 3,
+then expands to 6 with its barrier)."""
 
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ WORDS = [f"word-{n:03d}" for n in range(200)]
 
 
 def run_until_refused_and_drained(config: JobConfig, log_dir: Path,
-                                  grown_at: dict[int, int]) -> None:
-    """Run the job until it refused the change and read words exactly up to ``grown_at``."""
+                                  grown_at: dict[int, int], counts: int = 3) -> None:
+    """Run the job until it held the stream at ``counts`` partitions and read words exactly
+    up to ``grown_at``."""
 
     async def main() -> None:
         coordinator = Coordinator(config, log_dir=log_dir)
@@ -36,7 +39,8 @@ def run_until_refused_and_drained(config: JobConfig, log_dir: Path,
                 read = {ssp.partition: position
                         for cp in (await meta.read_checkpoints(config.name)).values()
                         for ssp, position in cp.inputs.items()}
-                if refusal and read == grown_at:
+                assert all(read.get(p, 0) <= end for p, end in grown_at.items()), read
+                if refusal and refusal.counts == {"local.words": counts} and read == grown_at:
                     break
                 await asyncio.sleep(0.2)
         finally:
@@ -79,3 +83,33 @@ def test_a_forced_2_to_3_growth_is_held_then_rekeyed_to_3_tasks_exactly(
     store, emitted = final_counts(job)
     assert store == {word: 6 for word in WORDS}
     assert emitted == {word: [(n, n) for n in range(1, 7)] for word in WORDS}
+
+
+def test_writes_at_3_then_6_are_held_then_rekeyed_to_3_tasks_exactly(
+        tmp_path: Path, spark: Any) -> None:
+    job = wordcount_job(tmp_path / "wordcount")
+    config = load_config(job)
+    words = Words()
+    words.produce(config, WORDS, 3)
+    run_until_caught_up(config, tmp_path / "logs-1")
+
+    async def grow(system: Any) -> dict[int, int]:
+        ends = {p: r.end for p, r in (await system.offsets("words")).items()}
+        await system.expand_stream("words", 3)
+        return ends
+
+    grown_at = on_system(config, grow)
+    words.produce(config, WORDS, 2)  # placed for 3 partitions
+    on_system(config, lambda system: system.expand_stream("words", 6))
+    words.produce(config, WORDS, 2)  # placed for 6 partitions
+    run_until_refused_and_drained(config, tmp_path / "logs-2", grown_at, counts=6)
+    store, _ = final_counts(job)
+    assert store == {word: 3 for word in WORDS}
+
+    result = rekey_job(job, 3, spark=spark)
+    assert (result.tasks_before, result.tasks_after) == (2, 3)
+    words.produce(config, WORDS, 1)
+    run_until_caught_up(config, tmp_path / "logs-3")
+    store, emitted = final_counts(job)
+    assert store == {word: 8 for word in WORDS}
+    assert emitted == {word: [(n, n) for n in range(1, 9)] for word in WORDS}

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from sparkjobs import wordcount_job
 
-from framework.config import load_config
+from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
+from framework.coordinator.holds import Held, InputNow, plan_holds
+from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import CoordinatorStatus
 from framework.spark.errors import RekeyError
 from framework.spark.rekey_plan import (
@@ -81,6 +83,51 @@ def test_plan_refuses_when_the_input_expanded_after_the_last_model(tmp_path: Pat
             "input local.words has 4 partitions but the job model of epoch 1 has 2; run the "
             "job once")):
         plan_rekey(config, model, {"local.words": 4}, {}, 2, 2)
+
+
+def _held(config: JobConfig, history: dict[int, dict[int, int]], count: int,
+          ends: dict[int, int]) -> tuple[JobModel, dict[str, Held]]:
+    """A model holding words at 2 partitions (grown past 2 at offsets 10, 12) and why."""
+    hold = StreamHold(count=2, ends={0: 10, 1: 12}, exact=True, refused=3)
+    model = build_job_model(config, {"local.words": 2},
+                            build_job_model(config, {"local.words": 2}, None),
+                            holds={"local.words": hold})
+    now = InputNow(count, ends, {2: {0: 10, 1: 12}, **history})
+    return model, plan_holds(config, model, {"local.words": count}, {"local.words": now}).held
+
+
+CAUGHT_UP = {"Partition 0": Checkpoint("Partition 0", 2, {_words(0): 10}),
+             "Partition 1": Checkpoint("Partition 1", 2, {_words(1): 12})}
+
+
+def test_a_held_input_written_at_3_then_6_is_rekeyed_at_3(tmp_path: Path) -> None:
+    """The re-keyed model reads words at 3 partitions (the coordinator then expands it to 6
+    with a barrier); M must divide 3, and every record before the hold must be read."""
+    config = load_config(wordcount_job(tmp_path / "wordcount"))
+    model, held = _held(config, {3: {0: 11, 1: 12, 2: 4}}, 6,
+                        {0: 12, 1: 12, 2: 4, 3: 0, 4: 1, 5: 0})
+    plan = plan_rekey(config, model, {"local.words": 6}, CAUGHT_UP, 3, 2, held=held)
+    assert (plan.model.partition_counts, plan.model.holds) == ({"local.words": 3}, {})
+    with pytest.raises(RekeyError, match=re.escape(
+            "--tasks 2: input local.words is held (local.words 2→3→6) and its records past "
+            "the hold were written for 3 partitions; a task count that keeps them exact "
+            "divides 3: valid task counts: [1, 3]")):
+        plan_rekey(config, model, {"local.words": 6}, CAUGHT_UP, 2, 2, held=held)
+    behind = {**CAUGHT_UP, "Partition 1": Checkpoint("Partition 1", 2, {_words(1): 11})}
+    with pytest.raises(RekeyError, match=re.escape("still unread in partitions [1]")):
+        plan_rekey(config, model, {"local.words": 6}, behind, 3, 2, held=held)
+
+
+def test_a_held_input_written_at_3_then_4_is_not_rekeyed(tmp_path: Path) -> None:
+    """Records of one key at 3 and at 4 partitions lie in unrelated partitions: no
+    re-keyed model keeps their order, so the remedy is discard-held."""
+    config = load_config(wordcount_job(tmp_path / "wordcount"))
+    model, held = _held(config, {3: {0: 11, 1: 12, 2: 4}}, 4, {0: 12, 1: 12, 2: 4, 3: 1})
+    with pytest.raises(RekeyError, match=re.escape(
+            "input local.words is held (local.words 2→3→4) and the records written past its "
+            "hold were written under counts a re-key cannot keep in order per key; release "
+            "it with `sampan streams discard-held local.words --job")):
+        plan_rekey(config, model, {"local.words": 4}, CAUGHT_UP, 1, 2, held=held)
 
 
 def test_a_stopped_job_passes_and_a_live_coordinator_refuses(tmp_path: Path) -> None:

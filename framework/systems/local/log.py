@@ -26,6 +26,7 @@ from framework.errors import (
 from framework.frozen import fast_constructor
 from framework.systems.base import (
     Checkpoint,
+    GrowthHistory,
     OffsetRange,
     OutputColumns,
     ProducerRow,
@@ -141,14 +142,18 @@ class LocalLog:
             self._stream_ids[stream] = row[0]
         return self._stream_ids[stream]
 
-    def growth_ends(self, stream: str, partitions: int) -> dict[int, int] | None:
-        """Where each partition of ``stream`` ended when it grew past ``partitions``
-        partitions (None: it never did, or grew before sampan recorded it)."""
+    def growth_history(self, stream: str) -> GrowthHistory:
+        """``stream``'s count, end offsets and every recorded growth, in one snapshot."""
         with self.read() as conn:
-            stream_id = self._stream(stream)[0]
-            row = conn.execute("SELECT ends FROM growth WHERE stream_id = ? AND partitions = ?",
-                               (stream_id, partitions)).fetchone()
-        return None if row is None else {int(p): int(e) for p, e in json.loads(row[0])}
+            stream_id, count, _ = self._stream(stream)
+            ends = dict(conn.execute(
+                "SELECT partition, next_offset FROM partitions WHERE stream_id = ?",
+                (stream_id,)).fetchall())
+            grown = {int(before): {int(p): int(e) for p, e in json.loads(row)}
+                     for before, row in conn.execute(
+                         "SELECT partitions, ends FROM growth WHERE stream_id = ?",
+                         (stream_id,))}
+        return GrowthHistory(count=count, ends=ends, grown=grown)
 
     def list_streams(self) -> dict[str, int]:
         with self.guard("list of streams"):

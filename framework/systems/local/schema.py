@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from framework.errors import ConfigError, SystemUnavailableError
+from framework.errors import ConfigError, DamagedLogError, SystemUnavailableError
 from framework.systems.local.migrate import has_records_table, migrate_records
 
 __all__ = ["SCHEMA_VERSION", "LocalOptions", "connect", "damaged_log", "database_file"]
@@ -122,9 +122,9 @@ def database_file(path: Path) -> Path:
     return path / "log.sqlite3"
 
 
-def damaged_log(file: Path, error: sqlite3.Error) -> SystemUnavailableError:
+def damaged_log(file: Path, error: sqlite3.Error) -> DamagedLogError:
     """The one-line error of a damaged log file: what is wrong and what to do."""
-    return SystemUnavailableError(
+    return DamagedLogError(
         f"local log {file} is damaged ({error}): stop every sampan process using it, then "
         f"put back a backup of the file, or move it away (`mv {file} {file}.damaged`) to "
         f"start an empty log — every stream, changelog and checkpoint of this system is in "

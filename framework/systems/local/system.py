@@ -37,6 +37,7 @@ from framework.systems.base import (
     Checkpoint,
     CommitRequest,
     FetchedRecord,
+    GrowthHistory,
     OffsetRange,
     ProducerRecord,
     ProducerRow,
@@ -180,9 +181,9 @@ class LocalSystem:
     async def fence(self, job: str, epoch: int) -> None:
         await self.call(LocalLog.fence, job, epoch)
 
-    async def growth_ends(self, stream: str, partitions: int) -> dict[int, int] | None:
-        """Where each partition ended when ``stream`` grew past ``partitions`` partitions."""
-        return await self.call(LocalLog.growth_ends, stream, partitions)
+    async def growth_history(self, stream: str) -> GrowthHistory:
+        """``stream``'s count, ends and recorded growths in one snapshot (`GrowthRecorder`)."""
+        return await self.call(LocalLog.growth_history, stream)
 
     async def fenced_epoch(self, job: str) -> int | None:
         return await self.call(LocalLog.fenced_epoch, job)

@@ -1,0 +1,87 @@
+"""A refused partition change on two hosts (real Apache Kafka): the group's leader holds
+the input as one host does — the job model keeps 2 partitions and a hold at the offsets
+seen at detection — and keeps holding it when the topic grows on to 4 after records were
+written past the hold; `sampan streams discard-held` releases it and the sums of the kept
+records are exact."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hostjobs import CLI, Hosts, checkpointed, final_state, job_file, produce, state, wait_for
+
+from framework.systems import open_system
+
+
+def expand(hosts: Hosts, topic: str, partitions: int) -> None:
+    async def grow() -> None:
+        system = open_system(hosts.config.system("kafka"))
+        await system.start()
+        try:
+            await system.expand_stream(topic, partitions)
+        finally:
+            await system.close()
+    asyncio.run(grow())
+
+
+def read(hosts: Hosts) -> dict[int, int]:
+    return {ssp.partition: position for inputs in checkpointed(hosts.config).values()
+            for ssp, position in inputs.items()}
+
+
+def test_the_leader_holds_a_refused_input_until_discard_held(kafka_broker: Any,
+                                                              tmp_path: Path) -> None:
+    name = f"hh-{os.getpid()}"
+    topic, stream = f"{name}-in", f"kafka.{name}-in"
+    hosts = Hosts(job_file(tmp_path / "job", kafka_broker.bootstrap, name, partitions=2),
+                  tmp_path)
+    with hosts.logs_kept_on_failure("holds"):
+        hosts.start("a")
+        hosts.start("b")
+        config = hosts.config
+        wait_for(lambda: (m := state(config).model) and set(m.hosts) == {"a", "b"}, 120,
+                 "two hosts", hosts)
+        kept: Counter[str] = Counter()
+        skipped: Counter[str] = Counter()
+        produce(config, kept, 1000, 40)
+        wait_for(lambda: final_state(config) == dict(kept), 120, "exact sums", hosts)
+
+        expand(hosts, topic, 3)
+        held = wait_for(lambda: (m := state(config).model) and stream in m.holds and m, 120,
+                        "the leader's hold of 2→3", hosts)
+        assert held.partition_counts[stream] == 2
+        hold = dict(held.holds[stream].ends)
+        assert read(hosts) == hold
+        produce(config, skipped, 500, 40, start=1000)  # placed for 3 partitions: held
+        expand(hosts, topic, 4)
+        produce(config, skipped, 500, 40, start=1500)  # past the hold: Kafka cannot tell
+        again = wait_for(lambda: (m := state(config).model) and m.epoch > held.epoch and m,
+                         120, "the leader's model at 4 partitions", hosts)
+        assert (again.partition_counts[stream], dict(again.holds[stream].ends)) == (2, hold)
+        assert read(hosts) == hold
+        refusal = state(config).status.refusal
+        assert refusal is not None and refusal.change == f"{stream} 2→3→4"
+        status = subprocess.run([*CLI, "status", str(hosts.path)], capture_output=True,
+                                text=True, timeout=120)
+        assert f"REFUSED {stream} 2→3→4: {stream} is held at 2 partitions" in status.stdout
+        assert final_state(config) == dict(kept)
+        hosts.stop_all()
+
+        discard = subprocess.run([*CLI, "streams", "discard-held", stream, "--job",
+                                  str(hosts.path)], capture_output=True, text=True,
+                                 timeout=120)
+        assert discard.returncode == 0, discard.stderr
+        assert discard.stdout.startswith(f"discarded 1000 records of {stream} ({stream} 2→3→4)")
+        hosts.start("a")
+        hosts.start("b")
+        produce(config, kept, 1000, 40, start=2000)
+        wait_for(lambda: final_state(config) == dict(kept), 120, "exact sums of what was kept",
+                 hosts)
+        after = state(config)
+        assert after.model is not None and after.status.refusal is None
+        assert (after.model.partition_counts[stream], after.model.holds) == (4, {})
