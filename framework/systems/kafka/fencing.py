@@ -34,14 +34,14 @@ _STALE = {47, 90}  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED: someone bumped it 
 _ATTEMPTS = 50
 
 
-class _InitProducerIdResponse_v3(Response):
+class _InitProducerIdResponse_v3(Response):  # type: ignore[misc]
     API_KEY = 22
     API_VERSION = 3
     SCHEMA = Schema(("throttle_time_ms", Int32), ("error_code", Int16),
                     ("producer_id", Int64), ("producer_epoch", Int16), ("tags", TaggedFields))
 
 
-class _InitProducerIdRequest_v3(RequestStruct):
+class _InitProducerIdRequest_v3(RequestStruct):  # type: ignore[misc]
     API_KEY = 22
     API_VERSION = 3
     FLEXIBLE_VERSION = True
@@ -51,7 +51,7 @@ class _InitProducerIdRequest_v3(RequestStruct):
                     ("producer_epoch", Int16), ("tags", TaggedFields))
 
 
-class _BumpEpoch(Request[_InitProducerIdRequest_v3]):
+class _BumpEpoch(Request[_InitProducerIdRequest_v3]):  # type: ignore[misc]
     """InitProducerId with the current producer id and epoch (KIP-360): bump the epoch."""
 
     API_KEY = 22
