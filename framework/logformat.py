@@ -76,7 +76,8 @@ class JsonFormatter(logging.Formatter):
 
 class LibraryThrottle(logging.Filter):
     """The Kafka client's own lines: at most one per message every ``window_s``, and its
-    errors logged as warnings. With a broker down, aiokafka logs the same connection error
+    errors logged as warnings, an exception folded into the line (no traceback). With a
+    broker down, aiokafka logs the same connection error
     several times a second from every client of every process (thousands of lines a
     minute), while sampan says once what is unreachable and since when, and decides what
     is an error of the job. The line let through after a quiet spell says how many were
@@ -109,9 +110,23 @@ class LibraryThrottle(logging.Filter):
             record.msg = (f"{record.getMessage()} ({left_out} more like it in the last "
                           f"{now - last:.0f} s)")
             record.args = None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg, record.args = f"{record.getMessage()}: {_chain(record.exc_info[1])}", None
+            record.exc_info, record.exc_text = None, None
         if record.levelno == logging.ERROR:
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
+
+
+def _chain(error: BaseException) -> str:
+    """An exception and what caused it on one line (a library's traceback is not the job's
+    error: sampan says what failed and what to do)."""
+    parts: list[str] = []
+    seen: BaseException | None = error
+    while seen is not None and len(parts) < 4:
+        parts.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    return " <- ".join(parts)
 
 
 def configure_logging(log_format: str, *, process: str, job: str | None,

@@ -5,6 +5,7 @@ one line and resumes exactly on its next start."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
@@ -145,3 +146,45 @@ async def test_an_outage_past_max_unreachable_ms_stops_the_job_with_one_line(
         run.kill()
     assert await _problems(run, work) == []
     assert "Traceback" not in run.logs_text(tail=10**7)
+
+
+def test_a_commit_that_lost_its_broker_is_an_outage_not_a_failure() -> None:
+    """aiokafka's sender wraps a connection lost while committing a transaction in a plain
+    KafkaError: the worker must wait for the broker (SystemUnavailableError), not exit."""
+    from aiokafka.errors import KafkaConnectionError, KafkaError
+
+    from framework.systems.kafka.txn import _lost_broker
+
+    def chained(*errors: BaseException) -> BaseException:
+        for outer, inner in itertools.pairwise(errors):
+            outer.__cause__ = inner
+        return errors[0]
+
+    assert _lost_broker(chained(KafkaError("Unexpected error during batch delivery"),
+                                KafkaError("KafkaConnectionError('closed')"),
+                                KafkaConnectionError("Connection at 127.0.0.1:1 closed")))
+    assert not _lost_broker(KafkaError("Unexpected error during batch delivery"))
+    assert not _lost_broker(chained(KafkaError("wrapped"), ValueError("a bug")))
+
+
+def test_the_clients_own_tracebacks_become_one_warning_line() -> None:
+    """aiokafka logs a lost connection inside its sender with a traceback (logger.exception):
+    through sampan's filter it is one WARNING line naming the error and its cause."""
+    import logging
+
+    from framework.logformat import LibraryThrottle
+
+    try:
+        try:
+            raise ConnectionResetError("Connection at 127.0.0.1:1 closed")
+        except ConnectionResetError as cause:
+            raise RuntimeError("Unexpected error during batch delivery") from cause
+    except RuntimeError as error:
+        record = logging.LogRecord("aiokafka.producer.sender", logging.ERROR, __file__, 1,
+                                   "Unexpected error in sender routine", None,
+                                   (type(error), error, error.__traceback__))
+    assert LibraryThrottle().filter(record)
+    line = logging.Formatter("%(levelname)s %(message)s").format(record)
+    assert line == ("WARNING Unexpected error in sender routine: RuntimeError: Unexpected "
+                    "error during batch delivery <- ConnectionResetError: Connection at "
+                    "127.0.0.1:1 closed")

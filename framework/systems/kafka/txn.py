@@ -107,6 +107,20 @@ async def probe_transactions(system: KafkaSystem, job: str) -> None:
     await producer.stop()
 
 
+def _lost_broker(error: BaseException) -> bool:
+    """Whether ``error`` or what caused it is a retriable broker error (a connection lost,
+    a leader or coordinator gone): aiokafka's sender wraps such an error met while
+    committing in a plain ``KafkaError("Unexpected error during batch delivery")``."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, KafkaError) and seen.retriable:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class KafkaTransactions:
     """The transactional producer of one worker of ``job`` on ``system``."""
 
@@ -193,7 +207,7 @@ class KafkaTransactions:
                     f"{self.transactional_id!r} was fenced (a newer incarnation of this worker "
                     "or a newer job model took over); nothing of this commit is visible; the "
                     "worker stops and will be restarted") from exc
-            if isinstance(exc, KafkaError) and exc.retriable:
+            if _lost_broker(exc):
                 raise system.admin.transient(
                     f"the transaction of {self.transactional_id!r}", exc) from exc
             if isinstance(exc, KafkaError | IllegalOperation):
