@@ -12,7 +12,7 @@ from kafka_broker import KafkaBroker, KafkaCluster, TansuBroker
 
 __all__ = ["kafka_broker", "kafka_cluster", "kafka_own_broker", "spark", "tansu_broker"]
 
-SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs",
+SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs", "bench",
         "hosts", "faults"}
 """Test folders whose tests run real processes, brokers or Spark."""
 KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "kafka_own_broker", "tansu_broker"}

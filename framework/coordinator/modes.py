@@ -34,7 +34,7 @@ async def refuse_other_mode(system: Any, job: str, mode: Mode, timeout_ms: int) 
     if group_members is None:
         return
     other: Mode = "hosts" if mode == "one-host" else "one-host"
-    group = _groups(job)[other]
+    group = system.options.named(_groups(job)[other])  # inside the system's namespace
     members = await group_members(group)
     if not members:
         return
