@@ -367,6 +367,7 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
         worker_restart_backoff_ms=s.integer("worker_restart_backoff_ms", 500, minimum=0),
         max_worker_restarts=s.integer("max_worker_restarts", 5, minimum=0),
         crash_window_ms=s.integer("crash_window_ms", 600000, minimum=1),
+        max_unreachable_ms=s.integer("max_unreachable_ms", 600000, minimum=0),
         assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
         lease_timeout_ms=s.integer("lease_timeout_ms", 10000, minimum=1000),
         compaction_interval_ms=s.integer("compaction_interval_ms", 60000, minimum=0),

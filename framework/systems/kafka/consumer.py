@@ -1,8 +1,10 @@
 """A `Consumer` over aiokafka with manual assignment (no consumer group).
 
 Positions are sampan's, not the broker's: `assign` seeks every partition, nothing is
-committed to Kafka. Reads are read_committed, applied by `kafka.txn_filter` from the
-log's control batches (so they hold on brokers whose Fetch ignores the isolation level).
+committed to Kafka. Reads are read_committed: the broker answers up to the last stable
+offset and lists aborted transactions; `kafka.txn_filter` keeps the control batches, so
+a position moves past a transaction's COMMIT/ABORT marker (and would hold the rule on a
+broker whose Fetch ignored the isolation level).
 Partitions that do not exist yet are left out of the aiokafka
 assignment (so the broker is never asked about them, and never auto-creates them) and
 re-checked every second; until they appear they yield nothing, as on the local system.
@@ -26,7 +28,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from framework.systems.base import FetchedRecord, Record, as_record
-from framework.systems.kafka.admin import KafkaAdmin, stop_consumer
+from framework.systems.kafka.admin import KafkaAdmin, close_quietly, stop_consumer
 from framework.systems.kafka.txn_filter import CommittedFilter, install
 from groupers import SystemStreamPartition
 
@@ -158,7 +160,7 @@ class KafkaConsumer:
             try:
                 await self._admin.bounded("connect", consumer.start())
             except BaseException:
-                await stop_consumer(consumer)
+                await close_quietly(stop_consumer(consumer), self._admin.options.timeout_s)
                 raise
             self._consumer = consumer
         self._checked_at = time.monotonic()
@@ -177,4 +179,4 @@ class KafkaConsumer:
         self._closed = True
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await stop_consumer(consumer)
+            await close_quietly(stop_consumer(consumer), self._admin.options.timeout_s)
