@@ -8,6 +8,7 @@ import sqlite3
 from framework.errors import UnsupportedOperation
 from framework.systems.local.batch import (
     MAX_BATCH_RECORDS,
+    BatchColumns,
     batch_rows,
     decode_keys,
     decode_range,
@@ -77,15 +78,18 @@ def _rewrite(conn: sqlite3.Connection, stream_id: int, partition: int, run: _Run
     that range now (another process's compaction may have rewritten some) are read, so
     the new batch never overlaps one left outside."""
     first, last, drop, _ = run
-    columns: tuple[list, ...] = ([], [], [], [], [])  # type: ignore[type-arg]
+    columns: BatchColumns = ([], [], [], [], [])
+    offsets, keys, values, timestamps, headers = columns
     for (payload,) in conn.execute(
             "SELECT payload FROM batches WHERE stream_id = ? AND partition = ? AND "
             "base_offset BETWEEN ? AND ? ORDER BY base_offset",
             (stream_id, partition, first, last)).fetchall():
-        for into, column in zip(columns, decode_range(payload, -1 << 62, 1 << 62, 1 << 62),
-                                strict=True):
-            into += column
-    offsets, keys, values, timestamps, headers = columns
+        more = decode_range(payload, -1 << 62, 1 << 62, 1 << 62)
+        offsets += more[0]
+        keys += more[1]
+        values += more[2]
+        timestamps += more[3]
+        headers += more[4]
     keep = [i for i, offset in enumerate(offsets) if offset not in drop]
     conn.execute("DELETE FROM batches WHERE stream_id = ? AND partition = ? AND "
                  "base_offset BETWEEN ? AND ?", (stream_id, partition, first, last))
