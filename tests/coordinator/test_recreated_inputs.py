@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 from coordjobs import Job, keys
 
@@ -99,3 +100,47 @@ async def test_reset_offsets_refuses_while_the_job_runs(make_job: Callable[..., 
     assert done.returncode == 2
     assert f"job 'busy' is already running: its coordinator is pid {first.pid}" in done.stderr
     assert await job.stop() == 0
+
+
+async def test_a_commit_between_reading_ends_and_checking_is_not_a_truncation(
+        make_job: Callable[..., Job]) -> None:
+    """The input check reads checkpoints before the end offsets: a worker that commits
+    past the ends read a moment ago (records produced meanwhile) is no truncation."""
+    from dataclasses import replace
+
+    from framework.coordinator.process import Coordinator
+    from framework.systems.base import CommitRequest
+
+    job = make_job("commit-between", {"words": 2})
+    await job.create("words", 2)
+    await job.produce("words", keys(30), 10)
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    before = await job.checkpoints()
+
+    coordinator = Coordinator(job.config, start_workers=False)
+    await coordinator._open()
+    system = coordinator.systems["local"]
+    read_offsets = system.offsets
+
+    async def offsets_then_a_commit(stream: str) -> Any:
+        ends = await read_offsets(stream)  # the ends, then a worker's commit past them
+        await job.produce("words", keys(30), 2)
+        await system.commit(CommitRequest(job=job.config.name, epoch=checkpoint.epoch,
+                                          checkpoints=[replace(checkpoint, inputs={
+                                              ssp: offset + 20 for ssp, offset
+                                              in checkpoint.inputs.items()})]))
+        return ends
+
+    checkpoint = before["Partition 0"]
+    system.offsets = offsets_then_a_commit  # type: ignore[method-assign]
+    try:
+        await coordinator._check_inputs()
+    finally:
+        system.offsets = read_offsets  # type: ignore[method-assign]
+        for opened in coordinator.systems.values():
+            await opened.close()
+    after = await job.checkpoints()
+    assert after["Partition 0"].inputs != before["Partition 0"].inputs  # the commit landed
