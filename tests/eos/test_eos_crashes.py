@@ -183,14 +183,17 @@ async def test_a_newer_job_model_fences_a_running_worker(kafka_broker: KafkaBrok
                                                         tmp_path: Path) -> None:
     """Publishing epoch 2 (what `sampan run` does on an expansion or a restart) bumps the
     running epoch-1 worker's producer: it exits 3 without committing again, and a worker
-    of epoch 2 finishes the job exactly."""
+    of epoch 2 finishes the job exactly. Half the input is written only after the fence,
+    so the epoch-2 worker has records of its own to commit however fast epoch 1 was (when
+    all of it was written first, epoch 1 could commit everything before its fence, and the
+    test stopped the new worker while it was still starting)."""
     path = eos_job(tmp_path, kafka_broker.bootstrap)
     config = h.load(path)
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
         work = h.Workload(KEYS, stream=h.streams(config)[0])
-        await h.produce(meta, work.records(FENCING_RECORDS))
+        await h.produce(meta, work.records(FENCING_RECORDS // 2))
         with (tmp_path / "worker.log").open("ab") as log:
             old = h.start_worker(path, log)
             new = None
@@ -203,10 +206,13 @@ async def test_a_newer_job_model_fences_a_running_worker(kafka_broker: KafkaBrok
                 assert newer.epoch == model.epoch + 1
                 await publish_model(meta, config, newer)
                 assert old.wait(120) == 3
+                await h.produce(meta, work.records(FENCING_RECORDS - FENCING_RECORDS // 2))
                 new = h.start_worker(path, log)
 
                 async def finished() -> bool:
-                    return await checkpointed(meta, config) >= FENCING_RECORDS
+                    checkpoints = await meta.read_checkpoints(config.name)
+                    return ({c.epoch for c in checkpoints.values()} == {newer.epoch}
+                            and await checkpointed(meta, config) >= FENCING_RECORDS)
 
                 await h.wait_until(finished, 180, "every input committed", new)
                 assert await h.stop(new) == 0
