@@ -156,7 +156,7 @@ def newest_timestamp(payload: bytes) -> int:
     at = _HEAD.size + (8 * n if flags & SPARSE else 0)
     if not flags & TIMESTAMPS:
         return int(_I64.unpack_from(payload, at)[0])
-    return max(struct.unpack_from(f"<{n}q", payload, at))
+    return int(max(struct.unpack_from(f"<{n}q", payload, at)))
 
 
 def _format(lengths: Sequence[int]) -> str:
