@@ -64,7 +64,7 @@ async def test_a_running_job_keeps_its_input_bounded_and_stays_exact(
 
     async def trimmed() -> bool:
         sizes = await job.call(lambda s: s.partition_bytes("words"))
-        return all(0 < o for o in (await oldest(job)).values()) and all(
+        return all(o > 0 for o in (await oldest(job)).values()) and all(
             size <= 2000 for size in sizes.values())
     await job.wait(trimmed, "the input trimmed to 2,000 bytes per partition")
     assert "retention of local.words: deleted " in job.coordinator_log()

@@ -13,7 +13,6 @@ from framework.worker.state import open_task_stores, process_memory
 from groupers import SystemStreamPartition as SSP
 
 
-
 def _options_file(path: Path) -> dict[str, list[str]]:
     """RocksDB's own record of the options it opened with (its newest OPTIONS file)."""
     found: dict[str, list[str]] = {}
