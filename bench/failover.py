@@ -1,15 +1,17 @@
 """Several hosts over Kafka: failover time and records restored, with and without standbys,
 and the rebalance time when a host joins.
 
-    python -m bench.failover [--keys-per-task 100000] [--bootstrap HOST:PORT]
+    python -m bench.failover [--keys-per-task 100000] [--rounds 1] [--bootstrap HOST:PORT
+                             | --tansu]
 
 Per case: 3 hosts (1 worker each) run the per-key sum job on 6 partitions (6 tasks), the
 input holds ``keys-per-task`` keys per task, every key's sum reached; host b is SIGKILLed
 (its whole process group) and the figures come from the hosts' reports on the coordinator
 stream: kill → every task processing again (the survivors' ``resumed_ms`` at the failover
 epoch) and the records the moved tasks restored. Then an empty host d joins: start → every
-host resumed at the epoch that includes d. Without ``--bootstrap`` a tansu broker is started
-on 127.0.0.1.
+host resumed at the epoch that includes d. Rounds interleave the two cases (standbys 1, then
+0). Without ``--bootstrap`` an Apache Kafka broker (`tests/kafka_broker.py`) is started on
+127.0.0.1, or tansu with ``--tansu``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from framework.metadata import CoordinatorState
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "hosts"), str(ROOT / "tests")]
 from hostjobs import Hosts, final_state, job_file, produce, state, wait_for  # noqa: E402
-from kafka_broker import start_tansu  # noqa: E402
+from kafka_broker import start_kafka, start_tansu  # noqa: E402
 
 
 def _settled(hosts: Hosts, names: set[str], after: int) -> CoordinatorState | None:
@@ -82,16 +84,21 @@ def run_case(bootstrap: str, folder: Path, standbys: int, keys_per_task: int) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys-per-task", type=int, default=100_000)
-    parser.add_argument("--bootstrap", help="HOST:PORT of a broker (default: start tansu)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--bootstrap",
+                        help="HOST:PORT of a broker (default: start Apache Kafka)")
+    parser.add_argument("--tansu", action="store_true", help="start tansu, not Apache Kafka")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sampan-bench-failover-") as tmp:
-        broker = None if args.bootstrap else start_tansu(Path(tmp))
+        broker = None if args.bootstrap else (
+            start_tansu(Path(tmp)) if args.tansu else start_kafka(Path(tmp) / "kafka"))
         bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
         try:
-            for standbys in (1, 0):
-                figures = run_case(bootstrap, Path(tmp) / f"s{standbys}", standbys,
+            for number, standbys in ((n, s) for n in range(args.rounds) for s in (1, 0)):
+                figures = run_case(bootstrap, Path(tmp) / f"r{number}s{standbys}", standbys,
                                    args.keys_per_task)
-                print(f"standby_replicas={standbys}: kill → every task processing again "
+                print(f"round {number + 1}, standby_replicas={standbys}: kill → every task "
+                      "processing again "
                       f"{figures['failover_s']:.1f} s, records restored "
                       f"{figures['restored']:,.0f}; host join → rebalanced "
                       f"{figures['join_rebalance_s']:.1f} s", flush=True)

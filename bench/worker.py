@@ -25,13 +25,16 @@ a fresh tansu, the two workers bracketed by two runs of the hand-written orjson 
 (compared with their mean); the medians are the figures.
 
 Run: ``.venv/bin/python -m bench.worker`` (``--records N --keys K`` for a smaller run,
-``--sums-only`` for the sum job and its ceilings alone).
+``--sums-only`` for the sum job and its ceilings alone). ``--broker kafka`` runs the Kafka
+figures on Apache Kafka (`tests/kafka_broker.py`, one fresh broker per round) instead of
+tansu, and adds the restore rate from a Kafka changelog topic into RocksDB.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import random
@@ -40,7 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +58,7 @@ from bench import kafka_floor
 from bench import stores as store_bench
 from bench.systems_baseline import tansu
 from framework.config import JobConfig, load_config
+from framework.config.sections import SystemConfig
 from framework.coordinator.builder import build_job_model
 from framework.jobmodel import JobModel
 from framework.metadata import publish_model
@@ -180,13 +184,28 @@ async def _sum(config: JobConfig, records: list[ProducerRecord]) -> float:
 
 async def _local_restore(path: Path, keys: list[bytes], values: list[bytes]) -> float:
     """Changelog records/s from a local-log partition into a fresh RocksDB store."""
-    system = LocalSystem("local", path / "log")
+    return await _restore(LocalSystem("local", path / "log"), path, keys, values)
+
+
+async def _kafka_restore(bootstrap: str, path: Path, keys: list[bytes], values: list[bytes]
+                         ) -> float:
+    """Changelog records/s from a Kafka topic's partition into a fresh RocksDB store."""
+    system = open_system(SystemConfig(name="kafka", type="kafka", bootstrap=bootstrap,
+                                      client_options={"namespace": f"{path.name}."}))
+    await system.start()
+    return await _restore(system, path, keys, values)
+
+
+async def _restore(system: System, path: Path, keys: list[bytes], values: list[bytes]
+                   ) -> float:
+    """Changelog records/s from ``system``'s partition into a fresh RocksDB store (the
+    changelog is written first, not timed); closes ``system``."""
     await system.create_stream("changelog", 1, compacted=True)
     for at in range(0, len(keys), 10_000):
         await system.produce([ProducerRecord("changelog", k, v, partition=0) for k, v in
                               zip(keys[at:at + 10_000], values[at:at + 10_000], strict=True)])
     engine = RocksDBEngine(path / "store", store="bench", task="Partition 0")
-    ssp = SystemStreamPartition("local", "changelog", 0)
+    ssp = SystemStreamPartition(system.name, "changelog", 0)
     try:
         started = time.perf_counter()
         result = await restore_store(
@@ -259,8 +278,22 @@ def _median(runs: int, measure: Callable[[int], float]) -> float:
     return statistics.median(measure(run) for run in range(runs))
 
 
+@contextlib.contextmanager
+def _broker(kind: str) -> Iterator[str]:
+    """A fresh broker's bootstrap for one round: tansu, or Apache Kafka."""
+    if kind == "tansu":
+        with tansu() as bootstrap:
+            yield bootstrap
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from kafka_broker import running_kafka
+
+    with running_kafka() as cluster:
+        yield cluster.bootstrap
+
+
 def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
-        rounds: int = ROUNDS) -> Figures:
+        rounds: int = ROUNDS, broker: str = "tansu") -> Figures:
     """Measure every figure and print them with the targets (``sums_only``: the sum job
     and the ceilings only, no restore or raw-put figures).
 
@@ -277,8 +310,9 @@ def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
     work = Path(tempfile.mkdtemp(prefix="sampan-bench-worker-"))
     try:
         each: list[tuple[float, float, float, float, float, float]] = []
+        restores: list[float] = []
         for number in range(rounds):
-            with tansu() as bootstrap:
+            with _broker(broker) as bootstrap:
                 kafka_job = _job(work / f"kafka{number}", "kafka", bootstrap)
                 model = asyncio.run(_prepared(kafka_job, data))
                 _freeze()
@@ -292,23 +326,27 @@ def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
                 raw_consume = asyncio.run(_raw_consume(bootstrap, records))
                 _freeze()
                 copy, sums, orjson_after = asyncio.run(_ceilings(bootstrap, records))
+                if broker == "kafka" and not sums_only:
+                    keys_raw, values_raw = store_bench._data(records)
+                    restores.append(asyncio.run(_kafka_restore(
+                        bootstrap, work / f"kafka-restore{number}", keys_raw, values_raw)))
             orjson_mean = (orjson_before + orjson_after) / 2
             each.append((local_sum, kafka_sum, raw_consume, copy, sums, orjson_mean))
             if rounds > 1:
-                print(f"round {number + 1}: local {local_sum:,.0f}, tansu {kafka_sum:,.0f}, "
+                print(f"round {number + 1}: local {local_sum:,.0f}, {broker} {kafka_sum:,.0f}, "
                       f"orjson sum {orjson_before:,.0f} before and {orjson_after:,.0f} after "
                       f"records/s (local {local_sum / orjson_mean:.0%}, "
-                      f"tansu {kafka_sum / orjson_mean:.0%} of their mean)", flush=True)
+                      f"{broker} {kafka_sum / orjson_mean:.0%} of their mean)", flush=True)
         medians = [statistics.median(column) for column in zip(*each, strict=True)]
         local_sum, kafka_sum, raw_consume, pass_through, minimal_sum, orjson_sum = medians
         if rounds > 1:  # ratios within a round compare runs a minute apart, not ten
-            for name, index in (("local", 0), ("tansu", 1)):
+            for name, index in (("local", 0), (broker, 1)):
                 ratios = [one[index] / one[5] for one in each]
                 print(f"{name} / hand-written orjson sum, per round: "
                       f"{', '.join(f'{r:.0%}' for r in ratios)}; median "
                       f"{statistics.median(ratios):.0%}")
         if sums_only:
-            _print_sums(*medians, rounds)
+            _print_sums(*medians, rounds, broker)
             return Figures(local_sum, 0.0, kafka_sum, raw_consume, pass_through, minimal_sum,
                            orjson_sum, 0.0, 0.0)
         keys_raw, values_raw = store_bench._data(records)
@@ -322,9 +360,14 @@ def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
         shutil.rmtree(work, ignore_errors=True)
     figures = Figures(local_sum, local_restore, kafka_sum, raw_consume, pass_through,
                       minimal_sum, orjson_sum, raw_put, restore_memory)
-    _print_sums(*medians, rounds)
+    _print_sums(*medians, rounds, broker)
     print(f"restore, local changelog -> RocksDB:     {local_restore:>12,.0f} records/s "
           f"({local_restore / raw_put:.0%} of raw puts; target >= 70%)")
+    if restores:
+        kafka_restore = statistics.median(restores)
+        print(f"restore, Kafka changelog -> RocksDB:     {kafka_restore:>12,.0f} records/s "
+              f"({kafka_restore / raw_put:.0%} of raw puts; per round "
+              f"{', '.join(f'{r:,.0f}' for r in restores)})")
     print(f"restore, in-memory batches -> RocksDB:   {restore_memory:>12,.0f} records/s "
           f"({restore_memory / raw_put:.0%} of raw puts)")
     print(f"raw rocksdict batched put:               {raw_put:>12,.0f} records/s")
@@ -332,14 +375,15 @@ def run(records: int = RECORDS, keys: int = KEYS, sums_only: bool = False,
 
 
 def _print_sums(local_sum: float, kafka_sum: float, raw_consume: float, pass_through: float,
-                minimal_sum: float, orjson_sum: float, rounds: int = 1) -> None:
+                minimal_sum: float, orjson_sum: float, rounds: int = 1,
+                broker: str = "tansu") -> None:
     if rounds > 1:
         print(f"medians of {rounds} rounds:")
     print(f"sum on local (worker):                   {local_sum:>12,.0f} records/s "
           f"({local_sum / orjson_sum:.0%} of the hand-written orjson sum; target >= 60%)")
-    print(f"sum on tansu (worker):                   {kafka_sum:>12,.0f} records/s "
+    print(f"sum on {broker + ' (worker):':<33} {kafka_sum:>12,.0f} records/s "
           f"({kafka_sum / orjson_sum:.0%} of the hand-written orjson sum; target >= 60%)")
-    print(f"raw consume on tansu (aiokafka getmany): {raw_consume:>12,.0f} records/s")
+    print(f"raw consume on {broker} (aiokafka getmany): {raw_consume:>12,.0f} records/s")
     print(f"ceiling: aiokafka copy, no processing:   {pass_through:>12,.0f} records/s "
           f"({pass_through / raw_consume:.0%} of raw consume)")
     print(f"ceiling: hand-written sum, no framework: {minimal_sum:>12,.0f} records/s "
@@ -356,10 +400,13 @@ def main() -> None:
                         help="only the sum job and its ceilings (no restore, no raw puts)")
     parser.add_argument("--rounds", type=int, default=ROUNDS,
                         help="interleaved rounds of the sum job and its ceilings (medians)")
+    parser.add_argument("--broker", choices=("tansu", "kafka"), default="tansu",
+                        help="the Kafka-protocol broker of the Kafka figures: tansu, or Apache "
+                        "Kafka (tests/kafka_broker.py; adds a Kafka changelog restore)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    run(args.records, args.keys, args.sums_only, args.rounds)
+    run(args.records, args.keys, args.sums_only, args.rounds, args.broker)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ store, one output per record). A child process prepares the input, then runs one
 sampling rate, per record: CPU microseconds per record spent there.
 
 Run: ``.venv/bin/python -m bench.worker_profile --system local`` (or ``kafka``: a tansu
-broker started here); ``--records N``; ``--raw FILE`` keeps py-spy's folded stacks.
+broker started here, or with ``--broker apache-kafka`` the pinned Apache Kafka release);
+``--records N``; ``--raw FILE`` keeps py-spy's folded stacks.
 Needs ``py-spy`` (``.venv/bin/pip install py-spy``; a dev tool, not a dependency).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -67,23 +70,38 @@ def fold(raw: Path) -> Counter[str]:
     return steps
 
 
-async def _child_run(system: str, records: int, keys: int) -> None:
+@contextlib.contextmanager
+def _apache_kafka() -> Iterator[str]:
+    from bench.peers.broker import running_kafka
+
+    with running_kafka() as cluster:
+        yield cluster.bootstrap
+
+
+def _child(system: str, records: int, keys: int, broker: str) -> None:
+    """The profiled child: its broker (started outside any event loop), then the run."""
     from bench.systems_baseline import tansu
+
+    brokers = {"tansu": tansu, "apache-kafka": _apache_kafka}
+    with brokers[broker]() if system == "kafka" else _nothing() as bootstrap:
+        asyncio.run(_child_run(system, records, keys, bootstrap))
+
+
+async def _child_run(system: str, records: int, keys: int, bootstrap: str | None) -> None:
     from bench.worker import _job, _prepare, _records, _run_worker
     from framework.systems import open_system
 
     work = Path(tempfile.mkdtemp(prefix="sampan-profile-"))
-    with tansu() if system == "kafka" else _nothing() as bootstrap:
-        config = _job(work / system, system, bootstrap)
-        meta = open_system(config.system(config.metadata_system))
-        await meta.start()
-        try:
-            model = await _prepare(config, meta, _records(records, keys))
-            print("READY", flush=True)
-            sys.stdin.readline()  # the parent attached py-spy
-            _, elapsed = await _run_worker(config, model, records)
-        finally:
-            await meta.close()
+    config = _job(work / system, system, bootstrap)
+    meta = open_system(config.system(config.metadata_system))
+    await meta.start()
+    try:
+        model = await _prepare(config, meta, _records(records, keys))
+        print("READY", flush=True)
+        sys.stdin.readline()  # the parent attached py-spy
+        _, elapsed = await _run_worker(config, model, records)
+    finally:
+        await meta.close()
     shutil.rmtree(work, ignore_errors=True)
     print(f"ELAPSED {elapsed}", flush=True)
 
@@ -96,12 +114,13 @@ class _nothing:
         return None
 
 
-def profile(system: str, records: int, keys: int, rate: int, raw: Path) -> None:
+def profile(system: str, records: int, keys: int, rate: int, raw: Path,
+            broker: str = "tansu") -> None:
     """Run the child under py-spy and print the per-step table."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.worker_profile", "--child", "--system", system,
-         "--records", str(records), "--keys", str(keys)],
+         "--records", str(records), "--keys", str(keys), "--broker", broker],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         cwd=Path(__file__).resolve().parent.parent)
     assert child.stdin is not None and child.stdout is not None
@@ -134,6 +153,9 @@ def profile(system: str, records: int, keys: int, rate: int, raw: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", choices=("local", "kafka"), default="local")
+    parser.add_argument("--broker", choices=("tansu", "apache-kafka"), default="tansu",
+                        help="the Kafka broker of --system kafka (apache-kafka: the pinned "
+                             "release, tests/kafka_broker.py)")
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
@@ -141,10 +163,10 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        asyncio.run(_child_run(args.system, args.records, args.keys))
+        _child(args.system, args.records, args.keys, args.broker)
         return
     raw = args.raw or Path(tempfile.gettempdir()) / f"sampan-profile-{os.getpid()}.txt"
-    profile(args.system, args.records, args.keys, args.rate, raw)
+    profile(args.system, args.records, args.keys, args.rate, raw, args.broker)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 from framework.config import JobConfig
 from framework.errors import SampanError
 from framework.jobmodel import TaskModel
-from framework.systems.base import Checkpoint, System
+from framework.systems.base import Checkpoint, OffsetRange, System
 from groupers import SystemStreamPartition
 
 __all__ = ["InputRecreatedError", "check_inputs", "recreated_inputs", "start_positions"]
@@ -66,8 +66,12 @@ async def start_positions(
     done = dict(checkpoint.inputs) if checkpoint else {}
     positions = {}
     ends: dict[SystemStreamPartition, int] = {}
+    streams: dict[tuple[str, str], Mapping[int, OffsetRange]] = {}  # one read per stream
     for ssp in sorted(task.ssps | task.broadcast):
-        ranges = await systems[ssp.system].offsets(ssp.stream)
+        ranges = streams.get((ssp.system, ssp.stream))
+        if ranges is None:
+            ranges = streams[ssp.system, ssp.stream] = await systems[ssp.system].offsets(
+                ssp.stream)
         if ssp.partition in ranges:
             ends[ssp] = ranges[ssp.partition].end
         if ssp in done:

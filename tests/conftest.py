@@ -11,7 +11,7 @@ from kafka_broker import KafkaBroker, KafkaCluster, TansuBroker
 
 __all__ = ["kafka_broker", "kafka_cluster", "spark", "tansu_broker"]
 
-SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs",
+SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs", "bench",
         "hosts"}
 """Test folders whose tests run real processes, brokers or Spark."""
 KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "tansu_broker", "kafka_mock"}

@@ -41,6 +41,8 @@ OUTPUTS = ("attributed-clicks", "late", "ctr")
 
 def _record(stream: str, key: str, value: dict[str, Any]) -> ProducerRecord:
     ts = value.get("ts", value.get("watermark"))
+    if ts is not None and ts >= END_OF_TIME:
+        ts = None  # Kafka refuses timestamps over an hour ahead of its clock (Kafka 4 default)
     return ProducerRecord(stream, key.encode(), json.dumps(value).encode(), timestamp=ts)
 
 

@@ -41,6 +41,8 @@ START_MS = 3_600_000
 
 def _record(key: str, value: dict[str, Any]) -> ProducerRecord:
     ts = value.get("ts", value.get("watermark"))
+    if ts is not None and ts >= END_OF_TIME:
+        ts = None  # Kafka refuses timestamps over an hour ahead of its clock (Kafka 4 default)
     return ProducerRecord("page-views", key.encode(), json.dumps(value).encode(), timestamp=ts)
 
 

@@ -55,10 +55,11 @@ def add_drill_command(commands: Any) -> None:
     parser.add_argument("--rate", type=int, default=3_000, help="records produced per second")
     parser.add_argument("--partitions", type=int,
                         help="initial partitions of the expanded input (default: the "
-                        "example's; wordcount 2)")
+                        "example's, wordcount 2; host drill: 6)")
     parser.add_argument("--steps", type=int, nargs="+", metavar="N",
                         help="partition counts to expand to, in order (default: the "
-                        "example's; wordcount 4 8)")
+                        "example's, wordcount 4 8; host drill: none — with N, the input "
+                        "grows right after the kill)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--output", type=Path, help="folder for job, data, logs, report, plot "
                         "(default: a fresh temporary folder, see below)")
@@ -69,6 +70,9 @@ def add_drill_command(commands: Any) -> None:
                         help="where the streams live")
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
                         help="Kafka broker supporting CreatePartitions (with --system kafka)")
+    parser.add_argument("--guarantee", choices=["at-least-once", "exactly-once"],
+                        help="job.guarantee (default: exactly-once on the local log, "
+                        "at-least-once on Kafka; exactly-once on Kafka needs transactions)")
     parser.add_argument("--monitor-interval-ms", type=int, default=1_000,
                         help="how often the coordinator polls partition counts")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated workload")
@@ -104,7 +108,8 @@ def _host_command(args: argparse.Namespace) -> int:
     report = asyncio.run(run_host_drill(HostDrillOptions(
         bootstrap=args.bootstrap, hosts=args.hosts, standbys=args.standbys,
         records=args.records, keys=args.keys, session_timeout_ms=args.session_timeout_ms,
-        output=args.output)))
+        output=args.output, partitions=args.partitions or HostDrillOptions.partitions,
+        steps=tuple(args.steps or ()), guarantee=args.guarantee)))
     print(report.text())
     return 0 if report.ok else 1
 
@@ -124,7 +129,8 @@ def _command(args: argparse.Namespace) -> int:
         steps=tuple(args.steps) if args.steps else None,
         output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,
         monitor_interval_ms=args.monitor_interval_ms, seed=args.seed, plot=not args.no_plot,
-        verify=args.verify, input_retention_bytes=args.input_retention_bytes)
+        verify=args.verify, guarantee=args.guarantee,
+        input_retention_bytes=args.input_retention_bytes)
     report = asyncio.run(run_drill(options))
     print(report.text())
     return 0 if report.exact else 1

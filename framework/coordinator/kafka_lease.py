@@ -116,12 +116,13 @@ class KafkaCoordinatorLease:
         session = max(6000, self.ttl_ms)
         self._consumer = AIOKafkaConsumer(
             **options.client_kwargs(self.system.bootstrap),
-            group_id=f"__sampan-{self.job}-coordinators", enable_auto_commit=False,
+            group_id=options.named(f"__sampan-{self.job}-coordinators"),
+            enable_auto_commit=False,
             session_timeout_ms=session, heartbeat_interval_ms=max(1000, session // 3),
             rebalance_timeout_ms=session, max_poll_interval_ms=max(session * 3, 30000),
             partition_assignment_strategy=(_lease_assignor(self._holds, self.holder.since_ms),))
         await self._consumer.start()
-        self._consumer.subscribe([self.topic], listener=self._listener)
+        self._consumer.subscribe([self.system.admin.topic(self.topic)], listener=self._listener)
         deadline = time.monotonic() + 3 * session / 1000 + 30
         waited = False
         while True:

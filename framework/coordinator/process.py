@@ -118,10 +118,13 @@ class Coordinator:
         try:
             await self._open()
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
+            self.supervisor.config_snapshot = snapshot_config(self.config)
             ttl = self.config.coordinator.lease_timeout_ms
             if isinstance(self.meta, LeaseStore):
                 self.lease = CoordinatorLease(self.meta, self.config.name, ttl)
             else:  # Kafka: the lease is membership of the job's coordinators' group
+                if self.start_workers:  # workers start up while the group join waits
+                    await self.supervisor.prepare(self.config.workers)
                 await ensure_coordinator_stream(self.meta, self.config)
                 self.lease = KafkaCoordinatorLease(
                     self.meta, self.config.name,
@@ -134,7 +137,6 @@ class Coordinator:
             if shared:
                 log.warning("%s", shared)
             self._write_run_file("running")
-            self.supervisor.config_snapshot = snapshot_config(self.config)
             self._job_file_stat = _stat(self.config.path)
             state = await read_state(self.meta, self.config)
             # Expansions carry over; a refusal, error or edit is re-detected by this run.
@@ -168,6 +170,7 @@ class Coordinator:
                 if background is not None:  # its error is logged: never masks why we stop
                     await cancel_and_wait(background, what)
             await self.supervisor.stop()
+            await self.supervisor.discard_prepared()
             self.metrics.close()
             if isinstance(failed, Exception):
                 self.status.error = str(failed)
@@ -404,7 +407,12 @@ class Coordinator:
                     log.info("compacted %s: dropped %d superseded records", stream, dropped)
 
     async def _check_inputs(self) -> None:
-        """Refuse to go on when an input went back in time (`framework.inputs_check`)."""
+        """Refuse to go on when an input went back in time (`framework.inputs_check`).
+
+        Checkpoints are read before the ends: workers commit meanwhile, and a checkpoint
+        read after an end could be past it without anything having gone back.
+        """
+        checkpoints = await self.meta.read_checkpoints(self.config.name)
         ends: dict[SystemStreamPartition, int] = {}
         for qualified in self._all_inputs():
             stream = self.config.stream(qualified)
@@ -465,6 +473,8 @@ class Coordinator:
         what = ", ".join([*([f"expansion {described}"] if described else []),
                           *(f"{'hold' if s in plan.holds else 'release'} {s}" for s in held)])
         log.info("%s; stopping workers", what)
+        if self.start_workers:  # the next epoch's workers start up while these stop
+            await self.supervisor.prepare(self.config.workers)
         await self.supervisor.stop()
         stopped = _now_ms()
         holds = await self.settle_holds(plan.holds, self.model)

@@ -98,6 +98,7 @@ class _Worker:
     process: asyncio.subprocess.Process
     started: float
     log_file: IO[bytes] | None
+    prepared: bool = False
     waiter: asyncio.Task[int] | None = field(default=None, repr=False)
 
 
@@ -140,6 +141,8 @@ class Supervisor:
         self.stuck: StuckWorker | None = None
         """The last worker the task watchdog stopped: worker, detail, at_ms (for status)."""
         self.workers: dict[int, _Worker] = {}
+        self.prepared: dict[int, _Worker] = {}
+        """Worker processes started ahead (`prepare`), connected and waiting to be told to go."""
         self.restarts = 0
         self.fencings = 0
         """Workers that exited fenced by a newer job model (for metrics)."""
@@ -149,10 +152,58 @@ class Supervisor:
         """The file holding worker ``worker_id``'s log."""
         return self.log_dir / f"worker-{worker_id}.log"
 
+    async def prepare(self, count: int) -> None:
+        """Start workers 0..count-1 ahead: each imports, connects and waits (`start` tells
+        it to go; `discard_prepared` or the coordinator's exit lets it end unused).
+
+        Their start-up then overlaps what comes before `start` — the coordinator's lease
+        and model at start, the old workers' stop and the new model at an expansion —
+        instead of following it."""
+        for worker_id in range(count):
+            if worker_id not in self.prepared:
+                self.prepared[worker_id] = await self._launch(worker_id, prepared=True)
+
+    async def discard_prepared(self) -> None:
+        """End every prepared worker unused. It has written nothing: SIGTERM ends it where
+        it is (still importing, or waiting), without waiting for it to get ready."""
+        prepared, self.prepared = self.prepared, {}
+        for worker in prepared.values():
+            if worker.process.stdin is not None:
+                worker.process.stdin.close()
+            if worker.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.send_signal(signal.SIGTERM)
+        for worker in prepared.values():
+            assert worker.waiter is not None
+            try:
+                await asyncio.wait_for(asyncio.shield(worker.waiter), self.stop_timeout_s)
+            except TimeoutError:
+                worker.process.kill()
+                await worker.waiter
+            self._close_log(worker)
+
     async def _spawn(self, worker_id: int) -> None:
+        worker = self.prepared.pop(worker_id, None)
+        if worker is not None and worker.process.returncode is None and worker.process.stdin:
+            try:
+                worker.process.stdin.write(b"go\n")
+                await worker.process.stdin.drain()
+                worker.process.stdin.close()
+            except (BrokenPipeError, ConnectionResetError):  # it died meanwhile
+                worker = None
+        else:
+            worker = None
+        if worker is None:
+            worker = await self._launch(worker_id, prepared=False)
+        worker.started = time.monotonic()
+        self.workers[worker_id] = worker
+        log.info("started worker %d (pid %d%s)", worker_id, worker.process.pid,
+                 ", prepared" if worker.prepared else "")
+
+    async def _launch(self, worker_id: int, *, prepared: bool) -> _Worker:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_file = None
-        extra: list[str] = []
+        extra: list[str] = ["--wait-for-go"] if prepared else []
         if self.config_snapshot is not None:
             extra += ["--config-snapshot", str(self.config_snapshot)]
         if self.tee:
@@ -163,14 +214,14 @@ class Supervisor:
             sys.executable, "-m", *(self.command(worker_id) if self.command else [
                 "framework.cli", "worker", str(self.job_file), "--worker", str(worker_id)]),
             *extra,
+            stdin=asyncio.subprocess.PIPE if prepared else None,
             stdout=log_file, stderr=log_file,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             env={**os.environ, "PYTHONUNBUFFERED": "1", NOTICES_GIVEN_ENV: "1"},
         )
-        worker = _Worker(worker_id, process, time.monotonic(), log_file)
+        worker = _Worker(worker_id, process, time.monotonic(), log_file, prepared=prepared)
         worker.waiter = asyncio.ensure_future(process.wait())
-        self.workers[worker_id] = worker
-        log.info("started worker %d (pid %d)", worker_id, process.pid)
+        return worker
 
     async def start(self, count: int, first: int = 0) -> None:
         """Start workers first..first+count-1."""

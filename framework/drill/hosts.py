@@ -5,12 +5,16 @@ records of known truth, SIGKILLs one host's whole process group while the surviv
 processing, and reports from the hosts' reports on the coordinator stream: kill → the
 group's next model, kill → every task resumed, the records the moved tasks restored (with
 ``--standbys N`` only the standbys' gap, with 0 all of it) and the verification of every
-key against the truth. It needs no CreatePartitions, so it runs on tansu too.
+key against the truth. It needs no CreatePartitions, so it runs on tansu too — unless
+``--steps`` asks it to also expand the input while the killed host is down (CreatePartitions
+at once after the kill, and the last records written under the new count, before the
+failover model).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import time
 from collections import Counter
@@ -47,6 +51,10 @@ class HostDrillOptions:
     keys: int = 600
     session_timeout_ms: int = 6000
     output: Path | None = None
+    steps: tuple[int, ...] = ()
+    """Partition counts the input is expanded to, in order, right after the kill."""
+    guarantee: str | None = None
+    """``job.guarantee`` (None: the default on Kafka, at-least-once)."""
     timeout_s: float = 180.0
     """How long each phase (settling, failover, catch-up) may take."""
 
@@ -56,8 +64,12 @@ class HostDrillOptions:
         if not 0 <= self.standbys < self.hosts:
             raise ConfigError(f"--standbys {self.standbys}: must be 0 … hosts-1 "
                               f"({self.hosts - 1})")
-        if self.records < 2 or self.keys < 1 or self.partitions < 1:
-            raise ConfigError("--records must be ≥ 2, --keys and --partitions ≥ 1")
+        if self.records < 4 or self.keys < 1 or self.partitions < 1:
+            raise ConfigError("--records must be ≥ 4, --keys and --partitions ≥ 1")
+        counts = (self.partitions, *self.steps)
+        if any(b <= a for a, b in itertools.pairwise(counts)):
+            raise ConfigError(f"--steps must grow from --partitions {self.partitions}: "
+                              f"{' → '.join(map(str, counts))}")
 
 
 @dataclass
@@ -65,7 +77,13 @@ class HostDrillReport:
     options: HostDrillOptions
     output: Path
     killed: str = ""
+    killed_after: int = 0
+    """Records produced when the host was killed."""
     moved: list[str] = field(default_factory=list)
+    expansions: list[str] = field(default_factory=list)
+    """The input's changes made while the host was down (``kafka.<in> 2→4``)."""
+    reason: str = ""
+    """Why the leader built the failover model (its ``reason``)."""
     detected_s: float = 0.0
     """Kill → the model without the killed host published (the session timeout)."""
     resumed_s: float = 0.0
@@ -93,7 +111,10 @@ class HostDrillReport:
             f"worker, {o.partitions} tasks, standby_replicas = {o.standbys}, "
             f"session timeout {o.session_timeout_ms} ms",
             f"  {o.records:,} records over {o.keys:,} keys; host {self.killed} SIGKILLed "
-            f"(process group) after {o.records // 2:,}, its tasks {', '.join(self.moved)}",
+            f"(process group) after {self.killed_after:,}, its tasks {', '.join(self.moved)}",
+            *([f"  input expanded while {self.killed} was down: "
+               + ", ".join(self.expansions) + f"; failover model: {self.reason}"]
+              if o.steps else []),
             f"  kill → failover model: {self.detected_s:.2f} s; kill → every task resumed: "
             f"{self.resumed_s:.2f} s",
             f"  restored at failover: {self.restored:,} changelog records (a full restore of "
@@ -194,8 +215,10 @@ async def run_host_drill(options: HostDrillOptions) -> HostDrillReport:
 
 async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillReport:
     name = f"drill-hosts-{os.getpid()}-{int(time.time())}"
+    extra = f'guarantee = "{options.guarantee}"\n' if options.guarantee else ""
     job = write_job(output / "job", options.bootstrap, name, partitions=options.partitions,
-                    standbys=options.standbys, session_timeout_ms=options.session_timeout_ms)
+                    standbys=options.standbys, session_timeout_ms=options.session_timeout_ms,
+                    extra=extra)
     config = load_config(job)
     report = HostDrillReport(options, output, guarantee=config.guarantee)
     hosts = HostProcesses(job, output)
@@ -220,14 +243,38 @@ async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillRe
                 return all(not any(r.replica_gaps.values())
                            for r in (await _state(config)).hosts.values())
             await _wait("the standbys caught up", current, hosts, limit)
-        report.killed = killed = "h2"
-        report.moved = list((await _state(config)).hosts[killed].active)
-        await _produce(config, truth, half, options.records - half, options.keys)
+        state = await _state(config)
+        report.killed = killed = _victim(state, sorted(names))
+        report.moved = list(state.hosts[killed].active)
+        # With --steps the last quarter is written after the expansion (new partitions).
+        before_kill = options.records - (options.records // 4 if options.steps else 0)
+        await _produce(config, truth, half, before_kill - half, options.keys)
+        report.killed_after = before_kill
         killed_ms = time.time() * 1000
         hosts.kill(killed)
-        after = await _wait(f"failover of {killed}'s tasks",
-                            _settled(config, names - {killed}, before.model.epoch), hosts, limit)
+        stream = config.inputs[0].split(".", 1)[1]
+
+        async def expand(system: System) -> None:
+            for count in options.steps:
+                await system.expand_stream(stream, count)
+        await _opened(config, expand)
+        if options.steps:
+            await _produce(config, truth, before_kill, options.records - before_kill,
+                           options.keys)
+        final = options.steps[-1] if options.steps else options.partitions
+        epoch = before.model.epoch
+
+        async def failed_over() -> CoordinatorState | None:
+            found = settled(await _state(config), names - {killed}, epoch)
+            grown = found is not None and found.model is not None and (
+                found.model.partition_counts.get(config.inputs[0]) == final)
+            return found if grown else None
+        after = await _wait(f"failover of {killed}'s tasks", failed_over, hosts, limit)
         assert after.model is not None
+        counts = (options.partitions, *options.steps)
+        report.expansions = [f"{config.inputs[0]} {a}→{b}"
+                             for a, b in itertools.pairwise(counts)]
+        report.reason = after.model.reason
         report.detected_s = (after.model.created_ms - killed_ms) / 1000
         survivors = [after.hosts[n] for n in sorted(names - {killed})]
         report.resumed_s = (max(r.resumed_ms or 0 for r in survivors) - killed_ms) / 1000
@@ -246,3 +293,9 @@ async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillRe
         return report
     finally:
         hosts.stop_all()
+
+
+def _victim(state: CoordinatorState, names: list[str]) -> str:
+    """The host to kill: ``h2`` when it runs active tasks, else the first one that does."""
+    active = [n for n in names if n in state.hosts and state.hosts[n].active]
+    return "h2" if "h2" in active else active[0]

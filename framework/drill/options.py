@@ -41,6 +41,9 @@ class DrillOptions:
     seed: int = 7
     catch_up_timeout_s: float = 120.0
     plot: bool = True
+    guarantee: str | None = None
+    """``job.guarantee`` of the drilled job (None: the example's, or the system's default:
+    exactly-once on the local log, at-least-once on Kafka)."""
     verify: str = "exact"
     """``exact``: the example's own checker; ``spark``: also recompute the result in Spark
     from the streams (`framework.spark.verify`) — an independent oracle."""

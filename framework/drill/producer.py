@@ -13,8 +13,11 @@ TICK_S = 0.05
 
 class PacedProducer:
     """Writes ``records`` of ``scenario``'s workload at ``rate`` records per second, never
-    past ``allowed`` (the drill's next expansion point: a producer that fell behind on a
-    busy machine catches up in a burst, which must not run past the expansion)."""
+    past ``allowed``: the drill's next expansion point, where it expands the stream, so every
+    record is placed by a partition count the drill's own system has seen (none is written
+    with the old count after the expansion, as by a producer with stale metadata), and a
+    producer that fell behind on a busy machine never bursts past it. Held there, it paces
+    again from where it stood once ``allowed`` grows."""
 
     def __init__(self, system: System, scenario: Scenario, *, records: int, rate: int) -> None:
         self.system = system
@@ -26,11 +29,14 @@ class PacedProducer:
 
     async def run(self) -> None:
         """Produce everything, pacing to the rate; returns when all records are written."""
-        start = time.monotonic()
+        start, base = time.monotonic(), self.produced
         while self.produced < self.records:
-            due = min(self.records, self.allowed,
-                      int((time.monotonic() - start) * self.rate) + 1)
-            if due > self.produced:
-                await self.system.produce(self.scenario.records(due - self.produced))
-                self.produced = due
+            if self.produced >= self.allowed:  # held: pace again from where it stands
+                start, base = time.monotonic(), self.produced
+            else:
+                due = min(self.records, self.allowed,
+                          base + int((time.monotonic() - start) * self.rate) + 1)
+                if due > self.produced:
+                    await self.system.produce(self.scenario.records(due - self.produced))
+                    self.produced = due
             await asyncio.sleep(TICK_S)

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import logging
 import math
+import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -168,7 +169,8 @@ async def _drill_in(options: DrillOptions, output: Path) -> DrillReport:
         raise ConfigError(f"--steps must grow from {initial} partitions: "
                           f"{' → '.join(map(str, (initial, *steps)))}")
     config = load_config(render_job(options.example, options, output / "job",
-                                    initial_partitions=initial, expand=scenario.expand))
+                                    initial_partitions=initial, expand=scenario.expand,
+                                    namespace=kafka_namespace(options)))
     system = open_system(config.system(config.metadata_system))
     await system.start()
     try:
@@ -211,6 +213,14 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
     return report
 
 
+def kafka_namespace(options: DrillOptions) -> str:
+    """The drill's own namespace on a Kafka broker (``drill-<example>-<random>.``), so drills
+    of one example — whose stream and job names are fixed — can share a broker."""
+    if options.system != "kafka":
+        return ""
+    return f"drill-{options.example}-{secrets.token_hex(4)}."
+
+
 async def _create_streams(system: System, scenario: Scenario, initial: int,
                           steps: tuple[int, ...], output: Path) -> None:
     """The scenario's streams, in an empty output; refuses early if expansion is impossible."""
@@ -218,8 +228,12 @@ async def _create_streams(system: System, scenario: Scenario, initial: int,
     if steps:
         await _probe_expansion(system, output.name)
     existing = await system.list_streams()
-    if set(streams) & set(existing):
-        raise DrillError(f"{output} already holds a drill's streams; pick an empty --output")
+    if clash := sorted(set(streams) & set(existing)):
+        namespace = getattr(getattr(system, "options", None), "namespace", None)
+        where = (str(output) if namespace is None else
+                 f"namespace {namespace!r} of Kafka at {getattr(system, 'bootstrap', '?')}")
+        raise DrillError(f"{where} already holds a drill's streams ({', '.join(clash)}); "
+                         "pick an empty --output")
     for stream, partitions in streams.items():
         await system.create_stream(stream, partitions)
 
@@ -236,6 +250,7 @@ class _DrillRun:
         self.timeline = Timeline()
         self.producer = PacedProducer(system, scenario, records=options.records,
                                       rate=options.rate)
+        self.producer.allowed = 0  # `produce_until` says how far
         self.sampler = asyncio.create_task(
             sample_forever(system, config, self.timeline, lambda: self.producer.produced))
         self.progress = _Progress()

@@ -131,8 +131,13 @@ def _rename(value: Any, system: str) -> Any:
 
 
 def render_job(name: str, options: Any, folder: Path, *, initial_partitions: int,
-               expand: str) -> Path:
-    """Copy example ``name`` into ``folder`` with its job file rewritten for the drill."""
+               expand: str, namespace: str = "") -> Path:
+    """Copy example ``name`` into ``folder`` with its job file rewritten for the drill.
+
+    On Kafka every topic, group and transactional id of the drill is put in ``namespace``
+    (`KafkaOptions.namespace`): a broker holds the streams of every drill run on it, and
+    the examples' stream and job names are fixed.
+    """
     job_file = getattr(options, "job_file", "job.toml")
     source = example_dir(name, job_file, _options_folder(options))
     folder.mkdir(parents=True, exist_ok=True)
@@ -145,9 +150,14 @@ def render_job(name: str, options: Any, folder: Path, *, initial_partitions: int
     job["workers"] = options.workers
     job["commit_interval_ms"] = options.commit_interval_ms
     job["expansion"] = "regroup" if options.naive else "fixed-tasks"
+    if getattr(options, "guarantee", None):
+        job["guarantee"] = options.guarantee
     document.setdefault("coordinator", {})["monitor_interval_ms"] = options.monitor_interval_ms
     if options.system == "kafka":
-        document["systems"] = {"local": {"type": "kafka", "bootstrap": options.bootstrap}}
+        kafka: dict[str, Any] = {"type": "kafka", "bootstrap": options.bootstrap}
+        if namespace:
+            kafka["client_options"] = {"namespace": namespace}
+        document["systems"] = {"local": kafka}
     else:
         document["systems"] = {"local": {"type": "local", "path": "data"}}
     streams = document.setdefault("streams", {})

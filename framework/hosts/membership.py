@@ -182,14 +182,14 @@ class Membership:
         kwargs["request_timeout_ms"] = self.request_timeout_ms = max(
             kwargs.get("request_timeout_ms", 0), max(session, self.rebalance_timeout_ms) + 5000)
         self._consumer = AIOKafkaConsumer(
-            **kwargs, group_id=group_id(self.job),
+            **kwargs, group_id=self.system.options.named(group_id(self.job)),
             enable_auto_commit=False, session_timeout_ms=session,
             heartbeat_interval_ms=max(300, session // 4),
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             max_poll_interval_ms=max(self.rebalance_timeout_ms * 3, 60000),
             partition_assignment_strategy=(_assignor(self._round),))
         await self._consumer.start()
-        self._consumer.subscribe([self.topic], listener=self._listener)
+        self._consumer.subscribe([self.system.admin.topic(self.topic)], listener=self._listener)
 
     async def poll(self, timeout_ms: int = 200) -> None:
         """Stay in the group (and run any rebalance); never reads records."""

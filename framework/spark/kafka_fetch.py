@@ -137,7 +137,7 @@ class _Fetcher:
 
     def __init__(self, system: KafkaSystem, stream: str, partition: int) -> None:
         self.system = system
-        self.tp = TopicPartition(stream, partition)
+        self.tp = TopicPartition(system.admin.topic(stream), partition)
         self.where = f"{system.name}.{stream}[{partition}] at {system.bootstrap}"
         self.timeout_s = system.options.timeout_s + MAX_WAIT_MS / 1000
         self.client = AIOKafkaClient(**system.options.client_kwargs(system.bootstrap))

@@ -43,7 +43,7 @@ from framework.errors import StoreError
 from framework.progress import Progress, ProgressFactory, Reporter
 from framework.stores.base import BulkLoadable, ChangelogPosition, PairWriter, StoreEngine
 from framework.systems.base import ColumnReader, Record, System
-from framework.systems.reading import read_range
+from framework.systems.reading import read_columns_range
 from groupers import SystemStreamPartition
 
 __all__ = [
@@ -365,10 +365,10 @@ class _Applier:
 def changelog_reader(
     system: System, ssp: SystemStreamPartition, end: int, *, batch_size: int = 10_000
 ) -> Fetch:
-    """A `Fetch` reading ``ssp`` of ``system`` up to ``end``, for `restore_store`.
-
-    Uses `framework.systems.reading.read_range`, which also stops correctly when
-    compaction removed the records at the tail of the range.
+    """A `Fetch` reading ``ssp`` of ``system`` up to ``end``, for `restore_store`, as
+    plain columns: the local log's `ColumnReader`, else the system's consumer through
+    `framework.systems.reading.read_columns_range` (Kafka: no `Record` per changelog
+    record), which also stops correctly when compaction removed the tail of the range.
     """
 
     size = max(batch_size, READ_BATCH)
@@ -376,7 +376,7 @@ def changelog_reader(
     def fetch(start: int) -> AsyncIterator[Sequence[Record] | RecordColumns]:
         if isinstance(system, ColumnReader):  # the local log: plain columns, no Records
             return read_ahead(_columns(system.read_columns, ssp, start, end, size))
-        return read_ahead(read_range(system, ssp, start, end, size))
+        return read_ahead(_consumed_columns(system, ssp, start, end, size))
 
     return fetch
 
@@ -394,6 +394,14 @@ async def _columns(
             return  # compaction removed the rest of the range
         yield RecordColumns(offsets, keys, values)
         position = offsets[-1] + 1
+
+
+async def _consumed_columns(
+    system: System, ssp: SystemStreamPartition, start: int, end: int, batch_size: int,
+) -> AsyncIterator[RecordColumns]:
+    async for offsets, keys, values in read_columns_range(system, ssp, start, end,
+                                                          batch_size):
+        yield RecordColumns(offsets, keys, values)
 
 
 async def read_ahead(source: AsyncIterator[_Batch]) -> AsyncIterator[_Batch]:

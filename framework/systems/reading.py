@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
-from framework.systems.base import Record, System
+from framework.systems.base import FetchedRecord, Record, System, as_record
 from groupers import SystemStreamPartition
+
+__all__ = ["read_columns_range", "read_range"]
+
+Columns = tuple[list[int], list[bytes | None], list[bytes | None]]
+"""(offsets, keys, values) of a batch, in offset order."""
 
 
 async def read_range(
@@ -16,15 +21,38 @@ async def read_range(
     Stops at ``end`` even while producers keep writing; offsets dropped by compaction
     are simply absent.
     """
+    partition = ssp.partition
+    async for fetched in _read_fetched(system, ssp, start, end, batch, raw=False):
+        yield [as_record(partition, record) for record in fetched]
+
+
+async def read_columns_range(
+    system: System, ssp: SystemStreamPartition, start: int, end: int, batch: int = 10_000
+) -> AsyncIterator[Columns]:
+    """`read_range` as plain (offsets, keys, values) columns, without a `Record` per row:
+    what a restore reads from a system that is not a `ColumnReader` (Kafka)."""
+    async for fetched in _read_fetched(system, ssp, start, end, batch, raw=True):
+        yield ([record.offset for record in fetched], [record.key for record in fetched],
+               [record.value for record in fetched])
+
+
+async def _read_fetched(
+    system: System, ssp: SystemStreamPartition, start: int, end: int, batch: int, *,
+    raw: bool,
+) -> AsyncIterator[Sequence[FetchedRecord]]:
+    """The fetched records of ``ssp`` in ``[start, end)``; with ``raw`` as the consumer's
+    ``fetch_raw`` returns them where it has one (Kafka: aiokafka's own records, no copy)."""
     if start >= end:
         return
     consumer = system.consumer()
+    fetch: Callable[[int, int], Awaitable[Mapping[SystemStreamPartition,
+                                                  Sequence[FetchedRecord]]]]
+    fetch = getattr(consumer, "fetch_raw", consumer.fetch) if raw else consumer.fetch
     try:
         consumer.assign({ssp: start})
         position = start
         while position < end:
-            fetched = await consumer.fetch(max_records=batch, timeout_ms=200)
-            records = fetched.get(ssp, ())
+            records = (await fetch(batch, 200)).get(ssp, ())
             if not records:
                 # Compaction can leave the tail below `end` empty; re-check the real end.
                 ranges = await system.offsets(ssp.stream)
@@ -32,11 +60,14 @@ async def read_range(
                 if current is None or position >= current.end:
                     return
                 continue
-            wanted = [r for r in records if r.offset < end]
-            if wanted:
-                yield wanted
-            position = records[-1].offset + 1
-            if len(wanted) < len(records):
+            last = records[-1].offset
+            if last < end:
+                yield records
+            else:
+                wanted = [r for r in records if r.offset < end]
+                if wanted:
+                    yield wanted
                 return
+            position = last + 1
     finally:
         await consumer.close()

@@ -9,7 +9,7 @@ import os
 import time
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from framework.api import StreamTask
@@ -97,8 +97,12 @@ class Worker:
         *,
         model: JobModel | None = None,
         stop: asyncio.Event | None = None,
+        go: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.config = config
+        self.go = go
+        """A prepared worker (`sampan run` starts it ahead): once its systems are open it
+        awaits ``go()`` — True: load the model and run; False: exit at once, unused."""
         self.worker_id = worker_id
         self.model = model
         self.stop = stop or asyncio.Event()
@@ -128,8 +132,11 @@ class Worker:
     async def run(self) -> WorkerResult:
         """Open everything, loop until stopped, commit and close; returns a summary."""
         try:
-            started_ms = _now_ms()
             task_class = load_task_class(self.config)  # a bad job.task fails before any I/O
+            await self._open_systems()
+            if self.go is not None and not await self._wait_for_go():
+                return WorkerResult(0, 0, 0, 0, 0, "not needed")
+            started_ms = _now_ms()
             model = await self._load()
             await self.metrics.attach(self, model.epoch, started_ms)
             try:
@@ -184,7 +191,7 @@ class Worker:
         await publish_worker_report(self.systems[self.config.metadata_system], self.config,
                                     self.worker_id, report)
 
-    async def _load(self) -> JobModel:
+    async def _open_systems(self) -> None:
         names = {self.config.metadata_system} | {
             self.config.stream(s).system
             for s in (*self.config.inputs, *self.config.broadcast_inputs)}
@@ -192,6 +199,22 @@ class Worker:
             system = open_system(self.config.system(name))
             await system.start()
             self.systems[name] = system
+
+    async def _wait_for_go(self) -> bool:
+        """Whether the prepared worker is to run: ``go()``, unless stopped first."""
+        assert self.go is not None
+        told = asyncio.ensure_future(self.go())
+        stopped = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait((told, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if not told.done():
+            told.cancel()
+            return False
+        return told.result()
+
+    async def _load(self) -> JobModel:
         meta = self.systems[self.config.metadata_system]
         model = self.model or await read_latest_model(meta, self.config)
         if model is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("coordjobs")
+pytest.register_assert_rewrite("coordjobs", "kafkajobs")
 
 from coordjobs import Job  # noqa: E402
 

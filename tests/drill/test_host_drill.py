@@ -1,5 +1,6 @@
-"""`sampan drill --system kafka --hosts 3 --kill-host` end to end on tansu: 3 host process
-groups, one SIGKILLed mid-run, its tasks resumed on the survivors from their standbys."""
+"""`sampan drill --system kafka --hosts 3 --kill-host` end to end on real Kafka: 3 host process
+groups, one SIGKILLed mid-run, its tasks resumed on the survivors from their standbys; with
+``--steps`` the input also expands while that host is down."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_host_drill_kills_a_host_and_every_key_is_exact(kafka_broker: Any,
     assert verdict is not None, text
     if verdict.group(2) is not None:
         assert int(verdict.group(2)) + int(verdict.group(3)) == 120
-    killed = re.search(r"host (h\d) SIGKILLed \(process group\) after 2,000, its tasks (.+)",
+    killed = re.search(r"host (h\d) SIGKILLed \(process group\) after 4,000, its tasks (.+)",
                        text)
     assert killed is not None and killed.group(1) == "h2", text
     moved = killed.group(2).split(", ")
@@ -45,6 +46,30 @@ def test_host_drill_kills_a_host_and_every_key_is_exact(kafka_broker: Any,
     assert {p.name for p in out.glob("data-h*")} == {"data-h1", "data-h2", "data-h3"}
     assert "left the group" not in (out / "host-h2.log").read_text()
     assert "left the group" in (out / "host-h1.log").read_text()
+
+
+def test_host_drill_expands_the_input_while_a_host_is_down(kafka_broker: Any,
+                                                           tmp_path: Path) -> None:
+    """2 → 4 partitions (CreatePartitions) right after the SIGKILL, a quarter of the records
+    written under 4: one failover model applies both, and every key is exact (exactly-once)."""
+    out = tmp_path / "drill"
+    done = subprocess.run(
+        [sys.executable, "-m", "framework.cli", "drill", "--system", "kafka", "--bootstrap",
+         kafka_broker.bootstrap, "--hosts", "3", "--kill-host", "--standbys", "1",
+         "--records", "4000", "--keys", "120", "--partitions", "2", "--steps", "4",
+         "--guarantee", "exactly-once", "--output", str(out)],
+        capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    text = done.stdout
+    assert "verdict: OK — all 120 keys exact against the truth" in text, text
+    killed = re.search(r"host (h\d) SIGKILLed \(process group\) after 3,000, its tasks "
+                       r"(Partition \d)\n", text)
+    assert killed is not None, text
+    grown = re.search(rf"input expanded while {killed.group(1)} was down: "
+                      r"kafka\.drill-hosts-\d+-\d+-in 2→4; failover model: .*expansion "
+                      r"kafka\.drill-hosts-\d+-\d+-in 2→4", text)
+    assert grown is not None, text
+    assert "2 tasks, standby_replicas = 1" in text
 
 
 def test_host_drill_refuses_without_kafka(tmp_path: Path) -> None:

@@ -12,15 +12,19 @@ from kafka_mock import MockCluster, transaction_cases
 from framework.errors import UnsupportedOperation
 from framework.systems.kafka.fencing import fence_producer
 from framework.systems.kafka.system import KafkaSystem
-from framework.systems.reading import read_range
+from framework.systems.reading import read_columns_range, read_range
 from groupers import SystemStreamPartition
 
 
 async def _read(system: KafkaSystem, topic: str) -> list[tuple[int, bytes | None]]:
     end = (await system.offsets(topic))[0].end
     ssp = SystemStreamPartition(system.name, topic, 0)
-    return [(r.offset, r.value) async for batch in read_range(system, ssp, 0, end)
-            for r in batch]
+    records = [(r.offset, r.value) async for batch in read_range(system, ssp, 0, end)
+               for r in batch]
+    columns = [pair async for offsets, _, values in read_columns_range(system, ssp, 0, end)
+               for pair in zip(offsets, values, strict=True)]
+    assert columns == records  # a restore's column reads see what record reads see
+    return records
 
 
 async def test_readers_see_committed_transactions_only(kafka_mock: MockCluster) -> None:

@@ -1,4 +1,4 @@
-"""Helpers of the several-hosts tests: a sum job on tansu, host processes, truth, state.
+"""Helpers of the several-hosts tests: a sum job on Kafka, host processes, truth, state.
 
 Every host is `sampan run JOB --host NAME --data-dir DIR` in its own session (process group)
 with its own state folder; a test kills a host by killing its whole process group.

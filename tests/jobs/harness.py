@@ -79,13 +79,14 @@ class Workload:
     keys: int
     seed: int = 7
     stream: str = "events"
+    key_prefix: str = "key"
     amounts: dict[str, list[int]] = field(default_factory=dict)
 
     def records(self, count: int) -> list[ProducerRecord]:
         rng = random.Random(f"{self.seed}-{sum(map(len, self.amounts.values()))}")
         batch = []
         for _ in range(count):
-            key = f"key-{rng.randrange(self.keys):05d}"
+            key = f"{self.key_prefix}-{rng.randrange(self.keys):05d}"
             amount = rng.randint(1, 9)
             seen = self.amounts.setdefault(key, [])
             seen.append(amount)

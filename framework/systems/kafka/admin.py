@@ -8,6 +8,7 @@ of a hang, and a missing broker feature becomes `UnsupportedOperation` at once.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -38,7 +39,7 @@ from framework.errors import (
 from framework.systems.base import OffsetRange
 from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord
 
-__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions"]
+__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions", "stop_consumer"]
 
 T = TypeVar("T")
 
@@ -54,6 +55,24 @@ UNREACHABLE = (
 _CONNECTION_KEYS = ("security_protocol", "sasl_mechanism", "sasl_plain_username",
                     "sasl_plain_password")
 _POLL_S = 0.05
+_NAMESPACE = re.compile(r"[A-Za-z0-9._-]{0,200}")
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """``consumer.stop()``, finished when aiokafka leaks a cancellation of its own.
+
+    aiokafka 0.14's ``Fetcher.close`` cancels the fetches in flight and awaits them without
+    catching their CancelledError: a fetch retrying after a timed-out request then ends
+    ``stop()`` with a CancelledError nobody asked for, before the client is closed. That
+    one is absorbed and the client closed; a cancellation of the caller still propagates.
+    """
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        await consumer._client.close()
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,13 @@ class KafkaOptions:
     quarter of its time; 4 MiB halved that (a response stays under aiokafka's 50 MiB
     ``fetch_max_bytes`` whatever the partition count)."""
 
+    namespace: str = ""
+    """Prepended to every name sampan gives the cluster: each stream's topic (stream
+    ``words`` is topic ``<namespace>words``), the job's consumer groups and its
+    transactional ids. Topics outside the namespace are invisible to the system, so jobs
+    (and drills) using the same stream and job names share a cluster under distinct
+    namespaces. Default none: streams are the topics of the same name."""
+
     client_id: str = "sampan"
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "PLAIN"
@@ -108,7 +134,16 @@ class KafkaOptions:
                 raise ConfigError(
                     f"[systems.{system}.client_options] {key} must be a whole number of KiB "
                     f"from 1 to 1048576 (default {default}), got {kb!r}")
+        namespace = options.get("namespace", "")
+        if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+            raise ConfigError(
+                f"[systems.{system}.client_options] namespace must be a string of letters, "
+                f"digits, '.', '_' and '-' (a Kafka topic name prefix), got {namespace!r}")
         return cls(**dict(options))
+
+    def named(self, name: str) -> str:
+        """``name`` (a topic, group or transactional id) inside the namespace."""
+        return self.namespace + name
 
     def client_kwargs(self, bootstrap: str) -> dict[str, Any]:
         """Connection arguments shared by aiokafka's admin, producer and consumer."""
@@ -147,7 +182,7 @@ class KafkaAdmin:
             await self.bounded("connect", offsets.start())
         except BaseException:
             await admin.close()
-            await offsets.stop()
+            await stop_consumer(offsets)
             raise
         self._admin, self._offsets = admin, offsets
 
@@ -157,7 +192,7 @@ class KafkaAdmin:
         if admin is not None:
             await admin.close()
         if offsets is not None:
-            await offsets.stop()
+            await stop_consumer(offsets)
 
     def unavailable(self, what: str, exc: BaseException) -> SystemUnavailableError:
         return SystemUnavailableError(
@@ -173,6 +208,10 @@ class KafkaAdmin:
         except UNREACHABLE as exc:
             raise self.unavailable(what, exc) from exc
 
+    def topic(self, stream: str) -> str:
+        """The Kafka topic holding ``stream`` (its name inside the namespace)."""
+        return self.options.namespace + stream
+
     def missing(self, stream: str) -> StreamNotFoundError:
         return StreamNotFoundError(
             f"stream {stream!r} does not exist in system {self.system!r} (Kafka at "
@@ -186,16 +225,19 @@ class KafkaAdmin:
         """Every topic's partition count, from metadata at most ``max_age_s`` old.
 
         Asks for all topics: naming one in a metadata request lets brokers with
-        auto-creation (tansu) create it.
+        auto-creation (tansu) create it. Keyed by stream: only the namespace's topics,
+        without the namespace.
         """
         if time.monotonic() - self._counts_at > max_age_s:
             await self.start()
             assert self._admin is not None
             topics = await self.bounded("metadata", self._admin.describe_topics())
+            prefix = self.options.namespace
             self._counts = {
-                t["topic"]: len(t["partitions"])
+                t["topic"][len(prefix):]: len(t["partitions"])
                 for t in topics
                 if t["error_code"] == 0 and not t.get("is_internal", False)
+                and t["topic"].startswith(prefix)
             }
             self._counts_at = time.monotonic()
         return self._counts
@@ -223,7 +265,7 @@ class KafkaAdmin:
 
     async def offsets(self, stream: str) -> dict[int, OffsetRange]:
         count = (await self.partition_counts([stream]))[stream]
-        tps = [TopicPartition(stream, p) for p in range(count)]
+        tps = [TopicPartition(self.topic(stream), p) for p in range(count)]
         async with self._offsets_lock:
             assert self._offsets is not None
             oldest = await self.bounded("ListOffsets", self._offsets.beginning_offsets(tps))
@@ -304,7 +346,7 @@ class KafkaAdmin:
         await self.start()
         assert self._admin is not None
         # All configs: naming the wanted one makes tansu 0.6 drop the connection.
-        resource = ConfigResource(ConfigResourceType.TOPIC, stream)
+        resource = ConfigResource(ConfigResourceType.TOPIC, self.topic(stream))
         responses = await self.bounded("DescribeConfigs", self._admin.describe_configs([resource]))
         for response in responses:
             for resource_result in response.resources:
@@ -346,7 +388,7 @@ class KafkaAdmin:
         await self.start()
         assert self._admin is not None
         configs = {"cleanup.policy": "compact"} if compacted else {}
-        topic = NewTopic(stream, partitions, self.options.replication_factor,
+        topic = NewTopic(self.topic(stream), partitions, self.options.replication_factor,
                          topic_configs=configs)
         try:
             response = await self.bounded("CreateTopics", self._admin.create_topics([topic]))
@@ -384,13 +426,14 @@ class KafkaAdmin:
         try:
             await self.bounded(
                 "CreatePartitions",
-                self._admin.create_partitions({stream: NewPartitions(partitions)}),
+                self._admin.create_partitions({self.topic(stream): NewPartitions(partitions)}),
             )
         except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
             raise UnsupportedOperation(
                 f"CreatePartitions: the broker at {self.bootstrap} cannot add partitions "
-                f"(tansu lacks this API), so stream {stream!r} stays at {count}; grow it "
-                "with a Kafka that supports CreatePartitions, or use the local system"
+                f"(it does not implement that API; tansu does not), so stream {stream!r} "
+                f"stays at {count}; expansion needs a broker with CreatePartitions (Apache "
+                "Kafka has it) or the local system"
             ) from exc
         except KafkaError as exc:
             raise SampanError(

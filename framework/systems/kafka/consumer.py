@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from framework.systems.base import FetchedRecord, Record, as_record
-from framework.systems.kafka.admin import KafkaAdmin
+from framework.systems.kafka.admin import KafkaAdmin, stop_consumer
 from framework.systems.kafka.txn_filter import CommittedFilter, install
 from groupers import SystemStreamPartition
 
@@ -46,9 +46,11 @@ class KafkaConsumer:
         """Ignored: Kafka keeps no record of where a topic grew."""
 
     def assign(self, positions: Mapping[SystemStreamPartition, int]) -> None:
-        self._ssps = {TopicPartition(s.stream, s.partition): s for s in positions}
+        topic = self._admin.topic
+        self._ssps = {TopicPartition(topic(s.stream), s.partition): s for s in positions}
         self._positions = {
-            TopicPartition(s.stream, s.partition): offset for s, offset in positions.items()
+            TopicPartition(topic(s.stream), s.partition): offset
+            for s, offset in positions.items()
         }
         self._dirty = True
 
@@ -92,7 +94,7 @@ class KafkaConsumer:
     async def caught_up(self, ssp: SystemStreamPartition) -> bool:
         """Whether everything up to the high watermark of the last fetch was read: what
         is still held then belongs to transactions that are open."""
-        tp = TopicPartition(ssp.stream, ssp.partition)
+        tp = TopicPartition(self._admin.topic(ssp.stream), ssp.partition)
         if self._consumer is None or tp not in self._active:
             return False
         high = self._consumer.highwater(tp)
@@ -112,13 +114,14 @@ class KafkaConsumer:
             try:
                 await self._admin.bounded("connect", consumer.start())
             except BaseException:
-                await consumer.stop()
+                await stop_consumer(consumer)
                 raise
             self._consumer = consumer
         self._checked_at = time.monotonic()
         self._dirty = False
         counts = await self._admin.topic_counts(max_age_s=_RECHECK_MISSING_S)
-        active = sorted(tp for tp in self._positions if tp.partition < counts.get(tp.topic, 0))
+        active = sorted(tp for tp, ssp in self._ssps.items()
+                        if tp.partition < counts.get(ssp.stream, 0))
         self._consumer.assign(active)
         self._filters.clear()
         for tp in active:
@@ -129,4 +132,4 @@ class KafkaConsumer:
         self._closed = True
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await consumer.stop()
+            await stop_consumer(consumer)

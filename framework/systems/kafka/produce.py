@@ -81,12 +81,12 @@ class _OpenBatch:
 async def send_rows(producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
                     counts: dict[str, int], placement: Placement, bounded: Bounded,
                     positions: int | None = None,
-                    columns: Sequence[OutputColumns] = ()) -> tuple[
+                    columns: Sequence[OutputColumns] = (), namespace: str = "") -> tuple[
                         list[tuple[str, int, asyncio.Future[Any], list[int]]], int]:
     """Queue ``rows``, then ``columns`` (partition counts of their streams in ``counts``)
     as batches; returns (stream, partition, acknowledgement, indices of its wanted rows)
     per batch, in send order, and how many leading rows are wanted (``positions``, or
-    all; never a column's record)."""
+    all; never a column's record). A stream's topic is ``namespace`` + its name."""
     wanted = len(rows) if positions is None else min(positions, len(rows))
     sent: list[tuple[str, int, asyncio.Future[Any], list[int]]] = []
     open_batches: dict[str, list[_OpenBatch | None]] = {}
@@ -94,8 +94,8 @@ async def send_rows(producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
     now = int(time.time() * 1000)  # the produce time of rows without a timestamp
 
     async def send(stream: str, partition: int, state: _OpenBatch) -> None:
-        future = await bounded("produce", producer.send_batch(state.close(), stream,
-                                                               partition=partition))
+        future = await bounded("produce", producer.send_batch(
+            state.close(), namespace + stream, partition=partition))
         sent.append((stream, partition, future, state.members))
 
     last: str | None = None

@@ -243,13 +243,15 @@ class KafkaSystem:
         streams = sorted({*streams_of(rows), *(output.stream for output in columns)})
         counts = await self.admin.partition_counts(streams, self.options.metadata_max_age_s)
         for stream in streams:
-            known = await self.admin.bounded("metadata", producer.partitions_for(stream))
+            known = await self.admin.bounded("metadata",
+                                             producer.partitions_for(self.admin.topic(stream)))
             if len(known) < counts[stream]:  # grown since the producer last looked
                 await self.admin.bounded("metadata", producer.client.force_metadata_update())
         # Whole batches per partition (not one `send` per record): far fewer event-loop
         # round trips and produce requests, and the offsets follow from each base offset.
         sent, wanted = await send_rows(producer, rows, counts, self._placement,
-                                       self.admin.bounded, positions, columns)
+                                       self.admin.bounded, positions, columns,
+                                       self.options.namespace)
         try:
             landed = await self.admin.bounded(
                 "produce acknowledgement (records may still be written)",
@@ -341,7 +343,8 @@ class KafkaSystem:
             producer = await self.start_producer()
             worker = int(key[len(PRODUCER_PREFIX):])
             bumped = await self.admin.bounded("fencing producers", fence_producer(
-                producer.client, transactional_id(job, worker), decode_identity(value)))
+                producer.client, self.options.named(transactional_id(job, worker)),
+                decode_identity(value)))
             if bumped is not None:
                 await self.write_fence_record(job, key, encode_identity(bumped))
 

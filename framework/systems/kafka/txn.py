@@ -94,7 +94,8 @@ async def start_transactional_producer(system: KafkaSystem, txn_id: str) -> AIOK
 
 async def probe_transactions(system: KafkaSystem, job: str) -> None:
     """Check that the broker runs transactions (for a coordinator's start-up check)."""
-    producer = await start_transactional_producer(system, f"sampan-{job}-probe")
+    producer = await start_transactional_producer(system,
+                                                  system.options.named(f"sampan-{job}-probe"))
     await producer.stop()
 
 
@@ -105,7 +106,7 @@ class KafkaTransactions:
         self._system = system
         self.job = job
         self.worker = worker
-        self.transactional_id = transactional_id(job, worker)
+        self.transactional_id = system.options.named(transactional_id(job, worker))
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:

@@ -354,3 +354,40 @@ async def test_columns_land_after_the_rows_in_their_keys_partitions_in_order(
     for partition, records in read.items():
         assert [offset for offset, _, _ in records] == list(range(len(records)))
         assert [(key, value) for _, key, value in records] == want[partition]
+
+
+async def test_a_store_restores_from_a_kafka_changelog_in_full_then_by_delta(
+    kafka: KafkaSystem, name: str, tmp_path: Any
+) -> None:
+    """The restore's Kafka path (plain columns from the consumer's raw fetch): every record
+    of the partition up to the end and none past it, tombstones applied, the other
+    partition left alone; then only the delta, then nothing."""
+    from framework.stores import RocksDBEngine, changelog_reader, restore_store
+
+    await kafka.create_stream(name, 2, compacted=True)
+    await kafka.produce(
+        [ProducerRecord(name, f"k{i % 40:03d}".encode(), f"v{i}".encode(), partition=1)
+         for i in range(100)]
+        + [ProducerRecord(name, b"k000", None, partition=1),
+           ProducerRecord(name, b"other", b"x", partition=0)])
+    ssp = SSP("kafka", name, 1)
+
+    async def restore(engine: RocksDBEngine, end: int) -> tuple[str, int, int]:
+        result = await restore_store(
+            engine, changelog=(name, 1), oldest=0, end=end,
+            fetch=changelog_reader(kafka, ssp, end, batch_size=16), batch_size=32,
+            progress=None)
+        return result.mode, result.records, engine.count()
+
+    engine = RocksDBEngine.open(tmp_path, "counts", "Partition 1")
+    try:
+        assert await restore(engine, 60) == ("full", 60, 40)  # cut inside a fetched batch
+        assert engine.get(b"k019") == b"v59" and engine.get(b"k020") == b"v20"
+        assert await restore(engine, 101) == ("delta", 41, 39)
+        assert (engine.get(b"k001"), engine.get(b"k000"), engine.get(b"other")) == (
+            b"v81", None, None)
+        assert await restore(engine, 101) == ("none", 0, 39)
+        assert dict(engine.iterate()) == {
+            f"k{i % 40:03d}".encode(): f"v{i}".encode() for i in range(60, 100) if i != 80}
+    finally:
+        engine.close()

@@ -1,0 +1,222 @@
+"""Time from `sampan run` to the first processed record of a fresh job, on real Apache Kafka.
+
+    python -m bench.first_record [--runs 5] [--workers 2] [--initial-delay-ms 3000]
+                                 [--other CHECKOUT]
+
+Starts one Apache Kafka broker (`tests/kafka_broker.py`) with the broker's default
+``group.initial.rebalance.delay.ms`` (3000; the test broker sets 0), then per run: a fresh
+job (its own name, so its own topics and coordinator lease group) of the per-key sum with
+one record already in its input; `sampan run` is started and the figure is the output
+record's timestamp (the worker's produce time) minus the launch time. The coordinator's
+and the workers' log lines split it into: process start → lease held, lease → job model
+published, model → workers spawned, spawn → worker's first log line (interpreter, imports,
+connecting), → the worker resumed (restore, assignment), → the first output. Runs use
+compiled bytecode (the package is byte-compiled first and PYTHONDONTWRITEBYTECODE is not
+passed on), as an installed sampan would. ``--other CHECKOUT`` interleaves runs of another
+checkout of sampan (e.g. a `git worktree` of an older commit) on the same broker: run n of
+this checkout, then run n of the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import compileall
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from kafka_broker import running_kafka  # noqa: E402
+
+from framework.systems import open_system  # noqa: E402
+from framework.systems.base import ProducerRecord  # noqa: E402
+
+TASK = '''\
+from framework import StreamTask
+
+
+class SumTask(StreamTask):
+    def init(self, context):
+        self.totals = context.store("totals")
+
+    def process(self, envelope, collector, coordinator):
+        total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
+        self.totals.put(envelope.key, total)
+        collector.send("kafka.sums", key=envelope.key, value=total)
+'''
+
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def _job(folder: Path, bootstrap: str, name: str, workers: int) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "sum_task.py").write_text(TASK)
+    path = folder / "job.toml"
+    path.write_text(f"""\
+[job]
+name = "{name}"
+task = "sum_task:SumTask"
+inputs = ["kafka.events"]
+workers = {workers}
+commit_interval_ms = 100
+
+[systems.kafka]
+type = "kafka"
+bootstrap = "{bootstrap}"
+client_options = {{ namespace = "{name}." }}
+
+[streams."kafka.events"]
+partitions = 2
+
+[streams."kafka.sums"]
+partitions = 2
+
+[stores.totals]
+""")
+    return path
+
+
+async def _prepare(bootstrap: str, name: str) -> None:
+    system = open_system(_system_config(bootstrap, name))
+    await system.start()
+    try:
+        await system.create_stream("events", 2)
+        await system.create_stream("sums", 2)
+        await system.produce([ProducerRecord("events", b"k", b'{"amount": 1}')])
+    finally:
+        await system.close()
+
+
+def _system_config(bootstrap: str, name: str) -> object:
+    from framework.config.sections import SystemConfig
+
+    return SystemConfig(name="kafka", type="kafka", bootstrap=bootstrap,
+                        client_options={"namespace": f"{name}."})
+
+
+async def _first_output_ms(bootstrap: str, name: str, timeout_s: float) -> int:
+    """The timestamp of the first record of the output topic (waits for it)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(f"{name}.sums", p) for p in range(2)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                if records:
+                    return int(records[0].timestamp)
+        raise RuntimeError(f"no output within {timeout_s:g} s")
+    finally:
+        await consumer.stop()
+
+
+def _stamps(path: Path) -> list[tuple[float, str]]:
+    found = []
+    for line in path.read_text(errors="replace").splitlines():
+        match = STAMP.match(line)
+        if match:
+            at = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            found.append((at, line))
+    return found
+
+
+def _first(stamps: list[tuple[float, str]], needle: str) -> float | None:
+    return next((at for at, line in stamps if needle in line), None)
+
+
+def run_once(bootstrap: str, folder: Path, number: int, workers: int,
+             env: dict[str, str]) -> dict[str, float]:
+    name = f"first-{os.getpid()}-{number}"
+    path = _job(folder / name, bootstrap, name, workers)
+    asyncio.run(_prepare(bootstrap, name))
+    log = folder / name / "run.log"
+    with log.open("wb") as out:
+        launched = time.time()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "framework.cli", "run", str(path), "--worker-logs",
+             str(folder / name / "logs")], stdout=out, stderr=subprocess.STDOUT, env=env,
+            cwd=folder / name)
+        try:
+            first = asyncio.run(_first_output_ms(bootstrap, name, 120)) / 1000
+        finally:
+            process.terminate()
+            process.wait(60)
+    coordinator = _stamps(log)
+    workers_log = [s for p in sorted((folder / name / "logs").glob("worker-*.log"))
+                   for s in _stamps(p)]
+    published = _first(coordinator, "published job model")
+    spawned = _first(coordinator, "started worker")
+    worker_first = min((at for at, _ in workers_log), default=None)
+    resumed = max((at for at, line in workers_log if "restore store" in line), default=None)
+    first_line = coordinator[0][0] if coordinator else None
+    figures = {"total": first - launched}
+    marks = [("start → first log line", launched, first_line),
+             ("→ model published (lease, reads)", first_line, published),
+             ("→ workers spawned", published, spawned),
+             ("→ worker's first log line", spawned, worker_first),
+             ("→ stores open", worker_first, resumed),
+             ("→ first output", resumed, first)]
+    for label, since, until in marks:
+        if since is not None and until is not None:
+            figures[label] = until - since
+    return figures
+
+
+def _summary(label: str, runs: list[dict[str, float]]) -> None:
+    print(f"{label}: median of {len(runs)} runs:")
+    for key in runs[0]:
+        values = [r[key] for r in runs if key in r]
+        print(f"  {key:36} {statistics.median(values):6.2f} s  "
+              f"(min {min(values):.2f}, max {max(values):.2f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--initial-delay-ms", type=int, default=3000,
+                        help="the broker's group.initial.rebalance.delay.ms (Kafka's default "
+                        "3000)")
+    parser.add_argument("--other", type=Path, metavar="CHECKOUT",
+                        help="another sampan checkout whose runs interleave with this one's")
+    args = parser.parse_args()
+    roots = {"this checkout": ROOT, **({f"{args.other}": args.other} if args.other else {})}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    envs = {}
+    for label, root in roots.items():
+        compileall.compile_dir(str(root / "framework"), quiet=1)
+        compileall.compile_dir(str(root / "groupers"), quiet=1)
+        envs[label] = {**env, "PYTHONPATH": str(root)}
+    settings = {"group.initial.rebalance.delay.ms": str(args.initial_delay_ms)}
+    print(f"sampan run → first processed record, fresh job, {args.workers} workers, Apache "
+          f"Kafka with group.initial.rebalance.delay.ms = {args.initial_delay_ms}")
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in roots}
+    with running_kafka(settings=settings) as broker, \
+            tempfile.TemporaryDirectory(prefix="sampan-bench-first-") as tmp:
+        for number in range(args.runs):
+            for index, label in enumerate(roots):
+                figures = run_once(broker.bootstrap, Path(tmp), number * 2 + index,
+                                   args.workers, envs[label])
+                runs[label].append(figures)
+                print(f"{label}, run {number + 1}: " + ", ".join(
+                    f"{k} {v:.2f} s" for k, v in figures.items()), flush=True)
+    for label, done in runs.items():
+        _summary(label, done)
+
+
+if __name__ == "__main__":
+    main()

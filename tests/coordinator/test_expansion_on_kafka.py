@@ -1,0 +1,223 @@
+"""Live expansion on real Apache Kafka: `sampan streams expand` (CreatePartitions) while
+`sampan run` processes, 2 → 4 → 8, checked record by record.
+
+Each test runs the per-key sum job (`tests/jobs/sum_task.py`) on topics named after it on
+the session's broker; every output is checked: one per input record, the key's running
+sum, in order (see `harness.exact_problems`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from jobs.harness import Workload, exact_problems
+from kafkajobs import KafkaSumJob
+
+from framework.partitioner import partition_for_key
+from groupers import SystemStreamPartition
+
+
+@pytest.fixture
+def jobs(tmp_path: Path, kafka_broker: Any) -> Iterator[list[KafkaSumJob]]:
+    """The test's jobs; every `sampan run` they started is killed at the end."""
+    made: list[KafkaSumJob] = []
+    yield made
+    for job in made:
+        job.kill()
+
+
+def make_job(jobs: list[KafkaSumJob], tmp_path: Path, bootstrap: str, tag: str,
+             **options: Any) -> KafkaSumJob:
+    job = KafkaSumJob(tmp_path / tag, bootstrap, f"kx-{tag}-{os.getpid()}", **options)
+    jobs.append(job)
+    return job
+
+
+def replay_problems(found: dict[str, list[dict[str, int]]], work: Workload) -> list[str]:
+    """At-least-once after a crash: outputs may repeat, but only as a replay of outputs
+    already emitted (same record number, same sum); every record's output is there and
+    the first time each appears, in order with its running sum."""
+    problems = []
+    for key, amounts in sorted(work.amounts.items()):
+        sums = [sum(amounts[:n]) for n in range(1, len(amounts) + 1)]
+        first: dict[int, int] = {}
+        for output in found.get(key, []):
+            n, total = output["n"], output["sum"]
+            if n in first:
+                if first[n] != total:
+                    problems.append(f"{key}: replayed output {n} has sum {total}, first "
+                                    f"{first[n]}")
+            elif n != len(first) + 1 or total != sums[n - 1]:
+                problems.append(f"{key}: output {output} where record {len(first) + 1} "
+                                f"(sum {sums[len(first)] if len(first) < len(sums) else '-'}) "
+                                "was due")
+                break
+            else:
+                first[n] = total
+        if len(first) != len(amounts):
+            problems.append(f"{key}: {len(first)} of {len(amounts)} records have an output")
+    return problems
+
+
+async def kill_first_new_worker(job: KafkaSumJob, worker: int, old: int | None) -> int:
+    """SIGKILL worker ``worker``'s first process of the next epoch as soon as it exists."""
+    async def new_pid() -> int | None:
+        pid = (await job.state()).status.worker_pids.get(worker)
+        return pid if pid is not None and pid != old else None
+    victim: int = await job.wait(new_pid, f"worker {worker} started on the next epoch")
+    with contextlib.suppress(ProcessLookupError):  # already gone: the checks say why
+        os.kill(victim, signal.SIGKILL)
+    return victim
+
+
+@pytest.mark.parametrize(("store", "guarantee"), [
+    ("rocksdb", "exactly-once"), ("memory", "exactly-once"),
+    ("rocksdb", "at-least-once"), ("memory", "at-least-once"),
+])
+async def test_two_expansions_with_a_worker_killed_mid_expansion(
+        jobs: list[KafkaSumJob], tmp_path: Path, kafka_broker: Any, store: str,
+        guarantee: str) -> None:
+    """2 → 4 → 8 while records flow; the 4 → 8 switch loses worker 1 to SIGKILL as soon as
+    its new process exists. Exactly-once: every output once, in order; at-least-once: a
+    replay of already emitted outputs at most, none lost; the store exact either way."""
+    job = make_job(jobs, tmp_path, kafka_broker.bootstrap, f"{store}-{guarantee[:5]}",
+                   store=store, guarantee=guarantee)
+    work = Workload(keys=60, stream=job.events)
+    job.start()
+    await job.wait_epoch(1)
+    await job.produce(work.records(1500))
+    for epoch, count in ((2, 4), (3, 8)):
+        before = (await job.state()).status.worker_pids.get(1)
+        job.expand(count)
+        await job.produce(work.records(800))  # into the new partitions before detection
+        if count == 8:
+            await kill_first_new_worker(job, 1, before)
+        state = await job.wait_epoch(epoch)
+        assert state.model is not None
+        assert state.model.partition_counts == {f"kafka.{job.events}": count}
+        await job.produce(work.records(800))
+    await job.wait_caught_up(work.count)
+    assert await job.stop() == 0
+    state = await job.state()
+    assert [e.change for e in state.status.expansions] == [
+        f"kafka.{job.events} 2→4", f"kafka.{job.events} 4→8"]
+    assert state.model is not None and sorted(state.model.tasks) == [
+        "Partition 0", "Partition 1"]
+    assert state.status.restarts >= 1
+    found = await job.outputs()
+    if guarantee == "exactly-once":
+        assert exact_problems(found, work) == []
+    else:
+        assert replay_problems(found, work) == []
+    assert await job.store() == work.totals
+
+
+async def test_a_producer_with_stale_metadata_keeps_sums_exact(
+        jobs: list[KafkaSumJob], tmp_path: Path, kafka_broker: Any) -> None:
+    """An aiokafka producer that never refreshes its metadata (``metadata_max_age_ms`` 10
+    min) keeps writing its keys to their partitions under 2 while the topic grows to 4 and
+    8: those records land after the expansion barriers, in partitions of the task that owns
+    the key, and are counted exactly and in order. After it finally refreshes, its keys
+    continue in their new partitions: every record once, running sums consistent, each
+    partition's records in order (order across the old and the new partition is not
+    promised, see docs/coordinator.md)."""
+    job = make_job(jobs, tmp_path, kafka_broker.bootstrap, "stale")
+    fresh = Workload(keys=40, stream=job.events, key_prefix="fresh")
+    stale = Workload(keys=40, stream=job.events, key_prefix="stale", seed=11)
+    landed: dict[tuple[str, int], tuple[int, int]] = {}  # (key, n) -> (partition, offset)
+    barriers: dict[SystemStreamPartition, int] = {}  # the latest barrier of each old SSP
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap,
+                                metadata_max_age_ms=600_000)
+    job.start()
+    await producer.start()
+    try:
+        async def send_stale(count: int) -> None:
+            records = stale.records(count)
+            futures = [await producer.send(job.events, r.value, key=r.key) for r in records]
+            for record, future in zip(records, futures, strict=True):
+                metadata = await future
+                n = len([1 for k, _ in landed if k == record.key.decode()]) + 1
+                landed[(record.key.decode(), n)] = (metadata.partition, metadata.offset)
+
+        await job.wait_epoch(1)
+        await send_stale(400)
+        await job.produce(fresh.records(400))
+        for epoch, count in ((2, 4), (3, 8)):
+            job.expand(count)
+            await send_stale(400)
+            await job.produce(fresh.records(400))
+            state = await job.wait_epoch(epoch)
+            assert state.model is not None
+            for task in state.model.tasks.values():
+                barriers.update(task.stages[-1].barrier)
+            await send_stale(400)
+            await job.produce(fresh.records(400))
+        assert await producer.partitions_for(job.events) == {0, 1}  # still stale
+        await producer.client.force_metadata_update()
+        assert await producer.partitions_for(job.events) == set(range(8))
+        await send_stale(400)
+    finally:
+        await producer.stop()
+    await job.wait_caught_up(fresh.count + stale.count)
+    assert await job.stop() == 0
+
+    after_barrier = [
+        (key, n) for (key, n), (partition, offset) in landed.items()
+        if partition < 2 and partition_for_key(key.encode(), 8) >= 2
+        and offset >= barriers[SystemStreamPartition("kafka", job.events, partition)]]
+    assert after_barrier, "the stale producer wrote no moved key after a barrier"
+
+    found = await job.outputs()
+    assert exact_problems({k: v for k, v in found.items() if k.startswith("fresh")},
+                          fresh) == []
+    assert stale_problems(found, stale, landed) == []
+    assert set(found) == {*fresh.amounts, *stale.amounts}
+    assert await job.store() == {**fresh.totals, **stale.totals}
+
+
+def stale_problems(found: dict[str, list[dict[str, int]]], work: Workload,
+                   landed: dict[tuple[str, int], tuple[int, int]]) -> list[str]:
+    """Every record once; each output's sum the running sum in output order; records of
+    one partition in their order; a key whose records all sit in one partition fully in
+    order."""
+    problems = []
+    for key, amounts in sorted(work.amounts.items()):
+        outputs = found.get(key, [])
+        numbers = [o["n"] for o in outputs]
+        if sorted(numbers) != list(range(1, len(amounts) + 1)):
+            problems.append(f"{key}: outputs for records {numbers}, expected 1..{len(amounts)}"
+                            " once each")
+            continue
+        running = 0
+        for output in outputs:
+            running += amounts[output["n"] - 1]
+            if output["sum"] != running:
+                problems.append(f"{key}: output {output} after a running sum of {running}")
+                break
+        by_partition: dict[int, list[int]] = {}
+        for n in numbers:
+            by_partition.setdefault(landed[(key, n)][0], []).append(n)
+        for partition, ns in by_partition.items():
+            if ns != sorted(ns):
+                problems.append(f"{key}: records of partition {partition} out of order: {ns}")
+    return problems
+
+
+async def test_expand_names_the_missing_api_on_a_broker_without_create_partitions(
+        tansu_broker: Any, tmp_path: Path) -> None:
+    """tansu has no CreatePartitions: `sampan streams expand` exits 2 at once, naming it."""
+    job = KafkaSumJob(tmp_path / "tansu", tansu_broker.bootstrap, f"kx-tansu-{os.getpid()}")
+    await job.call(lambda s: s.create_stream(job.events, 2))
+    done = job.sampan("streams", "expand", f"kafka.{job.events}", "--partitions", "4",
+                      "--job", "{job}")
+    assert done.returncode == 2
+    assert "CreatePartitions" in done.stderr
+    assert f"stream {job.events!r} stays at 2" in done.stderr
+    assert await job.call(lambda s: s.partition_counts([job.events])) == {job.events: 2}

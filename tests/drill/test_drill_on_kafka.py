@@ -1,0 +1,102 @@
+"""`sampan drill --system kafka` on real Apache Kafka: the same drills as on the local log.
+
+Every drill of this file runs on the session's one broker: each puts its topics, groups and
+transactional ids in a namespace of its own (`framework.drill.run.kafka_namespace`), so the
+examples' fixed stream and job names never meet.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework.config import load_config
+from framework.drill.options import DrillOptions
+from framework.drill.run import DrillReport, run_drill
+from framework.systems import open_system
+
+
+def kafka(bootstrap: str, tmp_path: Path, folder: str, **options: Any) -> DrillOptions:
+    return DrillOptions(system="kafka", bootstrap=bootstrap, output=tmp_path / folder,
+                        plot=False, **options)
+
+
+def assert_exact(report: DrillReport) -> None:
+    assert report.exact, "\n".join(report.verdict.describe())
+    assert report.verdict.keys > 0
+    assert all(e.restored == 0 for e in report.expansions)
+
+
+@pytest.mark.timeout(900)  # two CLI drills end to end; on a loaded machine each takes minutes
+def test_kafka_drill_cli_is_exact_twice_on_one_broker(kafka_broker: Any, tmp_path: Path
+                                                      ) -> None:
+    """The README's drill on Kafka, twice on one broker: exit 0, EXACT, report and plot."""
+    for run in ("first", "second"):
+        out = tmp_path / run
+        done = subprocess.run(
+            [sys.executable, "-m", "framework.cli", "drill", "--system", "kafka",
+             "--bootstrap", kafka_broker.bootstrap, "--records", "2000", "--rate", "2000",
+             "--keys", "100", "--output", str(out)],
+            capture_output=True, text=True, timeout=420)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "sampan drill — wordcount on kafka, 2 workers" in done.stdout
+        assert "verdict: EXACT — all 100 keys" in done.stdout
+        assert "expansion kafka.words 2→4" in done.stdout
+        assert "expansion kafka.words 4→8" in done.stdout
+        assert (out / "report.txt").read_text().strip() == done.stdout.strip()
+        assert (out / "timeline.png").stat().st_size > 10_000
+
+
+async def test_kafka_drill_topics_live_in_the_drills_namespace(kafka_broker: Any,
+                                                               tmp_path: Path) -> None:
+    """The job file names the namespace; its topics are there and only there."""
+    report = await run_drill(kafka(kafka_broker.bootstrap, tmp_path, "d", records=1500,
+                                   keys=100, rate=1500, steps=(4,)))
+    assert_exact(report)
+    config = load_config(tmp_path / "d" / "job" / "job.toml")
+    namespace = config.system("kafka").client_options["namespace"]
+    assert namespace.startswith("drill-wordcount-") and namespace.endswith(".")
+    inside = open_system(config.system("kafka"))
+    plain = open_system(replace(config.system("kafka"), client_options={}))
+    await inside.start()
+    await plain.start()
+    try:
+        streams = await inside.list_streams()
+        assert streams["words"] == 4 and streams["word-counts"] == 2
+        everything = await plain.list_streams()
+        assert {f"{namespace}words", f"{namespace}word-counts"} <= set(everything)
+    finally:
+        await inside.close()
+        await plain.close()
+
+
+async def test_kafka_naive_drill_miscounts(kafka_broker: Any, tmp_path: Path) -> None:
+    report = await run_drill(kafka(kafka_broker.bootstrap, tmp_path, "n", records=3000,
+                                   keys=200, rate=2000, steps=(4,), naive=True))
+    assert not report.exact
+    assert len(report.verdict.wrong) > 50
+    assert f"verdict: WRONG — {len(report.verdict.wrong)} of 200 keys are wrong" in (
+        report.text())
+
+
+@pytest.mark.parametrize(("example", "job_file", "options"), [
+    ("ad_join", "job.toml", {}),
+    ("enrichment", "job.toml", {"keys": 200, "steps": (4,)}),
+    ("enrichment", "job_broadcast.toml", {"keys": 200, "steps": (4,)}),
+    ("windowed_counts", "job.toml", {}),
+])
+async def test_every_example_drills_exactly_on_kafka(kafka_broker: Any, tmp_path: Path,
+                                                     example: str, job_file: str,
+                                                     options: dict[str, Any]) -> None:
+    report = await run_drill(kafka(kafka_broker.bootstrap, tmp_path, "d", example=example,
+                                   job_file=job_file, records=3000, rate=1500, **options))
+    assert_exact(report)
+    steps = options.get("steps") or report.scenario.steps
+    assert len(report.expansions) == len(steps)
+    assert all(e.change.startswith(f"kafka.{report.scenario.expand} ")
+               for e in report.expansions)
