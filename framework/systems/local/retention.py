@@ -22,13 +22,28 @@ from framework.systems.local.batch import newest_timestamp
 from framework.systems.local.log import LocalLog
 
 __all__ = [
-    "RETENTION_MODES", "RetentionPolicy", "RetentionReset", "RetentionResult",
-    "apply_retention", "partition_bytes", "read_resets", "release_free_pages",
+    "KEPT_RESETS",
+    "RETENTION_MODES",
+    "RetentionPolicy",
+    "RetentionReset",
+    "RetentionResult",
+    "apply_retention",
+    "partition_bytes",
+    "read_resets",
+    "release_free_pages",
 ]
 
 RETENTION_MODES = ("wait-for-readers", "drop-unread")
 """``wait-for-readers`` (default): keep what a reading job has not committed past;
 ``drop-unread``: delete past retention regardless, resetting lagging readers."""
+
+KEPT_RESETS = 100
+"""`RetentionReset` rows kept per job (the newest): a reader lagging for ever under
+``drop-unread`` adds one per pass."""
+_TRIM_RESETS = (
+    "DELETE FROM retention_resets WHERE job = ?1 AND (reset_ms, stream, partition, task) < "
+    "(SELECT reset_ms, stream, partition, task FROM retention_resets WHERE job = ?2 ORDER BY "
+    "reset_ms DESC, stream DESC, partition DESC, task DESC LIMIT 1 OFFSET ?3 - 1)")
 
 _UNKNOWN_TASK = ""
 """The task of a reader that has no checkpoint on the partition yet."""
@@ -198,6 +213,7 @@ def _reset(conn: sqlite3.Connection, stream: str, partition: int,
         resets.append(reset)
         conn.execute("INSERT OR REPLACE INTO retention_resets VALUES (?, ?, ?, ?, ?, ?, ?)",
                      (job, task, stream, partition, offset, oldest, now))
+        conn.execute(_TRIM_RESETS, (job, job, KEPT_RESETS))
         if task == _UNKNOWN_TASK:
             continue
         (text,) = conn.execute("SELECT checkpoint FROM checkpoints WHERE job = ? AND "

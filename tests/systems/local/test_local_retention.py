@@ -6,7 +6,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from framework.systems.base import Checkpoint, CommitRequest, ProducerRecord
+from framework.systems.local import retention
 from framework.systems.local.retention import RetentionPolicy
 from framework.systems.local.schema import SCHEMA_VERSION, LocalOptions, connect
 from framework.systems.local.system import LocalSystem
@@ -73,6 +76,18 @@ async def test_bytes_retention_deletes_whole_batches_oldest_first_and_shrinks_th
     assert {p: (s.oldest, s.end) for p, s in spans.items()} == {0: (360, 400), 1: (360, 400)}
     for p in range(2):
         assert await every_record(system, p) == expected(p, 360, 400)
+    # A reader whose position was deleted (a worker fetching, raw or not) gets the
+    # oldest retained records on.
+    consumer = system.consumer()
+    consumer.assign({SSP("local", "events", 0): 5})
+    raw = await consumer.fetch_raw(max_records=10_000)
+    columns = raw[SSP("local", "events", 0)]
+    assert list(columns.offsets) == list(range(360, 400))  # type: ignore[attr-defined]
+    consumer.assign({SSP("local", "events", 0): 5})
+    fetched = await consumer.fetch(max_records=10_000)
+    assert [(r.offset, r.value) for r in fetched[SSP("local", "events", 0)]] == expected(
+        0, 360, 400)
+    await consumer.close()
     assert file_pages(tmp_path) < before / 4  # the pages went back to the file system
     await fill(system, 2, 1)  # offsets carry on, never reused
     assert (await system.offsets("events"))[0].end == 410
@@ -176,4 +191,19 @@ async def test_a_schema_4_file_becomes_an_incremental_vacuum_file_keeping_every_
         SSP("local", "events", 0): 27}
     await system.apply_retention("events", RetentionPolicy(retention_bytes=1))
     assert (await system.offsets("events"))[0].oldest == 20
+    await system.close()
+
+
+async def test_only_the_newest_resets_of_a_job_are_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retention, "KEPT_RESETS", 2)
+    system = LocalSystem("local", tmp_path)
+    await system.create_stream("events", 1)
+    policy = RetentionPolicy(retention_bytes=1, mode="drop-unread")
+    for n in range(4):  # a job stuck at offset 0 (its checkpoint rewritten each pass)
+        await checkpoint(system, "stuck", "Partition 0", {0: 0})
+        await fill(system, 1, 1)
+        await system.apply_retention("events", policy, now_ms=n)
+    assert [(r.from_offset, r.to_offset, r.reset_ms)
+            for r in await system.retention_resets("stuck")] == [(0, 30, 2), (0, 40, 3)]
     await system.close()
