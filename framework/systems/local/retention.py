@@ -13,6 +13,7 @@ the same transaction, which `sampan status` shows — never a silent skip.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import dataclass, field, replace
@@ -140,6 +141,7 @@ def _pass(log: LocalLog, stream_id: int, stream: str, partition: int,
             (stream_id, partition)).fetchall()
         readers = _readers(conn, stream, partition)
         limit = min(readers.values(), default=None)
+        floor = _barrier_floor(conn, stream_id, partition, readers)
         remaining = sum(row[3] for row in rows)
         gone = 0
         for base, last, records, size in rows:
@@ -149,6 +151,8 @@ def _pass(log: LocalLog, stream_id: int, stream: str, partition: int,
             if policy.mode != "drop-unread" and limit is not None and last >= limit:
                 result.waiting_for.update((job, task, partition) for (job, task), offset
                                           in readers.items() if offset <= last)
+                break
+            if floor is not None and last >= floor:
                 break
             gone += 1
             remaining -= size
@@ -181,6 +185,18 @@ def _expired(conn: sqlite3.Connection, policy: RetentionPolicy, now: int, remain
         "SELECT payload FROM batches WHERE stream_id = ? AND partition = ? AND "
         "base_offset = ?", (stream_id, partition, base)).fetchone()
     return newest_timestamp(payload) + policy.retention_ms <= now
+
+
+def _barrier_floor(conn: sqlite3.Connection, stream_id: int, partition: int,
+                   readers: dict[tuple[str, str], int]) -> int | None:
+    """The last offset below an expansion's recorded end of ``partition`` that a reader
+    has not passed yet: its batch stays, so that reader can still reach the end where its
+    expansion barrier (or the count it expects) stops it, even under ``drop-unread``."""
+    pending = [end for (row,) in conn.execute(
+                   "SELECT ends FROM growth WHERE stream_id = ?", (stream_id,))
+               for p, end in json.loads(row)
+               if int(p) == partition and end > 0 and any(o < end for o in readers.values())]
+    return min(pending) - 1 if pending else None
 
 
 def _readers(conn: sqlite3.Connection, stream: str, partition: int

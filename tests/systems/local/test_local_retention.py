@@ -207,3 +207,22 @@ async def test_only_the_newest_resets_of_a_job_are_kept(
     assert [(r.from_offset, r.to_offset, r.reset_ms)
             for r in await system.retention_resets("stuck")] == [(0, 30, 2), (0, 40, 3)]
     await system.close()
+
+
+async def test_drop_unread_keeps_the_last_record_before_an_expansion_a_reader_must_reach(
+        tmp_path: Path) -> None:
+    system = LocalSystem("local", tmp_path)
+    await system.create_stream("events", 1)
+    await fill(system, 1, 10)  # offsets 0-99 under one partition
+    await system.expand_stream("events", 2)  # recorded end of partition 0: 100
+    await fill(system, 2, 3)
+    await checkpoint(system, "slow", "Partition 0", {0: 5})
+    policy = RetentionPolicy(retention_bytes=1, mode="drop-unread")
+    await system.apply_retention("events", policy, now_ms=1)
+    assert (await system.offsets("events"))[0].oldest == 90  # the batch holding 99 stays
+    assert (await system.read_checkpoints("slow"))["Partition 0"].inputs == {
+        SSP("local", "events", 0): 90}
+    await checkpoint(system, "slow", "Partition 0", {0: 100})  # past the expansion
+    await system.apply_retention("events", policy, now_ms=2)
+    assert (await system.offsets("events"))[0].oldest == 130
+    await system.close()
