@@ -1,13 +1,13 @@
-"""Exactly-once cost on Kafka: the per-key sum job on librdkafka's mock cluster, run with
+"""Exactly-once cost on Kafka: the per-key sum job on a real Apache Kafka broker, run with
 ``guarantee = "exactly-once"`` and ``"at-least-once"`` alternately in one process.
 
-Run by hand: ``.venv/bin/python -m bench.eos [--records N] [--runs K]``. Each run is a
-fresh job (own topics) over the same N JSON records (4 partitions, 10k keys, a logged
+Run by hand: ``.venv/bin/python -m bench.eos [--records N] [--runs K] [--bootstrap H:P]``.
+Each run is a fresh job (own topics) over the same N JSON records (4 partitions, 10k keys, a logged
 RocksDB store, commit every 1 s); the figure is records/s from worker start to its final
 commit, median of K runs per guarantee, and the median ratio of the K pairs (the two
 runs of a pair are back to back, in alternating order, so machine load drifts less).
-The mock cluster is started by the test fixture (`tests/kafka_mock.py`) on 127.0.0.1 and
-stopped at the end.
+Without ``--bootstrap`` a one-node Apache Kafka (`tests/kafka_broker.py`, Java 17+ and
+Maven) is started on 127.0.0.1 and stopped at the end.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from framework.systems import open_system
 from framework.systems.base import ProducerRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from kafka_mock import MockCluster, start_mock_cluster
+from kafka_broker import start_kafka
 
 RECORDS = 300_000
 RUNS = 5
 
 
-async def _sum(cluster: MockCluster, folder: Path, guarantee: str,
+async def _sum(bootstrap: str, folder: Path, guarantee: str,
                records: list[ProducerRecord]) -> float:
     """Records/s of one sum job under ``guarantee`` with its own topics."""
     name = f"bench-eos-{uuid.uuid4().hex[:8]}"
@@ -50,22 +50,21 @@ guarantee = "{guarantee}"
 
 [systems.kafka]
 type = "kafka"
-bootstrap = "{cluster.bootstrap}"
+bootstrap = "{bootstrap}"
 
 [streams."kafka.{name}-events"]
 [streams."kafka.sums"]
 [stores.totals]
 """)
     config = load_config(folder / "job.toml")
-    for topic, count in ((f"{name}-events", PARTITIONS), ("sums", PARTITIONS),
-                         (f"{name}-totals-changelog", PARTITIONS),
-                         (f"__sampan-{name}-coordinator", 1), (f"__sampan-{name}-checkpoints", 1),
-                         (f"__sampan-{name}-fences", 1)):
-        cluster.create_topic(topic, count)
     system = open_system(config.system("kafka"))
     await system.start()
     try:
+        for stream in (f"{name}-events", "sums"):
+            await system.create_stream(stream, PARTITIONS, exist_ok=True)
         model = build_job_model(config, {config.inputs[0]: PARTITIONS}, None)
+        await system.create_stream(f"{name}-totals-changelog", model.changelog_partitions,
+                                   compacted=True, exist_ok=True)
         await publish_model(system, config, model)
         events = [ProducerRecord(f"{name}-events", r.key, r.value) for r in records]
         for at in range(0, len(events), 10_000):
@@ -80,25 +79,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=RECORDS)
     parser.add_argument("--runs", type=int, default=RUNS)
+    parser.add_argument("--bootstrap", help="a running broker (default: start one)")
     args = parser.parse_args()
     records = _records(args.records, KEYS)
-    cluster = start_mock_cluster()
+    cluster = None if args.bootstrap else start_kafka()
+    bootstrap = args.bootstrap or cluster.bootstrap
     rates: dict[str, list[float]] = {"exactly-once": [], "at-least-once": []}
     try:
         with tempfile.TemporaryDirectory(prefix="sampan-bench-eos-") as tmp:
             for run in range(args.runs):
                 order = list(rates) if run % 2 == 0 else list(reversed(rates))
                 for guarantee in order:  # alternate who goes first: the machine drifts
-                    rate = asyncio.run(_sum(cluster, Path(tmp) / f"{guarantee}-{run}", guarantee,
+                    rate = asyncio.run(_sum(bootstrap, Path(tmp) / f"{guarantee}-{run}", guarantee,
                                             records))
                     rates[guarantee].append(rate)
                     print(f"run {run + 1} {guarantee:>13}: {rate:>10,.0f} records/s", flush=True)
     finally:
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()
     eos, alo = (statistics.median(rates[g]) for g in ("exactly-once", "at-least-once"))
     paired = statistics.median(e / a for e, a in zip(rates["exactly-once"],
                                                       rates["at-least-once"], strict=True))
-    print(f"sum on the mock cluster, {args.records:,} records, median of {args.runs}:")
+    print(f"sum on Apache Kafka (one node), {args.records:,} records, median of {args.runs}:")
     print(f"  at-least-once: {alo:>10,.0f} records/s")
     print(f"  exactly-once:  {eos:>10,.0f} records/s ({eos / alo:.0%} of at-least-once; "
           "target: at most 15% slower)")

@@ -1,18 +1,31 @@
-"""Windowing benchmark: windowed counts (hopping 5 min / 1 min) against the plain per-key
-sum, in one run on one machine.
+"""Windowing benchmark: tumbling, hopping and session window counts, several results per
+window, and an interval join, each against the plain per-key sum, in interleaved rounds.
 
-Both jobs run one in-process `Worker` on the local log over the same records: 4 input
-partitions, 4 tasks, one logged RocksDB store, 10k keys, JSON values. The records carry an
-event time (the record timestamp) advancing 3.6 ms per record — 1M records span an hour
-of event time, so every key sees about 100 records in some 64 windows — with a random
-delay of up to 5 s (the windows' grace is 10 s, so nothing is late). Timed from the
-worker's start until every record is processed and committed.
+Every job runs one in-process `Worker` on the local log over the same records: 4 input
+partitions, 4 tasks, one logged RocksDB store, 10k keys, JSON values. The records carry
+an event time (the record timestamp) advancing 3.6 ms per record — 1M records span an
+hour of event time, so every key sees about 100 records — with a random delay of up to
+5 s (the grace is 10 s, so nothing is late). Timed from the worker's start until every
+record is processed and committed.
 
 - sum: ``totals[key] += amount``, one output per record (bench/worker.py's job);
-- windowed count: `framework.windows.Windows` (records-mode event time, `count()`), one
-  output per closed window.
+- tumbling: `Windows` with `Tumbling(60 s)` and `count()`, one output per closed window;
+- hopping: `Hopping(5 min, 1 min)`, `count()`;
+- hopping ×4: the same windows with ``aggregate(views=count(), spent=sum_of("amount"),
+  top=max_of("amount"), avg=mean_of("amount"))``;
+- session: `Session(gap 30 s)`, `count()`;
+- join: `IntervalJoin` of two inputs (the records alternate between them, 4 partitions
+  each), within 2 s before and after, a left join: one output per pair and per unjoined
+  left record.
 
-Run: ``.venv/bin/python -m bench.windows`` (``--records N --keys K`` for a smaller run).
+The machine is shared, so the jobs run in rounds, each round in the opposite order of
+the last, and each is measured twice: records per second of wall-clock time, and records
+per CPU second of the benchmark's process (all its threads: what other processes on the
+machine take does not count). Each job's figure is its median over the rounds, and its
+share of the sum the median of its per-round ratios to that round's sum.
+
+Run: ``.venv/bin/python -m bench.windows`` (``--records N --keys K --rounds R --jobs
+sum,tumbling,…`` for another run).
 """
 
 from __future__ import annotations
@@ -22,6 +35,7 @@ import asyncio
 import json
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -42,12 +56,13 @@ KEYS = 10_000
 PARTITIONS = 4
 STEP_MS = 3.6
 MAX_DELAY_MS = 5_000
+ROUNDS = 3
 
 SUM_TASK = '''\
 from framework import StreamTask
 
 
-class SumTask(StreamTask):
+class Task(StreamTask):
     def init(self, context):
         self.totals = context.store("state")
 
@@ -59,30 +74,65 @@ class SumTask(StreamTask):
 
 WINDOW_TASK = '''\
 from framework import StreamTask
-from framework.windows import Hopping, Windows, count
+from framework.windows import *
 
-WINDOW = Hopping(size_ms=300_000, advance_ms=60_000, grace_ms=10_000)
+WINDOW = {window}
+REDUCER = {reducer}
 
 
-class WindowedCountTask(StreamTask):
+class Task(StreamTask):
     def init(self, context):
-        self.windows = Windows(context, "state", WINDOW, count())
+        self.windows = Windows(context, "state", WINDOW, REDUCER)
 
     def process(self, envelope, collector, coordinator):
         for window in self.windows.process(envelope, collector):
-            collector.send(f"{envelope.ssp.system}.out", key=window.key,
-                           value={"start": window.start, "count": window.value})
+            collector.send(f"{{envelope.ssp.system}}.out", key=window.key,
+                           value={{"start": window.start, "value": window.value}})
 '''
 
+JOIN_TASK = '''\
+from framework import StreamTask
+from framework.windows import IntervalJoin
 
-def _job(folder: Path, module: str, task: str, text: str) -> JobConfig:
+
+class Task(StreamTask):
+    def init(self, context):
+        self.join = IntervalJoin(context, "state", left="local.events", right="local.other",
+                                 before_ms=2_000, after_ms=2_000, grace_ms=10_000,
+                                 how="left")
+
+    def process(self, envelope, collector, coordinator):
+        for pair in self.join.process(envelope, collector):
+            collector.send(f"{envelope.ssp.system}.out", key=pair.key,
+                           value={"left": pair.left_ts, "right": pair.right_ts})
+'''
+
+GRACE = "grace_ms=10_000"
+JOBS = {
+    "sum": ("per-key sum", SUM_TASK),
+    "tumbling": ("tumbling 1 min, count", WINDOW_TASK.format(
+        window=f"Tumbling(size_ms=60_000, {GRACE})", reducer="count()")),
+    "hopping": ("hopping 5 min / 1 min, count", WINDOW_TASK.format(
+        window=f"Hopping(size_ms=300_000, advance_ms=60_000, {GRACE})", reducer="count()")),
+    "hopping4": ("hopping 5 min / 1 min, 4 results", WINDOW_TASK.format(
+        window=f"Hopping(size_ms=300_000, advance_ms=60_000, {GRACE})",
+        reducer='aggregate(views=count(), spent=sum_of("amount"), top=max_of("amount"), '
+                'avg=mean_of("amount"))')),
+    "session": ("session, gap 30 s, count", WINDOW_TASK.format(
+        window=f"Session(gap_ms=30_000, {GRACE})", reducer="count()")),
+    "join": ("interval join ±2 s, left", JOIN_TASK),
+}
+
+
+def _job(folder: Path, name: str, text: str) -> JobConfig:
     folder.mkdir(parents=True)
-    (folder / f"{module}.py").write_text(text)
+    (folder / f"{name}_task.py").write_text(text)
+    inputs = '"local.events", "local.other"' if name == "join" else '"local.events"'
     (folder / "job.toml").write_text(f"""\
 [job]
-name = "bench-{module}"
-task = "{module}:{task}"
-inputs = ["local.events"]
+name = "bench-{name}"
+task = "{name}_task:Task"
+inputs = [{inputs}]
 fetch_max_records = 5000
 
 [systems.local]
@@ -90,6 +140,7 @@ type = "local"
 path = "data"
 
 [streams."local.events"]
+[streams."local.other"]
 [streams."local.out"]
 [stores.state]
 """)
@@ -109,21 +160,33 @@ def _records(count: int, keys: int) -> list[ProducerRecord]:
     return [ProducerRecord("events", key, value, timestamp=ts) for _, ts, key, value in timed]
 
 
-async def _rate(config: JobConfig, records: list[ProducerRecord]) -> tuple[float, int]:
-    """(records/s, outputs) of one worker running ``config`` over ``records``."""
+def _split(records: list[ProducerRecord]) -> list[ProducerRecord]:
+    """Every other record to the join's second input, ``other``."""
+    return [record if n % 2 == 0 else ProducerRecord("other", record.key, record.value,
+                                                      timestamp=record.timestamp)
+            for n, record in enumerate(records)]
+
+
+async def _rate(config: JobConfig,
+                records: list[ProducerRecord]) -> tuple[float, float, int]:
+    """(records per second, records per CPU second of this process, outputs) of one
+    worker running ``config`` over ``records``."""
     system = open_system(config.system("local"))
     await system.start()
     try:
-        await system.create_stream("events", PARTITIONS)
+        counts = {}
+        for stream in config.inputs:
+            counts[stream] = PARTITIONS
+            await system.create_stream(stream.partition(".")[2], PARTITIONS)
         await system.create_stream("out", PARTITIONS)
-        model = build_job_model(config, {config.inputs[0]: PARTITIONS}, None)
+        model = build_job_model(config, counts, None)
         await system.create_stream(config.changelog_stream("state").partition(".")[2],
                                    model.changelog_partitions, compacted=True)
         await publish_model(system, config, model)
         for at in range(0, len(records), 10_000):
             await system.produce(records[at:at + 10_000])
         worker = Worker(config, 0, model=model)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         running = asyncio.create_task(worker.run())
         while sum(i.processed for i in worker.instances) < len(records):
             if running.done():
@@ -132,39 +195,62 @@ async def _rate(config: JobConfig, records: list[ProducerRecord]) -> tuple[float
             await asyncio.sleep(0.005)
         worker.stop.set()
         await running  # includes the final commit
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         outputs = sum(r.end for r in (await system.offsets("out")).values())
     finally:
         await system.close()
-    return len(records) / elapsed, outputs
+    return len(records) / elapsed, len(records) / cpu, outputs
 
 
-def run(records: int = RECORDS, keys: int = KEYS) -> tuple[float, float]:
-    """Measure both jobs over the same records and print the figures."""
+def run(records: int = RECORDS, keys: int = KEYS, rounds: int = ROUNDS,
+        jobs: list[str] | None = None) -> dict[str, float]:
+    """Run the jobs in interleaved rounds; print and return each job's median share of
+    the sum in records per CPU second (the sum's own entry: its median of those)."""
+    names = ["sum", *[name for name in (jobs or list(JOBS)) if name != "sum"]]
     data = _records(records, keys)
     print(f"{records:,} JSON records, {keys:,} keys, {PARTITIONS} partitions, 1 worker, "
-          f"logged RocksDB store; event time spans {records * STEP_MS / 60_000:,.0f} min")
+          f"logged RocksDB store; event time spans {records * STEP_MS / 60_000:,.0f} min; "
+          f"{rounds} rounds, order alternating", flush=True)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
+    outputs: dict[str, int] = {}
     work = Path(tempfile.mkdtemp(prefix="sampan-bench-windows-"))
     try:
-        sums, sum_out = asyncio.run(_rate(_job(work / "sum", "sum_task", "SumTask", SUM_TASK),
-                                          data))
-        windowed, window_out = asyncio.run(_rate(
-            _job(work / "windows", "window_task", "WindowedCountTask", WINDOW_TASK), data))
+        for number in range(rounds):
+            order = names if number % 2 == 0 else names[::-1]
+            for name in order:
+                config = _job(work / f"{name}-{number}", name, JOBS[name][1])
+                rate, cpu, outputs[name] = asyncio.run(_rate(
+                    config, _split(data) if name == "join" else data))
+                rates[name].append(rate)
+                cpus[name].append(cpu)
+                print(f"  round {number + 1} {name:<9} {rate:>10,.0f} records/s "
+                      f"{cpu:>10,.0f} records/CPU-s", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"per-key sum:                          {sums:>10,.0f} records/s "
-          f"({sum_out:,} outputs)")
-    print(f"windowed count, hopping 5 min / 1 min: {windowed:>10,.0f} records/s "
-          f"({window_out:,} closed windows; {windowed / sums:.0%} of the sum)")
-    return sums, windowed
+    print(f"{'job':<38} {'records/s':>10} {'rec/CPU-s':>10}  share of the sum (wall; CPU)")
+    shares = {"sum": statistics.median(cpus["sum"])}
+    for name in names:
+        wall = [r / total for r, total in zip(rates[name], rates["sum"], strict=True)]
+        per_cpu = [r / total for r, total in zip(cpus[name], cpus["sum"], strict=True)]
+        shares[name] = statistics.median(per_cpu)
+        line = (f"{JOBS[name][0]:<38} {statistics.median(rates[name]):>10,.0f} "
+                f"{statistics.median(cpus[name]):>10,.0f}")
+        if name != "sum":
+            line += f"  {statistics.median(wall):.0%}; {shares[name]:.0%}"
+        print(f"{line}  ({outputs[name]:,} outputs)")
+    return shares
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=RECORDS)
     parser.add_argument("--keys", type=int, default=KEYS)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--jobs", default=",".join(JOBS),
+                        help=f"comma-separated, of {', '.join(JOBS)} (sum always runs)")
     args = parser.parse_args()
-    run(args.records, args.keys)
+    run(args.records, args.keys, args.rounds, args.jobs.split(","))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -153,6 +153,17 @@ class TaskContext(Protocol):
 
     def track_watermark(self, source: WatermarkSource) -> None:
         """Report ``source.watermark`` to `StreamTask.window` (as `WindowTimes`)."""
+        ...
+
+    def on_window(self, callback: Callable[[MessageCollector], object]) -> None:
+        """Call ``callback(collector)`` on every window tick (``job.window_interval_ms``),
+        before the task's own `StreamTask.window`; what it sends or writes commits like
+        the rest of the task's work."""
+        ...
+
+    def input_idle_ms(self, ssp: SystemStreamPartition) -> int | None:
+        """How long every fetch has found ``ssp`` read to its end (ms); None while it
+        delivers records, or when it is not read (behind an expansion barrier)."""
         ...
 
 

@@ -3,18 +3,19 @@
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import kafka_broker as brokers
 import pytest
 from kafka_broker import KafkaBroker, KafkaCluster, TansuBroker
 
-__all__ = ["kafka_broker", "kafka_cluster", "spark", "tansu_broker"]
+__all__ = ["kafka_broker", "kafka_cluster", "kafka_own_broker", "spark", "tansu_broker"]
 
 SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs", "bench",
-        "hosts"}
+        "hosts", "faults"}
 """Test folders whose tests run real processes, brokers or Spark."""
-KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "tansu_broker", "kafka_mock"}
+KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "kafka_own_broker", "tansu_broker"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -23,7 +24,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = item.path.parts
         if "tests" in parts and SLOW & set(parts[parts.index("tests") + 1:-1]):
             item.add_marker(pytest.mark.slow)
-        if {"kafka", "eos", "hosts"} & set(parts) or KAFKA_FIXTURES & set(
+        if {"kafka", "eos", "hosts", "faults"} & set(parts) or KAFKA_FIXTURES & set(
                 getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
 
@@ -47,6 +48,18 @@ def kafka_broker() -> Iterator[KafkaBroker]:
     """
     require_kafka()
     broker = brokers.start_kafka()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
+    """A one-node Apache Kafka of the test's own, which it may stop and start again (the
+    shared `kafka_broker` must stay up); stopped at the end."""
+    require_kafka()
+    broker = brokers.start_kafka(tmp_path / "kafka")
     try:
         yield broker
     finally:

@@ -414,9 +414,14 @@ def start_kafka(folder: Path | None = None, settings: dict[str, str] | None = No
 
 
 def _cluster_id() -> str:
+    """A random cluster id, never starting with '-' (kafka-storage would take it for an
+    option: as Kafka's own ``Uuid.randomUuid`` does, draw again)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 async def _wait_ready(nodes: Sequence[KafkaNode], brokers: int, timeout_s: float) -> None:

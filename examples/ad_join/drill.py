@@ -52,7 +52,7 @@ class AdJoinScenario:
     expand = "clicks"
     initial_partitions = 4
     steps = (8,)
-    checked = "results (attributed clicks, late clicks, campaign CTRs)"
+    checked = "results (attributed clicks, late clicks, campaign CTRs, empty join stores)"
 
     def __init__(self, records: int, seed: int, partitions: int, final_partitions: int
                  ) -> None:
@@ -127,10 +127,12 @@ class AdJoinScenario:
                     verdict.wrong.setdefault(f"campaign {campaign}", (
                         f"{where} sums to {totals.get(campaign)}, "
                         f"expected {want.ctr.get(campaign)}"))
-        for partition, left in (await store_state(system, config, "waiting-clicks")).items():
-            for key in left:  # the last watermark closed every window
-                verdict.wrong[f"click {key.split('|')[1]}"] = (
-                    f"still waiting in task {partition}'s store")
+        for partition, kept in sorted((await store_state(system, config, "joined")).items()):
+            verdict.keys += 1  # each task's join store: empty once the last watermark passed
+            auctions = sorted(key[3:] for key in kept if key.startswith("j|"))
+            if auctions:
+                verdict.wrong[f"task {partition}'s join store"] = (
+                    f"still keeps records of {len(auctions):,} auctions, e.g. {auctions[0]}")
         return verdict
 
 

@@ -93,6 +93,12 @@ async def _coordinator_state(meta: Any, config: JobConfig, state: CoordinatorSta
         liveness = await check_coordinator(meta, config.name, state.status)
         truth["state"] = "running" if liveness.alive else "died"
         truth["not_running"] = liveness.detail
+        ended = read_run_file(run_file(config.state_dir))
+        if not liveness.alive and ended is not None and ended.state == "failed" and (
+                ended.pid, ended.host) == (state.status.coordinator_pid,
+                                           state.status.coordinator_host):
+            # it failed while the metadata system could not take its last report
+            truth.update(state="failed", error=ended.error, not_running=None)
     else:
         truth["state"] = recorded or "unknown"
         if recorded == "stopped":
@@ -201,6 +207,14 @@ def unreachable_status(config: JobConfig, error: SystemUnavailableError) -> dict
     """The status while the metadata system does not answer this command: from the run
     file of the job's coordinator on this machine; the error again when none runs here."""
     run = _this_machines_run(config)
+    ended = read_run_file(run_file(config.state_dir))
+    if run is None and ended is not None and ended.state == "failed" and (
+            ended.host == socket.gethostname()):
+        return _with_health({  # e.g. stopped by coordinator.max_unreachable_ms
+            "job": config.name, "state": "failed", "recorded_state": "failed",
+            "not_running": None, "metadata_reachable": False, "error": ended.error,
+            "coordinator_pid": ended.pid, "coordinator_host": ended.host,
+            "started_ms": ended.started_ms, "unreachable": []})
     if run is None:
         raise SystemUnavailableError(
             f"{error}; no coordinator of job {config.name!r} runs on this machine, so its "

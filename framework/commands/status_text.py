@@ -119,6 +119,12 @@ def _print_partial(status: dict[str, Any], out: TextIO) -> None:
     if status["state"] == "not started":
         print(status["not_running"], file=out)
         return
+    if status["state"] == "failed":
+        print(f"job {status['job']}: coordinator failed on this machine (pid "
+              f"{status['coordinator_pid']}, started {_clock(status['started_ms'])}); its "
+              f"metadata system does not answer", file=out)
+        _health(status, out)
+        return
     print(f"job {status['job']}: coordinator running on this machine (pid "
           f"{status['coordinator_pid']}, since {_clock(status['started_ms'])}); its status "
           f"cannot be read: its metadata system does not answer", file=out)

@@ -60,7 +60,8 @@ def add_streams_command(commands: Any) -> None:
     p = sub.add_parser(
         "produce", help='write JSON lines {"key": ..., "value": ...} from stdin',
         description='Write one record per stdin line, {"key": K, "value": V} (optionally '
-        '"partition": N), encoded with the stream\'s declared serdes. "value": null writes a '
+        '"partition": N and "timestamp": MS, the record timestamp in ms since the epoch, '
+        "default now), encoded with the stream\'s declared serdes. \"value\": null writes a "
         "tombstone. Every line is checked first: a bad line writes nothing; on the local "
         "log the whole input is one transaction.")
     p.add_argument("stream", metavar="SYSTEM.STREAM")
@@ -274,22 +275,28 @@ def _produce(args: argparse.Namespace) -> int:
         if not isinstance(item, dict):
             raise ConfigError(f"stdin line {line_no}: got a JSON {type(item).__name__}; write "
                               f"one object per line like {example}")
-        unknown = sorted(set(item) - {"key", "value", "partition"})
+        unknown = sorted(set(item) - {"key", "value", "partition", "timestamp"})
         if "value" not in item:
             raise ConfigError(
                 f"stdin line {line_no}: no \"value\" field (found {sorted(item)}); write "
                 f'{example}, or "value": null for a tombstone (a delete)')
         if unknown:
             raise ConfigError(f"stdin line {line_no}: unknown field(s) {unknown}; a line has "
-                              f'"key", "value" and optionally "partition"')
+                              f'"key", "value" and optionally "partition" and "timestamp"')
         key, value, partition = item.get("key"), item["value"], item.get("partition")
         if partition is not None and (not isinstance(partition, int) or partition < 0):
             raise ConfigError(f"stdin line {line_no}: \"partition\" must be an integer ≥ 0, "
                               f"got {partition!r}")
+        timestamp = item.get("timestamp")
+        if timestamp is not None and (type(timestamp) is not int or timestamp < 0):
+            raise ConfigError(f"stdin line {line_no}: \"timestamp\" must be the record's time "
+                              f"in milliseconds since the epoch, an integer ≥ 0, got "
+                              f"{timestamp!r}")
         try:
             return ProducerRecord(
                 stream, None if key is None else key_serde.to_bytes(key),
-                None if value is None else value_serde.to_bytes(value), partition=partition)
+                None if value is None else value_serde.to_bytes(value), partition=partition,
+                timestamp=timestamp)
         except Exception as error:
             raise SerdeError(f"stdin line {line_no}: cannot encode for {args.stream} "
                              f"({declared.key_serde}/{declared.value_serde}): {error}") from None

@@ -63,6 +63,10 @@ class JobConfig:
     """How often each task commits; default 1000."""
     window_interval_ms: int = 1000
     """How often `StreamTask.window` runs; default 1000."""
+    input_idle_timeout_ms: int = 30000
+    """An input partition read to its end that has delivered nothing this long stops
+    holding back the event-time watermark of `framework.windows` (``source="records"``)
+    until it delivers again; 0 never; default 30000."""
     grouper: str = "partition"
     """``"partition"``, ``"system-stream-partition"`` or ``"single"``; default partition."""
     expansion: str = "fixed-tasks"

@@ -180,6 +180,10 @@ class CoordinatorConfig:
     """Crashes of one worker within `crash_window_ms` before the job gives up; default 5."""
     crash_window_ms: int = 600000
     """The sliding window `max_worker_restarts` counts crashes in; default 600000 (10 min)."""
+    max_unreachable_ms: int = 600000
+    """A system of the job (a Kafka cluster) unreachable this long stops the job, with one
+    line naming it and what to check; meanwhile workers wait for it. 0 waits for good;
+    default 600000 (10 min)."""
     assignor: str = "sticky"
     """Task → worker placement: ``"sticky"`` or ``"high-availability"``; default sticky."""
     compaction_interval_ms: int = 60000

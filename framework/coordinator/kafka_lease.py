@@ -47,7 +47,7 @@ def _lease_assignor(holds: list[bool], since_ms: int) -> type[AbstractPartitionA
     """An assignor class for one consumer (aiokafka calls strategies as classes): the
     partition stays with its holder; without one it goes to the earliest waiting member."""
 
-    class LeaseAssignor(AbstractPartitionAssignor):
+    class LeaseAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         name = "sampan-lease"
         version = 0
         _holds: ClassVar[list[bool]] = holds

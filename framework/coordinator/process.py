@@ -27,6 +27,7 @@ from framework.coordinator.expansion import ExpansionBook, describe_change
 from framework.coordinator.holds import HoldPlan, InputNow, input_now, plan_holds
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
+from framework.coordinator.modes import refuse_other_mode
 from framework.coordinator.reachability import Reachability
 from framework.coordinator.retention import retain_forever, retention_policies
 from framework.coordinator.runfile import (
@@ -129,8 +130,11 @@ class Coordinator:
                 self.lease = KafkaCoordinatorLease(
                     self.meta, self.config.name,
                     self.config.coordinator_ref.stream, ttl)
+            hosts_timeout = self.config.coordinator.session_timeout_ms
+            await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
             if self.lease is not None:
                 await self.lease.acquire()  # before anything is written: one coordinator
+                await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
                 keeper.add_done_callback(self._stop_if_lease_lost)
             shared = shared_folder(read_run_file(self.run_file), self.config)
@@ -377,6 +381,10 @@ class Coordinator:
                 await self._check_inputs()
                 await self._note_resumed()
             except SystemUnavailableError:  # logged once per outage; the job goes on
+                too_long = self.reach.too_long(self.config.coordinator.max_unreachable_ms,
+                                               self.config.systems, str(self.config.path))
+                if too_long is not None:
+                    raise too_long from None
                 continue
             if self._unpublished:
                 await self._report(state="running")
@@ -396,6 +404,8 @@ class Coordinator:
         streams.append(self.config.coordinator_ref.stream)
         while True:
             await asyncio.sleep(interval)
+            if self.reach.down(self.config.metadata_system):
+                continue  # its outage is reported already; compaction waits for its end
             for stream in streams:
                 try:
                     dropped = await self.meta.compact(stream)
@@ -538,7 +548,7 @@ class Coordinator:
                 pid=os.getpid(), host=socket.gethostname(), started_ms=self._started_ms,
                 updated_ms=_now_ms(), state=state, metadata_system=self.config.metadata_system,
                 unreachable=list(self.status.unreachable), job_file=str(self.config.path),
-                metadata_at=metadata_location(self.config)))
+                metadata_at=metadata_location(self.config), error=self.status.error or ""))
         except OSError as error:  # for people; never stops the job
             log.warning("cannot write the run file %s: %s", self.run_file, error)
 

@@ -5,7 +5,9 @@ with `SystemUnavailableError` opens an outage of that system (logged once, with 
 it began), the next call that succeeds closes it. Open outages are kept in the
 coordinator's status (`CoordinatorStatus.unreachable`) and in its run file
 (`framework.coordinator.runfile`), so `sampan status` reports the job as degraded even
-while the metadata system holding that status does not answer.
+while the metadata system holding that status does not answer. An outage longer than
+``coordinator.max_unreachable_ms`` stops the job (`Reachability.too_long`): its workers
+wait for the system meanwhile (`framework.worker.outage`).
 """
 
 from __future__ import annotations
@@ -13,18 +15,34 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
+from framework.config import SystemConfig
 from framework.errors import SystemUnavailableError
 from framework.metadata import CoordinatorStatus, Unreachable
 
-__all__ = ["Reachability"]
+__all__ = ["Reachability", "UnreachableTooLongError"]
 
 log = logging.getLogger(__name__)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class UnreachableTooLongError(SystemUnavailableError):
+    """A system of the job did not answer for longer than ``coordinator.max_unreachable_ms``."""
+
+
+def _where(system: SystemConfig) -> tuple[str, str]:
+    """How to name ``system`` to people, and what to check when it does not answer."""
+    if system.type == "kafka":
+        return (f"Kafka at {system.bootstrap}",
+                f"check that the brokers at {system.bootstrap} run and that this machine "
+                f"reaches them ([systems.{system.name}] bootstrap; a broker's own log says "
+                "why it stopped)")
+    return (f"the local log at {system.path}",
+            f"check that {system.path} is readable and not locked by another program")
 
 
 class Reachability:
@@ -70,3 +88,23 @@ class Reachability:
     def down(self, system: str) -> bool:
         """Whether an outage of ``system`` is open."""
         return any(outage.system == system for outage in self.status.unreachable)
+
+    def too_long(self, bound_ms: int, systems: Mapping[str, SystemConfig], job_file: str
+                 ) -> UnreachableTooLongError | None:
+        """The error that stops the job when an open outage is older than ``bound_ms``
+        (0: never), naming the system and what to check; else None."""
+        if not bound_ms:
+            return None
+        now = _now_ms()
+        for outage in self.status.unreachable:
+            if now - outage.since_ms <= bound_ms or outage.system not in systems:
+                continue
+            where, check = _where(systems[outage.system])
+            since = time.strftime("%H:%M:%S", time.localtime(outage.since_ms / 1000))
+            return UnreachableTooLongError(
+                f"{where} (system {outage.system!r}) has not answered for "
+                f"{(now - outage.since_ms) / 1000:.0f} s (since {since}), longer than "
+                f"[coordinator] max_unreachable_ms = {bound_ms}: the job stopped and nothing "
+                f"is lost; {check}, then run `sampan run {job_file}` again: it resumes from "
+                "the last commit")
+        return None

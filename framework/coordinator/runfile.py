@@ -38,6 +38,8 @@ class RunRecord:
     """The job file the run started from."""
     metadata_at: str = ""
     """Where its metadata system lives (`metadata_location`)."""
+    error: str = ""
+    """Why it failed (state ``failed``), also when its metadata system could not take it."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
@@ -46,7 +48,8 @@ class RunRecord:
                    state=str(data["state"]), metadata_system=str(data["metadata_system"]),
                    unreachable=[Unreachable.from_dict(u) for u in data.get("unreachable", [])],
                    job_file=str(data.get("job_file", "")),
-                   metadata_at=str(data.get("metadata_at", "")))
+                   metadata_at=str(data.get("metadata_at", "")),
+                   error=str(data.get("error", "")))
 
 
 def metadata_location(config: JobConfig) -> str:

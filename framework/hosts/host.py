@@ -22,6 +22,7 @@ from pathlib import Path
 from aiokafka.errors import KafkaError
 
 from framework.config import JobConfig
+from framework.coordinator.modes import refuse_other_mode
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError
 from framework.hosts.config import lead_timeout_ms, rebalance_timeout_ms, rebalance_wait_bound_ms
@@ -131,7 +132,10 @@ class Host:
                 lead=self._lead, revoked=self._revoked, assigned=self._assigned,
                 session_timeout_ms=session,
                 rebalance_timeout_ms=rebalance_timeout_ms(self.config))
+            lease_timeout = max(6000, self.config.coordinator.lease_timeout_ms)
+            await refuse_other_mode(meta, self.config.name, "hosts", lease_timeout)
             await self._membership.join()
+            await refuse_other_mode(meta, self.config.name, "hosts", lease_timeout)
             log.info("host %r joined group of job %r (session timeout %d ms)", self.name,
                      self.config.name, session)
             while not self.stop.is_set():

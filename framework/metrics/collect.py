@@ -9,24 +9,32 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
-    Metric,
 )
 from prometheus_client.utils import floatToGoString
 
 from framework.metrics.families import FAMILIES, Family
 
-__all__ = ["WeightedHistogram", "family", "histogram_of"]
+__all__ = ["WeightedHistogram", "family", "histogram_family", "histogram_of"]
 
 _BY_NAME = {f.name: f for f in FAMILIES}
 
 
-def family(name: str) -> Metric:
-    """An empty metric family of ``name`` (one of `FAMILIES`), with its labels and help."""
+def family(name: str) -> CounterMetricFamily | GaugeMetricFamily:
+    """An empty counter or gauge family of ``name`` (one of `FAMILIES`), with its labels
+    and help; a histogram's name is refused (`histogram_family` builds those)."""
     spec: Family = _BY_NAME[name]
     if spec.kind == "counter":
         return CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
     if spec.kind == "gauge":
         return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+    raise ValueError(f"metric {name!r} is a {spec.kind}: build it with histogram_family")
+
+
+def histogram_family(name: str) -> HistogramMetricFamily:
+    """An empty histogram family of ``name`` (one of `FAMILIES`), with its labels and help."""
+    spec: Family = _BY_NAME[name]
+    if spec.kind != "histogram":
+        raise ValueError(f"metric {name!r} is a {spec.kind}: build it with family")
     return HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
 
 

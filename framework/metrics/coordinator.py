@@ -10,7 +10,7 @@ from prometheus_client.core import Metric
 
 from framework.config import JobConfig
 from framework.logformat import set_context_provider
-from framework.metrics.collect import family, histogram_of
+from framework.metrics.collect import family, histogram_family, histogram_of
 from framework.metrics.families import PAUSE_BUCKETS
 from framework.metrics.server import MetricsServer, serve
 from framework.metrics.targets import remove_targets_above, target_file
@@ -24,7 +24,7 @@ class CoordinatorMetrics:
     def __init__(self, config: JobConfig) -> None:
         self.config = config
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)  # type: ignore[arg-type]  # a collector: has collect()
+        self.registry.register(self)
         self._coordinator: Any = None
         self._baseline = 0  # expansions recorded before this coordinator started
         self._server: MetricsServer | None = None
@@ -71,7 +71,7 @@ class CoordinatorMetrics:
             yield metric
         pauses = histogram_of((e.pause_ms / 1000 for e in expansions if e.pause_ms is not None),
                               PAUSE_BUCKETS)
-        pause = family("sampan_expansion_pause_seconds")
+        pause = histogram_family("sampan_expansion_pause_seconds")
         pause.add_metric(job, pauses.buckets(), pauses.sum)
         yield pause
         epoch = family("sampan_job_model_epoch")

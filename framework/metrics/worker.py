@@ -28,7 +28,7 @@ from framework.config import JobConfig
 from framework.errors import SampanError
 from framework.logformat import set_context_provider
 from framework.metadata import RestoreProgress, WorkerProgress, publish_worker_progress
-from framework.metrics.collect import WeightedHistogram, family
+from framework.metrics.collect import WeightedHistogram, family, histogram_family
 from framework.metrics.families import COMMIT_RECORD_BUCKETS, LATENCY_BUCKETS
 from framework.metrics.restore import RestoreTracker
 from framework.metrics.server import MetricsServer, serve
@@ -72,7 +72,7 @@ class WorkerMetrics:
         self.worker_id = worker_id
         self.port: int | None = None
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)  # type: ignore[arg-type]  # a collector: has collect()
+        self.registry.register(self)
         self.restores = RestoreTracker()
         self._worker: Any = None
         self._epoch: int | None = None
@@ -248,7 +248,7 @@ class WorkerMetrics:
         yield from self._per_task("sampan_task_records_per_second", self._rates)
         yield from self._per_task("sampan_outputs_produced", self._outputs)
         yield from self._per_task("sampan_records_dead_lettered", self._dead_letters)
-        latency = family("sampan_process_latency_seconds")
+        latency = histogram_family("sampan_process_latency_seconds")
         for task, histogram in sorted(self._latency.items()):
             latency.add_metric([*labels, task], histogram.buckets(), histogram.sum)
         changelog = family("sampan_changelog_records_written")
@@ -256,7 +256,8 @@ class WorkerMetrics:
             changelog.add_metric([*labels, task, store], written)
         commits = family("sampan_commits")
         commits.add_metric(list(labels), self._commits)
-        seconds, size = family("sampan_commit_duration_seconds"), family("sampan_commit_records")
+        seconds = histogram_family("sampan_commit_duration_seconds")
+        size = histogram_family("sampan_commit_records")
         seconds.add_metric(list(labels), self._commit_seconds.buckets(), self._commit_seconds.sum)
         size.add_metric(list(labels), self._commit_records.buckets(), self._commit_records.sum)
         yield from (latency, changelog, commits, seconds, size)

@@ -86,7 +86,7 @@ def _renderer(serde: Serde) -> Callable[[bytes], str | None]:
     def render_json(data: bytes) -> str | None:
         obj = from_bytes(data)
         if obj is None or isinstance(obj, str):
-            return obj  # type: ignore[no-any-return]
+            return obj
         if _FLOATISH.search(data) is None:
             try:
                 return orjson.dumps(obj).decode()

@@ -7,7 +7,8 @@ record here); a Spark read needs columns only, so this sends Fetch requests itse
 Reads are read_committed: the request asks the broker to filter, batches the broker lists
 as aborted are dropped, and — for brokers that ignore the isolation level — a
 transaction's batches are held until its COMMIT marker (dropped on ABORT). What is still
-undecided when the partition's end is reached is not visible, as past a last stable offset.
+undecided at the last stable offset the broker reports (or at the partition's end) is not
+visible.
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ class _Fetcher:
                 "that it runs and that [systems] bootstrap is right") from error
 
     async def fetch(self, position: int) -> tuple[int, list[tuple[int, int]], bytes]:
-        """(high watermark, aborted transactions, record bytes) from ``position`` on."""
+        """(readable end, aborted transactions, record bytes) from ``position`` on; the
+        readable end is the last stable offset where the broker reports one (Kafka: never
+        past a transaction still open), else the high watermark."""
         failure: Any = None
         for attempt in range(_ATTEMPTS):
             if attempt:
@@ -176,7 +179,8 @@ class _Fetcher:
                     if error_type is kafka_errors.NoError:
                         version = response.API_VERSION
                         aborted = data[2] if version >= 11 else data[-2] if version >= 4 else None
-                        return highwater, list(aborted or ()), data[-1] or b""
+                        stable = data[0] if version >= 4 and data[0] >= 0 else highwater
+                        return min(highwater, stable), list(aborted or ()), data[-1] or b""
                     if error_type is kafka_errors.OffsetOutOfRangeError:
                         raise SystemUnavailableError(
                             f"cannot read {self.where} from offset {position}: the broker no "
@@ -207,7 +211,7 @@ async def read_kafka_columns(
     try:
         await fetcher.start()
         while position < end or committed.holding:
-            highwater, aborted, raw = await fetcher.fetch(position)
+            readable_end, aborted, raw = await fetcher.fetch(position)
             committed.broker_aborted(aborted)
             records = MemoryRecords(raw)
             readable: list[Any] = []
@@ -234,7 +238,7 @@ async def read_kafka_columns(
                 readable = [r for r in readable if r.offset < end]
             if readable:
                 yield _columns(readable)
-            if position == before and position >= highwater:
-                return  # the log's end: undecided transactions are not visible
+            if position == before and position >= readable_end:
+                return  # the log's (stable) end: undecided transactions are not visible
     finally:
         await fetcher.close()

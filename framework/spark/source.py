@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - older Spark reads to latestOffset as i
 __all__ = ["SampanDataSource"]
 
 
-class _Split(InputPartition):  # type: ignore[misc]
+class _Split(InputPartition):
     """A `PartitionRange` as Spark's picklable input partition."""
 
     def __init__(self, part: PartitionRange) -> None:
@@ -69,7 +69,7 @@ def _ranges(options: SourceOptions, *, create: bool = False) -> dict[int, Offset
     return with_system(config, stream.system, offsets)
 
 
-class SampanDataSource(DataSource):  # type: ignore[misc]
+class SampanDataSource(DataSource):
     """``spark.read.format("sampan")``: a stream of the job's local log or Kafka cluster."""
 
     @classmethod
@@ -93,7 +93,7 @@ class SampanDataSource(DataSource):  # type: ignore[misc]
         return _Writer(SourceOptions.parse(self.options), [f.name for f in schema.fields])
 
 
-class _BatchReader(DataSourceReader):  # type: ignore[misc]
+class _BatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.splits = [_Split(p) for p in resolve_offsets(options, _ranges(options))]
 
@@ -101,10 +101,11 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc]
         return self.splits
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _Split), partition  # the partitions this reader made
         yield from read_partition(partition.part)
 
 
-class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are ``{"<partition>": position}``; partitions added by an expansion are read
     from their oldest offset."""
 
@@ -121,7 +122,8 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # typ
         chosen = self.options.partitions or sorted(ranges)
         return {str(p): ranges[p].end for p in chosen if p in ranges}
 
-    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None
+                     ) -> dict[str, int]:
         if self.target is not None:
             return dict(self.target)
         return self._latest()
@@ -136,6 +138,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # typ
                 if int(start.get(p, 0)) < int(position)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _Split), partition  # the partitions this reader made
         yield from read_partition(partition.part)
 
     def commit(self, end: dict[str, int]) -> None:
@@ -143,11 +146,11 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # typ
 
 
 @dataclass
-class _Written(WriterCommitMessage):  # type: ignore[misc]
+class _Written(WriterCommitMessage):
     records: int
 
 
-class _Writer(DataSourceArrowWriter):  # type: ignore[misc]
+class _Writer(DataSourceArrowWriter):
     def __init__(self, options: SourceOptions, columns: list[str]) -> None:
         if "key" not in columns or "value" not in columns:
             raise SparkOptionError(

@@ -4,9 +4,10 @@ Writes stay in memory (latest value per serialized key; a delete is a tombstone)
 the worker commits; reads see them first. That buffer is the exactly-once mechanism —
 nothing reaches the engine before the commit that makes it durable in the changelog
 succeeded — and the main speed lever: repeated writes to a key cost one changelog
-record and one RocksDB write per commit. An int written with the JSON value serde (a
-counter, a sum) is kept as the int and encoded when the commit drains the buffer: it
-cannot fail to encode, and a key written many times between commits is encoded once.
+record and one RocksDB write per commit. An int or an ASCII string written with the JSON
+value serde (a counter, a sum, `framework.windows`' state text) is kept as it is and
+encoded when the commit drains the buffer: it cannot fail to encode, and a key written
+many times between commits is encoded once.
 
 Commit interplay (DESIGN.md §6)::
 
@@ -48,10 +49,10 @@ class Serde(Protocol):
 _MISSING = object()
 _IMMUTABLE = frozenset({int, float, str, bool, bytes})
 """Value types a task cannot mutate behind the store's back: safe to hand out again."""
-_UNENCODED = bytes(bytearray(b"<an int encoded at drain>"))
-"""The buffer's value of a key whose value (an int, JSON serde) is encoded at `drain`;
-the value itself is in ``_objects``. Compared by identity: this object is never a
-serde's output."""
+_UNENCODED = bytes(bytearray(b"<a value encoded at drain>"))
+"""The buffer's value of a key whose value (an int or an ASCII str, JSON serde) is encoded
+at `drain`; the value itself is in ``_objects``. Compared by identity: this object is
+never a serde's output."""
 
 
 class TaskStore:
@@ -116,7 +117,7 @@ class TaskStore:
             try:  # `_fast_key` inline: this is the task's hottest call
                 raw = self._key_to(key)
             except Exception:
-                raw = None
+                raw = self._encode_key(key)  # raises the SerdeError naming the store
             if type(raw) is not bytes or key is None:
                 raw = self._encode_key(key)
             if type(key) is str:
@@ -150,7 +151,7 @@ class TaskStore:
             try:  # `_fast_key` inline
                 raw = self._key_to(key)
             except Exception:
-                raw = None
+                raw = self._encode_key(key)  # raises the SerdeError naming the store
             if type(raw) is not bytes or key is None:
                 raw = self._encode_key(key)
         if self.journal is not None:
@@ -159,7 +160,8 @@ class TaskStore:
             self._buffer[raw] = None
             self._objects.pop(raw, None)
             return
-        if type(value) is int and self._ints_later:
+        if self._ints_later and (type(value) is int
+                                 or (type(value) is str and value.isascii())):
             self._buffer[raw] = _UNENCODED
             self._objects[raw] = value
             return
@@ -255,7 +257,7 @@ class TaskStore:
         return drained
 
     def _encode_later(self) -> None:
-        """Encode the buffered values kept as ints (see `_UNENCODED`)."""
+        """Encode the buffered values kept as they were put (see `_UNENCODED`)."""
         if not self._ints_later:
             return
         objects, encode = self._objects, self._value_to

@@ -341,14 +341,15 @@ class _Applier:
                 f"a key at offset {bad}; only keyed records can be restored — was "
                 f"something other than sampan writing to this changelog?"
             )
+        keyed = cast(list[bytes], keys)  # no None: checked above
         values = self._values[lo:hi]
         changelog = ChangelogPosition(self._stream, self._partition, position)
         if isinstance(self._engine, PairWriter):  # puts applied in order need no dict
-            call = functools.partial(self._engine.write_pairs, keys, values, changelog)
+            call = functools.partial(self._engine.write_pairs, keyed, values, changelog)
         else:
             # A dict keeps the latest value per key, as replaying the log in order would.
             call = functools.partial(self._engine.write_batch, dict(
-                zip(cast(list[bytes], keys), values, strict=True)), changelog)
+                zip(keyed, values, strict=True)), changelog)
         # One write in flight, in order, on the writer thread (RocksDB releases the GIL):
         # the next batch is read and prepared meanwhile.
         await self._settle()

@@ -2,34 +2,44 @@
 
 Store layout (string keys; values through the store's value serde, JSON by default):
 
-- ``k|<key>`` → the key's open windows, flat: ``[start, aggregate, …]`` (tumbling,
-  hopping) or ``[first ts, last ts, aggregate, …]`` (sessions), oldest first;
-- ``c|<closes_at, 16 digits>|<key>`` → 1: an index of when each key has a window to
-  close, so closing reads only what closes;
+- ``k|<key>`` → the key's open windows as state text (`framework.windows.state`), laid
+  out by `framework.windows.layouts`: panes ``[pane start, aggregate, …]`` (tumbling,
+  hopping), ``[window start, aggregate, …]`` (hopping windows whose size is not a
+  multiple of the advance, or a reducer without merge) or ``[first ts, last ts,
+  aggregate, …]`` (sessions), oldest first;
+- ``a~windows`` → what they are aggregated by (reducer, kind, layout), so a task changing
+  them over open windows is stopped instead of misreading them;
+- ``a~closed`` → the bound of the last close: every window closing at or before it has
+  been emitted (`framework.windows.keyed`: closes are lazy in the store);
 - ``t|…`` and ``t~watermark``: the `EventTime` tracker's state; ``late``: late records.
 
 A record is *late* when its event time is more than ``grace_ms`` behind the watermark;
 it then touches no window. A window closes — its final result is emitted and its state
-deleted — when the watermark reaches ``closes_at + grace_ms``; no on-time record can fall
-in it after that, so each window's final result is emitted exactly once.
+dropped — when the watermark reaches ``closes_at + grace_ms`` (sessions: up to an eighth
+of the gap later, so one close serves the sessions of many keys); no on-time record can
+fall in it after that, so each window's final result is emitted exactly once.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
 from framework.windows.event_time import EventTime, Timestamp, open_window_store
-from framework.windows.kinds import MAX_TIME, Hopping, Session, WindowError, WindowKind
-from framework.windows.reducers import Reducer
+from framework.windows.keyed import KeyedStates
+from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
+from framework.windows.layouts import Layout, describe, layout_for
+from framework.windows.reducers import Reducer, aggregate
+from framework.windows.state import key_from_text, key_text
 
 __all__ = ["LatePolicy", "WindowResult", "Windows"]
 
 LatePolicy = Literal["count", "dead-letter", "drop"]
 STATE = "k|"
-CLOSING = "c|"
+LEGACY_INDEX = "c|"
+"""Where stores written before the in-memory index kept it; deleted when a task starts."""
+SHAPE_KEY = "a~windows"
 LATE_KEY = "late"
 
 
@@ -48,29 +58,16 @@ class WindowResult(NamedTuple):
                 "final": self.final}
 
 
-def key_text(key: Any) -> str:
-    """A record key as store-key text: strings as they are, anything else as JSON."""
-    if type(key) is str:
-        return "s" + key
-    if isinstance(key, bytes):
-        return "b" + key.hex()
-    return "j" + json.dumps(key, sort_keys=True)
-
-
-def key_from_text(text: str) -> Any:
-    kind, rest = text[0], text[1:]
-    if kind == "s":
-        return rest
-    return bytes.fromhex(rest) if kind == "b" else json.loads(rest)
-
-
-def _time(ms: int) -> str:
-    return f"{min(max(ms, 0), MAX_TIME):016d}"
 
 
 class Windows:
-    """Window aggregations of one kind and reducer over the records a task passes to
-    `process`, keyed by record key, in the task's store ``store``.
+    """Window aggregations of one kind over the records a task passes to `process`,
+    keyed by record key, in the task's store ``store``.
+
+    ``reducer`` is one `Reducer` (``count()``, ``sum_of("amount")``, …) or several by
+    name — ``{"views": count(), "spent": sum_of("amount")}`` or
+    ``aggregate(views=count(), …)`` — computed in one pass into one stored aggregate,
+    each window's value then ``{"views": …, "spent": …}``.
 
     ``event_time`` is the `EventTime` tracker to use (share one between several
     aggregations of a task); by default one over ``store`` taking event times from
@@ -86,7 +83,7 @@ class Windows:
         context: TaskContext,
         store: str,
         kind: WindowKind,
-        reducer: Reducer,
+        reducer: Reducer | Mapping[str, Reducer],
         *,
         event_time: EventTime | None = None,
         timestamp: Timestamp | None = None,
@@ -96,6 +93,11 @@ class Windows:
         output: str | None = None,
     ) -> None:
         where = f"task {context.task_name!r}, windows in store {store!r}"
+        if isinstance(reducer, Mapping):
+            reducer = aggregate(**reducer)
+        if not isinstance(reducer, Reducer):
+            raise WindowError(f"{where}: the reducer must be count(), sum_of(...), "
+                              f"aggregate(...) or a dict of them, got {reducer!r}")
         if emit not in ("close", "update"):
             raise WindowError(f"{where}: emit must be 'close' or 'update', got {emit!r}")
         if late not in ("count", "dead-letter", "drop"):
@@ -119,10 +121,19 @@ class Windows:
         self.late_stream = late_stream
         self.output = output
         self._grace = kind.grace_ms
+        self._finish: Callable[[Any], Any] = reducer.result or _same
         self._closed_to: int | None = None  # the watermark the last close ran at
-        self._next_close = self._first_closing()
-        self._aggregate: Callable[[str, Any, int], list[WindowResult]] = (
-            self._into_session if isinstance(kind, Session) else self._into_fixed)
+        self.layout: Layout = layout_for(kind, reducer, None)
+        self._keyed = KeyedStates(self.store, STATE, self._open_part,
+                                  lambda state, closed: self.layout.first_close(state, closed),
+                                  granule=max(1, kind.gap_ms // 8)
+                                  if isinstance(kind, Session) else 1,
+                                  legacy=[LEGACY_INDEX])
+        self._open_layout(where)
+        self._next_close = self._keyed.index.next()
+        on_window = getattr(context, "on_window", None)
+        if on_window is not None:
+            on_window(self._close_due)  # windows close on a tick too (idle partitions)
 
     @property
     def watermark(self) -> int | None:
@@ -138,148 +149,118 @@ class Windows:
         """Fold one record in (or account for a watermark record); return, and send to
         ``output`` if set, the windows it closed and — with ``emit="update"`` — changed."""
         value = envelope.value
+        event_time = self.event_time
         if type(value) is dict and "watermark" in value:
-            self.event_time.observe(envelope)
+            event_time.observe(envelope)
             return self._close_due(collector)
-        ts = self.event_time.timestamp(envelope)
+        ts = event_time.timestamp(envelope)
         if type(ts) is not int or ts < 0 or ts > MAX_TIME:
             raise WindowError(
                 f"{envelope.ssp} offset {envelope.offset}: event time {ts!r} is not a number "
                 f"of milliseconds in [0, {MAX_TIME}]; fix the producer or the timestamp= "
                 f"function")
-        watermark = self.event_time.watermark
+        watermark = event_time.watermark
         if watermark is not None and ts < watermark - self._grace:
             self._on_late(envelope, ts, watermark, collector)
             return self._close_due(collector)
-        results = self._aggregate(key_text(envelope.key), envelope.value, ts)
-        self.event_time.observe(envelope, ts)
-        if results and self.output is not None:
-            self._send(collector, results)  # updates (only with emit="update")
-        watermark, next_close = self.event_time.watermark, self._next_close
+        key = envelope.key
+        text = "s" + key if type(key) is str else key_text(key)
+        # The record folded into its key's windows: the reducer (user code) runs before
+        # anything is written.
+        keyed = self._keyed
+        state, sooner = self.layout.fold(keyed.load(text), value, ts)
+        keyed.save(text, state)
+        if sooner:
+            keyed.index.note(text, self.layout.first_close(state, keyed.closed))
+            closes = keyed.index.at[text]
+            if self._next_close is None or closes < self._next_close:
+                self._next_close = closes
+        event_time.record(envelope.ssp, ts)
+        results = self._updates(text, state, ts, collector) if self.emit_updates else []
+        watermark, next_close = event_time.watermark, self._next_close
         if watermark is None or next_close is None or watermark - self._grace < next_close:
             return results  # nothing to close yet (the common case: keep it cheap)
         return results + self._close_due(collector)
 
     def close_due(self, collector: MessageCollector) -> list[WindowResult]:
-        """Close every window the watermark has passed (`process` already does this as the
-        watermark moves; call it from `window` when another aggregation shares the
-        `EventTime`)."""
+        """Close every window the watermark has passed (`process` does this as the
+        watermark moves, and the worker's window tick when it moves without records —
+        e.g. past an idle partition)."""
         return self._close_due(collector)
 
-    # -- folding records in -------------------------------------------------------------
+    # -- state ----------------------------------------------------------------------------
 
-    def _into_fixed(self, text: str, value: Any, ts: int) -> list[WindowResult]:
-        kind: Hopping = self.kind  # type: ignore[assignment]
-        start_with, add = self.reducer.start, self.reducer.add
-        state_key = STATE + text
-        state = self.store.get(state_key) or ()
-        touched = kind.starts(ts)
-        # Merge the record's windows (ascending) into the stored ones (ascending): the
-        # reducer (user code) runs before anything is written.
-        merged: list[Any] = []
-        new = []
-        i, n = 0, len(state)
-        for start in touched:
-            while i < n and state[i] < start:
-                merged += state[i:i + 2]
-                i += 2
-            if i < n and state[i] == start:
-                merged += (start, add(state[i + 1], value))
-                i += 2
-            else:
-                merged += (start, start_with(value))
-                new.append(start)
-        merged += state[i:]
-        for start in new:
-            self._index(kind.end(start), text)
-        self.store.put(state_key, merged)
-        if not self.emit_updates:
-            return []
-        key = key_from_text(text)
-        windows = dict(zip(merged[::2], merged[1::2], strict=True))
-        return [WindowResult(key, s, kind.end(s), windows[s], False) for s in touched]
+    def _open_part(self, state: list[Any], closed: int) -> list[Any] | None:
+        """``state`` without what only windows closed by ``closed`` needed."""
+        layout = self.layout
+        i, n, width = 0, len(state), layout.width
+        while i < n and layout.needed_until(state, i) <= closed:
+            i += width
+        return (state[i:] if i else state) or None
 
-    def _into_session(self, text: str, value: Any, ts: int) -> list[WindowResult]:
-        kind: Session = self.kind  # type: ignore[assignment]
-        reducer = self.reducer
-        merge = reducer.merge
-        assert merge is not None
-        state_key = STATE + text
-        state = self.store.get(state_key) or ()
-        sessions = [state[i:i + 3] for i in range(0, len(state), 3)]
-        gap = kind.gap_ms
-        joined = [s for s in sessions if s[0] - gap <= ts <= s[1] + gap]
-        kept = [s for s in sessions if not s[0] - gap <= ts <= s[1] + gap]
-        first, last = ts, ts
-        aggregate = None
-        for start, end, partial in joined:
-            first, last = min(first, start), max(last, end)
-            aggregate = partial if aggregate is None else merge(aggregate, partial)
-        aggregate = reducer.start(value) if aggregate is None else reducer.add(aggregate, value)
-        merged = [first, last, aggregate]
-        before = {kind.closes_at(s[1]) for s in sessions}
-        after = {kind.closes_at(s[1]) for s in kept} | {kind.closes_at(last)}
-        for closes in before - after:
-            self.store.delete(f"{CLOSING}{_time(closes)}|{text}")
-        for closes in after - before:
-            self._index(closes, text)
-        self.store.put(state_key, [x for s in sorted([*kept, merged]) for x in s])
-        if not self.emit_updates:
-            return []
-        return [WindowResult(key_from_text(text), first, last + 1, aggregate, False)]
+    def _open_layout(self, where: str) -> None:
+        """The layout of this store's open windows, the due index over them, and the
+        check that they were aggregated as this task aggregates."""
+        shape = self.store.get(SHAPE_KEY)
+        states = self._keyed.stored()
+        stored_layout = shape.rsplit(" in ", 1)[1] if shape else ("windows" if states else None)
+        self.layout = layout_for(self.kind, self.reducer, stored_layout if states else None)
+        wanted = describe(self.kind, self.reducer, self.layout)
+        if states and shape is not None and shape != wanted:
+            raise WindowError(
+                f"{where}: the store holds open windows of {shape!r}, but the task now "
+                f"aggregates {wanted!r} and would misread them; keep the old definition until "
+                f"those windows have closed, or use a new store for the new one")
+        if shape != wanted:
+            self.store.put(SHAPE_KEY, wanted)
+        self._keyed.rebuild(states)
 
-    def _index(self, closes: int, text: str) -> None:
-        self.store.put(f"{CLOSING}{_time(closes)}|{text}", 1)
-        if self._next_close is None or closes < self._next_close:
-            self._next_close = closes
+    def _updates(self, text: str, state: list[Any], ts: int,
+                 collector: MessageCollector) -> list[WindowResult]:
+        """The windows holding ``ts`` as they are now (``emit="update"``), sent to
+        ``output`` if set."""
+        key, finish = key_from_text(text), self._finish
+        results = [WindowResult(key, start, end, finish(aggregate), False)
+                   for start, end, aggregate in self.layout.touched(state, ts)]
+        if results and self.output is not None:
+            self._send(collector, results)
+        return results
 
     # -- closing --------------------------------------------------------------------------
-
-    def _first_closing(self) -> int | None:
-        for key, _ in self.store.range(CLOSING, CLOSING[:-1] + "}"):
-            return int(key[2:18])
-        return None
 
     def _close_due(self, collector: MessageCollector) -> list[WindowResult]:
         watermark = self.event_time.watermark
         if watermark is None or watermark == self._closed_to:
             return []
-        bound = watermark - self._grace  # windows with closes_at <= bound close now
+        bound = self._keyed.index.bound(watermark - self._grace)  # closes_at <= bound
         if self._next_close is None or self._next_close > bound:
             self._closed_to = watermark
             return []
         self.event_time.save()  # the closes below are committed with this watermark
-        entries = [key for key, _ in self.store.range(CLOSING, CLOSING + _time(bound + 1))]
-        states: dict[str, list[Any]] = {}
-        results = []
-        kind = self.kind
-        width = 3 if isinstance(kind, Session) else 2
-        for index_key in entries:
-            self.store.delete(index_key)
-            closes, text = int(index_key[2:18]), index_key[19:]
-            if text not in states:
-                states[text] = self.store.get(STATE + text) or []
-            key = key_from_text(text)
-            state, remaining = states[text], []
-            for i in range(0, len(state), width):
-                start: int = state[i]
-                if isinstance(kind, Session):
-                    last: int = state[i + 1]
-                    due, end = kind.closes_at(last) == closes, last + 1
-                else:
-                    end = kind.end(start)
-                    due = end == closes
-                if due:
-                    results.append(WindowResult(key, start, end, state[i + width - 1]))
-                else:
-                    remaining += state[i:i + width]
-            states[text] = remaining
-        for text, remaining in states.items():
-            self.store.put(STATE + text, remaining or None)
-        if self.output is not None:
-            self._send(collector, results)
-        # Only now (a failed send leaves them as they were, like the undone store writes).
-        self._next_close = self._first_closing()
+        keyed = self._keyed
+        taken = keyed.start_close(bound)
+        layout, finish, closed_before = self.layout, self._finish, keyed.closed
+        split, closes_at, load = layout.split, layout.closes_at, keyed.load
+        closed: list[tuple[int, str, WindowResult]] = []
+        kept: list[tuple[str, list[Any]]] = []
+        try:
+            for _, text in taken:
+                emitted, remaining = split(load(text) or [], closed_before, bound)
+                if emitted:
+                    key = text[1:] if text[0] == "s" else key_from_text(text)
+                    for start, end, aggregate in emitted:
+                        closed.append((closes_at(end), text,
+                                       WindowResult(key, start, end, finish(aggregate))))
+                kept.append((text, remaining))
+            closed.sort()  # by closing time, then key: a key closes one window per time
+            results = [result for _, _, result in closed]
+            if self.output is not None:
+                self._send(collector, results)
+        except BaseException:
+            keyed.index.restore(taken)  # nothing was written: everything stays open
+            raise
+        keyed.finish_close(bound, kept)
+        self._next_close = keyed.index.next()
         self._closed_to = watermark
         return results
 
@@ -303,3 +284,7 @@ class Windows:
         output = self.output
         for result in results:
             collector.send(output, key=result.key, value=result.as_value())  # type: ignore
+
+
+def _same(aggregate: Any) -> Any:
+    return aggregate

@@ -5,15 +5,22 @@ Two sources, chosen per tracker:
 - ``"records"`` (default) — a partition's time is the largest event time it delivered
   (records and watermark records alike); the watermark is the least partition time. Like
   Kafka Streams' stream time: exact when every record arrives at most ``grace_ms`` behind
-  its partition's time — across an input expansion, only if ``grace_ms`` also covers how
-  far event time moves between the expansion and the workers' restart (the old tasks do
-  not know the new partitions yet).
+  its partition's time — across an input expansion, when every record is at most
+  ``grace_ms`` behind every record written before it to the stream, in any partition
+  (workers stop reading a stream that grew until the job model of its new count; see
+  docs/windows.md for the condition on Kafka).
 - ``"markers"`` — only watermark records ``{"watermark": T}`` count (`framework.windows.watermarks`:
   the producer promises no later record of the stream has ``ts < T``, under one marker key
   per partition of the *final* partition count). The watermark is the least latest ``T``
   over the marker keys — per key, since a key's records stay in order across an expansion
   while a partition's do not. A marker key that moved to a partition the task does not
   read yet holds it back, so this is exact across any expansion the keys cover.
+
+An **idle** partition (``"records"`` only) stops holding the watermark back: one the
+worker has read to its end and that delivered nothing for ``idle_timeout_ms`` (the job's
+``input_idle_timeout_ms`` by default). The watermark is then the least time of the other
+partitions (of every partition that delivered something, when all are idle), until it
+delivers again. Partitions behind an expansion barrier are not read, so never idle.
 
 The watermark does not move before the task has heard from all its inputs: with
 ``"records"``, before every tracked partition — those an expansion added and that wait
@@ -41,6 +48,7 @@ __all__ = ["EventTime", "Timestamp"]
 Timestamp = Callable[[Envelope], int]
 """The event time of a record, in ms since the epoch (default: ``envelope.timestamp``)."""
 
+_UNTRACKED = object()
 PARTITION_PREFIX = "t|"
 MARKER_PREFIX = "t^"
 WATERMARK_KEY = "t~watermark"
@@ -85,12 +93,21 @@ class EventTime:
         source: Literal["records", "markers"] = "records",
         timestamp: Timestamp | None = None,
         streams: Iterable[str] | None = None,
+        idle_timeout_ms: int | None = None,
     ) -> None:
         if source not in ("records", "markers"):
             raise WindowError(f"EventTime: source must be 'records' or 'markers', got "
                               f"{source!r}")
+        if idle_timeout_ms is None:
+            idle_timeout_ms = getattr(context.config, "input_idle_timeout_ms", 0)
+        if (not isinstance(idle_timeout_ms, int) or isinstance(idle_timeout_ms, bool)
+                or idle_timeout_ms < 0):
+            raise WindowError(f"task {context.task_name!r}: EventTime idle_timeout_ms must be "
+                              f"a number of milliseconds >= 0 (0: never idle), got "
+                              f"{idle_timeout_ms!r}")
         self.store = open_window_store(context, store) if isinstance(store, str) else store
         self.source = source
+        self._by_markers = source == "markers"
         self.timestamp: Timestamp = timestamp or envelope_timestamp
         wanted = set(streams) if streams is not None else set(context.config.inputs)
         tracked = sorted(s for s in context.ssps if f"{s.system}.{s.stream}" in wanted)
@@ -110,9 +127,17 @@ class EventTime:
         self._mark: int | None = self.store.get(WATERMARK_KEY)
         self._dirty: set[SystemStreamPartition] = set()  # times not yet in the store
         self._mark_dirty = False
+        self._idle: set[SystemStreamPartition] = set()  # not holding the watermark back
+        idle_ms = getattr(context, "input_idle_ms", None)
+        self._idle_ms: Callable[[SystemStreamPartition], int | None] | None = (
+            idle_ms if source == "records" and idle_timeout_ms and idle_ms else None)
+        self.idle_timeout_ms = idle_timeout_ms
         track = getattr(context, "track_watermark", None)
         if track is not None:
             track(self)
+        on_window = getattr(context, "on_window", None)
+        if self._idle_ms is not None and on_window is not None:
+            on_window(lambda collector: self.refresh_idle())
 
     @property
     def watermark(self) -> int | None:
@@ -133,9 +158,23 @@ class EventTime:
             time = self.timestamp(envelope) if timestamp is None else timestamp
         else:
             return None
-        times = self._times
-        if ssp not in times:
+        if ssp not in self._times:
             return None
+        return self._advance(ssp, time)
+
+    def record(self, ssp: SystemStreamPartition, timestamp: int) -> None:
+        """`observe` a data record (not a watermark record) whose event time is known;
+        the hot path of `framework.windows.Windows`."""
+        if self._by_markers:
+            return
+        old = self._times.get(ssp, _UNTRACKED)
+        if old is _UNTRACKED or (old is not None and timestamp <= old  # type: ignore[operator]
+                                 and not self._idle):
+            return  # the common case: not a partition's newest time
+        self._advance(ssp, timestamp)
+
+    def _advance(self, ssp: SystemStreamPartition, time: int) -> int | None:
+        times = self._times
         old = times[ssp]
         if old is None or time > old:
             times[ssp] = time
@@ -146,7 +185,10 @@ class EventTime:
                     self._low = min(times.values())  # type: ignore[type-var]
             elif old == self._low:
                 self._low = min(times.values())  # type: ignore[type-var]
-        if self.source == "markers":
+        if self._idle:
+            self._still_idle()  # a fetch brought records from it: it holds again
+            low = self._idle_low()
+        elif self.source == "markers":
             low = self._marker_low()
         elif self._unseen:
             return None
@@ -159,6 +201,46 @@ class EventTime:
                 self.save()  # markers are few: keep the store current
             return low
         return None
+
+    def refresh_idle(self) -> int | None:
+        """Re-judge which partitions are idle (``"records"``: read to their end with
+        nothing delivered for ``idle_timeout_ms``) and move the watermark past them; the
+        new watermark when it moved, else None. Runs on every window tick."""
+        idle_ms = self._idle_ms
+        if idle_ms is None:
+            return None
+        timeout = self.idle_timeout_ms
+        self._idle = {ssp for ssp in self._times
+                      if (ms := idle_ms(ssp)) is not None and ms >= timeout}
+        low = self._idle_low() if self._idle else (None if self._unseen else self._low)
+        if low is not None and (self._mark is None or low > self._mark):
+            self._mark = low
+            self._mark_dirty = True
+            return low
+        return None
+
+    def _still_idle(self) -> None:
+        """Forget idle partitions the worker has fetched records from since (all of a
+        fetch's partitions stop being idle before any of its records is processed)."""
+        idle_ms = self._idle_ms
+        assert idle_ms is not None
+        self._idle = {ssp for ssp in self._idle
+                      if (ms := idle_ms(ssp)) is not None and ms >= self.idle_timeout_ms}
+
+    @property
+    def idle(self) -> frozenset[SystemStreamPartition]:
+        """The partitions that are idle now (see `refresh_idle`)."""
+        return frozenset(self._idle)
+
+    def _idle_low(self) -> int | None:
+        """The least time of the partitions not idle (None if one of them delivered
+        nothing yet); of those that delivered, when all are idle."""
+        idle = self._idle
+        active = [t for ssp, t in self._times.items() if ssp not in idle]
+        if active:
+            return None if None in active else min(active)  # type: ignore[type-var]
+        seen = [t for t in self._times.values() if t is not None]
+        return min(seen) if seen else None
 
     def save(self) -> None:
         """Write the partition times and the watermark to the store.
@@ -193,4 +275,5 @@ class EventTime:
         """The watermark, each partition's time and each marker key's, for debugging."""
         return {"watermark": self._mark,
                 "partitions": {_ssp_text(s): t for s, t in sorted(self._times.items())},
+                "idle": sorted(_ssp_text(s) for s in self._idle),
                 "markers": dict(sorted(self._markers.items()))}

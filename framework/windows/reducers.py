@@ -1,14 +1,19 @@
 """Reducers: how a window folds its records' values into one aggregate.
 
-An aggregate lives in the window store, so it must survive the store's value serde (JSON
-by default: numbers, strings, lists, dicts). ``of`` picks what a reducer reads from a
-record's value: None (the value itself), a field name, or a function of the value.
+An aggregate lives in the window store as JSON, so it must be numbers, strings, lists or
+dicts. ``of`` picks what a reducer reads from a record's value: None (the value itself),
+a field name, or a function of the value. `aggregate` runs several reducers over one
+window in one pass and one store value; the window's result carries each by name.
 
 >>> r = sum_of("amount")
 >>> r.add(r.start({"amount": 2}), {"amount": 5})
 7
 >>> r.merge(7, 3)
 10
+>>> both = aggregate(views=count(), spent=sum_of("amount"), avg=mean_of("amount"))
+>>> stored = both.add(both.start({"amount": 2}), {"amount": 5})
+>>> stored, both.result(stored)
+([2, 7, [7, 2]], {'views': 2, 'spent': 7, 'avg': 3.5})
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Reducer", "count", "fold", "max_of", "min_of", "sum_of"]
+from framework.windows.kinds import WindowError
+
+__all__ = ["Reducer", "aggregate", "count", "fold", "max_of", "mean_of", "min_of", "sum_of"]
 
 Of = str | Callable[[Any], Any] | None
 
@@ -28,12 +35,14 @@ Of = str | Callable[[Any], Any] | None
 class Reducer:
     """``start(value)`` makes a window's first aggregate, ``add(aggregate, value)`` folds in
     another record, ``merge(a, b)`` combines two aggregates (only session windows need it,
-    when a record joins two sessions)."""
+    when a record joins two sessions), ``result(aggregate)`` is what the window emits
+    (None: the aggregate itself)."""
 
     name: str
     start: Callable[[Any], Any]
     add: Callable[[Any, Any], Any]
     merge: Callable[[Any, Any], Any] | None = None
+    result: Callable[[Any], Any] | None = None
 
 
 def _getter(of: Of) -> Callable[[Any], Any]:
@@ -78,3 +87,57 @@ def fold(initial: Any, add: Callable[[Any, Any], Any],
     ['/a', '/b']
     """
     return Reducer(name, lambda value: add(copy.deepcopy(initial), value), add, merge)
+
+
+def mean_of(of: Of = None) -> Reducer:
+    """The mean of ``of`` over the window's records (kept as ``[sum, count]``)."""
+    get = _getter(of)
+    return Reducer("mean", lambda value: [get(value), 1],
+                   lambda acc, value: [acc[0] + get(value), acc[1] + 1],
+                   lambda a, b: [a[0] + b[0], a[1] + b[1]],
+                   lambda acc: acc[0] / acc[1])
+
+
+def aggregate(**reducers: Reducer) -> Reducer:
+    """Several reducers over the same windows, in one pass and one stored aggregate (a
+    list, one entry per reducer); a window's result is ``{name: result}``.
+
+    Session windows need every reducer to have a merge. Changing the reducers of a store
+    that still holds open windows is refused when the task starts (see `Windows`).
+
+    >>> stats = aggregate(n=count(), top=max_of("x"))
+    >>> stats.name
+    'aggregate(n=count, top=max)'
+    >>> stats.result(stats.add(stats.start({"x": 4}), {"x": 9}))
+    {'n': 2, 'top': 9}
+    """
+    if not reducers:
+        raise WindowError("aggregate() needs at least one named reducer, e.g. "
+                          "aggregate(views=count(), spent=sum_of(\"amount\"))")
+    for name, reducer in reducers.items():
+        if not isinstance(reducer, Reducer):
+            raise WindowError(f"aggregate(): {name}= must be a reducer such as count() or "
+                              f"sum_of(...), got {reducer!r}")
+    names = tuple(reducers)
+    parts = tuple(reducers.values())
+    starts = tuple(r.start for r in parts)
+    adds = tuple(r.add for r in parts)
+    results = tuple(r.result for r in parts)
+    merges = tuple(r.merge for r in parts)
+
+    def start(value: Any) -> list[Any]:
+        return [begin(value) for begin in starts]
+
+    def add(aggregates: list[Any], value: Any) -> list[Any]:
+        return [fold_in(a, value) for fold_in, a in zip(adds, aggregates, strict=True)]
+
+    def merge(a: list[Any], b: list[Any]) -> list[Any]:
+        return [m(x, y) for m, x, y in zip(merges, a, b, strict=True)]  # type: ignore[misc]
+
+    def result(aggregates: list[Any]) -> dict[str, Any]:
+        return {name: a if finish is None else finish(a)
+                for name, finish, a in zip(names, results, aggregates, strict=True)}
+
+    label = ", ".join(f"{name}={r.name}" for name, r in reducers.items())
+    return Reducer(f"aggregate({label})", start, add,
+                   merge if all(m is not None for m in merges) else None, result)

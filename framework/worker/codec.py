@@ -37,7 +37,6 @@ producer_record = fast_constructor(ProducerRecord)
 """``ProducerRecord(stream, key, value, partition, timestamp, headers)`` built the cheap way."""
 NO_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 """The headers of every envelope without any (read-only, so one can be shared)."""
-_FAILED = object()  # an encoding that raised
 SHORT_JSON = 19
 """JSON values shorter than this go straight to orjson: `JsonSerde.from_bytes` would too
 (no 19-digit integer fits); what orjson refuses goes through the serde after all."""
@@ -177,17 +176,17 @@ class RecordCodec:
             try:
                 raw_key = None if key is None else key_to(key)
                 raw_value = None if value is None else value_to(value)
+                fast = ((type(raw_key) is bytes or raw_key is None)
+                        and (type(raw_value) is bytes or raw_value is None))
             except Exception:
-                raw_key = raw_value = _FAILED
-            if not ((type(raw_key) is bytes or raw_key is None)
-                    and (type(raw_value) is bytes or raw_value is None)):
-                # the careful path: the SerdeError naming the stream, or bytes()
+                fast = False
+            if not fast:  # the careful path: the SerdeError naming the stream, or bytes()
                 record = self.encode(OutgoingMessage(*one))[1]
                 append(producer_row(record) if as_rows else record)
                 continue
-            headers = tuple(sorted(headers.items())) if headers else ()
-            append((name, raw_key, raw_value, partition, timestamp, headers) if as_rows else
-                   producer_record(name, raw_key, raw_value, partition, timestamp, headers))
+            pairs = tuple(sorted(headers.items())) if headers else ()
+            append((name, raw_key, raw_value, partition, timestamp, pairs) if as_rows else
+                   producer_record(name, raw_key, raw_value, partition, timestamp, pairs))
         return out
 
     def encode_columns(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from framework.api import (
     Envelope,
     KeyValueStore,
+    MessageCollector,
     OutgoingMessage,
     StreamTask,
     WatermarkSource,
@@ -73,6 +74,10 @@ class TaskInstance:
         self.has_window = type(task).window is not StreamTask.window
         self._window_times = self.has_window and _wants_times(task.window)
         self._watermarks: list[WatermarkSource] = []
+        self._ticks: list[Callable[[MessageCollector], object]] = []
+        self.caught_up: Mapping[SystemStreamPartition, float] = {}
+        """SSP → `time.monotonic()` since which every fetch found it read to its end
+        (kept by the worker; see `input_idle_ms`)."""
         self.processed = 0
         self.skipped = 0
         self.commits = 0
@@ -105,6 +110,13 @@ class TaskInstance:
 
     def track_watermark(self, source: WatermarkSource) -> None:
         self._watermarks.append(source)
+
+    def on_window(self, callback: Callable[[MessageCollector], object]) -> None:
+        self._ticks.append(callback)
+
+    def input_idle_ms(self, ssp: SystemStreamPartition) -> int | None:
+        since = self.caught_up.get(ssp)
+        return None if since is None else int((time.monotonic() - since) * 1000)
 
     @property
     def watermark(self) -> int | None:
@@ -174,6 +186,8 @@ class TaskInstance:
         self.skipped += 1
 
     async def window(self) -> None:
+        for tick in self._ticks:
+            tick(self)
         if self._window_times:
             times = WindowTimes(int(time.time() * 1000), self.watermark)
             await _maybe_await(self.task.window(self, self, times))  # type: ignore[call-arg]

@@ -2,7 +2,8 @@
 
 SIGTERM or SIGINT: finish the batch, commit, close the tasks, exit 0. SIGUSR1: log where
 every asyncio task of the worker waits (for a worker that looks stuck). Exit 3 when a
-newer job model has fenced this worker out, 2 on any other sampan error, 1 on a crash.
+newer job model has fenced this worker out, 2 on any other sampan error, 1 on a crash; a
+system that does not answer is waited for, not an exit (`framework.worker.outage`).
 With ``--log-file`` the log (errors and tracebacks included) also goes to that file, so
 `sampan run` and `sampan status` can point at the file that holds a worker's error.
 """
@@ -22,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from framework.errors import EXIT_FENCED, FencedError, SampanError
+from framework.errors import EXIT_FENCED, FencedError, SampanError, SystemUnavailableError
 from framework.logformat import FORMATS, configure_logging, default_format
 from framework.wording import counted
 
@@ -131,19 +132,36 @@ async def run_worker(config: Any, worker_id: int, model: Any = None,
                      go: Callable[[], Awaitable[bool]] | None = None) -> int:
     """Run a worker until a signal stops it; returns the process exit status. ``model``:
     the job model to run (a host's assignment), else the coordinator stream's latest;
-    ``go``: see `Worker.go`."""
+    ``go``: see `Worker.go` (awaited once: a worker resuming after an outage has gone).
+
+    A system that stops answering does not end the process: the worker waits for it and
+    runs again from its last commit (`framework.worker.outage`)."""
+    from framework.worker.outage import quiet_client_futures, wait_for_systems
     from framework.worker.runner import Worker
 
-    worker = Worker(config, worker_id, model=model, go=go)
+    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    quiet_client_futures(loop)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stop.set)
+        loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, log_tasks)
-    try:
-        result = await worker.run()
-    except FencedError as error:
-        log.warning("%s", error)
-        return EXIT_FENCED
+    while True:
+        worker = Worker(config, worker_id, model=model, stop=stop, go=go)
+        try:
+            result = await worker.run()
+        except FencedError as error:
+            log.warning("%s", error)
+            return EXIT_FENCED
+        except SystemUnavailableError as error:
+            if stop.is_set():
+                log.warning("worker %d stopped without its last commit (%s); the next start "
+                            "processes those records again", worker_id, error)
+                return 0
+            if await wait_for_systems(config, worker_id, error, stop):
+                go = None
+                continue
+            return 0
+        break
     if result.reason == "not needed":
         log.debug("worker %d was prepared but not needed; exiting", worker_id)
         return 0

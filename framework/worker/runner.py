@@ -117,6 +117,8 @@ class Worker:
         self._approaching: set[SystemStreamPartition] = set()
         """Limited SSPs still assigned: no prefetch while one is (a cut reassigns)."""
         self._consumers: dict[str, Consumer] = {}
+        self._reading: dict[str, tuple[SystemStreamPartition, ...]] = {}  # routed, per system
+        self._caught_up: dict[SystemStreamPartition, float] = {}  # `TaskInstance.caught_up`
         self._codec = RecordCodec(config)
         self._policies = ErrorPolicies(config, self._codec)
         self.restored = 0
@@ -283,6 +285,14 @@ class Worker:
                 if ssp not in held:
                     routes[ssp].append(instance)
         self._routes = dict(routes)
+        for instance in self.instances:
+            instance.caught_up = self._caught_up
+        for ssp in [ssp for ssp in self._caught_up if ssp not in self._routes]:
+            del self._caught_up[ssp]  # behind a barrier again (or gone): not idle
+        reading: dict[str, list[SystemStreamPartition]] = defaultdict(list)
+        for ssp in self._routes:
+            reading[ssp.system].append(ssp)
+        self._reading = {name: tuple(ssps) for name, ssps in reading.items()}
         by_system: dict[str, dict[SystemStreamPartition, int]] = defaultdict(dict)
         for ssp, readers in self._routes.items():
             position = min(r.positions[ssp] for r in readers)
@@ -292,7 +302,11 @@ class Worker:
         self._approaching = {ssp for positions in by_system.values() for ssp in positions
                              if ssp in self._limits}
         counts: dict[str, dict[str, int]] = defaultdict(dict)
+        holds = self.model.holds if self.model else {}
         for qualified, count in (self.model.partition_counts if self.model else {}).items():
+            hold = holds.get(qualified)
+            if hold is not None and not hold.exact:
+                continue  # held where the coordinator saw it grow (Kafka): read up to there
             system, stream = StreamRef.parse(qualified)
             counts[system][stream] = count
         for name in sorted(set(by_system) | set(self._consumers)):
@@ -300,7 +314,8 @@ class Worker:
             if name not in self._consumers:
                 self._consumers[name] = self.systems[name].consumer()
             self._consumers[name].assign(positions)
-            # A stream that grew after this model is read only up to where it grew.
+            # A stream that grew after this model is read only up to where it grew (the
+            # local log) or where the consumer noticed it grew (Kafka).
             self._consumers[name].expect_partition_counts(counts[name])
 
     def _below_limit(self, ssp: SystemStreamPartition,
@@ -361,6 +376,7 @@ class Worker:
         next_window = time.monotonic() + window_interval
         next_fence_check = time.monotonic() + FENCE_CHECK_S
         max_records = self.config.fetch_max_records
+        track_idle = self.config.input_idle_timeout_ms > 0
         dirty = False
         self._release_barriers()
         while True:
@@ -379,6 +395,8 @@ class Worker:
                     # Read the next batch while this one is processed; never across a
                     # barrier release or a held input's limit, which reassign the consumer.
                     prefetched[name] = asyncio.ensure_future(fetch(max_records, 50))
+                if track_idle:
+                    self._note_caught_up(name, batch)
                 for ssp, records in batch.items():
                     if ssp in self._limits:
                         records = self._below_limit(ssp, records)
@@ -421,6 +439,17 @@ class Worker:
                 for instance in self.instances:
                     await instance.close()
                 return "stopped" if self.stop.is_set() else "task requested shutdown"
+
+    def _note_caught_up(self, system: str, batch: Batch) -> None:
+        """Remember since when each read SSP of ``system`` has come back empty from every
+        fetch (a fetch serves every partition with records: it is read to its end)."""
+        now = time.monotonic()
+        caught_up = self._caught_up
+        for ssp in self._reading.get(system, ()):
+            if batch.get(ssp):
+                caught_up.pop(ssp, None)
+            elif ssp not in caught_up:
+                caught_up[ssp] = now
 
     async def _settle(self, committer: Committer) -> None:
         try:

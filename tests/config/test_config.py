@@ -110,6 +110,7 @@ def test_pinned_file_loads_with_the_documented_defaults(tmp_path: Path) -> None:
         workers=2,
         commit_interval_ms=1000,
         window_interval_ms=1000,
+        input_idle_timeout_ms=30000,
         grouper="partition",
         expansion="fixed-tasks",
         expansion_algorithm_spec="default",
@@ -392,6 +393,14 @@ def test_an_integer_below_its_minimum_is_refused() -> None:
     assert error_of("counter.toml", PINNED.replace("commit_interval_ms = 1000",
                                                    "commit_interval_ms = 0")) == (
         "counter.toml:6: job.commit_interval_ms: expected an integer ≥ 1, got 0")
+
+
+def test_the_input_idle_timeout_is_an_integer_of_milliseconds() -> None:
+    write("counter.toml", PINNED.replace("workers = 2", "workers = 2\ninput_idle_timeout_ms = 0"))
+    assert load_config("counter.toml").input_idle_timeout_ms == 0  # never idle
+    assert error_of("counter.toml", PINNED.replace(
+        "workers = 2", "workers = 2\ninput_idle_timeout_ms = -5")) == (
+        "counter.toml:6: job.input_idle_timeout_ms: expected an integer ≥ 0, got -5")
 
 
 def test_an_unknown_key_suggests_the_closest_known_one() -> None:

@@ -44,8 +44,10 @@ def test_what_is_built_is_not_called_planned_or_unused() -> None:
 def test_the_records_source_warning_says_where_it_applies() -> None:
     windows = page("windows.md")
     section = windows.split("**Across an expansion with `\"records\"`.**")[1].split("##")[0]
-    assert "On the local log this needs no care" in section
-    assert "On Kafka" in section
+    assert "on the local log, a worker reads" in section
+    assert "on Kafka, which keeps no such offset" in section
+    assert "exact across an expansion when" in section  # the condition, stated
+    assert "test_record_time_on_kafka.py" in section
 
 
 def test_the_dead_letter_and_bad_record_commands_end_and_match_one_record() -> None:

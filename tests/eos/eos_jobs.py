@@ -1,4 +1,4 @@
-"""The sum job under ``guarantee = "exactly-once"`` on the mock cluster: files and checks."""
+"""The sum job under ``guarantee = "exactly-once"`` on real Apache Kafka: files and checks."""
 
 from __future__ import annotations
 
@@ -6,30 +6,22 @@ import uuid
 from pathlib import Path
 
 from jobs import harness as h
-from kafka_mock import MockCluster
 
 from framework.config import JobConfig
 from framework.systems.base import System
 
 
-def eos_job(tmp_path: Path, cluster: MockCluster, guarantee: str = "exactly-once",
-            timeout_s: float = 10.0) -> Path:
-    """A sum job with its own names, every topic it uses created on the mock cluster
-    (which has no CreateTopics); ``timeout_s`` bounds each broker call."""
+def eos_job(tmp_path: Path, bootstrap: str, guarantee: str = "exactly-once",
+            timeout_s: float = 10.0, job_extra: str = "") -> Path:
+    """A sum job with names of its own (tests share one broker); ``timeout_s`` bounds each
+    broker call."""
     unique = uuid.uuid4().hex[:8]
-    name, events = f"eos-{unique}", f"events-{unique}"
-    path = h.write_job(tmp_path / "job", name=name, system="kafka",
-                       bootstrap=cluster.bootstrap, events=events,
-                       job_extra=f'guarantee = "{guarantee}"\n')
+    path = h.write_job(tmp_path / "job", name=f"eos-{unique}", system="kafka",
+                       bootstrap=bootstrap, events=f"events-{unique}",
+                       job_extra=f'guarantee = "{guarantee}"\n{job_extra}')
     text = path.read_text()
-    line = f'bootstrap = "{cluster.bootstrap}"\n'
+    line = f'bootstrap = "{bootstrap}"\n'
     path.write_text(text.replace(line, f"{line}client_options = {{ timeout_s = {timeout_s} }}\n"))
-    for topic, partitions in ((events, h.PARTITIONS), (f"{events}-sums", h.PARTITIONS),
-                              ("dead-letters", 1), (f"{name}-totals-changelog", h.PARTITIONS),
-                              (f"__sampan-{name}-coordinator", 1),
-                              (f"__sampan-{name}-checkpoints", 1),
-                              (f"__sampan-{name}-fences", 1)):
-        cluster.create_topic(topic, partitions)
     return path
 
 

@@ -1,4 +1,5 @@
-"""Exactly-once on Kafka through crashes: SIGKILLed workers and a SIGSTOPped zombie."""
+"""Exactly-once on real Apache Kafka through crashes: SIGKILLed workers and coordinator, a
+SIGSTOPped zombie, a newer job model fencing a running worker."""
 
 from __future__ import annotations
 
@@ -9,74 +10,93 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
 from eos_jobs import checkpointed, eos_job, output_records
 from jobs import harness as h
-from kafka_mock import MockCluster
+from jobs.kafka_run import SumRun, exact_outputs
+from kafka_broker import KafkaBroker
 
 from framework.coordinator.builder import build_job_model
-from framework.metadata import publish_model
+from framework.metadata import publish_model, read_state
 from framework.systems.kafka.system import KafkaSystem
 from framework.systems.kafka.txn import PRODUCER_PREFIX
 
 RECORDS = 100_000
+FENCING_RECORDS = 20_000
 KEYS = 1_000
 
 
-async def test_five_sigkills_lose_and_duplicate_nothing(kafka_mock: MockCluster,
-                                                        tmp_path: Path) -> None:
-    """`sampan worker` SIGKILLed at five random points mid-run and restarted: a
-    read_committed reader sees exactly one output per input record, each key's outputs
-    are its running sums in order, and the store's changelog holds the true totals."""
-    path = eos_job(tmp_path, kafka_mock)
-    config = h.load(path)
-    meta = await h.open_meta(config)
+@pytest.mark.timeout(900)
+async def test_five_worker_and_one_coordinator_sigkills_lose_and_duplicate_nothing(
+        kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    """`sampan run` with 2 workers over 100k records: at six random points a random
+    worker — and once the coordinator — is SIGKILLed (the coordinator's workers get
+    SIGTERM from the kernel; `sampan run` is started again). Every output record is
+    checked: one per input record, each key's running sums in order, none for a key
+    never produced, and the store's changelog holds the true totals."""
+    run = SumRun(tmp_path / "job", kafka_broker.bootstrap,
+                 coordinator="max_worker_restarts = 20\nlease_timeout_ms = 6000\n")
+    config = run.config
     rng = random.Random(2026)
-    kill_points = [step * RECORDS // 8 + rng.randrange(-3_000, 3_000) for step in range(1, 6)]
+    points = sorted(step * RECORDS // 8 + rng.randrange(-3_000, 3_000) for step in range(1, 7))
+    coordinator_at = rng.randrange(len(points))
+    meta = await h.open_meta(config)
+    killed: list[str] = []
     try:
-        await h.prepare(config, meta)
         work = h.Workload(KEYS, stream=h.streams(config)[0])
         records = work.records(RECORDS)
+        run.start()
+
+        async def healthy() -> bool:
+            return run.status()[0] == 0
+        await run.wait(healthy, 180, "a healthy job")
         produced = 0
-        killed = []
-        with (tmp_path / "worker.log").open("ab") as log:
-            for point in kill_points:
-                # Input only up to 25k past the kill point, the rest after the last kill:
-                # however fast the worker, every kill lands before the job's end (mid
-                # commit, mid batch, or waiting for more input).
-                ahead = min(RECORDS, point + 25_000)
-                await h.produce(meta, records[produced:ahead])
-                produced = ahead
-                worker = h.start_worker(path, log)
-                try:
-                    async def reached(target: int = point) -> bool:
-                        return await checkpointed(meta, config) >= target
+        for index, point in enumerate(points):
+            # Input only up to 25k past the kill point, the rest after the last kill:
+            # however fast the job, every kill lands before its end (mid commit, mid
+            # batch, or waiting for more input).
+            ahead = min(RECORDS, point + 25_000)
+            await h.produce(meta, records[produced:ahead])
+            produced = ahead
 
-                    await h.wait_until(reached, 180, f"{point} inputs committed", worker)
-                    await asyncio.sleep(rng.uniform(0, 0.1))  # land anywhere in a commit
-                finally:
-                    h.kill(worker)
-                killed.append(worker.returncode)
-                assert await checkpointed(meta, config) < RECORDS, "killed after the end"
-            await h.produce(meta, records[produced:])
-            worker = h.start_worker(path, log)
-            try:
-                async def finished() -> bool:
-                    return await checkpointed(meta, config) >= RECORDS
+            async def reached(target: int = point) -> bool:
+                """``target`` inputs committed, and every worker process running now has
+                reported its tasks running (a kill lands in processing, not in a start)."""
+                if await checkpointed(meta, config) < target:
+                    return False
+                pids = run.worker_pids()
+                reports = (await read_state(meta, config)).workers
+                return len(pids) == config.workers and all(
+                    w in reports and reports[w].pid == pid and reports[w].resumed_ms
+                    for w, pid in pids.items())
+            await run.wait(reached, 300, f"{point} inputs committed")
+            await asyncio.sleep(rng.uniform(0, 0.1))  # land anywhere in a commit
+            if index == coordinator_at:
+                run.kill_coordinator()
+                killed.append("coordinator")
+                run.start()
+            else:
+                worker, pid = rng.choice(sorted(run.worker_pids().items()))
+                os.kill(pid, signal.SIGKILL)
+                killed.append(f"worker {worker}")
+            assert await checkpointed(meta, config) < RECORDS, "killed after the end"
+        await h.produce(meta, records[produced:])
 
-                await h.wait_until(finished, 180, "every input committed", worker)
-                assert await h.stop(worker) == 0
-            finally:
-                h.kill(worker)
-        assert killed == [-9] * 5
+        async def finished() -> bool:
+            return await checkpointed(meta, config) >= RECORDS
+        await run.wait(finished, 300, "every input committed")
+        assert await run.stop() == 0
         assert await checkpointed(meta, config) == RECORDS
         assert await output_records(meta, config) == RECORDS
-        assert h.exact_problems(await h.outputs(meta, config), work) == []
-        assert await h.changelog_state(meta, config) == work.totals
+        assert await exact_outputs(meta, config, work) == []
     finally:
+        run.kill()
         await meta.close()
+    assert len(killed) == 6 and killed.count("coordinator") == 1
+    assert "Traceback" not in run.logs_text(tail=10**7)
 
 
-async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: Path) -> None:
+async def test_a_zombie_worker_cannot_commit(kafka_broker: KafkaBroker, tmp_path: Path) -> None:
     """A worker paused with SIGSTOP while its replacement starts, then resumed, is fenced:
     it exits 3 and nothing it wrote after the replacement started is ever read. The
     replacement runs from a copy of the job folder, as on another host (the zombie still
@@ -87,7 +107,7 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
     has fenced the zombie's), and the second half of the input is produced only then: the
     zombie always has records to process and commit after it resumes, however far it got
     before the pause (an idle zombie writes nothing, so nothing would fence it)."""
-    path = eos_job(tmp_path, kafka_mock, timeout_s=120)
+    path = eos_job(tmp_path, kafka_broker.bootstrap, timeout_s=120)
     other_host = tmp_path / "host-b" / "job"
     shutil.copytree(path.parent, other_host)
     config = h.load(path)
@@ -96,8 +116,8 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
     try:
         await h.prepare(config, meta)
         work = h.Workload(KEYS, stream=h.streams(config)[0])
-        records = work.records(RECORDS)
-        await h.produce(meta, records[:RECORDS // 2])
+        records = work.records(FENCING_RECORDS)
+        await h.produce(meta, records[:FENCING_RECORDS // 2])
 
         async def producer() -> bytes | None:
             return (await meta.fences_table(config.name)).get(PRODUCER_PREFIX + b"0")
@@ -107,7 +127,7 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
             replacement = None
             try:
                 async def started() -> bool:
-                    return await checkpointed(meta, config) >= RECORDS // 10
+                    return await checkpointed(meta, config) >= FENCING_RECORDS // 10
 
                 await h.wait_until(started, 180, "the first worker's commits", zombie)
                 os.killpg(zombie.pid, signal.SIGSTOP)
@@ -119,7 +139,7 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
                     return await producer() != zombies
 
                 await h.wait_until(fenced, 180, "the replacement's producer", replacement)
-                await h.produce(meta, records[RECORDS // 2:])
+                await h.produce(meta, records[FENCING_RECORDS // 2:])
                 os.killpg(zombie.pid, signal.SIGCONT)
                 deadline = asyncio.get_running_loop().time() + 120
                 while zombie.poll() is None:
@@ -134,7 +154,7 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
                     + _tail(tmp_path))
 
                 async def finished() -> bool:
-                    return await checkpointed(meta, config) >= RECORDS
+                    return await checkpointed(meta, config) >= FENCING_RECORDS
 
                 await h.wait_until(finished, 180, "every input committed", replacement)
                 assert await h.stop(replacement) == 0
@@ -144,7 +164,7 @@ async def test_a_zombie_worker_cannot_commit(kafka_mock: MockCluster, tmp_path: 
                 h.kill(zombie)
                 if replacement is not None:
                     h.kill(replacement)
-        assert await output_records(meta, config) == RECORDS
+        assert await output_records(meta, config) == FENCING_RECORDS
         assert h.exact_problems(await h.outputs(meta, config), work) == []
         assert await h.changelog_state(meta, config) == work.totals
     finally:
@@ -159,24 +179,24 @@ def _tail(tmp_path: Path) -> str:
     return text[dump:][:20_000] if dump >= 0 else text[-3000:]
 
 
-async def test_a_newer_job_model_fences_a_running_worker(kafka_mock: MockCluster,
+async def test_a_newer_job_model_fences_a_running_worker(kafka_broker: KafkaBroker,
                                                         tmp_path: Path) -> None:
     """Publishing epoch 2 (what `sampan run` does on an expansion or a restart) bumps the
     running epoch-1 worker's producer: it exits 3 without committing again, and a worker
     of epoch 2 finishes the job exactly."""
-    path = eos_job(tmp_path, kafka_mock)
+    path = eos_job(tmp_path, kafka_broker.bootstrap)
     config = h.load(path)
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
         work = h.Workload(KEYS, stream=h.streams(config)[0])
-        await h.produce(meta, work.records(RECORDS))
+        await h.produce(meta, work.records(FENCING_RECORDS))
         with (tmp_path / "worker.log").open("ab") as log:
             old = h.start_worker(path, log)
             new = None
             try:
                 async def started() -> bool:
-                    return await checkpointed(meta, config) >= RECORDS // 10
+                    return await checkpointed(meta, config) >= FENCING_RECORDS // 10
 
                 await h.wait_until(started, 180, "the epoch-1 worker's commits", old)
                 newer = build_job_model(config, {config.inputs[0]: h.PARTITIONS}, model)
@@ -186,7 +206,7 @@ async def test_a_newer_job_model_fences_a_running_worker(kafka_mock: MockCluster
                 new = h.start_worker(path, log)
 
                 async def finished() -> bool:
-                    return await checkpointed(meta, config) >= RECORDS
+                    return await checkpointed(meta, config) >= FENCING_RECORDS
 
                 await h.wait_until(finished, 180, "every input committed", new)
                 assert await h.stop(new) == 0
@@ -196,7 +216,7 @@ async def test_a_newer_job_model_fences_a_running_worker(kafka_mock: MockCluster
                     h.kill(new)
         checkpoints = await meta.read_checkpoints(config.name)
         assert {c.epoch for c in checkpoints.values()} == {newer.epoch}
-        assert await output_records(meta, config) == RECORDS
+        assert await output_records(meta, config) == FENCING_RECORDS
         assert h.exact_problems(await h.outputs(meta, config), work) == []
         assert await h.changelog_state(meta, config) == work.totals
     finally:

@@ -1,4 +1,4 @@
-"""The per-key sum job exactly-once on a transaction-capable Kafka (librdkafka's mock)."""
+"""The per-key sum job exactly-once on Apache Kafka (the session broker)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from eos_jobs import eos_job, output_records
 from jobs import harness as h
-from kafka_mock import MockCluster
+from kafka_broker import KafkaBroker
 
 from framework.partitioner import partition_for_key as murmur2_partition
 
@@ -15,10 +15,10 @@ RECORDS = 100_000
 KEYS = 1_000
 
 
-async def test_sums_are_exact_under_exactly_once(kafka_mock: MockCluster,
+async def test_sums_are_exact_under_exactly_once(kafka_broker: KafkaBroker,
                                                  tmp_path: Path) -> None:
     """One worker, no crash: store totals and one running-sum output per input record."""
-    config = h.load(eos_job(tmp_path, kafka_mock))
+    config = h.load(eos_job(tmp_path, kafka_broker.bootstrap))
     assert config.guarantee == "exactly-once"
     meta = await h.open_meta(config)
     try:
@@ -34,15 +34,15 @@ async def test_sums_are_exact_under_exactly_once(kafka_mock: MockCluster,
         await meta.close()
 
 
-async def test_positions_reach_the_end_of_a_transactional_input(kafka_mock: MockCluster,
+async def test_positions_reach_the_end_of_a_transactional_input(kafka_broker: KafkaBroker,
                                                                 tmp_path: Path) -> None:
     """Inputs written in transactions (one aborted) end in control records: the worker
     processes the committed records only, and its checkpointed positions equal the
     input's end offsets — what expansion barriers and `sampan status` lag compare."""
-    config = h.load(eos_job(tmp_path, kafka_mock))
+    config = h.load(eos_job(tmp_path, kafka_broker.bootstrap))
     events = h.streams(config)[0]
     meta = await h.open_meta(config)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_mock.bootstrap,
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap,
                                 transactional_id=f"{config.name}-upstream")
     await producer.start()
     try:

@@ -57,17 +57,21 @@ def test_click_in_window_is_attributed_and_counted() -> None:
 
 
 def test_click_after_the_window_or_before_the_impression_is_late() -> None:
-    result = run_task(AdJoinTask, [imp("a1", 1000), click("a1", 0, 1001 + W),
-                                   click("a1", 1, 999)], config=JOB)
+    inputs = [*marks(0), imp("a1", 1000), click("a1", 0, 1001 + W), click("a1", 1, 999)]
+    waiting = run_task(AdJoinTask, inputs, config=JOB)
+    assert sent(waiting, "late") == []  # an impression could still come for either
+    result = run_task(AdJoinTask, [*inputs, *marks(10**6)], config=JOB)
     assert sent(result, "attributed-clicks") == []
-    assert [v["click_id"] for _, v in sent(result, "late")] == ["a1-0", "a1-1"]
+    assert [v["click_id"] for _, v in sent(result, "late")] == ["a1-1", "a1-0"]  # by time
     assert result.stores["ctr"] == {"c1": {"impressions": 1, "clicks": 0}}
 
 
 def test_click_arriving_before_its_impression_waits_and_joins() -> None:
-    result = run_task(AdJoinTask, [click("a1", 0, 1500), imp("a1", 1000)], config=JOB)
+    result = run_task(AdJoinTask, [click("a1", 0, 1500), imp("a1", 1000), *marks(10**6)],
+                      config=JOB)
     assert [v["click_id"] for _, v in sent(result, "attributed-clicks")] == ["a1-0"]
-    assert result.stores["waiting-clicks"] == {}
+    assert sent(result, "late") == []
+    assert [k for k in result.stores["joined"] if k.startswith("j|")] == []
 
 
 def test_duplicate_click_is_dropped() -> None:
@@ -78,12 +82,14 @@ def test_duplicate_click_is_dropped() -> None:
 
 
 def test_click_without_impression_is_late_once_the_watermark_passes_it() -> None:
-    waiting = run_task(AdJoinTask, [*marks(0), click("a9", 0, 1500), *marks(1500)], config=JOB)
+    # the click can join impressions until 1500, so it is due at 1501; the join hands out
+    # expiries in steps of an eighth of its window (2000 // 8 = 250): at 1750
+    waiting = run_task(AdJoinTask, [*marks(0), click("a9", 0, 1500), *marks(1749)], config=JOB)
     assert sent(waiting, "late") == []
-    assert list(waiting.stores["waiting-clicks"]) == ["a9|a9-0"]
-    passed = run_task(AdJoinTask, [*marks(0), click("a9", 0, 1500), *marks(1501)], config=JOB)
+    assert [k for k in waiting.stores["joined"] if k.startswith("j|")] == ["j|sa9"]
+    passed = run_task(AdJoinTask, [*marks(0), click("a9", 0, 1500), *marks(1750)], config=JOB)
     assert [v["click_id"] for _, v in sent(passed, "late")] == ["a9-0"]
-    assert passed.stores["waiting-clicks"] == {}
+    assert [k for k in passed.stores["joined"] if k.startswith("j|")] == []
 
 
 def test_watermark_waits_for_every_input_partition_and_the_slowest_marker_key() -> None:
@@ -95,18 +101,20 @@ def test_watermark_waits_for_every_input_partition_and_the_slowest_marker_key() 
                 click("a9", 0, 10), *marks(5000)]
     result = run_task(AdJoinTask, slow_key, config=JOB)
     assert sent(result, "late") == []  # ~wm-c2 is still at 0
-    assert result.stores["watermarks"]["key|~wm-c2"] == 0
+    assert result.stores["joined"]["t^local.clicks|~wm-c2"] == 0
 
 
-def test_window_expires_closed_impressions_and_read_clicks() -> None:
+def test_the_watermark_expires_impressions_and_read_clicks() -> None:
     inputs = [*marks(0), imp("a1", 1000), imp("a2", 3000), click("a1", 0, 1000 + W),
               *marks(1001 + W)]
-    result = run_task(AdJoinTask, inputs, config=JOB, windows=1)
-    assert result.stores["impressions"] == {"a2": {"campaign": "c1", "ts": 3000}}
-    assert result.stores["seen-clicks"] == {}
     kept = run_task(AdJoinTask, [*inputs[:-2], *marks(1000 + W)], config=JOB, windows=1)
-    assert sorted(kept.stores["impressions"]) == ["a1", "a2"]
     assert kept.stores["seen-clicks"] == {"a1-0": 1000 + W}
+    late = run_task(AdJoinTask, [*inputs, click("a1", 1, 1001 + W), imp("a3", 5000),
+                                 *marks(10**6)], config=JOB, windows=1)
+    assert [v["click_id"] for _, v in sent(late, "attributed-clicks")] == ["a1-0"]
+    assert [v["click_id"] for _, v in sent(late, "late")] == ["a1-1"]  # after its window
+    assert late.stores["seen-clicks"] == {}
+    assert [k for k in late.stores["joined"] if k.startswith("j|")] == []
 
 
 def test_checker_table() -> None:
@@ -138,7 +146,7 @@ async def test_drill_joins_exactly_while_clicks_expand_4_to_8(tmp_path: Path) ->
     want = expected(report.scenario.impressions, report.scenario.clicks, W)
     assert (len(report.scenario.impressions), len(report.scenario.clicks)) == (1606, 1114)
     assert (len(want.attributed), len(want.late), len(want.ctr)) == (699, 323, 12)
-    assert report.verdict.keys == 699 + 323 + 12
+    assert report.verdict.keys == 699 + 323 + 12 + 4  # clicks, campaigns, 4 join stores
 
 
 async def test_naive_grouper_loses_joins(tmp_path: Path) -> None:
@@ -149,4 +157,5 @@ async def test_naive_grouper_loses_joins(tmp_path: Path) -> None:
     moved = [key for key, why in report.verdict.wrong.items()
              if why == "missing from attributed-clicks; in late, expected elsewhere"]
     assert moved  # attributable clicks judged late: their impressions are in another task
-    assert all(key.startswith(("click ", "campaign ")) for key in report.verdict.wrong)
+    assert all(key.startswith(("click ", "campaign ", "task "))  # task: its join store
+               for key in report.verdict.wrong)  # keeps records (its watermark stopped)

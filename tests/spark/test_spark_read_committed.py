@@ -1,17 +1,15 @@
-"""The Spark DataSource's own Kafka reads are read_committed, on librdkafka's mock cluster
-(`tests/kafka_mock.py`), whose Fetch ignores the isolation level and lists no aborted
-transactions: only the COMMIT/ABORT markers tell."""
+"""The Spark DataSource's own Kafka reads (`framework.spark.kafka_fetch`, its own Fetch
+requests) are read_committed on real Apache Kafka: committed records only, never past an
+open transaction."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kafka_mock import kafka_mock, transaction_cases
+from kafka_txn import transaction_cases
 
 from framework.spark import kafka_fetch
 from framework.systems.kafka.system import KafkaSystem
-
-__all__ = ["kafka_mock"]  # the session fixture
 
 
 async def _committed(system: Any, topic: str, end: int) -> list[tuple[int, bytes | None]]:
@@ -21,12 +19,12 @@ async def _committed(system: Any, topic: str, end: int) -> list[tuple[int, bytes
     return got
 
 
-async def test_kafka_fetches_read_committed_transactions_only(kafka_mock: Any) -> None:
-    """On the mock cluster (whose Fetch does not filter): offsets 0 committed, 1 COMMIT,
-    2 aborted, 3 ABORT, 4 plain, 5 open — then committed at 6."""
-    system = KafkaSystem("kafka", kafka_mock.bootstrap)
+async def test_kafka_fetches_read_committed_transactions_only(kafka_broker: Any) -> None:
+    """Offsets 0 committed, 1 COMMIT, 2 aborted, 3 ABORT, 4 plain, 5 open — then committed
+    at 6."""
+    system = KafkaSystem("kafka", kafka_broker.bootstrap)
     try:
-        async with transaction_cases(kafka_mock, "spark-rc") as (topic, commit):
+        async with transaction_cases(kafka_broker.bootstrap, "spark-rc") as (topic, commit):
             visible = [(0, b"committed"), (4, b"plain")]
             assert await _committed(system, topic, 5) == visible
             assert await _committed(system, topic, 6) == visible  # undecided at the log's end

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from framework.api import Envelope
 from framework.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
-from framework.windows import EventTime
+from framework.windows import EventTime, WindowError
 from groupers import SystemStreamPartition as SSP
 
 
@@ -20,10 +22,12 @@ class Context:
     task_name: str = "Partition 0"
     stores: dict[str, TaskStore] = field(default_factory=dict)
     tracked: list[Any] = field(default_factory=list)
+    config_idle: int | None = None
 
     @property
     def config(self) -> Any:
-        return type("Config", (), {"inputs": ("local.views",)})()
+        extra = {} if self.config_idle is None else {"input_idle_timeout_ms": self.config_idle}
+        return type("Config", (), {"inputs": ("local.views",), **extra})()
 
     def store(self, name: str) -> TaskStore:
         if name not in self.stores:
@@ -95,3 +99,77 @@ def test_markers_an_added_partition_that_stays_empty_holds_nothing_back() -> Non
         clock.observe(marker(0, key, 100))
     assert clock.watermark is None                   # a key of the task not seen yet
     assert clock.observe(marker(0, "m6", 100)) == 100
+
+
+# -- idle partitions ("records") ----------------------------------------------------------
+
+
+@dataclass
+class IdleContext(Context):
+    """A context whose worker reports, per partition, how long it has been read to its
+    end (``idle``: partition → ms), with the window ticks it was given."""
+
+    idle: dict[int, int] = field(default_factory=dict)
+    ticks: list[Any] = field(default_factory=list)
+
+    def input_idle_ms(self, ssp: SSP) -> int | None:
+        return self.idle.get(ssp.partition)
+
+    def on_window(self, callback: Any) -> None:
+        self.ticks.append(callback)
+
+    def tick(self) -> None:
+        for callback in self.ticks:
+            callback(None)
+
+
+def idle_context(*partitions: int) -> IdleContext:
+    return IdleContext(frozenset(SSP("local", "views", p) for p in partitions))
+
+
+def test_an_idle_partition_stops_holding_the_watermark_until_a_fetch_brings_records() -> None:
+    ctx = idle_context(0, 1, 2)
+    clock = EventTime(ctx, "w", idle_timeout_ms=1_000)
+    for event in (record(0, 50), record(1, 20), record(0, 70)):
+        clock.observe(event)
+    assert clock.watermark is None  # partition 2 has delivered nothing
+    ctx.idle = {1: 5_000, 2: 999}
+    ctx.tick()
+    assert clock.watermark is None and clock.idle == {SSP("local", "views", 1)}
+    ctx.idle = {1: 5_000, 2: 1_000}
+    ctx.tick()  # 1 and 2 idle: partition 0 alone
+    assert clock.watermark == 70
+    assert clock.describe()["idle"] == ["local.views.1", "local.views.2"]
+    ctx.idle = {2: 1_200}  # a fetch brought records from 1: it holds again at once
+    assert clock.observe(record(0, 90)) is None and clock.watermark == 70
+    assert clock.observe(record(1, 80)) == 80
+
+
+def test_when_every_partition_is_idle_the_least_time_delivered_holds() -> None:
+    ctx = idle_context(0, 1, 2)
+    clock = EventTime(ctx, "w", idle_timeout_ms=10)
+    clock.observe(record(0, 50))
+    clock.observe(record(1, 30))
+    ctx.idle = {0: 10, 1: 10, 2: 10}
+    ctx.tick()
+    assert clock.watermark == 30  # 2 delivered nothing: the others' least time
+
+
+def test_no_idleness_with_a_zero_timeout_or_markers() -> None:
+    ctx = idle_context(0, 1)
+    never = EventTime(ctx, "w", idle_timeout_ms=0)
+    markers = EventTime(ctx, "m", source="markers", idle_timeout_ms=10)
+    never.observe(record(0, 50))
+    ctx.idle = {1: 10**9}
+    ctx.tick()
+    assert (never.watermark, never.idle, ctx.ticks) == (None, frozenset(), [])
+    assert markers.watermark is None
+    with pytest.raises(WindowError, match="idle_timeout_ms must be a number of milliseconds"):
+        EventTime(ctx, "w", idle_timeout_ms=-1)
+
+
+def test_the_job_file_sets_the_idle_timeout() -> None:
+    ctx = idle_context(0)
+    assert EventTime(ctx, "w").idle_timeout_ms == 0  # this stand-in config has none
+    ctx.config_idle = 250
+    assert EventTime(ctx, "x").idle_timeout_ms == 250

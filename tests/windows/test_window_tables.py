@@ -17,9 +17,11 @@ from framework.windows import (
     Tumbling,
     WindowError,
     Windows,
+    aggregate,
     count,
     fold,
     max_of,
+    mean_of,
     min_of,
     sum_of,
 )
@@ -156,7 +158,8 @@ def test_window_receives_wall_clock_and_watermark() -> None:
 
 def test_state_is_expired_when_windows_close() -> None:
     result, _ = run(Hopping(size_ms=10, advance_ms=5), [ev("a", 1), ev("b", 2), mark(100)])
-    assert {k for k in result.stores["w"] if not k.startswith("t")} == set()
+    assert {k: v for k, v in result.stores["w"].items() if not k.startswith("t")} == {
+        "a~windows": "count over hopping 10/5 in panes", "a~closed": 100}  # no window left
 
 
 def test_resuming_from_stored_state_continues_the_open_windows() -> None:
@@ -210,3 +213,74 @@ def test_window_signature_decides_whether_times_are_passed() -> None:
     run_task(Plain, [("local.views", "a", {})], windows=1)
     run_task(Timed, [("local.views", "a", {})], windows=1)
     assert seen == ["plain", None]
+
+
+# -- several reducers in one pass (aggregate) ------------------------------------------------
+
+
+def test_aggregate_emits_every_named_result_per_window() -> None:
+    stats = aggregate(views=count(), spent=sum_of("n"), top=max_of("n"), low=min_of("n"),
+                      avg=mean_of("n"))
+    result, _ = run(Hopping(size_ms=10, advance_ms=5), [
+        ev("a", 1, n=4), ev("a", 6, n=9), ev("b", 7, n=5), ev("a", 12, n=2), mark(100)],
+        reducer=stats)
+    assert table(result) == [
+        ("a", 0, 10, {"views": 2, "spent": 13, "top": 9, "low": 4, "avg": 6.5}),
+        ("b", 0, 10, {"views": 1, "spent": 5, "top": 5, "low": 5, "avg": 5.0}),
+        ("a", 5, 15, {"views": 2, "spent": 11, "top": 9, "low": 2, "avg": 5.5}),
+        ("b", 5, 15, {"views": 1, "spent": 5, "top": 5, "low": 5, "avg": 5.0}),
+        ("a", 10, 20, {"views": 1, "spent": 2, "top": 2, "low": 2, "avg": 2.0})]
+
+
+def test_aggregate_as_a_dict_and_in_one_store_value() -> None:
+    result, _ = run(Tumbling(size_ms=10), [ev("a", 1, n=4), ev("a", 2, n=3)],
+                    reducer={"views": count(), "spent": sum_of("n")})  # type: ignore[arg-type]
+    assert result.stores["w"]["k|sa"] == "[0,[2,7]]"  # one pane: [count, sum]
+    assert result.stores["w"]["a~windows"] == (
+        "aggregate(views=count, spent=sum) over tumbling 10 in panes")
+
+
+def test_aggregate_merges_sessions_and_updates_by_name() -> None:
+    stats = aggregate(views=count(), pages=fold([], lambda s, v: sorted({*s, v["p"]}),
+                                                merge=lambda x, y: sorted({*x, *y})))
+    result, _ = run(Session(gap_ms=5, grace_ms=10), [
+        ev("a", 0, p="/x"), ev("a", 10, p="/y"), ev("a", 5, p="/x"), mark(100)],
+        reducer=stats, emit="update")
+    assert table(result) == [
+        ("a", 0, 1, {"views": 1, "pages": ["/x"]}, "update"),
+        ("a", 10, 11, {"views": 1, "pages": ["/y"]}, "update"),
+        ("a", 0, 11, {"views": 3, "pages": ["/x", "/y"]}, "update"),
+        ("a", 0, 11, {"views": 3, "pages": ["/x", "/y"]})]
+
+
+def test_aggregate_without_merge_keeps_per_window_state() -> None:
+    stats = aggregate(views=count(), seen=fold([], lambda s, v: [*s, v["n"]]))
+    result, _ = run(Hopping(size_ms=10, advance_ms=5),
+                    [ev("a", 1, n=1), ev("a", 6, n=2), mark(100)], reducer=stats)
+    assert table(result) == [("a", 0, 10, {"views": 2, "seen": [1, 2]}),
+                             ("a", 5, 15, {"views": 1, "seen": [2]})]
+    with pytest.raises(WindowError, match="has no merge"):
+        run(Session(gap_ms=5), [ev("a", 0)], reducer=stats)
+
+
+def test_changing_the_reducers_over_open_windows_is_refused() -> None:
+    first, _ = run(Tumbling(size_ms=10), [ev("a", 1, n=4)], reducer=count())
+    with pytest.raises(WindowError, match=r"holds open windows of 'count over tumbling 10 in "
+                                          r"panes', but the task now aggregates "
+                                          r"'aggregate\(views=count\) over tumbling 10"):
+        run(Tumbling(size_ms=10), [ev("a", 2)], reducer=aggregate(views=count()),
+            stores={"w": first.stores["w"]})
+    closed, _ = run(Tumbling(size_ms=10), [ev("a", 1, n=4), mark(100)], reducer=count())
+    changed, _ = run(Tumbling(size_ms=10), [ev("a", 102, n=1), mark(200)],
+                     reducer=aggregate(views=count()), stores={"w": closed.stores["w"]})
+    assert table(changed) == [("a", 100, 110, {"views": 1})]  # nothing was open: allowed
+    with pytest.raises(WindowError, match="needs at least one named reducer"):
+        aggregate()
+
+
+def test_a_session_due_between_two_closes_survives_a_restart() -> None:
+    # gap 80: session closes are handed out in steps of 10. a's session closes at 93, b's
+    # at 81; a close at W = 95 emits b's and must not record a bound past a's.
+    first, _ = run(Session(gap_ms=80), [ev("b", 0), ev("a", 12), mark(95)])
+    second, _ = run(Session(gap_ms=80), [mark(10**6)], stores={"w": first.stores["w"]})
+    assert table(first) + table(second) == [("b", 0, 1, 1), ("a", 12, 13, 1)]

@@ -1,5 +1,5 @@
-"""Helpers of the windowing end-to-end tests: the windowed_counts example as a real job
-(`sampan run` subprocesses on the local log on disk), its workload and its truth."""
+"""Helpers of the windowing end-to-end tests: jobs run by `sampan run` subprocesses on the
+local log on disk (`LocalJob`), the windowed_counts example among them (`WindowJob`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -44,100 +43,94 @@ def watermark_round(watermark: int, final_partitions: int) -> list[ProducerRecor
             for key in marker_keys("page-views", final_partitions)]
 
 
-class WindowJob:
-    """The example in a folder of its own: job file, task, log on disk, `sampan run`."""
+class LocalJob:
+    """A job in a folder of its own on the local log on disk, run by `sampan run`:
+    ``files`` (name → text) are written next to the job file ``job`` (its text). Its
+    streams are those of the job's system ``system`` (e.g. ``"kafka"`` on a broker)."""
 
-    def __init__(self, folder: Path, *, workers: int, partitions: int) -> None:
+    def __init__(self, folder: Path, job: str, files: dict[str, str], *,
+                 system: str = "local") -> None:
+        self.system = system
         folder.mkdir(parents=True)
-        for module in EXAMPLE.glob("*.py"):
-            shutil.copy(module, folder / module.name)
-        text = (EXAMPLE / "job.toml").read_text()
-        text = text.replace("workers = 2", f"workers = {workers}")
-        text = text.replace("commit_interval_ms = 500", "commit_interval_ms = 100")
-        text = text.replace("monitor_interval_ms = 1000", "monitor_interval_ms = 300")
-        text = text.replace('[streams."local.page-views"]\npartitions = 2',
-                            f'[streams."local.page-views"]\npartitions = {partitions}')
-        (folder / "job.toml").write_text(text)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        (folder / "job.toml").write_text(job)
         self.folder = folder
         self.path = folder / "job.toml"
         self.config: JobConfig = load_config(self.path)
-        self.partitions = partitions
-        self.views: list[dict[str, Any]] = []
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
     def stores_dir(self) -> Path:
         """Where the job's RocksDB stores live (``<state_dir>/stores``)."""
-        base = self.config.state_dir
-        return Path(base) / "stores"
+        return Path(self.config.state_dir) / "stores"
 
     # -- the log on disk --------------------------------------------------------------------
     async def call(self, fn: Callable[[System], Awaitable[Any]]) -> Any:
-        system = open_system(self.config.system("local"))
+        system = open_system(self.config.system(self.system))
         await system.start()
         try:
             return await fn(system)
         finally:
             await system.close()
 
-    async def create_streams(self) -> None:
+    async def create(self, streams: dict[str, int]) -> None:
         async def create(system: System) -> None:
-            await system.create_stream("page-views", self.partitions)
-            await system.create_stream("views-per-user", 4)
-            await system.create_stream("late-views", 1)
+            for stream, partitions in streams.items():
+                await system.create_stream(stream, partitions)
         await self.call(create)
 
-    async def produce(self, records: list[ProducerRecord]) -> None:
-        self.views += [v for v in (json.loads(r.value or b"{}") for r in records) if "ts" in v]
+    async def send(self, records: list[ProducerRecord]) -> None:
         await self.call(lambda s: s.produce(records))
 
-    async def expand(self, partitions: int) -> None:
-        await self.call(lambda s: s.expand_stream("page-views", partitions))
+    async def expand_stream(self, stream: str, partitions: int) -> None:
+        await self.call(lambda s: s.expand_stream(stream, partitions))
 
     async def state(self) -> CoordinatorState:
         return await self.call(lambda s: read_state(s, self.config))  # type: ignore[no-any-return]
 
-    async def emitted(self) -> list[dict[str, Any]]:
-        rows = await self.call(lambda s: read_stream(s, "views-per-user"))
+    async def values(self, stream: str) -> list[dict[str, Any]]:
+        """Every record of ``stream`` (all partitions, each in offset order), decoded."""
+        rows = await self.call(lambda s: read_stream(s, stream))
         return [json.loads(value) for part in rows.values() for _, value in part]
 
-    async def late(self) -> int:
-        rows = await self.call(lambda s: read_stream(s, "late-views"))
-        return sum(len(part) for part in rows.values())
+    async def keyed_values(self, stream: str) -> list[tuple[str, dict[str, Any]]]:
+        rows = await self.call(lambda s: read_stream(s, stream))
+        return [(key.decode(), json.loads(value)) for part in rows.values()
+                for key, value in part]
 
-    async def open_windows(self) -> list[str]:
-        """Window state left in the store, per its changelog (empty once all closed)."""
-        state = await self.call(lambda s: store_state(s, self.config, "views"))
-        return [key for contents in state.values() for key in contents
-                if key.startswith(("k|", "c|"))]
+    async def store_keys(self, store: str) -> list[str]:
+        """The keys the store holds at the end, per its changelog."""
+        state = await self.call(lambda s: store_state(s, self.config, store))
+        return [key for contents in state.values() for key in contents]
 
-    async def caught_up(self) -> bool:
-        """Every record of page-views processed and committed."""
+    async def caught_up_on(self, *streams: str) -> bool:
+        """Every record of ``streams`` processed and committed."""
         async def check(system: System) -> bool:
-            ends = {p: r.end for p, r in (await system.offsets("page-views")).items()}
-            done: dict[int, int] = {}
-            for checkpoint in (await system.read_checkpoints(self.config.name)).values():
-                for ssp, offset in checkpoint.inputs.items():
-                    if ssp.stream == "page-views":
-                        done[ssp.partition] = offset
-            return all(done.get(p, 0) >= end for p, end in ends.items())
+            checkpoints = await system.read_checkpoints(self.config.name)
+            for stream in streams:
+                ends = {p: r.end for p, r in (await system.offsets(stream)).items()}
+                done: dict[int, int] = {}
+                for checkpoint in checkpoints.values():
+                    for ssp, offset in checkpoint.inputs.items():
+                        if ssp.stream == stream:
+                            done[ssp.partition] = offset
+                if not all(done.get(p, 0) >= end for p, end in ends.items()):
+                    return False
+            return True
         return bool(await self.call(check))
 
-    def expected(self) -> dict[tuple[str, int], int]:
-        size, advance = 5 * MINUTE, MINUTE
-        return checker.expected(self.views, size, advance)  # type: ignore[no-any-return]
+    def sampan(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """A one-shot `sampan` command with ``--job`` this job's file."""
+        return subprocess.run([sys.executable, "-m", "framework.cli", *args, "--job",
+                               str(self.path)], input=stdin, capture_output=True, text=True,
+                              timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
 
-    async def problems(self) -> list[str]:
-        """Each expected window emitted exactly once with its count; nothing else."""
-        emitted = await self.emitted()
-        copies = Counter((w["user"], w["start"]) for w in emitted)
-        got = {(w["user"], w["start"]): w["views"] for w in emitted}
-        found = [f"{key} emitted {n} times" for key, n in sorted(copies.items()) if n > 1]
-        want = self.expected()
-        for key in sorted(set(want) | set(got)):
-            if want.get(key) != got.get(key):
-                found.append(f"window {key}: emitted {got.get(key)}, expected {want.get(key)}")
-        return found
+    async def kill_worker(self, worker: int) -> int:
+        """SIGKILL one worker process (the coordinator restarts it); its pid."""
+        pid = (await self.state()).status.worker_pids[worker]
+        os.kill(pid, signal.SIGKILL)
+        return pid
 
     # -- processes --------------------------------------------------------------------------
     def start(self) -> None:
@@ -188,6 +181,22 @@ class WindowJob:
                                      f"{self.logs()}")
             await asyncio.sleep(0.1)
 
+    async def wait_expansions(self, changes: set[str], workers: int) -> CoordinatorState:
+        """Until every change (``"local.s 2→4"``) is recorded — expansions detected together
+        share one record and one model — and the latest model runs on every worker."""
+        async def recorded() -> bool:
+            return changes <= self.changes(await self.state())
+        await self.wait(recorded, f"expansions {sorted(changes)}")
+        model = (await self.state()).model
+        assert model is not None
+        return await self.wait_epoch(model.epoch, workers)
+
+    @staticmethod
+    def changes(state: CoordinatorState) -> set[str]:
+        """Every stream change the expansions recorded."""
+        return {change for event in state.status.expansions
+                for change in event.change.split(", ")}
+
     async def wait_epoch(self, epoch: int, workers: int) -> CoordinatorState:
         """Until ``epoch`` runs on every worker."""
         found: list[CoordinatorState] = []
@@ -200,3 +209,60 @@ class WindowJob:
                             and state.workers[w].stopped_ms is None for w in range(workers)))
         await self.wait(ready, f"epoch {epoch} running on {workers} workers")
         return found[0]
+
+
+class WindowJob(LocalJob):
+    """The windowed_counts example as a job: its files, workload and truth."""
+
+    def __init__(self, folder: Path, *, workers: int, partitions: int) -> None:
+        text = (EXAMPLE / "job.toml").read_text()
+        text = text.replace("workers = 2", f"workers = {workers}")
+        text = text.replace("commit_interval_ms = 500", "commit_interval_ms = 100")
+        text = text.replace("monitor_interval_ms = 1000", "monitor_interval_ms = 300")
+        text = text.replace('[streams."local.page-views"]\npartitions = 2',
+                            f'[streams."local.page-views"]\npartitions = {partitions}')
+        super().__init__(folder, text, {module.name: module.read_text()
+                                        for module in EXAMPLE.glob("*.py")})
+        self.partitions = partitions
+        self.views: list[dict[str, Any]] = []
+
+    async def create_streams(self) -> None:
+        await self.create({"page-views": self.partitions, "views-per-user": 4,
+                           "late-views": 1})
+
+    async def produce(self, records: list[ProducerRecord]) -> None:
+        self.views += [v for v in (json.loads(r.value or b"{}") for r in records) if "ts" in v]
+        await self.send(records)
+
+    async def expand(self, partitions: int) -> None:
+        await self.expand_stream("page-views", partitions)
+
+    async def emitted(self) -> list[dict[str, Any]]:
+        return await self.values("views-per-user")
+
+    async def late(self) -> int:
+        return len(await self.values("late-views"))
+
+    async def open_windows(self) -> list[str]:
+        """Window state left in the store, per its changelog (empty once all closed)."""
+        return [key for key in await self.store_keys("views") if key.startswith(("k|", "c|"))]
+
+    async def caught_up(self) -> bool:
+        """Every record of page-views processed and committed."""
+        return await self.caught_up_on("page-views")
+
+    def expected(self) -> dict[tuple[str, int], int]:
+        size, advance = 5 * MINUTE, MINUTE
+        return checker.expected(self.views, size, advance)  # type: ignore[no-any-return]
+
+    async def problems(self) -> list[str]:
+        """Each expected window emitted exactly once with its count; nothing else."""
+        emitted = await self.emitted()
+        copies = Counter((w["user"], w["start"]) for w in emitted)
+        got = {(w["user"], w["start"]): w["views"] for w in emitted}
+        found = [f"{key} emitted {n} times" for key, n in sorted(copies.items()) if n > 1]
+        want = self.expected()
+        for key in sorted(set(want) | set(got)):
+            if want.get(key) != got.get(key):
+                found.append(f"window {key}: emitted {got.get(key)}, expected {want.get(key)}")
+        return found

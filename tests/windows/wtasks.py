@@ -7,7 +7,7 @@ from typing import Any
 from framework import StreamTask
 from framework.api import MessageCollector, TaskContext, TaskCoordinator, WindowTimes
 from framework.testing import TaskRunResult, run_task
-from framework.windows import EventTime, Reducer, WindowKind, Windows, count
+from framework.windows import EventTime, IntervalJoin, Reducer, WindowKind, Windows, count
 
 OUT = "local.out"
 
@@ -55,3 +55,47 @@ def table(result: TaskRunResult) -> list[tuple[Any, ...]]:
     """(key, start, end, value) per emitted result, with ``"update"`` for non-final ones."""
     return [(m.key, m.value["start"], m.value["end"], m.value["value"],
              *(() if m.value["final"] else ("update",))) for m in result.sent_to(OUT)]
+
+
+class JoinTask(StreamTask):
+    """`IntervalJoin` of ``local.left`` ⋈ ``local.right`` over ``value["ts"]``, results to
+    ``local.out``."""
+
+    def __init__(self, source: str = "records", **options: Any) -> None:
+        self.source, self.options = source, options
+
+    def init(self, context: TaskContext) -> None:
+        clock = EventTime(context, "j", source=self.source,  # type: ignore[arg-type]
+                          timestamp=lambda e: e.value["ts"])
+        options = {"before_ms": 10, "after_ms": 10, **self.options}
+        self.join = IntervalJoin(context, "j", left="local.left", right="local.right",
+                                 event_time=clock, output=OUT, **options)
+
+    def process(self, envelope: Any, collector: MessageCollector,
+                coordinator: TaskCoordinator) -> None:
+        self.join.process(envelope, collector)
+
+
+def left(key: str, ts: int, partition: int = 0, **value: Any) -> tuple[Any, ...]:
+    return ("local.left", key, {"ts": ts, **value}, partition)
+
+
+def right(key: str, ts: int, partition: int = 0, **value: Any) -> tuple[Any, ...]:
+    return ("local.right", key, {"ts": ts, **value}, partition)
+
+
+def marks(watermark: int, partitions: int = 1) -> list[tuple[Any, ...]]:
+    """A watermark record in every partition of both sides."""
+    return [(f"local.{side}", f"~wm-{p}", {"watermark": watermark}, p)
+            for side in ("left", "right") for p in range(partitions)]
+
+
+def run_join(inputs: list[tuple[Any, ...]], *, stores: Any = None, windows: int = 0,
+             **options: Any) -> TaskRunResult:
+    return run_task(JoinTask(**options), inputs, stores=stores or {"j": None},
+                    windows=windows)
+
+
+def pairs(result: TaskRunResult) -> list[tuple[Any, ...]]:
+    """(key, left ts, right ts) per joined pair (right ts None: left unjoined)."""
+    return [(m.key, m.value["left_ts"], m.value["right_ts"]) for m in result.sent_to(OUT)]

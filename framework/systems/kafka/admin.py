@@ -8,6 +8,7 @@ of a hang, and a missing broker feature becomes `UnsupportedOperation` at once.
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import time
 from collections.abc import Awaitable, Mapping, Sequence
@@ -39,7 +40,7 @@ from framework.errors import (
 from framework.systems.base import OffsetRange
 from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord
 
-__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions", "stop_consumer"]
+__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions", "close_quietly", "stop_consumer"]
 
 T = TypeVar("T")
 
@@ -75,6 +76,45 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
         await consumer._client.close()
 
 
+async def close_quietly(closing: Awaitable[Any], timeout_s: float) -> None:
+    """Await an aiokafka client's ``stop``/``close`` for at most ``timeout_s``, whatever it
+    raises: with a broker down, aiokafka's fetcher lets the CancelledError of its own
+    fetch task out of ``stop``, which would otherwise end the process. A cancellation of
+    the caller itself still propagates."""
+    try:
+        await asyncio.wait_for(closing, timeout_s)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+    except Exception:  # the client is being dropped: nothing it says changes that
+        pass
+
+
+class _ClusterAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
+    """aiokafka's admin client, but a request for any node (metadata, topic configs) goes
+    to every known broker in turn until one answers: aiokafka picks one at random from
+    its cached metadata, which still lists a broker that died (for up to its metadata age),
+    so a third of the calls on a 3-node cluster with one node down failed at once."""
+
+    async def _send_request(self, request: Any, node_id: int | None = None) -> Any:
+        if node_id is not None:
+            return await super()._send_request(request, node_id)
+        client = self._client
+        nodes = [broker.nodeId for broker in client.cluster.brokers()]
+        random.shuffle(nodes)
+        failed: BaseException | None = None
+        for node in nodes:
+            try:
+                return await client.send(node, request)
+            except (KafkaConnectionError, NodeNotReadyError, RequestTimedOutError) as exc:
+                failed = exc
+        if failed is None:
+            return await super()._send_request(request)  # no broker known yet: aiokafka's way
+        client.force_metadata_update()  # the live brokers, for the next call
+        raise failed
+
+
 @dataclass(frozen=True)
 class KafkaOptions:
     """``client_options`` of a kafka system (all optional)."""
@@ -104,6 +144,11 @@ class KafkaOptions:
     quarter of its time; 4 MiB halved that (a response stays under aiokafka's 50 MiB
     ``fetch_max_bytes`` whatever the partition count)."""
 
+    transaction_timeout_s: float = 60.0
+    """Exactly-once: how long the broker keeps a worker's transaction open without hearing
+    from it; past it the broker aborts it. Bounds how long a worker that died mid-commit
+    (and is not restarted) holds readers of the partitions it wrote; keep it well above
+    a commit's duration."""
     namespace: str = ""
     """Prepended to every name sampan gives the cluster: each stream's topic (stream
     ``words`` is topic ``<namespace>words``), the job's consumer groups and its
@@ -134,6 +179,13 @@ class KafkaOptions:
                 raise ConfigError(
                     f"[systems.{system}.client_options] {key} must be a whole number of KiB "
                     f"from 1 to 1048576 (default {default}), got {kb!r}")
+        timeout = options.get("transaction_timeout_s", cls.transaction_timeout_s)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+                1 <= timeout <= 900):
+            raise ConfigError(
+                f"[systems.{system}.client_options] transaction_timeout_s must be a number of "
+                f"seconds from 1 to 900 (the broker's transaction.max.timeout.ms is 15 min by "
+                f"default; default {cls.transaction_timeout_s:g}), got {timeout!r}")
         namespace = options.get("namespace", "")
         if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
             raise ConfigError(
@@ -173,7 +225,7 @@ class KafkaAdmin:
         if self._admin is not None:
             return
         kwargs = self.options.client_kwargs(self.bootstrap)
-        admin = AIOKafkaAdminClient(**kwargs)
+        admin = _ClusterAdmin(**kwargs)
         # Answers at once when a partition is empty (see `_high_watermarks`).
         offsets = AIOKafkaConsumer(enable_auto_commit=False, fetch_max_wait_ms=10,
                                    isolation_level="read_committed", **kwargs)
@@ -190,23 +242,37 @@ class KafkaAdmin:
         admin, offsets = self._admin, self._offsets
         self._admin, self._offsets = None, None
         if admin is not None:
-            await admin.close()
+            await close_quietly(admin.close(), self.options.timeout_s)
         if offsets is not None:
-            await stop_consumer(offsets)
+            await close_quietly(stop_consumer(offsets), self.options.timeout_s)
 
-    def unavailable(self, what: str, exc: BaseException) -> SystemUnavailableError:
+    def unavailable(self, what: str, exc: BaseException, bound_s: float | None = None
+                    ) -> SystemUnavailableError:
+        bound = self.options.timeout_s if bound_s is None else bound_s
         return SystemUnavailableError(
             f"Kafka at {self.bootstrap} (system {self.system!r}): {what} got no answer within "
-            f"{self.options.timeout_s:g} s ({type(exc).__name__}: {exc}); check that the "
+            f"{bound:g} s ({type(exc).__name__}: {exc}); check that the "
             f"broker runs and that [systems.{self.system}] bootstrap points at it"
         )
 
-    async def bounded(self, what: str, call: Awaitable[T]) -> T:
-        """Await ``call`` for at most ``timeout_s``; silence → SystemUnavailableError."""
+    def transient(self, what: str, exc: BaseException) -> SystemUnavailableError:
+        """A retriable broker error (a leader gone, a coordinator moving) that outlasted
+        aiokafka's retries: the system is unavailable for now, as when it is silent."""
+        return SystemUnavailableError(
+            f"Kafka at {self.bootstrap} (system {self.system!r}): {what} failed "
+            f"({type(exc).__name__}: {exc}); a broker is down or leadership is moving — check "
+            f"that the brokers run and that [systems.{self.system}] bootstrap points at them"
+        )
+
+    async def bounded(self, what: str, call: Awaitable[T], timeout_s: float | None = None
+                      ) -> T:
+        """Await ``call`` for at most ``timeout_s`` (default: the system's); silence →
+        SystemUnavailableError."""
+        bound = self.options.timeout_s if timeout_s is None else timeout_s
         try:
-            return await asyncio.wait_for(call, self.options.timeout_s)
+            return await asyncio.wait_for(call, bound)
         except UNREACHABLE as exc:
-            raise self.unavailable(what, exc) from exc
+            raise self.unavailable(what, exc, bound) from exc
 
     def topic(self, stream: str) -> str:
         """The Kafka topic holding ``stream`` (its name inside the namespace)."""
@@ -384,7 +450,7 @@ class KafkaAdmin:
                 "a non-empty name and at least 1 partition"
             )
         if exist_ok and stream in await self.topic_counts():
-            return  # no CreateTopics at all (librdkafka's mock cluster lacks it)
+            return  # no CreateTopics at all (for brokers that refuse sampan creating topics)
         await self.start()
         assert self._admin is not None
         configs = {"cleanup.policy": "compact"} if compacted else {}
@@ -394,9 +460,9 @@ class KafkaAdmin:
             response = await self.bounded("CreateTopics", self._admin.create_topics([topic]))
         except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
             raise UnsupportedOperation(
-                f"CreateTopics: the broker at {self.bootstrap} cannot create topics (e.g. "
-                f"librdkafka's mock cluster), so stream {stream!r} does not exist; create "
-                f"it with {partitions} partition(s) with the broker's own tools") from exc
+                f"CreateTopics: the broker at {self.bootstrap} cannot create topics, so "
+                f"stream {stream!r} does not exist; create it with {partitions} "
+                f"partition(s) with the broker's own tools") from exc
         for error in response.topic_errors:
             code, message = error[1], error[2] if len(error) > 2 else None
             if code == TopicAlreadyExistsError.errno:

@@ -1,29 +1,42 @@
 """A `Consumer` over aiokafka with manual assignment (no consumer group).
 
 Positions are sampan's, not the broker's: `assign` seeks every partition, nothing is
-committed to Kafka. Reads are read_committed, applied by `kafka.txn_filter` from the
-log's control batches (so they hold on brokers whose Fetch ignores the isolation level).
+committed to Kafka. Reads are read_committed: the broker answers up to the last stable
+offset and lists aborted transactions; `kafka.txn_filter` keeps the control batches, so
+a position moves past a transaction's COMMIT/ABORT marker (and would hold the rule on a
+broker whose Fetch ignored the isolation level).
 Partitions that do not exist yet are left out of the aiokafka
 assignment (so the broker is never asked about them, and never auto-creates them) and
 re-checked every second; until they appear they yield nothing, as on the local system.
+
+With the partition counts a worker's job model was built for (`expect_partition_counts`),
+every fetch that returned records of those streams is followed by a metadata read before
+the records are handed out: once a stream has more partitions than expected, its records
+(those of that fetch included) are no longer handed out — Kafka keeps no record of the
+offset where a topic grew, so the reader stops where it noticed, after the records a
+clean check let through. The worker then waits for the model of the new count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import ConsumerRecord
 
 from framework.systems.base import FetchedRecord, Record, as_record
-from framework.systems.kafka.admin import KafkaAdmin, stop_consumer
+from framework.systems.kafka.admin import KafkaAdmin, close_quietly, stop_consumer
 from framework.systems.kafka.txn_filter import CommittedFilter, install
 from groupers import SystemStreamPartition
 
 __all__ = ["KafkaConsumer"]
 
 _RECHECK_MISSING_S = 1.0
+log = logging.getLogger(__name__)
+Fetched = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
 
 install()
 
@@ -41,9 +54,16 @@ class KafkaConsumer:
         self._dirty = False
         self._checked_at = float("-inf")
         self._closed = False
+        self._expected: dict[str, int] = {}
+        self.grown: dict[str, int] = {}
+        """Stream → the partition count it was seen to have grown to (read no more)."""
 
     def expect_partition_counts(self, counts: Mapping[str, int]) -> None:
-        """Ignored: Kafka keeps no record of where a topic grew."""
+        """Stop handing out a stream's records once it is seen to have more partitions
+        than ``counts`` says (see the module docstring)."""
+        self._expected = dict(counts)
+        self.grown = {}
+        self._dirty = True
 
     def assign(self, positions: Mapping[SystemStreamPartition, int]) -> None:
         topic = self._admin.topic
@@ -78,6 +98,10 @@ class KafkaConsumer:
         fetched = await self._consumer.getmany(
             *self._active, timeout_ms=timeout_ms, max_records=max_records
         )
+        if self._expected and any(
+                messages and self._stream(tp) in self._expected
+                for tp, messages in fetched.items()):
+            fetched = await self._unless_grown(fetched)
         result: dict[SystemStreamPartition, list[FetchedRecord]] = {}
         for tp, messages in fetched.items():
             if not messages or tp not in self._ssps:
@@ -90,6 +114,28 @@ class KafkaConsumer:
             if released:
                 result[self._ssps[tp]] = released
         return result
+
+    async def _unless_grown(self, fetched: Fetched) -> Fetched:
+        """``fetched`` without the records of streams fresh metadata shows grown past
+        their expected count (their positions stay before those records)."""
+        counts = await self._admin.topic_counts()
+        grown = {stream: counts[stream] for stream, expected in self._expected.items()
+                 if counts.get(stream, 0) > expected}
+        if not grown:
+            return fetched
+        if grown.keys() - self.grown.keys():
+            log.info("input topics grew past the job model's partition counts (%s): "
+                     "reading them no further until the model of the new counts",
+                     ", ".join(f"{t}: {self._expected[t]} → {n}"
+                               for t, n in sorted(grown.items())))
+        self.grown.update(grown)
+        self._dirty = True  # reassign without them
+        return {tp: messages for tp, messages in fetched.items()
+                if self._stream(tp) not in grown}
+
+    def _stream(self, tp: TopicPartition) -> str | None:
+        ssp = self._ssps.get(tp)
+        return None if ssp is None else ssp.stream
 
     async def caught_up(self, ssp: SystemStreamPartition) -> bool:
         """Whether everything up to the high watermark of the last fetch was read: what
@@ -114,14 +160,15 @@ class KafkaConsumer:
             try:
                 await self._admin.bounded("connect", consumer.start())
             except BaseException:
-                await stop_consumer(consumer)
+                await close_quietly(stop_consumer(consumer), self._admin.options.timeout_s)
                 raise
             self._consumer = consumer
         self._checked_at = time.monotonic()
         self._dirty = False
         counts = await self._admin.topic_counts(max_age_s=_RECHECK_MISSING_S)
         active = sorted(tp for tp, ssp in self._ssps.items()
-                        if tp.partition < counts.get(ssp.stream, 0))
+                        if tp.partition < counts.get(ssp.stream, 0)
+                        and ssp.stream not in self.grown)
         self._consumer.assign(active)
         self._filters.clear()
         for tp in active:
@@ -132,4 +179,4 @@ class KafkaConsumer:
         self._closed = True
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await stop_consumer(consumer)
+            await close_quietly(stop_consumer(consumer), self._admin.options.timeout_s)

@@ -1,12 +1,17 @@
-"""Fence a transactional producer by its id and epoch, and abort its open transaction.
+"""Fence a transactional producer by its id and epoch (KIP-360's epoch bump).
 
-Kafka fences a zombie when a new producer initialises the same ``transactional.id``.
-librdkafka's mock cluster does not (it hands out a new producer id), but both honour the
-explicit epoch bump of KIP-360: InitProducerId v3 carrying the *current* producer id and
-epoch. So every exactly-once worker records its producer id and epoch in the job's
-fences topic, and whoever takes over (the worker's replacement, or `KafkaSystem.fence`
-for a new job model) bumps that epoch — the old producer's next produce, AddPartitions
-or EndTxn fails — and aborts the transaction it left open.
+Kafka fences a zombie when a new producer initialises the same ``transactional.id``: a
+restarted worker needs nothing more. A newer job model must also fence the workers of
+the older one, whose ``transactional.id`` nobody initialises again: every exactly-once
+worker records its producer id and epoch in the job's fences topic, and `fence_producer`
+sends InitProducerId v3 with that *current* id and epoch. The broker then aborts the
+transaction the producer left open (it answers only once the abort is written) and bumps
+the epoch, so the old producer's next produce, AddPartitionsToTxn or EndTxn fails.
+
+A bump is idempotent on Kafka: sent again with the same identity it answers the current
+one without bumping further (so a producer that re-initialised since is not fenced by a
+stale record — it holds a newer epoch than the one recorded, and its next commit checks
+the job's epoch anyway).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from typing import Any
 from aiokafka.client import AIOKafkaClient, ConnectionGroup, CoordinationType
 from aiokafka.errors import for_code
 from aiokafka.protocol.api import Request, RequestStruct, Response
-from aiokafka.protocol.transaction import EndTxnRequest
 from aiokafka.protocol.types import CompactString, Int16, Int32, Int64, Schema, TaggedFields
 
 __all__ = ["ProducerIdentity", "fence_producer"]
@@ -27,18 +31,17 @@ log = logging.getLogger(__name__)
 
 _RETRIABLE = {14, 15, 16, 51}  # coordinator loading / unavailable / moved, concurrent txns
 _STALE = {47, 90}  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED: someone bumped it already
-_NO_TXN = 48  # INVALID_TXN_STATE: nothing open to abort (Kafka aborted it on the bump)
 _ATTEMPTS = 50
 
 
-class _InitProducerIdResponse_v3(Response):
+class _InitProducerIdResponse_v3(Response):  # type: ignore[misc]
     API_KEY = 22
     API_VERSION = 3
     SCHEMA = Schema(("throttle_time_ms", Int32), ("error_code", Int16),
                     ("producer_id", Int64), ("producer_epoch", Int16), ("tags", TaggedFields))
 
 
-class _InitProducerIdRequest_v3(RequestStruct):
+class _InitProducerIdRequest_v3(RequestStruct):  # type: ignore[misc]
     API_KEY = 22
     API_VERSION = 3
     FLEXIBLE_VERSION = True
@@ -48,7 +51,7 @@ class _InitProducerIdRequest_v3(RequestStruct):
                     ("producer_epoch", Int16), ("tags", TaggedFields))
 
 
-class _BumpEpoch(Request[_InitProducerIdRequest_v3]):
+class _BumpEpoch(Request[_InitProducerIdRequest_v3]):  # type: ignore[misc]
     """InitProducerId with the current producer id and epoch (KIP-360): bump the epoch."""
 
     API_KEY = 22
@@ -78,8 +81,9 @@ async def _send(client: AIOKafkaClient, transactional_id: str, request: Any) -> 
 
 async def fence_producer(client: AIOKafkaClient, transactional_id: str,
                          producer: ProducerIdentity) -> ProducerIdentity | None:
-    """Bump ``producer``'s epoch and abort its open transaction; returns the new
-    identity, or None when its epoch had already been bumped by someone else."""
+    """Bump ``producer``'s epoch (the broker aborts its open transaction first); returns
+    the identity the broker now holds, or None when ``producer`` is older than the
+    last epoch (someone bumped it since)."""
     producer_id, epoch = producer
     bumped = await _send(client, transactional_id,
                          _BumpEpoch(transactional_id, producer_id, epoch))
@@ -89,10 +93,6 @@ async def fence_producer(client: AIOKafkaClient, transactional_id: str,
         raise for_code(bumped.error_code)(
             f"InitProducerId (epoch bump) of {transactional_id!r}")
     identity = (bumped.producer_id, bumped.producer_epoch)
-    ended = await _send(client, transactional_id,
-                        EndTxnRequest(transactional_id, identity[0], identity[1], False))
-    if ended.error_code not in (0, _NO_TXN, *_STALE):
-        raise for_code(ended.error_code)(f"EndTxn (abort) of {transactional_id!r}")
     log.info("fenced producer %d epoch %d of %s (now epoch %d); its open transaction, if "
              "any, is aborted", producer_id, epoch, transactional_id, identity[1])
     return identity

@@ -28,9 +28,10 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from framework.errors import SampanError
 from framework.frozen import fast_constructor
 from framework.systems.base import OutputColumns, ProducerRecord, ProducerRow, RecordPosition
+from framework.systems.kafka.admin import close_quietly
 from framework.systems.placement import Placement
 
-__all__ = ["KafkaPlacement", "send_rows"]
+__all__ = ["KafkaPlacement", "send_rows", "stop_producer"]
 
 _position = fast_constructor(RecordPosition)
 _stream_of = itemgetter(0)
@@ -187,3 +188,19 @@ def positions_of(sent: Sequence[tuple[str, int, asyncio.Future[Any], list[int]]]
 def streams_of(rows: Sequence[ProducerRow]) -> list[str]:
     """The streams ``rows`` write to, sorted."""
     return sorted(set(map(_stream_of, rows)))
+
+
+async def stop_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
+    """Stop ``producer``: deliver what it holds within ``timeout_s``, else drop it (a broker
+    that does not answer would keep aiokafka's flush waiting for good). A commit whose
+    records are dropped this way was never acknowledged, so nothing of it counts."""
+    stopping = asyncio.ensure_future(producer.stop())
+    await close_quietly(asyncio.shield(stopping), timeout_s)
+    if not stopping.done():
+        sender = getattr(producer, "_sender", None)
+        task = getattr(sender, "sender_task", None)
+        if task is not None and not task.done():
+            task.cancel()  # `stop` then ends too: it waits for the accumulator or this task
+        await close_quietly(stopping, timeout_s)
+    if stopping.done() and not stopping.cancelled():
+        stopping.exception()  # seen: what a dropped producer says is not news

@@ -42,7 +42,13 @@ from framework.systems.checkpoint_json import checkpoint_from_json, checkpoint_t
 from framework.systems.kafka.admin import UNREACHABLE, KafkaAdmin, KafkaOptions
 from framework.systems.kafka.consumer import KafkaConsumer
 from framework.systems.kafka.fencing import fence_producer
-from framework.systems.kafka.produce import KafkaPlacement, positions_of, send_rows, streams_of
+from framework.systems.kafka.produce import (
+    KafkaPlacement,
+    positions_of,
+    send_rows,
+    stop_producer,
+    streams_of,
+)
 from framework.systems.kafka.table import TopicTable
 from framework.systems.kafka.txn import (
     PRODUCER_PREFIX,
@@ -166,6 +172,8 @@ class KafkaSystem:
         return producer
 
     async def close(self) -> None:
+        """Close every client; bounded, so a broker that does not answer never holds a
+        worker that is stopping or riding out an outage."""
         transactions, self.transactions = self.transactions, None
         if transactions is not None:
             await transactions.close()
@@ -174,7 +182,7 @@ class KafkaSystem:
         self._tables.clear()
         producer, self._producer = self._producer, None
         if producer is not None:
-            await producer.stop()
+            await stop_producer(producer, self.options.timeout_s)
         await self.admin.close()
 
     # -- admin ------------------------------------------------------------------------
@@ -260,6 +268,8 @@ class KafkaSystem:
         except (ProducerFenced, InvalidProducerEpoch):
             raise  # a transaction's producer was fenced: `kafka.txn` says so
         except KafkaError as exc:
+            if exc.retriable:
+                raise self.admin.transient(f"producing to {streams}", exc) from exc
             raise SampanError(
                 f"Kafka at {self.bootstrap} refused records for {streams}: "
                 f"{type(exc).__name__}: {exc}"

@@ -1,10 +1,12 @@
 """Exactly-once commits on Kafka: one transactional producer per worker.
 
-`KafkaTransactions.start` fences the worker's previous incarnation (its producer id and
-epoch are recorded in the job's fences topic under ``producer/<worker>``), starts a
-producer whose ``transactional.id`` is ``sampan-<job>-worker-<id>`` and records it in
-turn. `KafkaTransactions.commit` writes one commit — outputs, changelog records, then the
-checkpoints carrying the changelog offsets those records got — as one transaction.
+`KafkaTransactions.start` starts a producer whose ``transactional.id`` is
+``sampan-<job>-worker-<id>``: its InitProducerId fences the worker's previous incarnation
+(Kafka bumps the epoch and aborts the transaction it left open), and records its producer
+id and epoch in the job's fences topic under ``producer/<worker>``, for a newer job model
+to fence it in turn (`KafkaSystem.fence`). `KafkaTransactions.commit` writes one commit —
+outputs, changelog records, then the checkpoints carrying the changelog offsets those
+records got — as one transaction.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from framework.systems.base import (
     RecordPosition,
 )
 from framework.systems.checkpoint_json import checkpoint_to_json
-from framework.systems.kafka.fencing import ProducerIdentity, fence_producer
+from framework.systems.kafka.fencing import ProducerIdentity
+from framework.systems.kafka.produce import stop_producer
 
 if TYPE_CHECKING:
     from framework.systems.kafka.system import KafkaSystem
@@ -51,6 +54,10 @@ PRODUCER_PREFIX = b"producer/"
 """Key prefix, in the fences topic, of each worker's producer id and epoch."""
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionalIdAuthorizationFailed)
+
+INIT_TIMEOUT_S = 30.0
+"""Least bound on InitProducerId: a cluster's first transactional producer makes it create
+its transaction log, and a broker just back from an outage loads that log first."""
 
 
 def transactional_id(job: str, worker: int) -> str:
@@ -75,9 +82,11 @@ async def start_transactional_producer(system: KafkaSystem, txn_id: str) -> AIOK
     batch = system.options.producer_batch_kb << 10
     producer = AIOKafkaProducer(
         acks="all", enable_idempotence=True, transactional_id=txn_id,
+        transaction_timeout_ms=int(system.options.transaction_timeout_s * 1000),
         max_batch_size=batch, max_request_size=max(batch, 1 << 20), **kwargs)
     try:
-        await system.admin.bounded("InitProducerId (transactions)", producer.start())
+        await system.admin.bounded("InitProducerId (transactions)", producer.start(),
+                                   max(INIT_TIMEOUT_S, system.options.timeout_s))
     except SampanError:  # no answer at all: SystemUnavailableError says so
         await producer.stop()
         raise
@@ -99,6 +108,20 @@ async def probe_transactions(system: KafkaSystem, job: str) -> None:
     await producer.stop()
 
 
+def _lost_broker(error: BaseException) -> bool:
+    """Whether ``error`` or what caused it is a retriable broker error (a connection lost,
+    a leader or coordinator gone): aiokafka's sender wraps such an error met while
+    committing in a plain ``KafkaError("Unexpected error during batch delivery")``."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, KafkaError) and seen.retriable:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class KafkaTransactions:
     """The transactional producer of one worker of ``job`` on ``system``."""
 
@@ -110,17 +133,17 @@ class KafkaTransactions:
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
-        """Refuse brokers without transactions, fence the previous incarnation, start."""
+        """Refuse brokers without transactions, start (InitProducerId with this worker's
+        ``transactional.id`` fences its previous incarnation: the broker aborts or
+        completes what it left open first), then record the producer's id and epoch
+        for a newer job model to fence (`KafkaSystem.fence`)."""
         system = self._system
         producer = await start_transactional_producer(system, self.transactional_id)
         self._producer = producer
         try:
-            key = PRODUCER_PREFIX + str(self.worker).encode()
-            previous = (await system.fences_table(self.job)).get(key)
-            if previous is not None:
-                await self._fence(decode_identity(previous))
             manager = producer._txn_manager  # aiokafka keeps the producer id only there
             identity = (manager.producer_id, manager.producer_epoch)
+            key = PRODUCER_PREFIX + str(self.worker).encode()
             await system.write_fence_record(self.job, key, encode_identity(identity))
         except BaseException:
             await self.close()
@@ -128,24 +151,10 @@ class KafkaTransactions:
         log.info("transactional producer %s started (producer id %d, epoch %d)",
                  self.transactional_id, *identity)
 
-    async def _fence(self, previous: ProducerIdentity) -> None:
-        assert self._producer is not None
-        try:
-            await self._system.admin.bounded(
-                "fencing the previous producer",
-                fence_producer(self._producer.client, self.transactional_id, previous))
-        except KafkaError as exc:
-            raise SampanError(
-                f"could not fence the previous producer {previous} of "
-                f"{self.transactional_id!r} at {self._system.bootstrap}: "
-                f"{type(exc).__name__}: {exc}; retry, and check the broker's transaction "
-                "coordinator") from exc
-
     async def _fenced(self, error: BaseException) -> bool:
         """Whether a failed commit failed because this producer was fenced; aborts the
-        transaction if it is still open (EndTxn is refused to a fenced producer, which
-        is also how fencing shows when the broker answered a produce otherwise, e.g.
-        librdkafka's mock with OutOfOrderSequenceNumber)."""
+        transaction if it is still open (EndTxn is refused to a fenced producer, which is
+        also how fencing shows when the broker answered a produce with another error)."""
         fenced = isinstance(error, _FENCED) or isinstance(error.__cause__, _FENCED)
         producer = self._producer
         if producer is not None and producer._txn_manager.is_fatal_error():
@@ -167,7 +176,7 @@ class KafkaTransactions:
     async def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            await producer.stop()
+            await stop_producer(producer, self._system.options.timeout_s)
 
     async def commit(
         self, rows: Sequence[ProducerRow],
@@ -199,6 +208,9 @@ class KafkaTransactions:
                     f"{self.transactional_id!r} was fenced (a newer incarnation of this worker "
                     "or a newer job model took over); nothing of this commit is visible; the "
                     "worker stops and will be restarted") from exc
+            if _lost_broker(exc):
+                raise system.admin.transient(
+                    f"the transaction of {self.transactional_id!r}", exc) from exc
             if isinstance(exc, KafkaError | IllegalOperation):
                 raise SampanError(
                     f"Kafka at {system.bootstrap} failed the transaction of "

@@ -1,12 +1,14 @@
 """read_committed on the client: deliver only committed records, in offset order.
 
-A Kafka broker filters a read_committed Fetch itself (it stops at the last stable offset
-and lists aborted transactions). Brokers that do not (librdkafka's mock cluster answers
-every Fetch as read_uncommitted) still write the COMMIT/ABORT control batches, and those
-are enough: `CommittedFilter` holds every record from the first one of a transaction
-that is still open, releases the held prefix when the transaction's COMMIT arrives and
-drops its records on ABORT — the last stable offset, computed from the log. On a broker
-that filters, the filter only ever sees finished transactions and passes them through.
+Apache Kafka filters a read_committed Fetch itself: it answers only up to the last
+stable offset (never past a transaction still open) and lists the aborted transactions,
+whose batches `_TxnPartitionRecords` drops. So on Kafka `CommittedFilter` only ever sees
+finished transactions and passes them through (`tests/eos/test_read_committed.py` shows
+the broker's answer). It is kept for brokers that answer every Fetch as
+read_uncommitted but still write the COMMIT/ABORT control batches — those are enough: it
+holds every record from the first one of a transaction that is still open, releases the
+held prefix at the transaction's COMMIT and drops its records on ABORT, the last stable
+offset computed from the log.
 
 `install` makes aiokafka's read_committed fetches keep control batches: records of
 transactional batches and the COMMIT/ABORT markers come as `TxnRecord`s (with their
@@ -67,7 +69,7 @@ class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
         while records.has_next():
             batch = records.next_batch()
             control = batch.is_control_batch
-            # librdkafka's mock cluster writes control batches with a zero CRC.
+            # Control batches are not CRC-checked: some brokers write them with a zero CRC.
             if self._check_crcs and not control and not batch.validate_crc():
                 raise CorruptRecordException(f"Invalid CRC - {self._tp}")
             pid = batch.producer_id if batch.producer_id is not None else -1

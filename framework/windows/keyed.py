@@ -1,0 +1,147 @@
+"""`KeyedStates`: what `Windows` and `IntervalJoin` keep per record key in a task store.
+
+One store value per key (``<prefix><key>`` → state text, `framework.windows.state`), and
+in memory: the decoded states of the keys in use (every key's, up to `CACHED_KEYS`), so a
+record costs one store write and no read; and a `DueIndex` of when each key has something
+due (a window closes, a joined record expires), rebuilt from the store at start. Due
+times scattered over event time (sessions, joined records) are handed out in steps of a
+``granule``, so one close serves many keys.
+
+Closing is lazy in the store: a close writes ``a~closed`` (its bound) and deletes the
+keys it emptied — at the next close, unless a record wrote the key again first — but
+does not rewrite the others; whatever only the closed windows needed is dropped
+whenever a state is read from the store (``open_part``).
+
+Under the ``skip`` and ``dead-letter`` process policies a failed record's store writes
+are undone behind these copies, so then nothing is cached and the index is rebuilt from
+the store at every close.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from framework.api import KeyValueStore
+from framework.windows.state import DueIndex, dump_state, load_state
+
+__all__ = ["CACHED_KEYS", "CLOSED_KEY", "KeyedStates"]
+
+CACHED_KEYS = 200_000
+"""Keys whose states are kept decoded in memory; past that, states are read from the
+store (the least used are forgotten all at once)."""
+CLOSED_KEY = "a~closed"
+
+State = list[Any]
+OpenPart = Callable[[State, int], "State | None"]
+"""``(state, closed bound)`` → what is still open of a state read from the store."""
+FirstDue = Callable[[State, int], int]
+"""``(open state, closed bound)`` → when something of it is next due."""
+
+
+class KeyedStates:
+    """The states under ``prefix`` of ``store`` (see the module docstring)."""
+
+    def __init__(self, store: KeyValueStore, prefix: str, open_part: OpenPart,
+                 first_due: FirstDue, *, granule: int = 1, legacy: Iterable[str] = ()
+                 ) -> None:
+        self.store = store
+        self.prefix = prefix
+        self._open_part = open_part
+        self._first_due = first_due
+        self.index = DueIndex(granule)
+        self.cache: dict[str, State] = {}
+        self.complete = False
+        """`cache` holds every key with open state: a key missing there has none."""
+        self.emptied: set[str] = set()
+        """Keys the last close emptied, deleted at the next one unless written before."""
+        self.closed: int = store.get(CLOSED_KEY) or -1
+        """The bound of the last close."""
+        self._cached: bool | None = None
+        self._legacy = tuple(legacy)
+
+    def stored(self) -> list[tuple[str, State]]:
+        """Every key's state as the store has it (``(key text, state)``)."""
+        n = len(self.prefix)
+        return [(key[n:], load_state(value)) for key, value in self.store.prefix(self.prefix)]
+
+    def rebuild(self, states: list[tuple[str, State]] | None = None) -> None:
+        """Index (and cache) ``states`` (default: the store's); delete what is closed."""
+        states = self.stored() if states is None else states
+        self.index.clear()
+        self.cache.clear()
+        self.emptied.clear()
+        self.complete = len(states) <= CACHED_KEYS
+        gone = []
+        for text, state in states:
+            open_part = self._open_part(state, self.closed)
+            if open_part:
+                self.index.note(text, self._first_due(open_part, self.closed))
+                if self.complete:
+                    self.cache[text] = open_part
+            else:
+                gone.append(self.prefix + text)
+        for prefix in self._legacy:
+            gone += [key for key, _ in self.store.prefix(prefix)]
+        for key in gone:
+            self.store.delete(key)
+
+    def cached(self) -> dict[str, State] | None:
+        """The cache, or None under a journaling process policy (the worker sets the
+        journal after `init`, so this is decided at the first record)."""
+        if self._cached is None:
+            self._cached = getattr(self.store, "journal", None) is None
+        return self.cache if self._cached else None
+
+    def load(self, text: str) -> State | None:
+        """Key ``text``'s open state (None: none)."""
+        cache = self.cache if self._cached else self.cached()
+        if cache is not None:
+            state = cache.get(text)
+            if state is not None or self.complete:
+                return state
+        stored = self.store.get(self.prefix + text)
+        return None if stored is None else self._open_part(load_state(stored), self.closed)
+
+    def save(self, text: str, state: State) -> None:
+        """Write key ``text``'s (non-empty) state."""
+        self.store.put(self.prefix + text, dump_state(state))
+        cache = self.cache if self._cached else self.cached()
+        if cache is not None:
+            if len(cache) >= CACHED_KEYS and text not in cache:
+                cache.clear()
+                self.complete = False
+            cache[text] = state
+        if self.emptied:
+            self.emptied.discard(text)
+
+    def start_close(self, bound: int) -> list[tuple[int, str]]:
+        """The keys due at ``bound`` (`DueIndex.due`), after deleting the keys the last
+        close emptied (no record wrote them since)."""
+        if self.cached() is None:
+            self.rebuild()
+        for text in self.emptied:
+            self.store.delete(self.prefix + text)
+        self.emptied.clear()
+        return self.index.due(bound)
+
+    def finish_close(self, bound: int, kept: list[tuple[str, State]]) -> None:
+        """Record a close at ``bound`` after its results were sent: ``kept`` is what each
+        key taken by `start_close` keeps open (empty: nothing)."""
+        self.store.put(CLOSED_KEY, bound)
+        self.closed = bound
+        cache = self.cached()
+        for text, remaining in kept:
+            if remaining:
+                if cache is not None:
+                    cache[text] = remaining  # the store keeps the closed part until a write
+                self.index.note(text, self._first_due(remaining, bound))
+            elif cache is None:
+                self.store.delete(self.prefix + text)
+            else:
+                cache.pop(text, None)
+                self.emptied.add(text)
+        if not len(self.index):  # nothing open any more: no record is coming soon
+            for text in self.emptied:
+                self.store.delete(self.prefix + text)
+            self.emptied.clear()

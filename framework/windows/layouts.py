@@ -1,0 +1,295 @@
+"""How a key's open windows are laid out in its state list, per window kind: folding a
+record in, and splitting off the windows a close emits. Pure list arithmetic; `Windows`
+keeps the lists in the store and decides when windows close.
+
+Three layouts, each a flat list ordered oldest first:
+
+- `Panes` (``[pane start, aggregate, …]``) — tumbling and hopping windows whose size is a
+  multiple of their advance, with a reducer that can merge: a record updates the one
+  pane of ``advance_ms`` holding it, and a window's aggregate merges its panes when it
+  closes. A record costs one fold whatever ``size / advance`` is.
+- `PerWindow` (``[window start, aggregate, …]``) — the other tumbling and hopping windows:
+  a record is folded into every window holding it.
+- `Sessions` (``[first ts, last ts, aggregate, …]``).
+
+``closed`` is the bound of the last close: every window ending (sessions: closing) at or
+before it has been emitted. Parts of a state only such windows need are dropped when a
+state is read (`open_part`).
+
+>>> from framework.windows.reducers import count
+>>> panes = Panes(Hopping(size_ms=300, advance_ms=100), count())
+>>> state = panes.fold(panes.fold(None, {}, 120)[0], {}, 250)[0]
+>>> state
+[100, 1, 200, 1]
+>>> panes.split(state, closed=-1, bound=400)
+([(0, 300, 2), (100, 400, 2)], [200, 1])
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from framework.windows.kinds import Hopping, Session, WindowKind
+from framework.windows.reducers import Reducer
+
+__all__ = ["Layout", "Panes", "PerWindow", "Sessions", "describe", "layout_for", "snapshot"]
+
+Closed = list[tuple[int, int, Any]]
+"""Windows a close emits: ``(start, end, aggregate)``, oldest first."""
+
+
+class Panes:
+    """Tumbling and hopping windows kept as panes of ``advance_ms`` (see the module)."""
+
+    name = "panes"
+    width = 2
+
+    def __init__(self, kind: Hopping, reducer: Reducer) -> None:
+        assert reducer.merge is not None and kind.size_ms % kind.advance_ms == 0
+        self.size, self.advance = kind.size_ms, kind.advance_ms
+        self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
+
+    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
+        """``state`` (changed in place) with the record at ``ts`` folded in, and whether
+        it gained an older pane than it had (its first window may close sooner)."""
+        pane = ts - ts % self.advance
+        if state is None:
+            return [pane, self.start(value)], True
+        i = len(state) - 2
+        if state[i] == pane:  # the common case: the newest pane
+            state[i + 1] = self.add(state[i + 1], value)
+            return state, False
+        while i >= 0 and state[i] > pane:
+            i -= 2
+        if i >= 0 and state[i] == pane:
+            state[i + 1] = self.add(state[i + 1], value)
+            return state, False
+        state[i + 2:i + 2] = (pane, self.start(value))
+        return state, i < 0
+
+    def first_close(self, state: list[Any], closed: int) -> int:
+        """When the first window of ``state`` not yet emitted closes (its end)."""
+        first: int = state[0]
+        end = max(0, first - self.size + self.advance) + self.size
+        if end <= closed:
+            end = closed - closed % self.advance + self.advance
+        return end
+
+    def needed_until(self, state: list[Any], i: int) -> int:
+        """The end of the last window that needs the pane at ``state[i]``."""
+        return state[i] + self.size  # type: ignore[no-any-return]
+
+    def windows(self, state: list[Any], after: int, until: int) -> Closed:
+        """The windows holding records whose end is in ``(after, until]``, oldest first."""
+        size, advance, merge = self.size, self.advance, self.merge
+        found: Closed = []
+        n = len(state)
+        lowest = after - size - (after - size) % advance + advance  # first end > after
+        listed = -advance  # the last window start listed
+        low = 0  # the first pane a window from here on can hold
+        for i in range(0, n, 2):
+            pane = state[i]
+            start = max(0, pane - size + advance, listed + advance, lowest)
+            while start <= pane:
+                end = start + size
+                if end > until:
+                    return found
+                while state[low] < start:
+                    low += 2
+                aggregate = snapshot(state[low + 1])  # merged into: the pane stays as it is
+                j = low + 2
+                while j < n and state[j] < end:
+                    aggregate = merge(aggregate, state[j + 1])
+                    j += 2
+                found.append((start, end, aggregate))
+                listed = start
+                start += advance
+        return found
+
+    def closes_at(self, end: int) -> int:
+        """When a window ending at ``end`` closes."""
+        return end
+
+    def touched(self, state: list[Any], ts: int) -> Closed:
+        """The windows holding ``ts``, as they are now (emit="update")."""
+        pane = ts - ts % self.advance
+        first = max(0, pane - self.size + self.advance)
+        return self.windows(state, first + self.size - 1, pane + self.size)
+
+    def split(self, state: list[Any], closed: int, bound: int) -> tuple[Closed, list[Any]]:
+        """The windows a close at ``bound`` emits (the last close was at ``closed``), and
+        the panes still needed."""
+        emitted = self.windows(state, closed, bound)
+        i = 0
+        while i < len(state) and state[i] + self.size <= bound:
+            i += 2
+        return emitted, state[i:]
+
+
+class PerWindow:
+    """Tumbling and hopping windows, each with its own aggregate (see the module)."""
+
+    name = "windows"
+    width = 2
+
+    def __init__(self, kind: Hopping, reducer: Reducer) -> None:
+        self.size, self.advance = kind.size_ms, kind.advance_ms
+        self.start, self.add = reducer.start, reducer.add
+
+    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
+        """A new state with the record folded into each of its windows, and whether it
+        gained an older window than it had."""
+        size, advance, start_with, add = self.size, self.advance, self.start, self.add
+        last = ts - ts % advance
+        first = ts - size + 1
+        first = 0 if first <= 0 else first + -first % advance
+        merged: list[Any] = []
+        if state is None:
+            start = first
+            while start <= last:
+                merged += (start, start_with(value))
+                start += advance
+            return merged, True
+        n, i = len(state), 0
+        while i < n and state[i] < first:
+            i += 2
+        merged = state[:i]
+        start = first
+        while start <= last:
+            if i < n and state[i] == start:
+                merged += (start, add(state[i + 1], value))
+                i += 2
+            else:
+                merged += (start, start_with(value))
+            start += advance
+        merged += state[i:]
+        return merged, merged[0] < state[0]
+
+    def first_close(self, state: list[Any], closed: int) -> int:
+        return state[0] + self.size  # type: ignore[no-any-return]
+
+    def needed_until(self, state: list[Any], i: int) -> int:
+        return state[i] + self.size  # type: ignore[no-any-return]
+
+    def closes_at(self, end: int) -> int:
+        return end
+
+    def touched(self, state: list[Any], ts: int) -> Closed:
+        size = self.size
+        return [(state[i], state[i] + size, snapshot(state[i + 1]))
+                for i in range(0, len(state), 2) if state[i] <= ts < state[i] + size]
+
+    def split(self, state: list[Any], closed: int, bound: int) -> tuple[Closed, list[Any]]:
+        i, size = 0, self.size
+        while i < len(state) and state[i] + size <= bound:
+            i += 2
+        return [(state[j], state[j] + size, state[j + 1]) for j in range(0, i, 2)], state[i:]
+
+
+class Sessions:
+    """Session windows (see the module)."""
+
+    name = "sessions"
+    width = 3
+
+    def __init__(self, kind: Session, reducer: Reducer) -> None:
+        assert reducer.merge is not None
+        self.gap = kind.gap_ms
+        self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
+
+    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
+        """A new state with the record's session (merging every session within ``gap``
+        of it), and whether its first session may now close sooner."""
+        gap, merge = self.gap, self.merge
+        kept: list[tuple[int, int, Any]] = []
+        first = last = ts
+        joined = None
+        for i in range(0, len(state or ()), 3):
+            start, end, partial = state[i:i + 3]  # type: ignore[index]
+            if start - gap <= ts <= end + gap:
+                first, last = min(first, start), max(last, end)
+                joined = partial if joined is None else merge(joined, partial)
+            else:
+                kept.append((start, end, partial))
+        aggregate = self.start(value) if joined is None else self.add(joined, value)
+        merged: list[Any] = []
+        placed = False
+        for start, end, partial in kept:
+            if not placed and first < start:
+                merged += (first, last, aggregate)
+                placed = True
+            merged += (start, end, partial)
+        if not placed:
+            merged += (first, last, aggregate)
+        return merged, state is None or merged[1] < state[1]
+
+    def touched(self, state: list[Any], ts: int) -> Closed:
+        """The session holding ``ts``."""
+        return [(state[i], state[i + 1] + 1, snapshot(state[i + 2]))
+                for i in range(0, len(state), 3) if state[i] <= ts <= state[i + 1]]
+
+    def first_close(self, state: list[Any], closed: int) -> int:
+        return state[1] + self.gap + 1  # type: ignore[no-any-return]
+
+    def needed_until(self, state: list[Any], i: int) -> int:
+        return state[i + 1] + self.gap + 1  # type: ignore[no-any-return]
+
+    def split(self, state: list[Any], closed: int, bound: int) -> tuple[Closed, list[Any]]:
+        i, gap = 0, self.gap
+        while i < len(state) and state[i + 1] + gap + 1 <= bound:
+            i += 3
+        return [(state[j], state[j + 1] + 1, state[j + 2]) for j in range(0, i, 3)], state[i:]
+
+    def closes_at(self, end: int) -> int:
+        """When a session result ending at ``end`` (exclusive) closed."""
+        return end + self.gap
+
+
+Layout = Panes | PerWindow | Sessions
+
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
+def snapshot(value: Any) -> Any:
+    """``value`` as it is now, for a result: an aggregate that stays in a state may be
+    changed in place (a fold's ``add``) before the result is encoded at the commit.
+    Lists of scalars and lists (`aggregate`'s) are copied without `copy.deepcopy`.
+
+    >>> kept = [3, 7, [7, 2]]
+    >>> copied = snapshot(kept); kept[2][0] += 1; copied
+    [3, 7, [7, 2]]
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list:
+        scalars = _SCALARS
+        if all(type(item) in scalars for item in value):
+            return value[:]
+        return [snapshot(item) for item in value]
+    return copy.deepcopy(value)
+
+
+def layout_for(kind: WindowKind, reducer: Reducer, stored: str | None) -> Layout:
+    """The layout for ``kind`` and ``reducer``; ``stored``: the layout a store with open
+    windows was written in (``"windows"`` for stores from before panes)."""
+    if isinstance(kind, Session):
+        return Sessions(kind, reducer)
+    panes = reducer.merge is not None and kind.size_ms % kind.advance_ms == 0
+    if panes and stored != "windows":
+        return Panes(kind, reducer)
+    return PerWindow(kind, reducer)
+
+
+def describe(kind: WindowKind, reducer: Reducer, layout: Layout) -> str:
+    """What a store's open windows were aggregated by, e.g. ``"count over hopping
+    300000/60000 in panes"``; a task reading them must use the same."""
+    if isinstance(kind, Session):
+        what = f"sessions of gap {kind.gap_ms}"
+    elif kind.advance_ms == kind.size_ms:
+        what = f"tumbling {kind.size_ms}"
+    else:
+        what = f"hopping {kind.size_ms}/{kind.advance_ms}"
+    return f"{reducer.name} over {what} in {layout.name}"
+

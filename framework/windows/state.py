@@ -1,0 +1,156 @@
+"""What windows and joins keep per record key: store-key text, the state text, and an
+in-memory index of when each key has something due.
+
+A key's state is one store value, the JSON text of a flat list (e.g. ``[start, aggregate,
+…]``), written with orjson: encoding the list through the store's JSON serde (the
+stdlib encoder) cost several times the rest of a record's windowing. The text goes into
+the store as a string, which any value serde keeps as it is. What orjson cannot write
+exactly — integers past 64 bits, NaN and infinities, non-string dict keys — is written
+by the stdlib encoder behind a ``~`` (and fails there, as the store would, for what JSON
+cannot hold).
+
+>>> text = dump_state([60_000, 3, 120_000, 1])
+>>> text, load_state(text)
+('[60000,3,120000,1]', [60000, 3, 120000, 1])
+>>> load_state(dump_state([2**70]))
+[1180591620717411303424]
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from typing import Any
+
+import orjson
+
+from framework.windows.kinds import WindowError
+
+__all__ = ["DueIndex", "dump_state", "key_from_text", "key_text", "load_state"]
+
+_STDLIB = "~"
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def key_text(key: Any) -> str:
+    """A record key as store-key text: ``s`` + a string, ``b`` + hex bytes, else ``j`` +
+    JSON."""
+    if type(key) is str:
+        return "s" + key
+    if isinstance(key, bytes):
+        return "b" + key.hex()
+    return "j" + json.dumps(key, sort_keys=True)
+
+
+def key_from_text(text: str) -> Any:
+    """The record key `key_text` wrote."""
+    kind, rest = text[0], text[1:]
+    if kind == "s":
+        return rest
+    return bytes.fromhex(rest) if kind == "b" else json.loads(rest)
+
+
+def dump_state(state: list[Any]) -> str:
+    """``state`` as the text kept in the store (see the module docstring)."""
+    try:
+        data = orjson.dumps(state)
+    except TypeError:
+        data = b"null"  # integers past 64 bits, dict keys that are not strings
+    if b"null" in data:  # maybe NaN or an infinity, which orjson writes as null
+        try:
+            return _STDLIB + _encoder.encode(state)
+        except (TypeError, ValueError) as error:
+            raise WindowError(f"a window or join state cannot be stored as JSON ({error}); "
+                              f"aggregates must be numbers, strings, lists or dicts") from None
+    return data.decode()
+
+
+def load_state(stored: Any) -> list[Any]:
+    """The list `dump_state` wrote (a list as it is: stores written before the text)."""
+    if type(stored) is str:
+        if stored[:1] == _STDLIB:
+            return json.loads(stored[1:])  # type: ignore[no-any-return]
+        return orjson.loads(stored)  # type: ignore[no-any-return]
+    return list(stored)
+
+
+class DueIndex:
+    """For every key with open state, a time at or before the first moment something of
+    it falls due (a window closes, a joined record expires); `due` hands out the keys
+    whose time has come. Kept in memory, rebuilt from the store when a task starts.
+
+    Keys are kept in one bucket per time (window ends fall on few times), so handing out
+    a time's keys costs no ordering of the keys. With a ``granule``, times are rounded up
+    to a multiple of it: keys due at scattered times (sessions, joined records) are then
+    handed out together, at most ``granule - 1`` later. Closes must then run at bounds
+    rounded down to it (`bound`): a close at ``b`` takes every key with anything due at
+    or before ``b``, so whatever is due by a recorded close bound has been handed out.
+
+    >>> index = DueIndex()
+    >>> index.note("sa", 50); index.note("sb", 20); index.note("sa", 10)
+    >>> index.next(), index.due(30), index.next()
+    (10, [(10, 'sa'), (20, 'sb')], None)
+    >>> coarse = DueIndex(granule=100)
+    >>> coarse.note("sa", 101); coarse.note("sb", 150); coarse.next(), coarse.bound(199)
+    (200, 100)
+    """
+
+    def __init__(self, granule: int = 1) -> None:
+        self.at: dict[str, int] = {}
+        """Key → the time it is due (its bucket)."""
+        self.granule = granule
+        self._buckets: dict[int, list[str]] = {}
+        self._times: list[int] = []  # a heap of the buckets' times
+
+    def bound(self, bound: int) -> int:
+        """The close bound to use for ``bound``: rounded down to the granule."""
+        return bound - bound % self.granule if self.granule > 1 else bound
+
+    def note(self, text: str, at: int) -> None:
+        """Key ``text`` has something due at ``at`` (kept if earlier than what it has)."""
+        if self.granule > 1:
+            at += -at % self.granule
+        if at < self.at.get(text, at + 1):
+            self.at[text] = at
+            bucket = self._buckets.get(at)
+            if bucket is None:
+                self._buckets[at] = [text]
+                heapq.heappush(self._times, at)
+            else:
+                bucket.append(text)
+
+    def next(self) -> int | None:
+        """The earliest time anything is due, or None."""
+        times, buckets, at = self._times, self._buckets, self.at
+        while times:
+            bucket = buckets[times[0]]
+            if any(at.get(text) == times[0] for text in bucket):
+                return times[0]
+            del buckets[heapq.heappop(times)]  # every key in it moved to an earlier time
+        return None
+
+    def due(self, bound: int) -> list[tuple[int, str]]:
+        """Take out every key due at or before ``bound``: ``(time, key)`` in time order.
+        The caller notes again what it keeps open (or `restore`s them on failure)."""
+        times, buckets, at = self._times, self._buckets, self.at
+        taken = []
+        while times and times[0] <= bound:
+            time = heapq.heappop(times)
+            for text in buckets.pop(time):
+                if at.get(text) == time:
+                    del at[text]
+                    taken.append((time, text))
+        return taken
+
+    def restore(self, taken: list[tuple[int, str]]) -> None:
+        """Put back what `due` handed out (its work failed)."""
+        for time, text in taken:
+            self.note(text, time)
+
+    def clear(self) -> None:
+        self.at.clear()
+        self._buckets.clear()
+        self._times.clear()
+
+    def __len__(self) -> int:
+        return len(self.at)

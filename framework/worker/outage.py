@@ -1,0 +1,90 @@
+"""A worker rides out an unreachable system instead of crashing.
+
+A broker that stops answering makes the worker's next call to it fail with
+`SystemUnavailableError` (within the system's ``timeout_s``: a fence check every second
+finds it even while nothing is processed). The worker then closes what it had open —
+nothing of a commit that did not complete was applied to its stores — and `wait_for_systems`
+probes its systems every `PROBE_S` until every one answers; then it runs again from its
+last commit (stores restore only what they miss; under exactly-once the new transactional
+producer's init aborts or completes the transaction left open). The process stays up, so
+`sampan run` sees no crash and restarts nothing; how long an outage may last is the
+coordinator's decision (``coordinator.max_unreachable_ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from framework.config import JobConfig, StreamRef
+from framework.errors import SampanError, SystemUnavailableError
+from framework.systems import open_system
+
+__all__ = ["PROBE_S", "job_systems", "quiet_client_futures", "wait_for_systems"]
+
+log = logging.getLogger(__name__)
+
+PROBE_S = 1.0
+"""Pause between two probes of a system that does not answer."""
+
+
+def job_systems(config: JobConfig) -> list[str]:
+    """The systems a worker of ``config`` talks to: metadata and inputs, sorted."""
+    inputs = (*config.inputs, *config.broadcast_inputs)
+    return sorted({config.metadata_system} | {StreamRef.parse(s).system for s in inputs})
+
+
+async def _answers(config: JobConfig, name: str) -> bool:
+    """Whether system ``name`` answers a metadata request now (bounded by its timeout)."""
+    system = open_system(config.system(name))
+    try:
+        await system.start()
+        await system.list_streams()
+        return True
+    except SystemUnavailableError:
+        return False
+    finally:
+        with contextlib.suppress(SampanError, OSError):
+            await system.close()
+
+
+async def wait_for_systems(config: JobConfig, worker_id: int, error: SystemUnavailableError,
+                           stop: asyncio.Event) -> bool:
+    """After ``error``: wait until every system of the job answers; False when ``stop`` was
+    set first (the worker then exits; it has nothing uncommitted to keep)."""
+    log.warning("worker %d: %s; waiting for it to answer, then resuming from the last commit "
+                "(nothing is lost)", worker_id, error)
+    began = time.monotonic()
+    waiting = job_systems(config)
+    while waiting:
+        if stop.is_set():
+            log.info("worker %d stopped while waiting for %s to answer", worker_id,
+                     ", ".join(repr(n) for n in waiting))
+            return False
+        if await _answers(config, waiting[0]):
+            waiting.pop(0)
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), PROBE_S)
+    log.info("worker %d: every system answers again after %.1f s; resuming from the last "
+             "commit", worker_id, time.monotonic() - began)
+    return True
+
+
+def quiet_client_futures(loop: asyncio.AbstractEventLoop) -> None:
+    """Log a Kafka client future that failed unobserved (a batch of a commit abandoned in
+    an outage: its error is already reported as the outage) as one DEBUG line, not as an
+    asyncio ERROR; everything else the loop reports is handled as before."""
+    from aiokafka.errors import KafkaError
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if isinstance(error, KafkaError):
+            log.debug("%s: %r", context.get("message"), error)
+            return
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)

@@ -1,0 +1,94 @@
+"""A job on a 3-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2)
+rides through the SIGKILL of the node leading one of its input partitions and one of its
+changelog partitions: no worker crashes, every output is there exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from jobs import harness as h
+from jobs.kafka_run import SumRun, checkpointed, exact_outputs
+from kafka_broker import KafkaCluster
+
+RECORDS = 20_000
+KEYS = 500
+
+
+async def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition → node id of its leader."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [described] = await admin.describe_topics([topic])
+        return {p["partition"]: p["leader"] for p in described["partitions"]}
+    finally:
+        await admin.close()
+
+
+def _victim(inputs: dict[int, int], changelogs: dict[int, int]) -> int:
+    """The node leading most input and changelog partitions, at least one of each when
+    one node does."""
+    def rank(node: int) -> tuple[bool, int]:
+        both = node in inputs.values() and node in changelogs.values()
+        return both, [*inputs.values(), *changelogs.values()].count(node)
+    return max(sorted({*inputs.values(), *changelogs.values()}), key=rank)
+
+
+@pytest.mark.timeout(900)
+async def test_killing_the_leader_of_an_input_and_a_changelog_partition_keeps_every_output(
+        kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
+    run = SumRun(tmp_path / "job", kafka_cluster.bootstrap,
+                 client_options="replication_factor = 3")
+    config = run.config
+    events = h.streams(config)[0]
+    changelog = config.changelog_stream("totals").partition(".")[2]
+    work = h.Workload(KEYS, stream=events)
+    meta = await h.open_meta(config)
+    run.start()
+    try:
+        async def healthy() -> bool:
+            return run.status()[0] == 0
+        await run.wait(healthy, 240, "a healthy job")
+        await h.produce(meta, work.records(RECORDS // 2))
+
+        async def some_committed() -> bool:
+            return await checkpointed(meta, config) >= RECORDS // 8
+        await run.wait(some_committed, 240, "the first commits")
+        pids = run.worker_pids()
+        killed: list[int] = []
+        covered: set[str] = set()  # input, changelog: kinds of partition a killed node led
+        while covered != {"input", "changelog"}:
+            if killed:  # the last node led one kind only: back it comes, then the next
+                await asyncio.to_thread(kafka_cluster.start, kafka_cluster.node(killed[-1]))
+            inputs = {} if "input" in covered else await _leaders(kafka_cluster.bootstrap,
+                                                                  events)
+            changelogs = {} if "changelog" in covered else await _leaders(
+                kafka_cluster.bootstrap, changelog)
+            victim = _victim(inputs, changelogs)
+            kafka_cluster.node(victim).kill()
+            killed.append(victim)
+            covered |= {kind for kind, leaders in (("input", inputs), ("changelog", changelogs))
+                        if victim in leaders.values()}
+            await h.produce(meta, work.records(RECORDS // 4 // len(killed)))
+
+            async def progressed(target: int = work.count) -> bool:
+                return await checkpointed(meta, config) >= target
+            await run.wait(progressed, 300, f"every input so far committed after node "
+                                            f"{victim} was killed")
+        await h.produce(meta, work.records(RECORDS - work.count))
+
+        async def everything_committed() -> bool:
+            return await checkpointed(meta, config) >= RECORDS
+        await run.wait(everything_committed, 300, "every input committed")
+        assert run.status()[1]["restarts"] == 0, run.logs_text()
+        assert run.worker_pids() == pids
+        assert await run.stop() == 0
+        assert await exact_outputs(meta, config, work) == []
+    finally:
+        run.kill()
+        await meta.close()
+    assert killed
+    assert "Traceback" not in run.logs_text(tail=10**7)
