@@ -422,7 +422,8 @@ class Coordinator:
         Checkpoints are read before the ends: workers commit meanwhile, and a checkpoint
         read after an end could be past it without anything having gone back.
         """
-        checkpoints = await self.meta.read_checkpoints(self.config.name)
+        with self.reach.watch(self.config.metadata_system):
+            checkpoints = await self.meta.read_checkpoints(self.config.name)
         ends: dict[SystemStreamPartition, int] = {}
         for qualified in self._all_inputs():
             stream = self.config.stream(qualified)
@@ -433,8 +434,6 @@ class Coordinator:
                 continue
             ends.update({SystemStreamPartition(stream.system, stream.stream, p): r.end
                          for p, r in ranges.items()})
-        with self.reach.watch(self.config.metadata_system):
-            checkpoints = await self.meta.read_checkpoints(self.config.name)
         try:
             check_inputs(self.config.path, checkpoints, ends)
         except InputRecreatedError as error:

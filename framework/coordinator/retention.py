@@ -75,8 +75,17 @@ def _report(stream: str, result: RetentionResult) -> None:
 
 
 async def retain_forever(config: JobConfig, systems: Mapping[str, System]) -> None:
-    """Apply retention every ``coordinator.retention_interval_ms`` until cancelled."""
+    """Apply retention every ``coordinator.retention_interval_ms`` until cancelled, each
+    local system through a connection (and thread) of its own: a long pass never delays
+    the coordinator's own calls (lease renewals, checkpoint and offset reads)."""
     interval = config.coordinator.retention_interval_ms / 1000
-    while True:
-        await retain_once(config, systems)
-        await asyncio.sleep(interval)
+    own: dict[str, System] = {
+        name: LocalSystem(system.name, system.path, system.options)
+        for name, system in systems.items() if isinstance(system, LocalSystem)}
+    try:
+        while True:
+            await retain_once(config, own)
+            await asyncio.sleep(interval)
+    finally:
+        for system in own.values():
+            await system.close()
