@@ -34,7 +34,7 @@ def anon_mib() -> float:
 
 
 def child(folder: Path, args: argparse.Namespace) -> None:
-    stores = {f"s{n}": {} for n in range(args.stores)}
+    stores: dict[str, dict[str, object]] = {f"s{n}": {} for n in range(args.stores)}
     config = parse_config({
         "job": {"name": "m", "task": "m:T", "inputs": ["local.a"],
                 "store_memory_mb": args.memory_mb[0]},
