@@ -80,7 +80,7 @@ def test_partition_for_key_matches_aiokafka_for_2000_seeded_random_keys() -> Non
             assert partition_for_key(key, count) == aiokafka_partition(key, count), (key, count)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(key=st.binary(max_size=80), count=st.integers(min_value=1, max_value=64))
 def test_partition_for_key_matches_aiokafka_for_any_bytes(key: bytes, count: int) -> None:
     assert partition_for_key(key, count) == aiokafka_partition(key, count)

@@ -15,7 +15,7 @@ import time
 import uuid
 
 import pytest
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.fetch import FetchRequest
@@ -84,6 +84,33 @@ async def test_the_broker_serves_read_committed(kafka_broker: KafkaBroker) -> No
                                                   (5, b"open")]
             assert (await system.offsets(topic))[0].end == 6  # the COMMIT marker is not in
     finally:
+        await system.close()
+
+
+async def test_other_read_committed_consumers_of_the_process_see_only_records(
+        kafka_broker: KafkaBroker) -> None:
+    """sampan's consumers keep control batches; an application's own read_committed
+    aiokafka consumer in the same process (the peers bench's output reader got a COMMIT
+    marker as a record with no value) still gets aiokafka's records only."""
+    system = KafkaSystem("kafka", kafka_broker.bootstrap)
+    other = AIOKafkaConsumer(bootstrap_servers=kafka_broker.bootstrap,
+                             isolation_level="read_committed", enable_auto_commit=False)
+    try:
+        async with transaction_cases(kafka_broker.bootstrap, "others") as (topic, commit):
+            await commit()
+            assert await _read(system, topic) == [(0, b"committed"), (4, b"plain"),
+                                                  (5, b"open")]  # sampan's reader first
+            await other.start()
+            tp = TopicPartition(topic, 0)
+            other.assign([tp])
+            await other.seek_to_beginning(tp)
+            seen: list[tuple[int, bytes | None]] = []
+            while await other.position(tp) < 7:
+                batches = await other.getmany(tp, timeout_ms=500)
+                seen += [(m.offset, m.value) for m in batches.get(tp, [])]
+            assert seen == [(0, b"committed"), (4, b"plain"), (5, b"open")]
+    finally:
+        await other.stop()
         await system.close()
 
 

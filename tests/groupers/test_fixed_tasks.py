@@ -231,7 +231,7 @@ groupers_under_test = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(grouper=groupers_under_test, history=histories())
 def test_expansions_keep_every_task_and_send_p_to_the_task_of_p_mod_initial_count(
     grouper: G.FixedTasks, history: tuple[dict[str, int], list[dict[str, int]]]

@@ -503,7 +503,7 @@ def scenarios(draw: st.DrawFn) -> tuple[G.HighAvailabilityTaskAssignor, dict[str
     return assignor, tasks, clients
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(scenarios())
 def test_property_invariants_hold_for_any_input(
     scenario: tuple[G.HighAvailabilityTaskAssignor, dict[str, bool], dict[str, G.ClientState]],
@@ -512,7 +512,7 @@ def test_property_invariants_hold_for_any_input(
     check_invariants(assignor, tasks, clients, assignor.assign(tasks, clients))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(scenarios(), st.randoms(use_true_random=False))
 def test_property_result_does_not_depend_on_input_order(
     scenario: tuple[G.HighAvailabilityTaskAssignor, dict[str, bool], dict[str, G.ClientState]],

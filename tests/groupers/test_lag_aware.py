@@ -161,7 +161,7 @@ def ranked(topic, count, lags):
     return sorted((TP(topic, p) for p in range(count)), key=lambda tp: (-lags.get(tp, 0), tp))
 
 
-PROPERTY = settings(max_examples=300, deadline=None)
+PROPERTY = settings(max_examples=100, deadline=None)
 
 
 @PROPERTY

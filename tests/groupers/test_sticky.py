@@ -276,7 +276,7 @@ def all_subscribed_equally(subscriptions: Mapping[str, Sub]) -> bool:
     return len({sub.topics for sub in subscriptions.values()}) == 1
 
 
-FAST = settings(max_examples=300, deadline=None)
+FAST = settings(max_examples=100, deadline=None)
 
 
 @FAST

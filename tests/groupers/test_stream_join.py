@@ -203,7 +203,7 @@ def valid_owned(counts, subscriptions) -> dict[str, set[int]]:
     }
 
 
-PROPERTY = settings(max_examples=300, deadline=None)
+PROPERTY = settings(max_examples=100, deadline=None)
 
 
 @PROPERTY

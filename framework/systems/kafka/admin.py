@@ -38,7 +38,7 @@ from framework.errors import (
     UnsupportedOperation,
 )
 from framework.systems.base import OffsetRange
-from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord
+from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord, keep_control_batches
 
 __all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions", "close_quietly", "stop_consumer"]
 
@@ -236,6 +236,7 @@ class KafkaAdmin:
             await admin.close()
             await stop_consumer(offsets)
             raise
+        keep_control_batches(offsets)
         self._admin, self._offsets = admin, offsets
 
     async def close(self) -> None:

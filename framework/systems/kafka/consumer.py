@@ -29,7 +29,7 @@ from aiokafka.structs import ConsumerRecord
 
 from framework.systems.base import FetchedRecord, Record, as_record
 from framework.systems.kafka.admin import KafkaAdmin, close_quietly, stop_consumer
-from framework.systems.kafka.txn_filter import CommittedFilter, install
+from framework.systems.kafka.txn_filter import CommittedFilter, install, keep_control_batches
 from groupers import SystemStreamPartition
 
 __all__ = ["KafkaConsumer"]
@@ -162,6 +162,7 @@ class KafkaConsumer:
             except BaseException:
                 await close_quietly(stop_consumer(consumer), self._admin.options.timeout_s)
                 raise
+            keep_control_batches(consumer)
             self._consumer = consumer
         self._checked_at = time.monotonic()
         self._dirty = False

@@ -10,7 +10,9 @@ holds every record from the first one of a transaction that is still open, relea
 held prefix at the transaction's COMMIT and drops its records on ABORT, the last stable
 offset computed from the log.
 
-`install` makes aiokafka's read_committed fetches keep control batches: records of
+`install` lets aiokafka's read_committed fetches keep control batches, for the consumers
+`keep_control_batches` marks (sampan's own; any other consumer in the process, a user's
+or a test's, keeps aiokafka's behaviour): records of
 transactional batches and the COMMIT/ABORT markers come as `TxnRecord`s (with their
 batch's producer id, epoch and control type); records of every other batch come as the
 client's own record objects, untouched (the common case, and the cheapest: one object
@@ -27,7 +29,8 @@ from typing import Any, NamedTuple
 import aiokafka.consumer.fetcher as _fetcher
 from aiokafka.errors import CorruptRecordException
 
-__all__ = ["ABORT", "COMMIT", "DATA", "CommittedFilter", "TxnRecord", "install"]
+__all__ = ["ABORT", "COMMIT", "DATA", "CommittedFilter", "TxnRecord", "install",
+           "keep_control_batches"]
 
 DATA, COMMIT, ABORT = 0, 1, 2
 
@@ -46,9 +49,26 @@ class TxnRecord(NamedTuple):
     control: int  # DATA, or the COMMIT / ABORT marker of (producer_id, producer_epoch)
 
 
+class _KeepControl(int):
+    """READ_COMMITTED as a marked consumer's fetcher holds it: equal to aiokafka's level
+    (requests are unchanged), told apart by its type when its fetches are unpacked."""
+
+
+_KEEP_CONTROL = _KeepControl(_fetcher.READ_COMMITTED)
+
+
+def keep_control_batches(consumer: Any) -> None:
+    """Make a started read_committed ``consumer`` unpack with `_TxnPartitionRecords`:
+    its fetches keep control batches and batch metadata (`TxnRecord`s)."""
+    fetcher = consumer._fetcher
+    if fetcher is None or fetcher._isolation_level != _fetcher.READ_COMMITTED:
+        raise ValueError("keep_control_batches needs a started read_committed consumer")
+    fetcher._isolation_level = _KEEP_CONTROL
+
+
 class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
     """aiokafka's per-partition unpacking, keeping control batches and batch metadata
-    under read_committed (aiokafka's own behaviour otherwise)."""
+    for consumers marked by `keep_control_batches` (aiokafka's own behaviour otherwise)."""
 
     def __iter__(self) -> Iterator[Any]:
         # Under read_committed (sampan's consumers), the unpacking generator itself:
@@ -56,13 +76,13 @@ class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
         # per record. It keeps `next_fetch_offset` current record by record, so a
         # `getall` that stops at `max_records` leaves the position right, and the next
         # one resumes it.
-        if self._isolation_level != _fetcher.READ_COMMITTED:
+        if type(self._isolation_level) is not _KeepControl:
             return self
         iterator = self._records_iterator
         return iterator if iterator is not None else iter(())
 
     def _unpack_records(self) -> Iterator[Any]:
-        if self._isolation_level != _fetcher.READ_COMMITTED:
+        if type(self._isolation_level) is not _KeepControl:
             yield from super()._unpack_records()
             return
         records = self._records
@@ -109,8 +129,8 @@ class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
 
 
 def install() -> None:
-    """Make aiokafka's fetcher unpack with `_TxnPartitionRecords` (idempotent; affects
-    read_committed consumers only)."""
+    """Make aiokafka's fetcher unpack with `_TxnPartitionRecords` (idempotent; changes
+    nothing for consumers `keep_control_batches` did not mark)."""
     _fetcher.PartitionRecords = _TxnPartitionRecords
 
 

@@ -47,7 +47,7 @@ def encode(offsets: list[int], records: list[tuple[bytes | None, bytes | None, i
                         [encode_headers(h) for h in header_tuples], offsets)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batches())
 def test_any_batch_round_trips_exactly(batch: tuple[list[int], list]) -> None:  # type: ignore[type-arg]
     offsets, records = batch
@@ -57,7 +57,7 @@ def test_any_batch_round_trips_exactly(batch: tuple[list[int], list]) -> None:  
         in zip(offsets, records, strict=True)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batches(), st.data())
 def test_any_offset_range_and_limit_decode_exactly_those_records(
         batch: tuple[list[int], list], data: st.DataObject) -> None:  # type: ignore[type-arg]
