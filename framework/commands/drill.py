@@ -88,6 +88,10 @@ def add_drill_command(commands: Any) -> None:
                         help="host-failover drill: job.standby_replicas (0: full restore)")
     parser.add_argument("--session-timeout-ms", type=int, default=6000,
                         help="host-failover drill: coordinator.session_timeout_ms")
+    parser.add_argument("--input-retention-bytes", type=int, metavar="N",
+                        help="retention of the expanded input, N payload bytes per partition "
+                        "(local log, --verify exact): the drill runs while its oldest "
+                        "offsets move")
     parser.add_argument("--no-plot", action="store_true", help="skip the timeline PNG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log the coordinator")
     parser.set_defaults(handler=_command)
@@ -125,7 +129,8 @@ def _command(args: argparse.Namespace) -> int:
         steps=tuple(args.steps) if args.steps else None,
         output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,
         monitor_interval_ms=args.monitor_interval_ms, seed=args.seed, plot=not args.no_plot,
-        verify=args.verify, guarantee=args.guarantee)
+        verify=args.verify, guarantee=args.guarantee,
+        input_retention_bytes=args.input_retention_bytes)
     report = asyncio.run(run_drill(options))
     print(report.text())
     return 0 if report.exact else 1

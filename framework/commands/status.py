@@ -26,6 +26,7 @@ from framework.hosts.status import hosts_state, hosts_status
 from framework.metadata import CoordinatorState, read_state
 from framework.metrics.targets import targets_dir
 from framework.systems import open_system
+from framework.systems.local.system import LocalSystem
 
 __all__ = ["JobNotStartedError", "add_status_command", "collect_status"]
 
@@ -111,6 +112,8 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
     assert state.model is not None
     checkpoints = await meta.read_checkpoints(config.name)
     ends: dict[tuple[str, str, int], int] = {}
+    oldest: dict[tuple[str, str, int], int] = {}
+    resets: list[dict[str, Any]] = []
     for qualified in (*config.inputs, *config.broadcast_inputs):
         stream = config.stream(qualified)
         system = meta if stream.system == meta.name else open_system(
@@ -120,6 +123,13 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
         try:
             for partition, offsets in (await system.offsets(stream.stream)).items():
                 ends[(stream.system, stream.stream, partition)] = offsets.end
+                oldest[(stream.system, stream.stream, partition)] = offsets.oldest
+            if isinstance(system, LocalSystem):
+                resets += [{"stream": qualified, "partition": r.partition, "task": r.task,
+                            "from": r.from_offset, "to": r.to_offset,
+                            "reset_ms": r.reset_ms, "message": r.describe()}
+                           for r in await system.retention_resets(config.name)
+                           if r.stream == stream.stream]
         finally:
             if system is not meta:
                 await system.close()
@@ -135,7 +145,8 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
             end = ends.get(tuple(ssp), 0)  # type: ignore[arg-type]
             position = done.get(ssp)
             ahead = position is not None and position > end  # the input was recreated
-            lag = 0 if ahead else end - (position or 0)
+            first = oldest.get(tuple(ssp), 0)  # type: ignore[arg-type]
+            lag = 0 if ahead else end - max(position or 0, first)
             total_lag += lag
             qualified = f"{ssp.system}.{ssp.stream}"
             by_stream[qualified] = by_stream.get(qualified, 0) + lag
@@ -159,6 +170,8 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
         "expansions": expansions(state), "restoring": restoring(state), "metrics": metrics,
         "worker_reports": {str(k): v.to_dict() for k, v in sorted(state.workers.items())},
         "total_lag": total_lag, "tasks": tasks, **hosts_status(state, tasks),
+        "retention_resets": sorted(resets, key=lambda r: (r["reset_ms"], r["stream"],
+                                                         r["partition"])),
     }
 
 

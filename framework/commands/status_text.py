@@ -60,6 +60,9 @@ def print_status(status: dict[str, Any], out: TextIO) -> None:
     if status["refusal"]:
         print(f"  REFUSED {status['refusal']['change']}: {status['refusal']['error']}",
               file=out)
+    for reset in status.get("retention_resets", ()):
+        print(f"  RESET BY RETENTION at {_clock(reset['reset_ms'])}: {reset['message']}",
+              file=out)
     _print_tasks(status, out)
     print_hosts(status, out)
     _print_progress(status, out)

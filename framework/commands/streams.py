@@ -15,11 +15,13 @@ from typing import Any
 from framework.commands.jobarg import add_job_argument
 from framework.config import JobConfig, StreamRef, load_config
 from framework.coordinator.builder import build_job_model
+from framework.coordinator.retention import retention_policy
 from framework.errors import ConfigError, SampanError, SerdeError, StreamNotFoundError
 from framework.metadata import read_state
 from framework.serdes import get_serde
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
+from framework.systems.local.system import LocalSystem
 from framework.wording import counted
 from groupers import ExpansionError, SystemStreamPartition
 
@@ -47,7 +49,12 @@ def add_streams_command(commands: Any) -> None:
                            help="expand even to a count the job's coordinator will refuse")
         job_arg(p)
         p.set_defaults(handler=_create if name == "create" else _expand)
-    p = sub.add_parser("list", help="list streams and partition counts")
+    p = sub.add_parser(
+        "list", help="list streams: partitions, oldest and newest offsets, bytes, retention",
+        description="One tab-separated row per stream of every system of the job file: "
+        "partition count; per partition (comma-separated) the oldest retained offset and the "
+        "newest record's offset (- when empty); payload bytes on disk (local log); the "
+        "retention the job file puts in force.")
     job_arg(p)
     p.set_defaults(handler=_list)
     p = sub.add_parser(
@@ -207,20 +214,48 @@ def _expand(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     config = load_config(args.job)
 
-    async def go() -> list[tuple[str, int]]:
+    async def go() -> list[tuple[str, ...]]:
         rows = []
         for name in sorted(config.systems):
             system = await _with_system(config, name)
             try:
-                rows += [(f"{name}.{s}", n) for s, n in sorted((await system.list_streams())
-                                                                .items())]
+                for stream, count in sorted((await system.list_streams()).items()):
+                    rows.append(await _stream_row(config, system, name, stream, count))
             finally:
                 await system.close()
         return rows
 
-    for qualified, count in asyncio.run(go()):
-        print(f"{qualified}\t{count}")
+    print("\t".join(_LIST_COLUMNS))
+    for row in asyncio.run(go()):
+        print("\t".join(row))
     return 0
+
+
+_LIST_COLUMNS = ("STREAM", "PARTITIONS", "OLDEST", "NEWEST", "BYTES", "RETENTION")
+
+
+async def _stream_row(config: JobConfig, system: System, name: str, stream: str,
+                      count: int) -> tuple[str, ...]:
+    """One `streams list` row: per partition (comma-separated) the oldest retained
+    offset and the newest record's offset ("-": empty), payload bytes on disk (local
+    log), and the retention this job file puts in force."""
+    qualified = f"{name}.{stream}"
+    spans = await system.offsets(stream)
+    oldest = ",".join(str(spans[p].oldest) for p in sorted(spans))
+    newest = ",".join(str(spans[p].end - 1) if spans[p].end > spans[p].oldest else "-"
+                      for p in sorted(spans))
+    size = (str(sum((await system.partition_bytes(stream)).values()))
+            if isinstance(system, LocalSystem) else "-")
+    declared = config.streams.get(qualified)
+    if declared is not None and declared.compacted:
+        retention = "compacted"
+    elif declared is not None and isinstance(system, LocalSystem):
+        retention = retention_policy(config, declared).describe()
+    elif isinstance(system, LocalSystem):
+        retention = "-"  # not in this job file: whatever the job files declaring it say
+    else:
+        retention = "broker"
+    return qualified, str(count), oldest, newest, size, retention
 
 
 def _produce(args: argparse.Namespace) -> int:

@@ -87,6 +87,11 @@ class JobConfig:
     """Records per fetch; default 1000."""
     store_restore_batch: int = 10000
     """Changelog records per restore write batch; default 10000."""
+    store_memory_mb: int = 256
+    """One memory bound per worker for all its RocksDB stores: a block cache of this
+    size shared by every store of every task of the worker, with the memtables (write
+    buffers) charged to it and capped at half of it; 0: each store has its own cache
+    and write buffers (``[stores.<name>.rocksdb]``); default 256."""
     task_timeout_ms: int = 60000
     standby_replicas: int = 0
     """``job.standby_replicas``: copies of each task's stores kept current on other hosts

@@ -151,9 +151,10 @@ def _systems(
                                        pattern=BOOTSTRAP,
                                        form='"host:port" or "host:port,host:port"')
         options = section.table_of("client_options")
+        retention = _retention(section, None) if kind == "local" else _NO_RETENTION
         if known_type:
             section.finish(f" for a {kind} system")
-        systems[name] = SystemConfig(name, kind, path, bootstrap, options)
+        systems[name] = SystemConfig(name, kind, path, bootstrap, options, *retention)
     return systems
 
 
@@ -180,9 +181,20 @@ def _streams(
         value_serde = _serde(section, "value_serde", root)
         partitions = section.optional_integer("partitions", minimum=1)
         compacted = section.boolean("compacted", False)
+        retention = _retention(section, None)
+        if any(value is not None for value in retention):
+            where = systems.get(system)
+            if compacted:
+                problems.add(("streams", qualified), "a compacted stream keeps the latest "
+                             "record per key and is never trimmed by retention; remove "
+                             "retention_ms / retention_bytes / retention_mode or compacted")
+            elif where is not None and where.type != "local":
+                problems.add(("streams", qualified), "retention of a Kafka topic is the "
+                             "broker's (set retention.ms / retention.bytes on the topic); "
+                             "remove retention_ms / retention_bytes / retention_mode")
         section.finish()
         streams[qualified] = StreamConfig(system, name, key_serde, value_serde, partitions,
-                                          compacted)
+                                          compacted, *retention)
     return streams
 
 
@@ -204,6 +216,23 @@ def _stores(table: dict[str, Any], root: Path, problems: Problems) -> dict[str, 
         stores[name] = StoreConfig(name, kind, key_serde, value_serde, changelog,
                                    rocksdb if kind == "rocksdb" else None)
     return stores
+
+
+_NO_RETENTION: tuple[int | None, int | None, str | None] = (None, None, None)
+_RETENTION_MODES = ("wait-for-readers", "drop-unread")
+
+
+def _retention(section: Section, default_mode: str | None
+               ) -> tuple[int | None, int | None, str | None]:
+    """``retention_ms``, ``retention_bytes`` and ``retention_mode`` of a local system or
+    stream table (None: not set here)."""
+    retention_ms = section.optional_integer("retention_ms", minimum=1)
+    retention_bytes = section.optional_integer("retention_bytes", minimum=1)
+    mode: str | None = section.choice("retention_mode", _RETENTION_MODES[0],
+                                      _RETENTION_MODES)
+    if not section.present("retention_mode"):
+        mode = default_mode
+    return retention_ms, retention_bytes, mode
 
 
 def _rocksdb(table: dict[str, Any], path: tuple[str, ...], problems: Problems) -> RocksDBConfig:
@@ -295,6 +324,7 @@ def _job(
         store_restore_batch=s.integer("store_restore_batch", 10000, minimum=1),
         task_timeout_ms=s.integer("task_timeout_ms", 60000, minimum=0),
         standby_replicas=s.integer("standby_replicas", 0, minimum=0),
+        store_memory_mb=s.integer("store_memory_mb", 256, minimum=0),
     )
     job["guarantee"] = _guarantee(s, job["metadata_system"], systems)
     s.finish()
@@ -371,6 +401,7 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
         assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
         lease_timeout_ms=s.integer("lease_timeout_ms", 10000, minimum=1000),
         compaction_interval_ms=s.integer("compaction_interval_ms", 60000, minimum=0),
+        retention_interval_ms=s.integer("retention_interval_ms", 60000, minimum=0),
         session_timeout_ms=s.integer("session_timeout_ms", 10000, minimum=1000),
         acceptable_recovery_lag=s.integer("acceptable_recovery_lag", 10000, minimum=0),
         max_warmup_replicas=s.integer("max_warmup_replicas", 2, minimum=0),

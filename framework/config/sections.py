@@ -66,6 +66,13 @@ class SystemConfig:
     """kafka: ``"host:port[,host:port]"``. Required for kafka; None for local."""
     client_options: Mapping[str, Any] = field(default_factory=dict)
     """Options passed to the system (aiokafka settings, SQLite pragmas); default ``{}``."""
+    retention_ms: int | None = None
+    """local: default ``retention_ms`` of the system's non-compacted streams; unset keeps
+    records forever."""
+    retention_bytes: int | None = None
+    """local: default ``retention_bytes`` (payload bytes per partition); unset: no bound."""
+    retention_mode: str | None = None
+    """local: default ``retention_mode``; unset: ``"wait-for-readers"``."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,16 @@ class StreamConfig:
     """Partition count for ``sampan streams create`` and auto-creation; default unset."""
     compacted: bool = False
     """Keep only the latest record per key; default ``false``."""
+    retention_ms: int | None = None
+    """Local log: delete batches whose newest record is older than this (in the
+    background, by the coordinator); default: the system's ``retention_ms``, else keep."""
+    retention_bytes: int | None = None
+    """Local log: keep at most this many payload bytes per partition, oldest batches go
+    first; default: the system's ``retention_bytes``, else no bound."""
+    retention_mode: str | None = None
+    """``"wait-for-readers"`` (delete only what every reading job committed past) or
+    ``"drop-unread"`` (delete regardless; lagging readers are reset and told); default:
+    the system's, else wait-for-readers."""
 
     @property
     def qualified(self) -> str:
@@ -172,6 +189,9 @@ class CoordinatorConfig:
     compaction_interval_ms: int = 60000
     """How often the coordinator compacts the job's changelogs and coordinator stream on a
     local log (Kafka compacts by itself); 0 never; default 60000."""
+    retention_interval_ms: int = 60000
+    """How often the coordinator applies retention to the job's streams on a local log
+    (`StreamConfig.retention_ms`); 0 never; default 60000."""
     lease_timeout_ms: int = 10000
     """A coordinator that stops renewing its job's lease this long is replaced by the next
     `sampan run` (one coordinator per job); default 10000."""

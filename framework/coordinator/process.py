@@ -29,6 +29,7 @@ from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.modes import refuse_other_mode
 from framework.coordinator.reachability import Reachability
+from framework.coordinator.retention import retain_forever, retention_policies
 from framework.coordinator.runfile import (
     RunRecord,
     metadata_location,
@@ -114,6 +115,7 @@ class Coordinator:
         failed: BaseException | None = None
         keeper: asyncio.Task[None] | None = None
         compactor: asyncio.Task[None] | None = None
+        retainer: asyncio.Task[None] | None = None
         try:
             await self._open()
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
@@ -153,6 +155,9 @@ class Coordinator:
                 await self.supervisor.start(self.model.workers)
             if self.config.coordinator.compaction_interval_ms:
                 compactor = asyncio.create_task(self._compact_forever())
+            if self.config.coordinator.retention_interval_ms and retention_policies(
+                    self.config):
+                retainer = asyncio.create_task(retain_forever(self.config, self.systems))
             await self._monitor()
             if self._lease_lost.is_set():
                 raise LeaseLostError(
@@ -164,7 +169,8 @@ class Coordinator:
             raise
         finally:
             for background, what in ((keeper, "the lease keeper"),
-                                     (compactor, "the compactor")):
+                                     (compactor, "the compactor"),
+                                     (retainer, "the retention pass")):
                 if background is not None:  # its error is logged: never masks why we stop
                     await cancel_and_wait(background, what)
             await self.supervisor.stop()

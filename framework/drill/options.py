@@ -50,6 +50,9 @@ class DrillOptions:
     spark: Any = None
     """A SparkSession to verify with (default: a local one is started)."""
     extra: dict[str, str] = field(default_factory=dict)
+    input_retention_bytes: int | None = None
+    """Retention of the expanded input on the local log (bytes per partition, applied by
+    the coordinator every 500 ms): the drill then runs with its oldest offsets moving."""
 
     def __post_init__(self) -> None:
         if self.example_dir is not None:  # reports name the example by its folder
@@ -63,6 +66,12 @@ class DrillOptions:
                               "supports CreatePartitions")
         if self.verify not in ("exact", "spark"):
             raise ConfigError(f"--verify {self.verify!r}: expected exact or spark")
+        if self.input_retention_bytes is not None and (
+                self.system != "local" or self.verify != "exact"
+                or self.input_retention_bytes < 1):
+            raise ConfigError("--input-retention-bytes N needs N ≥ 1, --system local and "
+                              "--verify exact (Spark verification recomputes from the "
+                              "inputs, which retention deletes)")
         if self.system not in ("local", "kafka"):
             raise ConfigError(f"--system {self.system!r}: expected local or kafka")
         example_dir(self.example, self.job_file, self.example_dir)

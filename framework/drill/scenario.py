@@ -162,6 +162,10 @@ def render_job(name: str, options: Any, folder: Path, *, initial_partitions: int
         document["systems"] = {"local": {"type": "local", "path": "data"}}
     streams = document.setdefault("streams", {})
     streams.setdefault(f"local.{expand}", {})["partitions"] = initial_partitions
+    retention = getattr(options, "input_retention_bytes", None)
+    if retention is not None:
+        streams[f"local.{expand}"]["retention_bytes"] = retention
+        document["coordinator"]["retention_interval_ms"] = 500
     document = _rename(document, options.system)
     path = folder / "job.toml"
     path.write_text(f"# {name} example, rewritten by `sampan drill`\n" + toml_text(document))

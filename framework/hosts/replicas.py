@@ -26,7 +26,7 @@ from framework.config import JobConfig
 from framework.jobmodel import TaskModel
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
 from framework.systems.base import System
-from framework.worker.state import rocksdb_options
+from framework.worker.state import process_memory, rocksdb_options
 from groupers import SystemStreamPartition
 
 __all__ = ["Replicas"]
@@ -57,7 +57,8 @@ class Replicas:
             for store in stores:
                 self._engines[(task, store)] = RocksDBEngine.open(
                     self.config.state_dir, store, task,
-                    options=rocksdb_options(self.config.store(store)))
+                    options=rocksdb_options(self.config.store(store),
+                                            process_memory(self.config)))
         if self._engines:
             self._runner = asyncio.create_task(self._run())
 

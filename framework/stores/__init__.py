@@ -16,7 +16,13 @@ from framework.stores.restore import (
     plan_restore,
     restore_store,
 )
-from framework.stores.rocksdb import RocksDBEngine, RocksDBOptions, safe_name, store_path
+from framework.stores.rocksdb import (
+    RocksDBEngine,
+    RocksDBOptions,
+    StoreMemory,
+    safe_name,
+    store_path,
+)
 
 __all__ = [
     "ChangelogPosition",
@@ -30,6 +36,7 @@ __all__ = [
     "RocksDBOptions",
     "Serde",
     "StoreEngine",
+    "StoreMemory",
     "TaskStore",
     "changelog_reader",
     "plan_restore",

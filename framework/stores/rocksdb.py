@@ -20,7 +20,7 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import cast
@@ -37,12 +37,13 @@ from rocksdict import (
     Rdict,
     ReadOptions,
     WriteBatch,
+    WriteBufferManager,
 )
 
 from framework.errors import StoreCorruptedError, StoreError, StoreLockedError
 from framework.stores.base import ChangelogPosition
 
-__all__ = ["RocksDBEngine", "RocksDBOptions", "safe_name", "store_path"]
+__all__ = ["RocksDBEngine", "RocksDBOptions", "StoreMemory", "safe_name", "store_path"]
 
 META_FAMILY = "sampan"
 _POSITION_KEY = b"changelog-position"
@@ -51,6 +52,34 @@ _MAX_NAME = 200  # stay well below the 255-byte file-name limit of common filesy
 # an abandoned generator then cannot keep the database (and its LOCK) open.
 _FIRST_CHUNK = 64
 _MAX_CHUNK = 4096
+
+
+_SHARED_ARENA_BLOCK = 256 << 10
+"""Memtable arena block size under a shared bound: every store's active memtable holds at
+least one block, so with many stores the default (up to 1 MiB each) would add up."""
+
+
+class StoreMemory:
+    """One memory bound for many RocksDB stores (all those of a worker process): one LRU
+    block cache of ``total_mb``, with the memtables of every store charged to it through
+    one write-buffer manager that flushes once they pass half of it.
+
+    The cache also holds the index and filter blocks, so reads, write buffers, indexes
+    and filters all count against the one figure (as Kafka Streams' bounded-memory
+    RocksDB config does)."""
+
+    def __init__(self, total_mb: int) -> None:
+        self.total_mb = total_mb
+        self.cache = Cache(total_mb << 20)
+        self.write_buffers = WriteBufferManager.new_write_buffer_manager_with_cache(
+            (total_mb << 20) // 2, False, self.cache)
+
+    def __repr__(self) -> str:
+        return f"StoreMemory({self.total_mb} MiB)"
+
+    def usage(self) -> tuple[int, int]:
+        """(bytes in the cache, memtable bytes charged to it)."""
+        return int(self.cache.get_usage()), int(self.write_buffers.get_usage())
 
 
 @dataclass(frozen=True)
@@ -71,6 +100,9 @@ class RocksDBOptions:
     """Memtable size while restoring (vector memtables, see `RocksDBEngine.bulk_load`)."""
     compression: str = "lz4"
     """Compression of the upper levels: lz4, zstd, snappy or none (the bottom is zstd)."""
+    memory: StoreMemory | None = field(default=None, compare=False)
+    """The bound shared with the other stores of the process; None: this store's own
+    ``block_cache_mb`` cache and unmanaged write buffers."""
 
 
 def safe_name(name: str) -> str:
@@ -114,7 +146,7 @@ def _options(tuning: RocksDBOptions, *, bulk: bool = False) -> Options:
     table = BlockBasedOptions()
     if tuning.bloom_bits_per_key:
         table.set_bloom_filter(tuning.bloom_bits_per_key, False)
-    table.set_block_cache(Cache(tuning.block_cache_mb << 20))
+    _bound(options, table, tuning)
     options.set_block_based_table_factory(table)
     if bulk:
         # Appending to a vector beats inserting into the default skip list ~7x; the
@@ -125,6 +157,29 @@ def _options(tuning: RocksDBOptions, *, bulk: bool = False) -> Options:
         # Small memtables, so flushes (and their sorts) run in the background while the
         # restore reads, instead of as one long flush at its end.
         options.set_write_buffer_size(tuning.restore_write_buffer_mb << 20)
+    return options
+
+
+def _bound(options: Options, table: BlockBasedOptions, tuning: RocksDBOptions) -> None:
+    """The store's block cache and write buffers: shared with the process's other stores
+    under one bound (`StoreMemory`), or its own."""
+    if tuning.memory is None:
+        table.set_block_cache(Cache(tuning.block_cache_mb << 20))
+        return
+    table.set_block_cache(tuning.memory.cache)
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    options.set_write_buffer_manager(tuning.memory.write_buffers)
+    options.set_arena_block_size(_SHARED_ARENA_BLOCK)
+
+
+def _meta_options(tuning: RocksDBOptions) -> Options:
+    """Options of the ``sampan`` column family (one key): its cache is the shared one."""
+    options = Options(raw_mode=True)
+    if tuning.memory is not None:
+        table = BlockBasedOptions()
+        _bound(options, table, tuning)
+        options.set_block_based_table_factory(table)
     return options
 
 
@@ -173,6 +228,11 @@ class RocksDBEngine:
             raise StoreError(f"store {store!r}: the task name is empty; tasks must be named")
         return cls(store_path(data_dir, store, task), store=store, task=task, options=options)
 
+    @property
+    def memory(self) -> StoreMemory | None:
+        """The process-wide bound this store's cache and write buffers count against."""
+        return self._tuning.memory
+
     def _where(self) -> str:
         return f"store {self.store!r} of task {self.task!r} at {self.path}"
 
@@ -185,7 +245,7 @@ class RocksDBEngine:
             db = Rdict(
                 str(self.path),
                 _options(self._tuning, bulk=self._bulk),
-                column_families={META_FAMILY: Options(raw_mode=True)},
+                column_families={META_FAMILY: _meta_options(self._tuning)},
             )
         except Exception as exc:
             if "LOCK:" in str(exc):  # "While lock file: <path>/LOCK: …", "lock hold by …/LOCK: …"

@@ -19,6 +19,7 @@ from framework.stores import (
     RocksDBEngine,
     RocksDBOptions,
     StoreEngine,
+    StoreMemory,
     TaskStore,
     changelog_reader,
     restore_store,
@@ -60,13 +61,28 @@ def heal_damaged_store(config: JobConfig, error: StoreCorruptedError) -> None:
     shutil.rmtree(error.path, ignore_errors=True)
 
 
-def rocksdb_options(store: StoreConfig) -> RocksDBOptions:
-    """The engine tuning a store's ``[stores.<name>.rocksdb]`` table asks for."""
+def rocksdb_options(store: StoreConfig, memory: StoreMemory | None = None) -> RocksDBOptions:
+    """The engine tuning a store's ``[stores.<name>.rocksdb]`` table asks for, under the
+    process's shared ``memory`` bound when given (`process_memory`)."""
     tuning = store.rocksdb or RocksDBConfig()
     return RocksDBOptions(
         write_buffer_mb=tuning.write_buffer_mb, max_write_buffers=tuning.max_write_buffers,
         block_cache_mb=tuning.block_cache_mb, bloom_bits_per_key=tuning.bloom_bits_per_key,
-        compression=tuning.compression)
+        compression=tuning.compression, memory=memory)
+
+
+_MEMORY: dict[int, StoreMemory] = {}
+
+
+def process_memory(config: JobConfig) -> StoreMemory | None:
+    """This process's one `StoreMemory` of ``job.store_memory_mb`` (every store of every
+    task of a worker counts against it); None when the job sets 0."""
+    size = config.store_memory_mb
+    if not size:
+        return None
+    if size not in _MEMORY:
+        _MEMORY[size] = StoreMemory(size)
+    return _MEMORY[size]
 
 
 async def _engine(config: JobConfig, store: str, task: str,
@@ -77,8 +93,8 @@ async def _engine(config: JobConfig, store: str, task: str,
     waiting = False
     while True:
         try:
-            return RocksDBEngine.open(config.state_dir, store, task,
-                                      options=rocksdb_options(config.store(store)))
+            return RocksDBEngine.open(config.state_dir, store, task, options=rocksdb_options(
+                config.store(store), process_memory(config)))
         except StoreCorruptedError as error:
             heal_damaged_store(config, error)  # raises for a store without changelog
         except StoreLockedError:

@@ -515,7 +515,7 @@ def test_a_key_of_the_other_system_type_is_unknown() -> None:
     assert error_of("counter.toml", PINNED.replace(
         'path = "data"', 'path = "data"\nbootstrap = "127.0.0.1:9092"')) == (
         "counter.toml:11: systems.local.bootstrap: unknown key for a local system; expected "
-        "one of: client_options, path, type")
+        "one of: client_options, path, retention_bytes, retention_mode, retention_ms, type")
 
 
 def test_an_unknown_serde_suggests_the_closest_builtin() -> None:

@@ -104,7 +104,12 @@ async def test_produce_list_and_tail_round_trip(make_job: Callable[..., Job]) ->
     produced = job.sampan("streams", "produce", "local.words", "--job", "{job}", stdin=lines)
     assert (produced.returncode, produced.stderr) == (0, "produced 4 records to local.words\n")
     listed = job.sampan("streams", "list", "--job", "{job}")
-    assert listed.stdout == "local.words\t2\n"
+    spans = await job.call(lambda s: s.offsets("words"))
+    newest = ",".join(str(spans[p].end - 1) if spans[p].end else "-" for p in (0, 1))
+    size = sum((await job.call(lambda s: s.partition_bytes("words"))).values())
+    assert listed.stdout == (
+        "STREAM\tPARTITIONS\tOLDEST\tNEWEST\tBYTES\tRETENTION\n"
+        f"local.words\t2\t0,0\t{newest}\t{size}\tforever\n")
     tail = job.sampan("streams", "tail", "local.words", "--job", "{job}", "--from-beginning",
                       "--until-end", "--json")
     rows = sorted((r["key"], r["partition"], r["offset"], r["value"]["seq"])

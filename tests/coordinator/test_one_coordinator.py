@@ -176,5 +176,5 @@ def test_a_log_of_schema_1_gains_the_new_tables_when_opened(tmp_path: Path) -> N
     conn = connect(folder, LocalOptions())
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
     assert {"leases", "growth"} <= tables
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     conn.close()

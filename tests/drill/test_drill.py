@@ -18,6 +18,7 @@ from framework.drill.producer import PacedProducer
 from framework.drill.run import run_drill
 from framework.errors import ConfigError
 from framework.systems.base import ProducerRecord
+from framework.systems.local.system import LocalSystem
 from framework.systems.memory import MemorySystem
 
 
@@ -51,6 +52,21 @@ async def test_drill_expansions_restore_nothing_and_keep_order(tmp_path: Path) -
     assert report.timeline.marks[-1][1] == "caught up"
     assert report.timeline.samples[-1].lag == 0
     assert report.timeline.samples[-1].t == report.timeline.marks[-1][0]
+
+
+async def test_a_drill_is_exact_while_retention_moves_its_inputs_oldest_offsets(
+        tmp_path: Path) -> None:
+    """Retention of 2 KB per input partition every 500 ms, through expansions 2 → 4 → 8:
+    every key exact, and the input really was trimmed under the running job."""
+    options = DrillOptions(records=4000, keys=200, rate=2000, output=tmp_path / "r",
+                           plot=False, input_retention_bytes=2000)
+    report = await run_drill(options)
+    assert report.exact, "\n".join(report.verdict.describe())
+    assert report.verdict.keys == 200
+    system = LocalSystem("local", tmp_path / "r" / "job" / "data")
+    spans = await system.offsets("words")
+    await system.close()
+    assert len(spans) == 8 and sum(span.oldest for span in spans.values()) > 0
 
 
 async def test_naive_grouper_miscounts(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from framework.systems.base import Headers
 __all__ = [
     "FORMAT_VERSION", "MAX_BATCH_BYTES", "MAX_BATCH_RECORDS", "BatchColumns", "BatchRow",
     "batch_rows", "decode_headers", "decode_keys", "decode_range", "encode_batch",
-    "encode_headers",
+    "encode_headers", "newest_timestamp",
 ]
 
 FORMAT_VERSION = 1
@@ -143,6 +143,20 @@ def _head(payload: bytes) -> tuple[int, int, int]:
             f"record batch format {version} is not readable by this sampan (it reads "
             f"format {FORMAT_VERSION}); upgrade sampan, or the log file is damaged")
     return flags, n, base
+
+
+def newest_timestamp(payload: bytes) -> int:
+    """The largest record timestamp of a batch (what time-based retention compares),
+    read from its head and timestamps only.
+
+    >>> newest_timestamp(encode_batch(0, [b"a", b"b"], [b"1", b"2"], [9, 4]))
+    9
+    """
+    flags, n, _ = _head(payload)
+    at = _HEAD.size + (8 * n if flags & SPARSE else 0)
+    if not flags & TIMESTAMPS:
+        return int(_I64.unpack_from(payload, at)[0])
+    return int(max(struct.unpack_from(f"<{n}q", payload, at)))
 
 
 def _format(lengths: Sequence[int]) -> str:

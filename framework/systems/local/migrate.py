@@ -1,4 +1,7 @@
-"""Upgrade of a schema-3 local log (a ``records`` row per record) to record batches.
+"""Upgrades of an older local log: schema 3's records into batches, schema 4's file
+into an incremental-vacuum one.
+
+Schema 3 → 4: upgrade of a schema-3 local log (a ``records`` row per record) to record batches.
 
 The records move oldest first, one partition at a time, `MIGRATE_CHUNK` records per
 ``BEGIN IMMEDIATE`` transaction: each transaction writes the chunk's batches and deletes
@@ -14,7 +17,10 @@ import sqlite3
 
 from framework.systems.local.batch import batch_rows
 
-__all__ = ["MIGRATE_CHUNK", "has_records_table", "migrate_records"]
+__all__ = [
+    "MIGRATE_CHUNK", "enable_vacuum", "has_records_table", "migrate_records",
+    "vacuum_enabled",
+]
 
 MIGRATE_CHUNK = 50_000
 """Records moved per transaction."""
@@ -69,3 +75,25 @@ def _step(conn: sqlite3.Connection, version: int, chunk: int) -> bool:
     conn.execute("DELETE FROM records WHERE stream_id = ? AND partition = ? AND offset <= ?",
                  (stream_id, partition, offsets[-1]))
     return False
+
+
+def vacuum_enabled(conn: sqlite3.Connection) -> bool:
+    """Whether the file is ``auto_vacuum = INCREMENTAL`` (schema 5 and newer files)."""
+    mode: int = conn.execute("PRAGMA auto_vacuum").fetchone()[0]
+    return mode == 2
+
+
+def enable_vacuum(conn: sqlite3.Connection, version: int) -> None:
+    """Schema 4 → 5: make the file ``auto_vacuum = INCREMENTAL``, which SQLite only
+    applies by rewriting the whole file once (VACUUM: one transaction, so a process
+    killed mid-way leaves the old file and the next open starts again), then set the
+    version. Takes as long as copying the file; other processes wait on its lock."""
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.execute("VACUUM")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(f"PRAGMA user_version = {int(version)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

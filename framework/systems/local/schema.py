@@ -13,15 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from framework.errors import ConfigError, DamagedLogError, SystemUnavailableError
-from framework.systems.local.migrate import has_records_table, migrate_records
+from framework.systems.local.migrate import (
+    enable_vacuum,
+    has_records_table,
+    migrate_records,
+    vacuum_enabled,
+)
 
 __all__ = ["SCHEMA_VERSION", "LocalOptions", "connect", "damaged_log", "database_file"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """2 added ``leases`` (one coordinator per job), 3 ``growth`` (end offsets when a stream
 grew), 4 replaced the ``records`` table (a row per record) by ``batches`` (a row per
-commit and partition, `framework.systems.local.batch`); older files are upgraded in place
-when opened (`framework.systems.local.migrate`)."""
+commit and partition, `framework.systems.local.batch`), 5 made the file
+``auto_vacuum = INCREMENTAL`` (pages freed by retention and compaction go back to the
+file system) and added ``retention_resets``; older files are upgraded in place when
+opened (`framework.systems.local.migrate`)."""
 
 # Stream names map to small integer ids so the batches key is three integers.
 # WITHOUT ROWID clusters a small-row table on its primary key: one b-tree, rows in key
@@ -69,6 +76,16 @@ CREATE TABLE IF NOT EXISTS growth (
     ends        TEXT    NOT NULL,
     grown_ms    INTEGER NOT NULL,
     PRIMARY KEY (stream_id, partitions)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS retention_resets (
+    job         TEXT    NOT NULL,
+    task        TEXT    NOT NULL,
+    stream      TEXT    NOT NULL,
+    partition   INTEGER NOT NULL,
+    from_offset INTEGER NOT NULL,
+    to_offset   INTEGER NOT NULL,
+    reset_ms    INTEGER NOT NULL,
+    PRIMARY KEY (job, task, stream, partition, to_offset)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
     job         TEXT    PRIMARY KEY,
@@ -141,10 +158,14 @@ def connect(path: Path, options: LocalOptions) -> sqlite3.Connection:
             file, isolation_level=None, check_same_thread=False, cached_statements=256
         )
         conn.execute(f"PRAGMA busy_timeout = {int(options.busy_timeout_ms)}")
-        if conn.execute("PRAGMA page_size").fetchone()[0] < 8192 and _is_empty(conn):
+        if _is_empty(conn):
             # Larger pages keep more small records per leaf; only effective before
             # the first table is created.
-            conn.execute("PRAGMA page_size = 8192")
+            if conn.execute("PRAGMA page_size").fetchone()[0] < 8192:
+                conn.execute("PRAGMA page_size = 8192")
+            # Freed pages can be handed back to the file system (`release_free_pages`);
+            # a file made before schema 5 is converted once (`migrate.enable_vacuum`).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         # WAL: readers never block the writer and the writer never blocks readers,
         # across processes; a commit is one append to the -wal file.
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -195,11 +216,13 @@ def _create_schema(conn: sqlite3.Connection, file: Path) -> None:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
-        if not has_records_table(conn):
+        if not has_records_table(conn) and vacuum_enabled(conn):
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     if has_records_table(conn):  # schema 3 or older: its records move into batches
-        migrate_records(conn, SCHEMA_VERSION)
+        migrate_records(conn, 4)
+    if not vacuum_enabled(conn):  # schema 4 or older: converted by one VACUUM
+        enable_vacuum(conn, SCHEMA_VERSION)

@@ -55,6 +55,15 @@ from framework.systems.local.fetch import (
     read_record_columns,
 )
 from framework.systems.local.log import LocalLog
+from framework.systems.local.retention import (
+    RetentionPolicy,
+    RetentionReset,
+    RetentionResult,
+    apply_retention,
+    partition_bytes,
+    read_resets,
+    release_free_pages,
+)
 from framework.systems.local.schema import LocalOptions, database_file
 from groupers import SystemStreamPartition
 
@@ -215,7 +224,30 @@ class LocalSystem:
         dropped = 0
         for partition in range(counts[stream]):
             dropped += await self.call(compact_partition, stream, partition)
+        if dropped:
+            await self.release_free_pages()
         return dropped
+
+    async def apply_retention(self, stream: str, policy: RetentionPolicy,
+                              now_ms: int | None = None) -> RetentionResult:
+        """Delete ``stream``'s batches past ``policy`` (`framework.systems.local.retention`),
+        then give the freed pages back to the file system."""
+        result = await self.call(apply_retention, stream, policy, now_ms)
+        if result.batches:
+            await self.release_free_pages()
+        return result
+
+    async def release_free_pages(self) -> int:
+        """Incremental vacuum: free pages of the file go back to the file system."""
+        return await self.call(release_free_pages)
+
+    async def retention_resets(self, job: str) -> list[RetentionReset]:
+        """Where ``drop-unread`` retention moved ``job``'s readers forward."""
+        return await self.call(read_resets, job)
+
+    async def partition_bytes(self, stream: str) -> dict[int, int]:
+        """Payload bytes on disk per partition of ``stream``."""
+        return await self.call(partition_bytes, stream)
 
 
 class LocalConsumer:

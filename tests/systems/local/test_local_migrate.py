@@ -98,7 +98,7 @@ async def test_a_schema_3_log_is_migrated_in_place_keeping_every_record(
     await system.close()
 
     conn = sqlite3.connect(tmp_path / "log.sqlite3")
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     assert not has_records_table(conn)
     conn.close()
 
