@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from framework.jobmodel import BarrierStage, JobModel, TaskModel
+from framework.jobmodel import BarrierStage, JobModel
 from framework.metadata import CoordinatorStatus, ExpansionRecord, Refusal
 from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
@@ -28,8 +28,6 @@ __all__ = [
     "ExpansionBook",
     "barrier_stages",
     "describe_change",
-    "held_behind_barrier",
-    "pending_stages",
 ]
 
 log = logging.getLogger(__name__)
@@ -72,22 +70,6 @@ def barrier_stages(
                    if (s.system, s.stream) in streams}
         stages.append(BarrierStage(barrier=barrier, held=frozenset(gained)))
     return tuple(stages)
-
-
-def pending_stages(task: TaskModel, done: Mapping[SystemStreamPartition, int]) -> int:
-    """How many of the task's barrier stages its checkpoint has not passed yet (in order)."""
-    for passed, stage in enumerate(task.stages):
-        if not stage.passed(done):
-            return len(task.stages) - passed
-    return 0
-
-
-def held_behind_barrier(
-    task: TaskModel, done: Mapping[SystemStreamPartition, int]
-) -> frozenset[SystemStreamPartition]:
-    """SSPs still held: those of the stages the checkpointed positions have not passed."""
-    pending = task.stages[len(task.stages) - pending_stages(task, done):]
-    return frozenset().union(*(stage.held for stage in pending))
 
 
 class ExpansionBook:
