@@ -71,11 +71,11 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
         book = ExpansionBook(state.status)  # `sampan status` shows what happened to inputs
         detected = int(time.time() * 1000)
         decision = None
-        noted = False
         holds = None
         if previous is not None:  # the one-host decision: expand, hold or release inputs
             decision = await coordinator.decide(previous, counts, detected)
-            noted = book.note(decision, previous.epoch)
+            if book.note(decision, previous.epoch):  # before the model, as on one host
+                await publish_status(coordinator.meta, config, book.status)
             if decision.error:
                 log.error("REFUSED %s; the job keeps the counts of epoch %d", decision.error,
                           previous.epoch)
@@ -115,8 +115,6 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
                  reason, len(model.tasks), ", ".join(sorted(placed.hosts)))
         if decision is not None and book.applied(decision.expansion_record(
                 model.epoch, detected, published_ms=int(time.time() * 1000))):
-            noted = True
-        if noted:
             await publish_status(coordinator.meta, config, book.status)
         return model, placed.probing
     finally:
