@@ -72,12 +72,12 @@ def test_status_on_two_hosts_names_the_expansion_and_the_refusal(kafka_broker: A
                          m.partition_counts[stream] == 4 and m, 120, "the model at 4", hosts)
         produce(config, truth, 1000, 40, start=1000)
         wait_for(lambda: final_state(config) == dict(truth), 120, "exact sums", hosts)
-        expand_topic(hosts, topic, 6)
+        expand_topic(hosts, topic, 5)
         held = wait_for(lambda: (m := state(config).model) and stream in m.holds and m, 120,
-                        "the leader's hold of 4→6", hosts)
+                        "the leader's hold of 4→5", hosts)
         assert held.partition_counts[stream] == 4
         recorded = state(config).status
-        assert recorded.refusal is not None and recorded.refusal.change == f"{stream} 4→6"
+        assert recorded.refusal is not None and recorded.refusal.change == f"{stream} 4→5"
         assert [e.change for e in recorded.expansions] == [f"{stream} 2→4"]
         expansion = recorded.expansions[0]
         assert before.epoch < expansion.epoch <= grown.epoch  # the first model at 4
@@ -89,14 +89,15 @@ def test_status_on_two_hosts_names_the_expansion_and_the_refusal(kafka_broker: A
         lines = status.stdout.splitlines()
         job = hosts.path
         assert [line for line in lines if line.startswith("  REFUSED")] == [
-            f"  REFUSED {stream} 4→6: stream {stream}: partition count went from 4 to 6, "
-            f"refused (2 tasks consume it): partition count 6 is not a multiple of 4: keys "
-            f"would change tasks; expand to a multiple of 4 (e.g. 8). {stream} is held: the "
-            f"job reads {stream} only up to where it had 4 partitions, on every later count "
-            f"(its other inputs go on). Growing it on to a count 2 tasks map releases it while "
-            f"nothing is written to it at 6 partitions; once records are, stop the job and "
-            f"run `sampan rekey {job} --tasks M` (keeps them; M one of 1, 2, 3, 6) or "
-            f"`sampan streams discard-held {stream} --job {job}`"]
+            f"  REFUSED {stream} 4→5: stream {stream}: partition count went from 4 to 5, "
+            f"refused (2 tasks consume it): partition count 5 is not a multiple of 2: keys "
+            f"would change tasks; expand to a multiple of 2 (e.g. 6), or re-key the job's "
+            f"state offline to a task count that divides 5. {stream} is held: the job reads "
+            f"{stream} only up to where it had 4 partitions, on every later count (its other "
+            f"inputs go on). Growing it on to a count 2 tasks map releases it while nothing "
+            f"is written to it at 5 partitions; once records are, stop the job and run "
+            f"`sampan rekey {job} --tasks M` (keeps them; M one of 1, 5) or `sampan streams "
+            f"discard-held {stream} --job {job}`"]
         assert [line for line in lines if line.startswith("  expansion ")] == [
             f"  expansion {stream} 2→4 → epoch {expansion.epoch}: detected "
             f"{clock(expansion.detected_ms)}, workers stopped -, restarted -, pause not "
