@@ -5,6 +5,7 @@ imports ``framework``."""
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -59,7 +60,7 @@ def imports(body: list[ast.stmt], *, type_level: bool = False,
                 if isinstance(nested, list):
                     blocks = [b for b in nested if isinstance(b, ast.stmt)]
                     blocks += [s for h in nested
-                               if isinstance(h, ast.excepthandler | ast.match_case)
+                               if isinstance(h, ast.ExceptHandler | ast.match_case)
                                for s in h.body]
                     yield from imports(blocks, type_level=type_level,
                                        in_functions=in_functions)
@@ -205,6 +206,44 @@ def test_the_wheel_lists_every_package_and_no_top_level_examples() -> None:
     assert entry_points == {name: f"sampan_examples.{name}"
                             for name in sorted(p.parent.name
                                                for p in (ROOT / "examples").glob("*/drill.py"))}
+
+
+def readme_layers() -> list[list[str]]:
+    """The README's Layout section: framework's packages and root modules, one layer a
+    line, bottom-up (``config/`` as ``framework.config``)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```")[1]
+    layers = []
+    for line in block.splitlines():
+        if re.match(r"  \S", line):
+            names = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+            layers.append([f"framework.{name.strip().removesuffix('/').removesuffix('.py')}"
+                           for name in names.split(",")])
+    return layers
+
+
+def _unit(module: str) -> str:
+    """The package or root module of framework that ``module`` belongs to."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_readme_layout_lists_every_package_and_root_module_in_import_order() -> None:
+    known = modules(ROOT, ("framework",))
+    layers = readme_layers()
+    listed = [name for layer in layers for name in layer]
+    units = {_unit(name) for name in known} - {"framework"}
+    assert sorted(listed) == sorted(units), (
+        f"README.md Layout: add {sorted(units - set(listed))}, drop "
+        f"{sorted(set(listed) - units)}, each once")
+    layer_of = {name: depth for depth, layer in enumerate(layers) for name in layer}
+    graph = import_graph(known)
+    upward = sorted({
+        f"{_unit(source)} -> {_unit(target)} ({source} imports {target})"
+        for source, targets in graph.items() for target in targets
+        if _unit(source) in layer_of and _unit(target) in layer_of
+        and layer_of[_unit(target)] > layer_of[_unit(source)]})
+    assert not upward, "module-level imports pointing up the README's layers:\n" + "\n".join(
+        upward)
 
 
 def _tree(root: Path, files: dict[str, str]) -> dict[str, Path]:
