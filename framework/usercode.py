@@ -13,18 +13,16 @@ import re
 import sys
 from difflib import get_close_matches
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from framework.api import StreamTask
 from framework.errors import ConfigError, TaskLoadError
 from groupers.expansion import DefaultPartitionExpansionAlgorithm, PartitionExpansionAlgorithm
 
-if TYPE_CHECKING:
-    from framework.config import JobConfig
-
 __all__ = [
     "SPEC_PATTERN",
     "ImportSpecError",
+    "JobCode",
     "import_spec",
     "load_expansion_algorithm",
     "load_task_class",
@@ -34,6 +32,23 @@ __all__ = [
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 SPEC_PATTERN = re.compile(rf"{_NAME}(\.{_NAME})*:{_NAME}")
 """``module.path:Name`` — how a job file names user code."""
+
+
+class JobCode(Protocol):
+    """What a job file names as code (a `framework.config.JobConfig` is one): the task,
+    the expansion algorithm, and the file whose folder they are imported from."""
+
+    @property
+    def task(self) -> str: ...
+
+    @property
+    def expansion_algorithm_spec(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def root(self) -> Path: ...
 
 
 class ImportSpecError(Exception):
@@ -107,7 +122,7 @@ def _forget_if_shadowed(module_name: str, folder: Path) -> None:
         del sys.modules[name]
 
 
-def load_task_class(config: JobConfig) -> type[StreamTask]:
+def load_task_class(config: JobCode) -> type[StreamTask]:
     """Import ``job.task`` with the job file's folder first on ``sys.path``; `TaskLoadError`
     names the module, class and file, and the fix."""
     where = f'job.task = "{config.task}" in {config.path}'
@@ -125,7 +140,7 @@ def load_task_class(config: JobConfig) -> type[StreamTask]:
     return target
 
 
-def load_expansion_algorithm(config: JobConfig) -> PartitionExpansionAlgorithm:
+def load_expansion_algorithm(config: JobCode) -> PartitionExpansionAlgorithm:
     """A new instance of ``job.expansion_algorithm`` (SEP-5's default unless named)."""
     if config.expansion_algorithm_spec == "default":
         return DefaultPartitionExpansionAlgorithm()

@@ -3,7 +3,8 @@
 An example is a folder holding a job file (``job.toml``), the job's task modules and a
 ``drill.py`` defining ``scenario(options)``. Installed packages register examples under
 the entry point group ``sampan.examples``, each naming the package whose folder is the
-example (sampan's own: ``wordcount = "examples.wordcount"``); ``sampan drill
+example (sampan's own, the repository's ``examples/`` folder installed as
+``sampan_examples``: ``wordcount = "sampan_examples.wordcount"``); ``sampan drill
 --example-dir DIR`` drills a folder of your own. The framework never looks for examples
 relative to its own files, so an installed wheel drills exactly as a source checkout does.
 """

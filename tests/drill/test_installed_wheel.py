@@ -4,7 +4,8 @@ The wheel is built from a copy of the project's sources and installed with ``--n
 into a venv of its own; a ``.pth`` lets that venv import the dev venv's dependencies
 (rocksdict, aiokafka, …) — but not its editable sampan, whose path hook only that venv's
 own site directory runs. The drill runs from a folder outside the repository, so every
-``framework``, ``groupers`` and ``examples`` module comes from the wheel.
+``framework``, ``groupers`` and ``sampan_examples`` module comes from the wheel, which
+installs no top-level ``examples`` package (it would collide with other distributions').
 """
 
 from __future__ import annotations
@@ -53,9 +54,18 @@ def test_sampan_drill_from_an_installed_wheel_is_exact(tmp_path: Path) -> None:
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    origins = _run(python, "-c", "import framework, groupers, examples.wordcount as w; "
+    origins = _run(python, "-c", "import framework, groupers, sampan_examples.wordcount as w; "
                    "print(framework.__file__, groupers.__file__, w.__file__)", cwd=elsewhere)
     assert all(path.startswith(str(site)) for path in origins.split()), origins
+    assert not (site / "examples").exists()
+    assert (site / "sampan_examples" / "wordcount" / "job.toml").is_file()
+    top_level = _run(python, "-c", "import importlib.metadata as m; "
+                     "print(m.distribution('sampan').read_text('top_level.txt') or '')",
+                     cwd=elsewhere).split()
+    assert "examples" not in top_level and "sampan_examples" in top_level, top_level
+    missing = _run(python, "-c", "import importlib.util as u; "
+                   "print(u.find_spec('examples') is None)", cwd=elsewhere)
+    assert missing.strip() == "True", "a top-level `examples` package is importable"
 
     sampan = venv / "bin" / "sampan"
     assert ("one of: ad_join, enrichment, windowed_counts, wordcount"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
@@ -34,15 +34,14 @@ from framework.systems.base import (
     RecordPosition,
 )
 from framework.systems.checkpoint_json import checkpoint_to_json
+from framework.systems.kafka.admin import KafkaAdmin, KafkaOptions
 from framework.systems.kafka.fencing import ProducerIdentity
 from framework.systems.kafka.produce import stop_producer
-
-if TYPE_CHECKING:
-    from framework.systems.kafka.system import KafkaSystem
 
 __all__ = [
     "PRODUCER_PREFIX",
     "KafkaTransactions",
+    "TransactionHost",
     "probe_transactions",
     "start_transactional_producer",
     "transactional_id",
@@ -60,6 +59,34 @@ INIT_TIMEOUT_S = 30.0
 its transaction log, and a broker just back from an outage loads that log first."""
 
 
+class TransactionHost(Protocol):
+    """What transactions use of the system that owns them (`KafkaSystem`): its client
+    options, its admin, and its sends into topics it creates on demand."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def options(self) -> KafkaOptions: ...
+
+    @property
+    def admin(self) -> KafkaAdmin: ...
+
+    async def send_rows(self, producer: AIOKafkaProducer, rows: Sequence[ProducerRow],
+                        positions: int | None = None,
+                        columns: Sequence[OutputColumns] = ()) -> list[RecordPosition]: ...
+
+    async def send_records(self, producer: AIOKafkaProducer, records: Sequence[ProducerRecord],
+                           positions: int | None = None) -> list[RecordPosition]: ...
+
+    async def checkpoints_stream(self, job: str) -> str: ...
+
+    async def write_fence_record(self, job: str, key: bytes, value: bytes) -> None: ...
+
+
 def transactional_id(job: str, worker: int) -> str:
     """The ``transactional.id`` of worker ``worker`` of ``job``: stable across restarts,
     so a restarted worker takes over (and fences) its predecessor."""
@@ -75,7 +102,7 @@ def decode_identity(value: bytes) -> ProducerIdentity:
     return int(producer_id), int(epoch)
 
 
-async def start_transactional_producer(system: KafkaSystem, txn_id: str) -> AIOKafkaProducer:
+async def start_transactional_producer(system: TransactionHost, txn_id: str) -> AIOKafkaProducer:
     """A started producer with ``transactional.id`` ``txn_id``; `UnsupportedOperation`
     naming the broker's answer and the fix when the broker has no transactions."""
     kwargs = system.options.client_kwargs(system.bootstrap)
@@ -101,7 +128,7 @@ async def start_transactional_producer(system: KafkaSystem, txn_id: str) -> AIOK
     return producer
 
 
-async def probe_transactions(system: KafkaSystem, job: str) -> None:
+async def probe_transactions(system: TransactionHost, job: str) -> None:
     """Check that the broker runs transactions (for a coordinator's start-up check)."""
     producer = await start_transactional_producer(system,
                                                   system.options.named(f"sampan-{job}-probe"))
@@ -125,7 +152,7 @@ def _lost_broker(error: BaseException) -> bool:
 class KafkaTransactions:
     """The transactional producer of one worker of ``job`` on ``system``."""
 
-    def __init__(self, system: KafkaSystem, job: str, worker: int) -> None:
+    def __init__(self, system: TransactionHost, job: str, worker: int) -> None:
         self._system = system
         self.job = job
         self.worker = worker
