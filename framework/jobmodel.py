@@ -88,6 +88,20 @@ class TaskModel:
         """Every SSP still behind a barrier."""
         return frozenset().union(*(stage.held for stage in self.stages))
 
+    def pending_stages(self, done: Mapping[SystemStreamPartition, int]) -> int:
+        """How many barrier stages ``done`` (checkpointed or read positions) has not passed
+        yet; stages pass in order, so the pending ones are the last ones."""
+        for passed, stage in enumerate(self.stages):
+            if not stage.passed(done):
+                return len(self.stages) - passed
+        return 0
+
+    def held_behind_barrier(self, done: Mapping[SystemStreamPartition, int]
+                            ) -> frozenset[SystemStreamPartition]:
+        """SSPs still held at positions ``done``: those of the stages not passed yet."""
+        pending = self.stages[len(self.stages) - self.pending_stages(done):]
+        return frozenset().union(*(stage.held for stage in pending))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,

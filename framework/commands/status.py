@@ -17,7 +17,6 @@ from framework.commands.status_health import assess
 from framework.commands.status_live import endpoints, expansions, restoring, scrape_rates
 from framework.commands.status_text import print_status
 from framework.config import JobConfig, load_config
-from framework.coordinator.expansion import held_behind_barrier, pending_stages
 from framework.coordinator.lease import pid_alive
 from framework.coordinator.liveness import check_coordinator
 from framework.coordinator.runfile import RunRecord, read_run_file, run_file
@@ -138,7 +137,7 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
     for task in state.model.ordered_tasks():
         checkpoint = checkpoints.get(task.name)
         done = checkpoint.inputs if checkpoint else {}
-        held = held_behind_barrier(task, done)
+        held = task.held_behind_barrier(done)
         ssps = []
         by_stream: dict[str, int] = {}
         for ssp in sorted(task.ssps | task.broadcast):
@@ -155,7 +154,7 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
                          "held": ssp in held, "past_end": ahead})
         tasks.append({"task": task.name, "worker": task.worker,
                       "barrier_stages": len(task.stages),
-                      "barrier_stages_passed": len(task.stages) - pending_stages(task, done),
+                      "barrier_stages_passed": len(task.stages) - task.pending_stages(done),
                       "changelog_partition": task.changelog_partition, "ssps": ssps,
                       "lag_by_stream": by_stream})
     metrics = endpoints(state, config.metrics.bind)

@@ -52,7 +52,9 @@ def expansions(state: CoordinatorState) -> list[dict[str, Any]]:
     current = state.model.epoch if state.model is not None else None
     for record in state.status.expansions:
         note = None
-        if record.pause_ms is None:
+        if record.pause_ms is None and state.model is not None and state.model.hosts:
+            note = "pause not measured on several hosts"
+        elif record.pause_ms is None:
             note = ("pause ongoing: waiting for every worker to resume"
                     if record.epoch == current and state.status.state == "running"
                     else "pause unknown: the job restarted before every worker resumed")

@@ -1,35 +1,35 @@
 """Where expansion happens: naming a partition change, the barrier stages of tasks that
 gain partitions, and the bookkeeping of applied and refused changes.
 
-The coordinator detects a change by comparing partition counts with its model's; the
-builder (`framework.coordinator.builder`) validates it through the fixed-task grouper and
-asks `barrier_stages` for the barriers; `ExpansionBook` records what happened in the
-coordinator's status for `sampan status` and the drill, with the inputs held after a
-change their tasks cannot map (`framework.coordinator.holds`). Workers enforce the
-barriers with `framework.jobmodel.BarrierStage.passed`, the one barrier rule.
+Every coordinator (one host or several) decides a change with
+`framework.coordinator.decision.decide_partition_change`; the builder
+(`framework.coordinator.builder`) validates it through the fixed-task grouper and asks
+`barrier_stages` for the barriers; `ExpansionBook` records what happened in the
+coordinator's status for `sampan status` and the drill: the expansions applied and the
+refusal of inputs held after a change their tasks cannot map
+(`framework.coordinator.holds`). Workers enforce the barriers with
+`framework.jobmodel.BarrierStage.passed`, the one barrier rule; status, metrics and re-key
+read their progress with `TaskModel.pending_stages` and `TaskModel.held_behind_barrier`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from framework.jobmodel import BarrierStage, JobModel, TaskModel
-from framework.metadata import CoordinatorStatus, ExpansionRecord, Refusal
+from framework.jobmodel import BarrierStage, JobModel
+from framework.metadata import CoordinatorStatus, ExpansionRecord
 from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
 
 if TYPE_CHECKING:
-    from framework.coordinator.holds import HoldPlan
+    from framework.coordinator.decision import PartitionDecision
 
 __all__ = [
     "ExpansionBook",
     "barrier_stages",
     "describe_change",
-    "held_behind_barrier",
-    "pending_stages",
 ]
 
 log = logging.getLogger(__name__)
@@ -74,44 +74,25 @@ def barrier_stages(
     return tuple(stages)
 
 
-def pending_stages(task: TaskModel, done: Mapping[SystemStreamPartition, int]) -> int:
-    """How many of the task's barrier stages its checkpoint has not passed yet (in order)."""
-    for passed, stage in enumerate(task.stages):
-        if not stage.passed(done):
-            return len(task.stages) - passed
-    return 0
-
-
-def held_behind_barrier(
-    task: TaskModel, done: Mapping[SystemStreamPartition, int]
-) -> frozenset[SystemStreamPartition]:
-    """SSPs still held: those of the stages the checkpointed positions have not passed."""
-    pending = task.stages[len(task.stages) - pending_stages(task, done):]
-    return frozenset().union(*(stage.held for stage in pending))
-
-
 class ExpansionBook:
     """The coordinator's record of applied expansions and held inputs (in its status)."""
 
-    def __init__(self, status: CoordinatorStatus, job_path: Path) -> None:
+    def __init__(self, status: CoordinatorStatus) -> None:
         self.status = status
-        self.job_path = job_path
 
-    def holding(self, plan: HoldPlan, counts: Mapping[str, int], detected_ms: int,
-                epoch: int) -> bool:
-        """Record the inputs ``plan`` holds (logged once per distinct change), or clear the
-        refusal when it holds none; True when the status changed."""
-        if not plan.held:
+    def note(self, decision: PartitionDecision, epoch: int) -> bool:
+        """Record the refusal of ``decision`` (logged once per distinct change), or clear
+        the refusal when it holds no input; True when the status changed."""
+        refusal = decision.refusal
+        if refusal is None:
             return self.clear_refusal(epoch)
-        change, error = plan.change, plan.explain(self.job_path)
         known = self.status.refusal
         if known is not None and (known.change, known.error, known.counts) == (
-                change, error, dict(counts)):
+                refusal.change, refusal.error, refusal.counts):
             return False
         log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d",
-                  change, error, epoch)
-        self.status.refusal = Refusal(change=change, error=error, detected_ms=detected_ms,
-                                      counts=dict(counts))
+                  refusal.change, refusal.error, epoch)
+        self.status.refusal = refusal
         return True
 
     def clear_refusal(self, epoch: int) -> bool:
@@ -122,6 +103,10 @@ class ExpansionBook:
         self.status.refusal = None
         return True
 
-    def applied(self, record: ExpansionRecord) -> None:
-        """Record an applied expansion in the status timeline."""
+    def applied(self, record: ExpansionRecord | None) -> bool:
+        """Record an applied expansion in the status timeline (None: none applied); True
+        when the status changed."""
+        if record is None:
+            return False
         self.status.expansions.append(record)
+        return True

@@ -12,8 +12,9 @@ Otherwise only the operator releases it, with the job stopped: `sampan rekey` (k
 records, read under the count they were written for) or `sampan streams discard-held`
 (skips them).
 
-`plan_holds` is pure: the coordinator (one host), the group leader (several hosts) and
-the remedies read the inputs (`input_now`) and call it.
+`plan_holds` is pure: the coordinators (one host, and the group leader of several) call
+it through `framework.coordinator.decision.decide_partition_change`; the remedies read
+the inputs (`input_now`) and call it directly.
 """
 
 from __future__ import annotations

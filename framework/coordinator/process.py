@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-import groupers as G
 from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.config.snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.expansion import ExpansionBook, describe_change
-from framework.coordinator.holds import HoldPlan, InputNow, input_now, plan_holds
+from framework.coordinator.decision import PartitionDecision, decide_partition_change
+from framework.coordinator.expansion import ExpansionBook
+from framework.coordinator.holds import InputNow, input_now
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.modes import refuse_other_mode
@@ -45,7 +45,6 @@ from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import (
     ConfigChange,
     CoordinatorStatus,
-    ExpansionRecord,
     ensure_coordinator_stream,
     publish_model,
     publish_status,
@@ -98,7 +97,7 @@ class Coordinator:
         self._lease_lost = asyncio.Event()
         self.model: JobModel | None = None
         self.status = CoordinatorStatus()
-        self.expansions = ExpansionBook(self.status, config.path)
+        self.expansions = ExpansionBook(self.status)
         self.metrics = CoordinatorMetrics(config)
         self.reach = Reachability(self.status, self._reachability_changed)
         self.run_file = run_file(config.state_dir)
@@ -117,7 +116,7 @@ class Coordinator:
         compactor: asyncio.Task[None] | None = None
         retainer: asyncio.Task[None] | None = None
         try:
-            await self._open()
+            await self.open_systems()
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
             self.supervisor.config_snapshot = snapshot_config(self.config)
             ttl = self.config.coordinator.lease_timeout_ms
@@ -148,7 +147,7 @@ class Coordinator:
             self.metrics.serve(self)
             counts = await self.partition_counts()
             await self._check_inputs()  # before any worker starts reading
-            await self._create_declared_streams()
+            await self.create_declared_streams()
             await self._start_producers()
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
@@ -184,8 +183,7 @@ class Coordinator:
                 await self._report(state=ended)
             if self.lease is not None:
                 await self.lease.release()
-            for system in self.systems.values():
-                await system.close()
+            await self.close_systems()
 
     async def _start_model(self, counts: dict[str, int], previous: JobModel | None) -> JobModel:
         """The first model of this run; counts changed while the job was down are applied
@@ -193,21 +191,28 @@ class Coordinator:
         detected = _now_ms()
         if previous is None:
             return await self._publish(counts, None, reason="coordinator start")
-        plan = plan_holds(self.config, previous, counts,
-                          await self.inputs_now(previous, counts), now_ms=detected)
-        if self.expansions.holding(plan, counts, detected, previous.epoch):
+        decision = await self.decide(previous, counts, detected)
+        if self.expansions.note(decision, previous.epoch):
             await self._report(state="running")
-        described = describe_change(previous.partition_counts, plan.counts)
-        if not described:
-            return await self._publish(plan.counts, previous, reason="coordinator start",
-                                       holds=plan.holds)
-        log.info("input expansion while the job was stopped: %s", described)
-        model = await self._publish(plan.counts, previous, holds=plan.holds,
-                                    reason=f"coordinator start, expansion {described}")
-        self.expansions.applied(ExpansionRecord(
-            change=described, epoch=model.epoch, detected_ms=detected,
-            model_published_ms=_now_ms()))
+        if decision.error:
+            log.error("REFUSED %s; the job keeps running on epoch %d", decision.error,
+                      previous.epoch)
+        if not decision.expansion:
+            return await self._publish(decision.counts, previous, reason="coordinator start",
+                                       holds=decision.holds)
+        log.info("input expansion while the job was stopped: %s", decision.expansion)
+        model = await self._publish(decision.counts, previous, holds=decision.holds,
+                                    reason=f"coordinator start, expansion {decision.expansion}")
+        self.expansions.applied(decision.expansion_record(model.epoch, detected,
+                                                          published_ms=_now_ms()))
         return model
+
+    async def decide(self, model: JobModel, counts: Mapping[str, int], now_ms: int
+                     ) -> PartitionDecision:
+        """The decision about the inputs' counts now against ``model``
+        (`framework.coordinator.decision`), with what the systems show of them."""
+        return decide_partition_change(self.config, model, counts,
+                                       await self.inputs_now(model, counts), now_ms=now_ms)
 
     async def inputs_now(self, model: JobModel, counts: Mapping[str, int]
                          ) -> dict[str, InputNow]:
@@ -241,13 +246,19 @@ class Coordinator:
                 p: max(end, read.get((stream, p), 0)) for p, end in hold.ends.items()})
         return settled
 
-    async def _open(self) -> None:
+    async def open_systems(self) -> None:
+        """Start a client of the metadata system and of every input's system."""
         names = {self.config.metadata_system} | {
             self.config.stream(s).system for s in self._all_inputs()}
         for name in sorted(names):
             system = open_system(self.config.system(name))
             await system.start()
             self.systems[name] = system
+
+    async def close_systems(self) -> None:
+        """Close every system client `open_systems` (or a declared stream) started."""
+        for system in self.systems.values():
+            await system.close()
 
     def _all_inputs(self) -> list[str]:
         return [*self.config.inputs, *self.config.broadcast_inputs]
@@ -281,7 +292,7 @@ class Coordinator:
                 with self.reach.watch(system.name):
                     await start_producer()
 
-    async def _create_declared_streams(self) -> None:
+    async def create_declared_streams(self) -> None:
         """Create every declared stream with ``partitions`` that does not exist yet (outputs)."""
         for qualified in sorted(self.config.streams):
             stream = self.config.stream(qualified)
@@ -298,7 +309,8 @@ class Coordinator:
                 log.info("created stream %s with %s", qualified,
                          counted(stream.partitions, "partition"))
 
-    async def _end_offsets(self, model: JobModel) -> dict[SystemStreamPartition, int]:
+    async def end_offsets(self) -> dict[SystemStreamPartition, int]:
+        """Every input partition's end offset now (the barriers of the next model)."""
         ends: dict[SystemStreamPartition, int] = {}
         for qualified in self.config.inputs:
             stream = self.config.stream(qualified)
@@ -313,12 +325,12 @@ class Coordinator:
         holds: Mapping[str, StreamHold] | None = None,
     ) -> JobModel:
         checkpoints = await self.meta.read_checkpoints(self.config.name)
-        ends = await self._end_offsets(previous) if previous else {}
+        ends = await self.end_offsets() if previous else {}
         model = build_job_model(
             self.config, counts, previous, now_ms=_now_ms(), reason=reason,
             end_offsets=ends, checkpoints=checkpoints,
             local_state=await self._local_state(previous), holds=holds)
-        await self._ensure_changelogs(model)
+        await self.ensure_changelogs(model)
         model = await publish_model(self.meta, self.config, model)
         log.info("published job model epoch %d (%s): %s on %s", model.epoch,
                  reason, counted(len(model.tasks), "task"), counted(model.workers, "worker"))
@@ -349,7 +361,7 @@ class Coordinator:
                     for store, offset in stores.items())
         return state
 
-    async def _ensure_changelogs(self, model: JobModel) -> None:
+    async def ensure_changelogs(self, model: JobModel) -> None:
         """Each logged store's changelog has at least one partition per task, compacted."""
         for store in sorted(self.config.logged_stores):
             system_name, stream = self.config.changelog_ref(store)
@@ -464,45 +476,30 @@ class Coordinator:
         published with the workers stopped."""
         assert self.model is not None
         detected = _now_ms()
-        plan = plan_holds(self.config, self.model, counts,
-                          await self.inputs_now(self.model, counts), now_ms=detected)
-        noted = self.expansions.holding(plan, counts, detected, self.model.epoch)
-        if not self._changes(plan):
+        decision = await self.decide(self.model, counts, detected)
+        noted = self.expansions.note(decision, self.model.epoch)
+        if decision.error:
+            log.error("REFUSED %s; the job keeps running on epoch %d", decision.error,
+                      self.model.epoch)
+        if not decision.changed:
             if noted:
                 await self._report(state="running")
             return
-        described = describe_change(self.model.partition_counts, plan.counts)
-        try:
-            build_job_model(self.config, plan.counts, self.model, holds=plan.holds)
-        except G.ExpansionError as error:  # validated per input by the plan: not expected
-            log.error("REFUSED partition change %s: %s; the job keeps running on epoch %d",
-                      described, error, self.model.epoch)
-            return
-        held = sorted(set(plan.holds) ^ set(self.model.holds))
-        what = ", ".join([*([f"expansion {described}"] if described else []),
-                          *(f"{'hold' if s in plan.holds else 'release'} {s}" for s in held)])
-        log.info("%s; stopping workers", what)
+        log.info("%s; stopping workers", decision.what)
         if self.start_workers:  # the next epoch's workers start up while these stop
             await self.supervisor.prepare(self.config.workers)
         await self.supervisor.stop()
         stopped = _now_ms()
-        holds = await self.settle_holds(plan.holds, self.model)
-        self.model = await self._publish(plan.counts, self.model, reason=what, holds=holds)
+        holds = await self.settle_holds(decision.holds, self.model)
+        self.model = await self._publish(decision.counts, self.model, reason=decision.what,
+                                         holds=holds)
         published = _now_ms()
         if self.start_workers:
             await self.supervisor.start(self.model.workers)
-        if described:
-            self.expansions.applied(ExpansionRecord(
-                change=described, epoch=self.model.epoch, detected_ms=detected,
-                workers_stopped_ms=stopped, model_published_ms=published,
-                workers_started_ms=_now_ms()))
+        self.expansions.applied(decision.expansion_record(
+            self.model.epoch, detected, published_ms=published, stopped_ms=stopped,
+            started_ms=_now_ms()))
         await self._report(state="running")
-
-    def _changes(self, plan: HoldPlan) -> bool:
-        """Whether ``plan`` differs from the running model (counts or holds)."""
-        assert self.model is not None
-        return (plan.counts != dict(self.model.partition_counts)
-                or plan.holds != dict(self.model.holds))
 
     async def _report(self, *, state: str) -> None:
         """Publish the status; while the metadata system is unreachable it is published

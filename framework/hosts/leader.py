@@ -1,11 +1,12 @@
 """The group leader's step of a rebalance: build and publish the next job model.
 
 The model builder is the one of `framework.coordinator.builder` (fixed-task grouper,
-expansion mapping and barriers unchanged) and inputs are held as on one host
-(`framework.coordinator.holds`); only the placement is over hosts
-(`placement.place_on_hosts`). aiokafka asks an assignor for its assignment synchronously
-inside its event loop, so `lead_blocking` runs the asynchronous reads and the publish on
-a fresh event loop in a helper thread, with clients of its own.
+expansion mapping and barriers unchanged), and a partition change is decided and recorded
+as on one host (`framework.coordinator.decision`: expansions applied, inputs held, the
+refusal and the expansion in the job's status for `sampan status`); only the placement
+is over hosts (`placement.place_on_hosts`). aiokafka asks an assignor for its assignment
+synchronously inside its event loop, so `lead_blocking` runs the asynchronous reads and
+the publish on a fresh event loop in a helper thread, with clients of its own.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from dataclasses import replace
 
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.expansion import ExpansionBook, describe_change
-from framework.coordinator.holds import plan_holds
+from framework.coordinator.expansion import ExpansionBook
 from framework.coordinator.process import Coordinator
 from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
@@ -63,25 +63,28 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
     fences every older epoch's workers); returns it and whether warmups need a probe."""
     coordinator = Coordinator(config, start_workers=False)
     try:
-        await coordinator._open()  # the coordinator's own readers: one definition of each
+        await coordinator.open_systems()  # the coordinator's own readers: one of each
         state = await read_state(coordinator.meta, config)
         previous = state.model
         counts = await coordinator.partition_counts()
-        await coordinator._create_declared_streams()
+        await coordinator.create_declared_streams()
+        book = ExpansionBook(state.status)  # `sampan status` shows what happened to inputs
+        detected = int(time.time() * 1000)
+        decision = None
         holds = None
-        if previous is not None:  # the one-host rule: hold inputs the tasks cannot map
-            now_ms = int(time.time() * 1000)
-            plan = plan_holds(config, previous, counts,
-                              await coordinator.inputs_now(previous, counts), now_ms=now_ms)
-            book = ExpansionBook(state.status, config.path)  # `sampan status` shows the hold
-            if book.holding(plan, counts, now_ms, previous.epoch):
+        if previous is not None:  # the one-host decision: expand, hold or release inputs
+            decision = await coordinator.decide(previous, counts, detected)
+            if book.note(decision, previous.epoch):  # before the model, as on one host
                 await publish_status(coordinator.meta, config, book.status)
-            counts, holds = plan.counts, await coordinator.settle_holds(plan.holds, previous)
-            change = describe_change(previous.partition_counts, counts)
-            if change:
-                reason = f"{reason}, expansion {change}"
+            if decision.error:
+                log.error("REFUSED %s; the job keeps the counts of epoch %d", decision.error,
+                          previous.epoch)
+            counts = decision.counts
+            holds = await coordinator.settle_holds(decision.holds, previous)
+            if decision.expansion:
+                reason = f"{reason}, expansion {decision.expansion}"
         checkpoints = await coordinator.meta.read_checkpoints(config.name)
-        ends = await coordinator._end_offsets(previous) if previous else {}
+        ends = await coordinator.end_offsets() if previous else {}
         # The ranges need the new tasks' changelog partitions: a draft build (pure) tells.
         draft = build_job_model(config, counts, previous, end_offsets=ends,
                                 checkpoints=checkpoints, placement=lambda c: dict.fromkeys(c, 0),
@@ -106,14 +109,16 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
         placed = decided[-1]
         model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
                         standbys=placed.standbys, warmups=placed.warmups)
-        await coordinator._ensure_changelogs(model)
+        await coordinator.ensure_changelogs(model)
         model = await publish_model(coordinator.meta, config, model)
         log.info("leader published job model epoch %d (%s): %d tasks on hosts %s", model.epoch,
                  reason, len(model.tasks), ", ".join(sorted(placed.hosts)))
+        if decision is not None and book.applied(decision.expansion_record(
+                model.epoch, detected, published_ms=int(time.time() * 1000))):
+            await publish_status(coordinator.meta, config, book.status)
         return model, placed.probing
     finally:
-        for system in coordinator.systems.values():
-            await system.close()
+        await coordinator.close_systems()
 
 
 def lead_blocking(config: JobConfig, members: Mapping[str, Member], reason: str,

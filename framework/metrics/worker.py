@@ -243,7 +243,7 @@ class WorkerMetrics:
                                    max(0, ends[ssp] - positions.get(ssp, 0)))
             task = model.tasks.get(instance.name) if model is not None else None
             held.add_metric([*labels, instance.name],
-                            len(_held(task.stages, positions)) if task is not None else 0)
+                            len(task.held_behind_barrier(positions)) if task is not None else 0)
         yield from (processed, skipped, lag, held)
         yield from self._per_task("sampan_task_records_per_second", self._rates)
         yield from self._per_task("sampan_outputs_produced", self._outputs)
@@ -290,12 +290,4 @@ class WorkerMetrics:
         counter = family("sampan_changelog_records_restored")
         counter.add_metric(list(self.labels), total)
         yield from (restored, to_restore, mode, counter)
-
-
-def _held(stages: Sequence[Any], positions: dict[SystemStreamPartition, int]) -> frozenset[Any]:
-    """SSPs of the barrier stages not passed yet (stages are passed in order)."""
-    for index, stage in enumerate(stages):
-        if not stage.passed(positions):
-            return frozenset().union(*(s.held for s in stages[index:]))
-    return frozenset()
 

@@ -128,12 +128,11 @@ def _check_model(config: JobConfig, model: JobModel, counts: Mapping[str, int],
                 f"{valid_task_counts(inputs)}")
     for task in model.ordered_tasks():
         done = checkpoints[task.name].inputs if task.name in checkpoints else {}
-        for stage in task.stages:
-            if not stage.passed(done):
-                raise RekeyError(
-                    f"task {task.name!r} has not passed its expansion barrier yet (it still "
-                    f"has records from before the expansion to process); run the job until "
-                    f"it caught up, stop it, then re-key")
+        if task.pending_stages(done):
+            raise RekeyError(
+                f"task {task.name!r} has not passed its expansion barrier yet (it still "
+                f"has records from before the expansion to process); run the job until "
+                f"it caught up, stop it, then re-key")
     return inputs
 
 

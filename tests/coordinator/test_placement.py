@@ -75,7 +75,7 @@ async def test_workers_report_store_positions_the_coordinator_turns_into_gaps(
     padded = await job.pad_changelog(2, 7)  # 7 changelog records the workers never saw
     assert padded
     coordinator = Coordinator(job.config, start_workers=False)
-    await coordinator._open()
+    await coordinator.open_systems()
     try:
         gaps = await coordinator._local_state(state.model)
     finally:

@@ -121,7 +121,7 @@ async def test_a_commit_between_reading_ends_and_checking_is_not_a_truncation(
     before = await job.checkpoints()
 
     coordinator = Coordinator(job.config, start_workers=False)
-    await coordinator._open()
+    await coordinator.open_systems()
     system = coordinator.systems["local"]
     read_offsets = system.offsets
 

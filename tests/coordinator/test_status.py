@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from framework.commands.status_health import assess
-from framework.coordinator.expansion import held_behind_barrier
 from framework.jobmodel import BarrierStage, TaskModel
 from groupers import SystemStreamPartition as SSP
 
@@ -24,20 +23,26 @@ TASK = TaskModel(
 
 
 def test_nothing_checkpointed_holds_every_stage() -> None:
-    assert held_behind_barrier(TASK, {}) == {ssp(2), ssp(4), ssp(6)}
+    assert TASK.held_behind_barrier({}) == {ssp(2), ssp(4), ssp(6)}
 
 
 def test_first_stage_passed_holds_only_the_second() -> None:
-    assert held_behind_barrier(TASK, {ssp(0): 120, ssp(2): 5}) == {ssp(4), ssp(6)}
+    assert TASK.held_behind_barrier({ssp(0): 120, ssp(2): 5}) == {ssp(4), ssp(6)}
 
 
 def test_stages_are_released_in_order() -> None:
     """The second barrier's offsets reached does not release it before the first."""
-    assert held_behind_barrier(TASK, {ssp(0): 99, ssp(2): 40}) == {ssp(2), ssp(4), ssp(6)}
+    assert TASK.held_behind_barrier({ssp(0): 99, ssp(2): 40}) == {ssp(2), ssp(4), ssp(6)}
 
 
 def test_every_stage_passed_holds_nothing() -> None:
-    assert held_behind_barrier(TASK, {ssp(0): 150, ssp(2): 40}) == frozenset()
+    assert TASK.held_behind_barrier({ssp(0): 150, ssp(2): 40}) == frozenset()
+
+
+def test_pending_stages_count_the_stages_not_passed_in_order() -> None:
+    assert [TASK.pending_stages(done) for done in (
+        {}, {ssp(0): 120, ssp(2): 5}, {ssp(0): 99, ssp(2): 40}, {ssp(0): 150, ssp(2): 40},
+    )] == [2, 1, 2, 0]
 
 
 # -- the health a status document amounts to (`framework.commands.status_health`) -------

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hostjobs import Hosts, final_state, job_file, produce, state, wait_for
+from hostjobs import CLI, Hosts, final_state, job_file, produce, state, wait_for
 
 from framework.systems import open_system
 
@@ -44,3 +46,76 @@ def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(kafka_broker: Any,
         wait_for(lambda: final_state(config) == dict(truth), 90, "exact sums", hosts)
     finally:
         hosts.stop_all()
+
+
+def test_status_on_two_hosts_names_the_expansion_and_the_refusal(kafka_broker: Any,
+                                                                tmp_path: Path) -> None:
+    """The group leader decides a partition change as one host does and records it the same
+    way: `sampan status` shows the applied expansion (from → to, its epoch) and, for a
+    change the tasks cannot map, the refusal with why and the fix."""
+    name = f"hr-{os.getpid()}"
+    topic, stream = f"{name}-in", f"kafka.{name}-in"
+    hosts = Hosts(job_file(tmp_path / "job", kafka_broker.bootstrap, name, partitions=2),
+                  tmp_path)
+    with hosts.logs_kept_on_failure("status-expansion-refusal"):
+        hosts.start("a")
+        hosts.start("b")
+        config = hosts.config
+        wait_for(lambda: (m := state(config).model) and set(m.hosts) == {"a", "b"}, 120,
+                 "two hosts", hosts)
+        truth: Counter[str] = Counter()
+        produce(config, truth, 1000, 40)
+        before = state(config).model
+        assert before is not None
+        expand_topic(hosts, topic, 4)
+        grown = wait_for(lambda: (m := state(config).model) and
+                         m.partition_counts[stream] == 4 and m, 120, "the model at 4", hosts)
+        produce(config, truth, 1000, 40, start=1000)
+        wait_for(lambda: final_state(config) == dict(truth), 120, "exact sums", hosts)
+        expand_topic(hosts, topic, 5)
+        held = wait_for(lambda: (m := state(config).model) and stream in m.holds and m, 120,
+                        "the leader's hold of 4→5", hosts)
+        assert held.partition_counts[stream] == 4
+        recorded = state(config).status
+        assert recorded.refusal is not None and recorded.refusal.change == f"{stream} 4→5"
+        assert [e.change for e in recorded.expansions] == [f"{stream} 2→4"]
+        expansion = recorded.expansions[0]
+        assert before.epoch < expansion.epoch <= grown.epoch  # the first model at 4
+        assert expansion.model_published_ms is not None
+        assert expansion.detected_ms <= expansion.model_published_ms
+        status = subprocess.run([*CLI, "status", str(hosts.path)], capture_output=True,
+                                text=True, timeout=120)
+        assert status.returncode == 1, status.stderr  # degraded while a change is refused
+        lines = status.stdout.splitlines()
+        job = hosts.path
+        assert [line for line in lines if line.startswith("  REFUSED")] == [
+            f"  REFUSED {stream} 4→5: stream {stream}: partition count went from 4 to 5, "
+            f"refused (2 tasks consume it): partition count 5 is not a multiple of 2: keys "
+            f"would change tasks; expand to a multiple of 2 (e.g. 6), or re-key the job's "
+            f"state offline to a task count that divides 5. {stream} is held: the job reads "
+            f"{stream} only up to where it had 4 partitions, on every later count (its other "
+            f"inputs go on). Growing it on to a count 2 tasks map releases it while nothing "
+            f"is written to it at 5 partitions; once records are, stop the job and run "
+            f"`sampan rekey {job} --tasks M` (keeps them; M one of 1, 5) or `sampan streams "
+            f"discard-held {stream} --job {job}`"]
+        assert [line for line in lines if line.startswith("  expansion ")] == [
+            f"  expansion {stream} 2→4 → epoch {expansion.epoch}: detected "
+            f"{clock(expansion.detected_ms)}, workers stopped -, restarted -, pause not "
+            f"measured on several hosts"]
+        assert final_state(config) == dict(truth)
+
+
+def expand_topic(hosts: Hosts, topic: str, partitions: int) -> None:
+    async def grow() -> None:
+        system = open_system(hosts.config.system("kafka"))
+        await system.start()
+        try:
+            await system.expand_stream(topic, partitions)
+        finally:
+            await system.close()
+    asyncio.run(grow())
+
+
+def clock(ms: int) -> str:
+    """A time as `sampan status` prints it (local time, milliseconds)."""
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
