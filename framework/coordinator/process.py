@@ -53,7 +53,7 @@ from framework.metadata import (
 )
 from framework.metrics import CoordinatorMetrics
 from framework.systems import open_system
-from framework.systems.base import System
+from framework.systems.base import StartsProducer, System
 from framework.wording import counted
 from framework.worker.commit import check_guarantee
 from groupers import SystemStreamPartition
@@ -276,10 +276,9 @@ class Coordinator:
         """Connect every Kafka producer of the job now, so what a broker refuses (the
         idempotent producer on tansu) is said once per run, here; workers stay quiet."""
         for system in self.systems.values():
-            start_producer = getattr(system, "start_producer", None)
-            if start_producer is not None:
+            if isinstance(system, StartsProducer):
                 with self.reach.watch(system.name):
-                    await start_producer()
+                    await system.start_producer()
 
     async def _create_declared_streams(self) -> None:
         """Create every declared stream with ``partitions`` that does not exist yet (outputs)."""

@@ -14,6 +14,7 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -37,7 +38,8 @@ from framework.systems.kafka.system import KafkaSystem
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 
-__all__ = ["DECODED_SCHEMA", "RAW_SCHEMA", "arrow_schema", "collector_paused", "column_chunks",
+__all__ = ["DECODED_SCHEMA", "RAW_SCHEMA", "RecordColumnReader", "arrow_schema", "collector_paused",
+           "column_chunks",
            "read_partition", "records_to_columns", "render"]
 
 FIRST_ROWS = 4_096
@@ -49,6 +51,18 @@ TARGET_BYTES = 4 << 20
 """Key and value bytes a local scan aims at: big records get fewer rows per batch."""
 
 BulkRead = Callable[[str, int, int, int, int], Awaitable[RecordColumns]]
+
+
+@runtime_checkable
+class RecordColumnReader(Protocol):
+    """A system that reads a range of one partition as columns of every field, without a
+    `Record` per row (the local log): the bulk read of the DataSource."""
+
+    async def read_record_columns(
+        self, stream: str, partition: int, start: int, end: int, limit: int
+    ) -> RecordColumns:
+        """Up to ``limit`` records of ``[start, end)`` as `RecordColumns`."""
+        ...
 
 
 def records_to_columns(records: Sequence[Record]) -> RecordColumns:
@@ -90,9 +104,8 @@ def column_chunks(
     fastest way ``system`` offers."""
     if isinstance(system, KafkaSystem) and kafka_fetch.AVAILABLE:
         return kafka_fetch.read_kafka_columns(system, stream, partition, start, end)
-    bulk: BulkRead | None = getattr(system, "read_record_columns", None)
-    if bulk is not None:
-        return _bulk_columns(bulk, stream, partition, start, end)
+    if isinstance(system, RecordColumnReader):
+        return _bulk_columns(system.read_record_columns, stream, partition, start, end)
     return _consumer_columns(system, SystemStreamPartition(system.name, stream, partition),
                              start, end)
 
