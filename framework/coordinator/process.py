@@ -46,6 +46,7 @@ from framework.metadata import (
     ConfigChange,
     CoordinatorStatus,
     ExpansionRecord,
+    RunState,
     ensure_coordinator_stream,
     publish_model,
     publish_status,
@@ -179,7 +180,7 @@ class Coordinator:
             if isinstance(failed, Exception):
                 self.status.error = str(failed)
             if self.lease is not None and self.lease.held:  # never overwrite another's status
-                ended = "failed" if isinstance(failed, Exception) else "stopped"
+                ended: RunState = "failed" if isinstance(failed, Exception) else "stopped"
                 self._write_run_file(ended)
                 await self._report(state=ended)
             if self.lease is not None:
@@ -503,7 +504,7 @@ class Coordinator:
         return (plan.counts != dict(self.model.partition_counts)
                 or plan.holds != dict(self.model.holds))
 
-    async def _report(self, *, state: str) -> None:
+    async def _report(self, *, state: RunState) -> None:
         """Publish the status; while the metadata system is unreachable it is published
         once it answers again (the outage itself is in the run file meanwhile)."""
         if not self.systems:
@@ -539,7 +540,7 @@ class Coordinator:
         self._unpublished = True
         self._write_run_file("running")
 
-    def _write_run_file(self, state: str) -> None:
+    def _write_run_file(self, state: RunState) -> None:
         """Who runs the job here and what it cannot reach (`framework.coordinator.runfile`)."""
         try:
             write_run_file(self.run_file, RunRecord(
