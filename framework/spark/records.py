@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
@@ -73,7 +73,7 @@ def records_to_columns(records: Sequence[Record]) -> RecordColumns:
 
 async def _bulk_columns(
     read: BulkRead, stream: str, partition: int, start: int, end: int
-) -> AsyncIterator[RecordColumns]:
+) -> AsyncGenerator[RecordColumns, None]:
     """Range scans of ``[start, end)``: a small first one, then sized to `TARGET_BYTES`."""
     position, limit = start, FIRST_ROWS
     while position < end:
@@ -92,14 +92,14 @@ async def _bulk_columns(
 
 async def _consumer_columns(
     system: System, ssp: SystemStreamPartition, start: int, end: int
-) -> AsyncIterator[RecordColumns]:
+) -> AsyncGenerator[RecordColumns, None]:
     async for records in read_range(system, ssp, start, end, 10_000):
         yield records_to_columns(records)
 
 
 def column_chunks(
     system: System, stream: str, partition: int, start: int, end: int
-) -> AsyncIterator[RecordColumns]:
+) -> AsyncGenerator[RecordColumns, None]:
     """The records of ``stream[partition]`` in ``[start, end)`` as column chunks, read the
     fastest way ``system`` offers."""
     if isinstance(system, KafkaSystem) and kafka_fetch.AVAILABLE:
@@ -159,6 +159,6 @@ def read_partition(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     finally:
         pending.cancel()
         loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
-        loop.run_until_complete(chunks.aclose())  # type: ignore[attr-defined]
+        loop.run_until_complete(chunks.aclose())
         loop.run_until_complete(system.close())
         loop.close()
