@@ -18,9 +18,18 @@ SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", 
 KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "kafka_own_broker", "tansu_broker"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `slow` by folder and `kafka` by fixture, so `-m 'not slow'` is a quick loop."""
+    """Mark `slow` by folder and `kafka` by fixture, so `-m 'not slow'` is a quick loop.
+
+    Under ``--dist loadgroup`` (the README's test command) a module's tests run on one
+    pytest process (its module fixtures start once), and every test that uses the Spark
+    session runs on the same one: each process starting a Spark JVM of its own cost a
+    second session's start and its memory and CPU for the rest of the run.
+    """
     for item in items:
+        group = "spark" if "spark" in getattr(item, "fixturenames", ()) else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
         parts = item.path.parts
         if "tests" in parts and SLOW & set(parts[parts.index("tests") + 1:-1]):
             item.add_marker(pytest.mark.slow)
@@ -94,7 +103,10 @@ def spark() -> Iterator[Any]:
     one for every Spark test of the run (starting one costs seconds)."""
     from framework.spark import local_session
 
-    session = local_session("local[2]", app="sampan-tests")
+    session = local_session("local[2]", app="sampan-tests", options={
+        # The tests' queries are small and many: the C1 compiler alone and one GC thread
+        # halved the driver JVM's CPU time on the ad-join verifier test (41 s against 90 s).
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
     session.conf.set("spark.sql.shuffle.partitions", "2")
     try:
         yield session

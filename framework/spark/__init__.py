@@ -11,6 +11,8 @@ there and raises `SparkUnavailableError` naming the fix otherwise::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from framework.spark.env import check_spark, loopback_environment
 
 check_spark()
@@ -42,10 +44,11 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(SampanDataSource)
 
 
-def local_session(master: str = "local[2]", app: str = "sampan") -> SparkSession:
+def local_session(master: str = "local[2]", app: str = "sampan",
+                  options: Mapping[str, str] | None = None) -> SparkSession:
     """A loopback-only local session with the UI off and few shuffle partitions, with the
-    ``sampan`` DataSource registered."""
-    spark = (
+    ``sampan`` DataSource registered; ``options``: more Spark settings (set at start)."""
+    builder = (
         SparkSession.builder.master(master).appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -53,8 +56,10 @@ def local_session(master: str = "local[2]", app: str = "sampan") -> SparkSession
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .getOrCreate()
     )
+    for key, value in (options or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from polling import apoll
+
 from framework.config import JobConfig, load_config
 from framework.drill.verify import read_stream
 from framework.metadata import CoordinatorState, read_state
@@ -236,6 +238,7 @@ class Job:
                    timeout: float = 45) -> None:
         """Poll ``condition``; fail naming ``what`` on timeout or when `sampan run` exited."""
         deadline = time.monotonic() + timeout
+        started = time.monotonic()
         while not await condition():
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"sampan run exited with {self.process.returncode} while "
@@ -243,7 +246,7 @@ class Job:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout:g}s waiting for {what}:\n"
                                      f"{self.coordinator_log()[-3000:]}")
-            await asyncio.sleep(0.05)
+            await apoll(started)
 
     async def wait_outputs(self, total: int | None = None, timeout: float = 60) -> None:
         """Until the job emitted one output per produced record."""

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from polling import apoll
+
 from framework.config import JobConfig, load_config
 from framework.drill.timeline import committed_and_end
 from framework.drill.verify import read_stream
@@ -170,6 +172,7 @@ type = "{store}"
         """Poll ``condition`` until truthy; fail naming ``what`` (with logs) on timeout or
         when `sampan run` exited."""
         deadline = time.monotonic() + timeout
+        started = time.monotonic()
         while not (value := await condition()):
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"sampan run exited with {self.process.returncode} "
@@ -177,7 +180,7 @@ type = "{store}"
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n"
                                      f"{self.logs_text()}")
-            await asyncio.sleep(0.2)
+            await apoll(started)
         return value
 
     async def wait_epoch(self, epoch: int) -> CoordinatorState:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from polling import poll
 from test_run_on_kafka import _job, _outputs, _start
 
 from framework.config import load_config
@@ -78,12 +79,13 @@ def read(path: Path, topic: str) -> dict[int, int]:
 def wait_for(predicate: Callable[[], bool], what: str, process: subprocess.Popen[str],
              log: Path, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
+    started = time.monotonic()
     while not predicate():
         assert process.poll() is None, f"sampan run exited waiting for {what}:\n" + (
             log.read_text()[-3000:])
         assert time.monotonic() < deadline, f"timed out waiting for {what}:\n" + (
             log.read_text()[-3000:])
-        time.sleep(0.3)
+        poll(started)
 
 
 def stop(process: subprocess.Popen[str]) -> None:

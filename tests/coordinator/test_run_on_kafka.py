@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from polling import poll
+
 from framework.config import load_config
 from framework.drill.verify import read_stream
 from framework.systems import open_system
@@ -88,10 +90,11 @@ async def _outputs(path: Path, topic: str = "word-counts") -> dict[str, list[dic
 
 def _wait_for(predicate: Any, timeout: float, what: str, process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + timeout
+    started = time.monotonic()
     while not predicate():
         assert process.poll() is None, f"sampan run exited early while waiting for {what}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
+        poll(started)
 
 
 def test_run_counts_exactly_on_kafka(kafka_broker: Any,

@@ -14,6 +14,8 @@ from jobs import harness as h
 from jobs.kafka_run import SumRun, checkpointed, exact_outputs
 from kafka_broker import KafkaBroker
 
+from framework.coordinator.runfile import read_run_file, run_file
+
 RECORDS = 20_000
 KEYS = 500
 OUTAGE_S = 30.0
@@ -73,6 +75,8 @@ async def test_a_broker_stopped_for_30_s_is_waited_for_then_the_job_resumes_exac
             return code == 1 and any(p.startswith("system 'kafka' unreachable since ")
                                      for p in document.get("problems", ()))
         await run.wait(degraded, 120, "status to report the broker unreachable")
+        shown = run.status()[1]
+        assert (shown["state"], shown["health"]) == ("running", "degraded"), shown
         await asyncio.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
         assert run.process is not None and run.process.poll() is None
         await asyncio.to_thread(kafka_own_broker.start, node)
@@ -83,6 +87,8 @@ async def test_a_broker_stopped_for_30_s_is_waited_for_then_the_job_resumes_exac
         await run.wait(everything_committed, 300, "every input committed after the outage")
         await run.wait(healthy, 120, "a healthy job again")
         assert run.status()[1]["restarts"] == 0, run.logs_text()
+        run_record = read_run_file(run_file(run.config.state_dir))
+        assert run_record is not None and run_record.unreachable == []
         assert run.worker_pids() == pids
         assert await run.stop() == 0
     finally:

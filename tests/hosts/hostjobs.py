@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from polling import poll
+
 from framework.config import JobConfig, load_config
 from framework.drill.hosts_job import HostProcesses, write_job
 from framework.metadata import CoordinatorState, read_state
@@ -83,6 +85,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
              hosts: Hosts | None = None) -> Any:
     """Poll ``predicate`` until truthy; fail naming ``what`` (with host logs) on timeout."""
     deadline = time.monotonic() + timeout
+    started = time.monotonic()
     while True:
         value = predicate()
         if value:
@@ -90,7 +93,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
         if time.monotonic() > deadline:
             tails = "" if hosts is None else hosts.tails()
             raise AssertionError(f"timed out waiting for {what}\n{tails}")
-        time.sleep(0.3)
+        poll(started)
 
 
 def state(config: JobConfig) -> CoordinatorState:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from polling import apoll
+
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
 from framework.drill.verify import read_stream
@@ -188,13 +190,14 @@ async def wait_until(condition: Callable[[], Awaitable[bool]], timeout: float, w
                      process: subprocess.Popen[bytes] | None = None) -> None:
     """Poll ``condition`` until true; fail naming ``what`` on timeout or an early exit."""
     deadline = time.monotonic() + timeout
+    started = time.monotonic()
     while not await condition():
         if process is not None and process.poll() is not None:
             raise AssertionError(f"worker exited with {process.returncode} while waiting "
                                  f"for {what}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.05)
+        await apoll(started)
 
 
 async def wait_resumed(system: System, config: JobConfig, process: subprocess.Popen[bytes],

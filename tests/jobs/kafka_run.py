@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from jobs import harness as h
+from polling import apoll
 
 from framework.config import JobConfig
 from framework.systems.base import System
@@ -140,6 +141,7 @@ class SumRun:
         """Poll ``condition`` until true; fail naming ``what`` (with the logs) on timeout, or
         when ``running`` and `sampan run` exited."""
         deadline = time.monotonic() + timeout
+        started = time.monotonic()
         while not await condition():
             if running and self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"sampan run exited {self.process.returncode} while "
@@ -147,7 +149,7 @@ class SumRun:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n"
                                      f"{self.logs_text()}")
-            await asyncio.sleep(0.2)
+            await apoll(started)
 
 
 def _stat_fields(pid: str) -> list[str]:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+from polling import apoll
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.process import Coordinator
@@ -119,13 +122,14 @@ async def _wait(check: Callable[[], Awaitable[bool]], timeout_s: float,
                 task: asyncio.Task[None]) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    started = time.monotonic()
     while not await check():
         if task.done():
             task.result()
             raise AssertionError("the coordinator stopped before the job caught up")
         if loop.time() > deadline:
             raise AssertionError(f"the job did not catch up within {timeout_s} s")
-        await asyncio.sleep(0.2)
+        await apoll(started)
 
 
 def load(job: Path) -> JobConfig:

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
+from polling import apoll
+
 from framework.config import JobConfig, load_config
 from framework.drill.scenario import load_sibling
 from framework.drill.verify import read_stream, store_state
@@ -172,6 +174,7 @@ class LocalJob:
                    timeout: float = 120) -> None:
         """Poll ``condition``; fail naming ``what`` on timeout or when `sampan run` exited."""
         deadline = time.monotonic() + timeout
+        started = time.monotonic()
         while not await condition():
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"sampan run exited with {self.process.returncode} "
@@ -179,7 +182,7 @@ class LocalJob:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout:g}s waiting for {what}:\n"
                                      f"{self.logs()}")
-            await asyncio.sleep(0.1)
+            await apoll(started)
 
     async def wait_expansions(self, changes: set[str], workers: int) -> CoordinatorState:
         """Until every change (``"local.s 2→4"``) is recorded — expansions detected together
