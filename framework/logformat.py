@@ -92,10 +92,10 @@ class LibraryThrottle(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(self.prefix):
             return True
-        verdict = getattr(record, "_sampan_throttle", None)
+        fields = vars(record)  # the verdict travels with the record to every handler
+        verdict = fields.get("sampan_throttle")
         if verdict is None:
-            verdict = self._judge(record)
-            record._sampan_throttle = verdict
+            verdict = fields["sampan_throttle"] = self._judge(record)
         return bool(verdict)
 
     def _judge(self, record: logging.LogRecord) -> bool:

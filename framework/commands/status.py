@@ -13,6 +13,14 @@ import time
 from typing import Any
 
 from framework.commands.jobarg import add_job_argument
+from framework.commands.status_document import (
+    JobFigures,
+    JobStatus,
+    LocalRun,
+    ResetRow,
+    SspRow,
+    TaskRow,
+)
 from framework.commands.status_health import assess
 from framework.commands.status_live import endpoints, expansions, restoring, scrape_rates
 from framework.commands.status_text import print_status
@@ -22,9 +30,10 @@ from framework.coordinator.liveness import check_coordinator
 from framework.coordinator.runfile import RunRecord, read_run_file, run_file
 from framework.errors import DamagedLogError, JobModelError, SystemUnavailableError
 from framework.hosts.status import hosts_state, hosts_status
-from framework.metadata import CoordinatorState, read_state
+from framework.metadata import CoordinatorState, Unreachable, read_state
 from framework.metrics.targets import targets_dir
 from framework.systems import open_system
+from framework.systems.base import System
 from framework.systems.local.system import LocalSystem
 
 __all__ = ["JobNotStartedError", "add_status_command", "collect_status"]
@@ -53,8 +62,8 @@ def add_status_command(commands: Any) -> None:
     parser.set_defaults(handler=_command)
 
 
-async def collect_status(config: JobConfig) -> dict[str, Any]:
-    """The job's status as plain data (what `--json` prints), health included."""
+async def collect_status(config: JobConfig) -> JobStatus:
+    """The job's status (`JobStatus.to_json` is what `--json` prints), health included."""
     meta = open_system(config.system(config.metadata_system))
     await meta.start()
     try:
@@ -63,56 +72,48 @@ async def collect_status(config: JobConfig) -> dict[str, Any]:
             raise JobNotStartedError(
                 f"job {config.name!r} has not been started: no job model in "
                 f"{config.coordinator_stream}; run `sampan run {config.path}`")
-        truth = await _coordinator_state(meta, config, state)
-        status = await _job_figures(meta, config, state)
+        status = await _coordinator_state(meta, config, state)
+        status.figures = await _job_figures(meta, config, state)
     finally:
         await meta.close()
-    coordinator = state.status.to_dict()
-    status.update({name: coordinator[name] for name in (
-        "refusal", "error", "worker_logs", "config_change", "stuck", "restarts", "crashes",
-        "crash_window_ms", "max_restarts", "unreachable", "coordinator_pid",
-        "coordinator_host", "updated_ms")})
-    status.update(truth)
-    status["unreachable"] = _outages(config, state, status["unreachable"])
-    status["idle_workers"] = state.model.idle_workers()
-    status["idle_message"] = state.model.idle_workers_message()
+    status.report = state.status
+    status.unreachable = _outages(config, state, state.status.unreachable)
     return _with_health(status)
 
 
-async def _coordinator_state(meta: Any, config: JobConfig, state: CoordinatorState
-                             ) -> dict[str, Any]:
+async def _coordinator_state(meta: System, config: JobConfig, state: CoordinatorState
+                             ) -> JobStatus:
     """``state`` as it truly is: a ``running`` report whose coordinator is gone (its
     process or lease dead) is ``died``; a job on several hosts is judged by its hosts."""
     assert state.model is not None
     recorded = state.status.state
-    truth: dict[str, Any] = {"recorded_state": recorded, "not_running": None}
+    truth = JobStatus(config.name, recorded or "unknown", recorded, None,
+                      error=state.status.error)
     if state.model.hosts and recorded is None:
-        truth["state"], truth["not_running"] = hosts_state(state)
+        truth.state, truth.not_running = hosts_state(state)
     elif recorded == "running":
         liveness = await check_coordinator(meta, config.name, state.status)
-        truth["state"] = "running" if liveness.alive else "died"
-        truth["not_running"] = liveness.detail
+        truth.state = "running" if liveness.alive else "died"
+        truth.not_running = liveness.detail
         ended = read_run_file(run_file(config.state_dir))
         if not liveness.alive and ended is not None and ended.state == "failed" and (
                 ended.pid, ended.host) == (state.status.coordinator_pid,
                                            state.status.coordinator_host):
             # it failed while the metadata system could not take its last report
-            truth.update(state="failed", error=ended.error, not_running=None)
-    else:
-        truth["state"] = recorded or "unknown"
-        if recorded == "stopped":
-            truth["not_running"] = f"the job was stopped at {_clock(state.status.updated_ms)}"
+            truth.state, truth.error, truth.not_running = "failed", ended.error, None
+    elif recorded == "stopped":
+        truth.not_running = f"the job was stopped at {_clock(state.status.updated_ms)}"
     return truth
 
 
-async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
-                       ) -> dict[str, Any]:
+async def _job_figures(meta: System, config: JobConfig, state: CoordinatorState
+                       ) -> JobFigures:
     """Epoch, positions, lag, rates, restores, expansions: what the job is doing."""
     assert state.model is not None
     checkpoints = await meta.read_checkpoints(config.name)
     ends: dict[tuple[str, str, int], int] = {}
     oldest: dict[tuple[str, str, int], int] = {}
-    resets: list[dict[str, Any]] = []
+    resets: list[ResetRow] = []
     for qualified in (*config.inputs, *config.broadcast_inputs):
         stream = config.stream(qualified)
         system = meta if stream.system == meta.name else open_system(
@@ -124,9 +125,8 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
                 ends[(stream.system, stream.stream, partition)] = offsets.end
                 oldest[(stream.system, stream.stream, partition)] = offsets.oldest
             if isinstance(system, LocalSystem):
-                resets += [{"stream": qualified, "partition": r.partition, "task": r.task,
-                            "from": r.from_offset, "to": r.to_offset,
-                            "reset_ms": r.reset_ms, "message": r.describe()}
+                resets += [ResetRow(qualified, r.partition, r.task, r.from_offset,
+                                    r.to_offset, r.reset_ms, r.describe())
                            for r in await system.retention_resets(config.name)
                            if r.stream == stream.stream]
         finally:
@@ -149,29 +149,26 @@ async def _job_figures(meta: Any, config: JobConfig, state: CoordinatorState
             total_lag += lag
             qualified = f"{ssp.system}.{ssp.stream}"
             by_stream[qualified] = by_stream.get(qualified, 0) + lag
-            ssps.append({"ssp": [ssp.system, ssp.stream, ssp.partition],
-                         "position": position, "end": end, "lag": lag,
-                         "held": ssp in held, "past_end": ahead})
-        tasks.append({"task": task.name, "worker": task.worker,
-                      "barrier_stages": len(task.stages),
-                      "barrier_stages_passed": len(task.stages) - task.pending_stages(done),
-                      "changelog_partition": task.changelog_partition, "ssps": ssps,
-                      "lag_by_stream": by_stream})
+            ssps.append(SspRow((ssp.system, ssp.stream, ssp.partition), position, end, lag,
+                               ssp in held, ahead))
+        tasks.append(TaskRow(task.name, task.worker, len(task.stages),
+                             len(task.stages) - task.pending_stages(done),
+                             task.changelog_partition, ssps, by_stream))
     metrics = endpoints(state, config.metrics.bind)
-    metrics["file_sd"] = str(targets_dir(config.state_dir) / "*.json")
-    rates = await scrape_rates(list(metrics["workers"].values()))
+    metrics.file_sd = str(targets_dir(config.state_dir) / "*.json")
+    rates = await scrape_rates(list(metrics.workers.values()))
     for row in tasks:
-        row["rate"] = rates.get(str(row["task"]))
-    return {
-        "job": config.name, "epoch": state.model.epoch, "reason": state.model.reason,
-        "partition_counts": dict(state.model.partition_counts),
-        "workers": state.model.workers,
-        "expansions": expansions(state), "restoring": restoring(state), "metrics": metrics,
-        "worker_reports": {str(k): v.to_dict() for k, v in sorted(state.workers.items())},
-        "total_lag": total_lag, "tasks": tasks, **hosts_status(state, tasks),
-        "retention_resets": sorted(resets, key=lambda r: (r["reset_ms"], r["stream"],
-                                                         r["partition"])),
-    }
+        row.rate = rates.get(row.task)
+    hosts, task_hosts = hosts_status(state, tasks)
+    return JobFigures(
+        epoch=state.model.epoch, reason=state.model.reason,
+        partition_counts=dict(state.model.partition_counts), workers=state.model.workers,
+        expansions=expansions(state), restoring=restoring(state), metrics=metrics,
+        worker_reports={str(k): v for k, v in sorted(state.workers.items())},
+        total_lag=total_lag, tasks=tasks, hosts=hosts, task_hosts=task_hosts,
+        retention_resets=sorted(resets, key=lambda r: (r.reset_ms, r.stream, r.partition)),
+        idle_workers=state.model.idle_workers(),
+        idle_message=state.model.idle_workers_message())
 
 
 def _this_machines_run(config: JobConfig, pid: int | None = None) -> RunRecord | None:
@@ -185,61 +182,54 @@ def _this_machines_run(config: JobConfig, pid: int | None = None) -> RunRecord |
     return run
 
 
-def _outages(config: JobConfig, state: CoordinatorState, recorded: list[dict[str, Any]]
-             ) -> list[dict[str, Any]]:
+def _outages(config: JobConfig, state: CoordinatorState, recorded: list[Unreachable]
+             ) -> list[Unreachable]:
     """Systems the coordinator cannot reach: its run file is newer than the stream when
     it runs here (it is written even while the metadata system does not answer)."""
     if state.status.state != "running":
         return []
     run = _this_machines_run(config, state.status.coordinator_pid)
-    return recorded if run is None else [o.to_dict() for o in run.unreachable]
+    return list(recorded) if run is None else list(run.unreachable)
 
 
-def _with_health(status: dict[str, Any]) -> dict[str, Any]:
-    health = assess(status)
-    status.update(health=health.health, problems=health.problems,
-                  exit_status=health.exit_status)
+def _with_health(status: JobStatus) -> JobStatus:
+    status.health = assess(status)
     return status
 
 
-def unreachable_status(config: JobConfig, error: SystemUnavailableError) -> dict[str, Any]:
+def unreachable_status(config: JobConfig, error: SystemUnavailableError) -> JobStatus:
     """The status while the metadata system does not answer this command: from the run
     file of the job's coordinator on this machine; the error again when none runs here."""
     run = _this_machines_run(config)
     ended = read_run_file(run_file(config.state_dir))
     if run is None and ended is not None and ended.state == "failed" and (
             ended.host == socket.gethostname()):
-        return _with_health({  # e.g. stopped by coordinator.max_unreachable_ms
-            "job": config.name, "state": "failed", "recorded_state": "failed",
-            "not_running": None, "metadata_reachable": False, "error": ended.error,
-            "coordinator_pid": ended.pid, "coordinator_host": ended.host,
-            "started_ms": ended.started_ms, "unreachable": []})
+        return _with_health(JobStatus(  # e.g. stopped by coordinator.max_unreachable_ms
+            config.name, "failed", "failed", None, error=ended.error,
+            local_run=LocalRun(ended.pid, ended.host, ended.started_ms)))
     if run is None:
         raise SystemUnavailableError(
             f"{error}; no coordinator of job {config.name!r} runs on this machine, so its "
             f"state is unknown") from None
-    outages = [o.to_dict() for o in run.unreachable]
-    if not any(o["system"] == config.metadata_system for o in outages):
+    outages = list(run.unreachable)
+    if not any(o.system == config.metadata_system for o in outages):
         now = int(time.time() * 1000)
-        outages.append({"system": config.metadata_system, "since_ms": now, "error": str(error),
-                        "checked_ms": now})
-    return _with_health({
-        "job": config.name, "state": "running", "recorded_state": None, "not_running": None,
-        "metadata_reachable": False, "coordinator_pid": run.pid, "coordinator_host": run.host,
-        "started_ms": run.started_ms, "unreachable": outages})
+        outages.append(Unreachable(config.metadata_system, now, str(error), now))
+    return _with_health(JobStatus(
+        config.name, "running", None, None, unreachable=outages,
+        local_run=LocalRun(run.pid, run.host, run.started_ms)))
 
 
-def not_started_status(config: JobConfig, error: JobNotStartedError) -> dict[str, Any]:
+def not_started_status(config: JobConfig, error: JobNotStartedError) -> JobStatus:
     """The status of a job never started: not running, and what to run."""
-    return _with_health({"job": config.name, "state": "not started",
-                         "recorded_state": None, "not_running": str(error)})
+    return _with_health(JobStatus(config.name, "not started", None, str(error)))
 
 
 def _clock(ms: int | None) -> str:
     return "-" if ms is None else time.strftime("%H:%M:%S", time.localtime(ms / 1000))
 
 
-def read_status(config: JobConfig) -> dict[str, Any]:
+def read_status(config: JobConfig) -> JobStatus:
     """`collect_status`, or the partial status of a job never started or whose metadata
     system does not answer."""
     try:
@@ -260,7 +250,7 @@ def _command(args: argparse.Namespace) -> int:
         return watch(lambda: read_status(config), args.interval)
     status = read_status(config)
     if args.json:
-        print(json.dumps(status, indent=2, sort_keys=True))
+        print(json.dumps(status.to_json(), indent=2, sort_keys=True))
     else:
         print_status(status, sys.stdout)
-    return int(status["exit_status"])
+    return status.exit_status

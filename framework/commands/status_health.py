@@ -16,30 +16,16 @@ status a health check acts on (systemd ``ExecCondition``, a Kubernetes probe, cr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+
+from framework.commands.status_document import EXIT_STATUS, Health, JobStatus
+from framework.metadata import CoordinatorStatus
 
 __all__ = ["CRASH_LOOP", "EXIT_STATUS", "SETTLED_MS", "Health", "assess", "crash_lines"]
-
-EXIT_STATUS = {"healthy": 0, "degraded": 1, "not running": 3, "failed": 4}
-"""Exit status per health; 2 is the CLI's status for a command that failed."""
 
 CRASH_LOOP = 2
 """Crashes of one worker within the crash window that make it crash-looping…"""
 SETTLED_MS = 30_000
 """… until it has run this long since its last restart (after an outage of a broker, say)."""
-
-
-@dataclass(frozen=True)
-class Health:
-    """The verdict on a job: ``health`` and why (``problems``, one line each)."""
-
-    health: str
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def exit_status(self) -> int:
-        return EXIT_STATUS[self.health]
 
 
 def _clock(ms: int | None) -> str:
@@ -52,52 +38,56 @@ def _span(ms: int | None) -> str:
     return f"{ms / 60000:g} min" if ms >= 60000 else f"{ms / 1000:g} s"
 
 
-def crash_lines(status: dict[str, Any], now_ms: int) -> list[tuple[bool, str]]:
-    """(is a problem, line) per worker that crashed within the crash window: down now
-    (waiting for its restart) or crash-looping (`CRASH_LOOP` crashes, not yet running
-    `SETTLED_MS` since the last) are problems; other crashes are reported only."""
-    window = status.get("crash_window_ms")
+def crash_lines(report: CoordinatorStatus | None, now_ms: int) -> list[tuple[bool, str]]:
+    """(is a problem, line) per worker that crashed within the crash window of the
+    coordinator's ``report``: down now (waiting for its restart) or crash-looping
+    (`CRASH_LOOP` crashes, not yet running `SETTLED_MS` since the last) are problems;
+    other crashes are reported only."""
+    if report is None:
+        return []
+    window = report.crash_window_ms
     oldest = now_ms - window if window else None
-    limit = status.get("max_restarts")
+    limit = report.max_restarts
     lines = []
-    for crash in status.get("crashes") or []:
-        exits = [t for t in crash["exits_ms"] if oldest is None or t >= oldest]
-        down = crash.get("restart_ms") is not None
+    for crash in report.crashes:
+        exits = [t for t in crash.exits_ms if oldest is None or t >= oldest]
+        down = crash.restart_ms is not None
         if not exits and not down:
             continue
-        error = f": {crash['last_error']}" if crash.get("last_error") else ""
+        error = f": {crash.last_error}" if crash.last_error else ""
         count = f"{len(exits)} crash{'es' if len(exits) != 1 else ''} in the last {_span(window)}"
         gives_up = f", the job stops after {limit}" if limit is not None else ""
-        last = f"last {crash['last_exit']} at {_clock(exits[-1] if exits else None)}"
+        last = f"last {crash.last_exit} at {_clock(exits[-1] if exits else None)}"
         if down:
-            lines.append((True, f"worker {crash['worker']} is down ({last}), restarting at "
-                                f"{_clock(crash['restart_ms'])}; {count}{gives_up}{error}"))
-        elif len(exits) >= CRASH_LOOP and now_ms - (crash.get("restarted_ms") or 0) < SETTLED_MS:
-            lines.append((True, f"worker {crash['worker']} is crash-looping: {count}"
+            lines.append((True, f"worker {crash.worker} is down ({last}), restarting at "
+                                f"{_clock(crash.restart_ms)}; {count}{gives_up}{error}"))
+        elif len(exits) >= CRASH_LOOP and now_ms - (crash.restarted_ms or 0) < SETTLED_MS:
+            lines.append((True, f"worker {crash.worker} is crash-looping: {count}"
                                 f"{gives_up} ({last}){error}"))
         else:
-            lines.append((False, f"worker {crash['worker']} runs again after {count} "
+            lines.append((False, f"worker {crash.worker} runs again after {count} "
                                  f"({last}){error}"))
     return lines
 
 
-def assess(status: dict[str, Any], now_ms: int | None = None) -> Health:
-    """The health of the job ``status`` (`collect_status`'s document) describes."""
+def assess(status: JobStatus, now_ms: int | None = None) -> Health:
+    """The health of the job ``status`` (`collect_status`'s) describes."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    state = status.get("state")
+    state = status.state
     if state == "failed":
-        return Health("failed", [status.get("error") or "the coordinator failed"])
+        return Health("failed", [status.error or "the coordinator failed"])
     if state != "running":
-        return Health("not running", [status.get("not_running") or f"the job is {state}"])
-    problems = [line for problem, line in crash_lines(status, now) if problem]
-    refusal = status.get("refusal")
-    if refusal:
-        problems.append(f"partition change {refusal['change']} refused: records written "
+        return Health("not running", [status.not_running or f"the job is {state}"])
+    report = status.report
+    problems = [line for problem, line in crash_lines(report, now) if problem]
+    if report is not None and report.refusal:
+        problems.append(f"partition change {report.refusal.change} refused: records written "
                         f"since wait until it is resolved")
-    for outage in status.get("unreachable") or []:
-        problems.append(f"system {outage['system']!r} unreachable since "
-                        f"{_clock(outage['since_ms'])}: {outage['error']}")
-    for name, host in (status.get("hosts") or {}).items():
-        if host.get("in_model") and host.get("state") != "running":
-            problems.append(f"host {name} is {host.get('state')}")
+    for outage in status.unreachable:
+        problems.append(f"system {outage.system!r} unreachable since "
+                        f"{_clock(outage.since_ms)}: {outage.error}")
+    hosts = status.figures.hosts if status.figures is not None else None
+    for name, host in (hosts or {}).items():
+        if host.in_model and host.report.state != "running":
+            problems.append(f"host {name} is {host.report.state}")
     return Health("degraded" if problems else "healthy", problems)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import urllib.error
 import urllib.request
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from framework.commands.status_document import Endpoints, ExpansionRow, RestoreRow
 from framework.metadata import CoordinatorState
 from framework.metrics.server import endpoint_url
 
@@ -18,21 +18,18 @@ __all__ = ["endpoints", "expansions", "restoring", "scrape_rates"]
 SCRAPE_TIMEOUT_S = 1.0
 
 
-def endpoints(state: CoordinatorState, bind: str) -> dict[str, Any]:
+def endpoints(state: CoordinatorState, bind: str) -> Endpoints:
     """The ``/metrics`` URLs of the coordinator and of each current worker."""
     status, model = state.status, state.model
     workers = model.workers if model is not None else 0
     address = status.metrics_bind or bind
-    return {
-        "coordinator": endpoint_url(address, status.metrics_port)
-        if status.metrics_port else None,
-        "workers": {str(w): endpoint_url(address, p.metrics_port)
-                    for w, p in sorted(state.progress.items())
-                    if w < workers and p.metrics_port},
-    }
+    return Endpoints(
+        endpoint_url(address, status.metrics_port) if status.metrics_port else None,
+        {str(w): endpoint_url(address, p.metrics_port)
+         for w, p in sorted(state.progress.items()) if w < workers and p.metrics_port})
 
 
-def restoring(state: CoordinatorState) -> list[dict[str, Any]]:
+def restoring(state: CoordinatorState) -> list[RestoreRow]:
     """Restores in progress of the current epoch, with their ETA in seconds."""
     epoch = state.model.epoch if state.model is not None else None
     rows = []
@@ -40,12 +37,11 @@ def restoring(state: CoordinatorState) -> list[dict[str, Any]]:
         if progress.epoch != epoch:
             continue
         for restore in progress.restoring:
-            rows.append({"worker": worker, **restore.to_dict(), "eta_s": restore.eta_s,
-                         "updated_ms": progress.updated_ms})
+            rows.append(RestoreRow(worker, restore, progress.updated_ms))
     return rows
 
 
-def expansions(state: CoordinatorState) -> list[dict[str, Any]]:
+def expansions(state: CoordinatorState) -> list[ExpansionRow]:
     """Applied expansions with their pause (`ExpansionRecord.pause_ms`: detection until
     every worker resumed on the new epoch, as the coordinator recorded it)."""
     rows = []
@@ -58,7 +54,7 @@ def expansions(state: CoordinatorState) -> list[dict[str, Any]]:
             note = ("pause ongoing: waiting for every worker to resume"
                     if record.epoch == current and state.status.state == "running"
                     else "pause unknown: the job restarted before every worker resumed")
-        rows.append({**record.to_dict(), "pause_ms": record.pause_ms, "pause_note": note})
+        rows.append(ExpansionRow(record, note))
     return rows
 
 

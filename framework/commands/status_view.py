@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from framework.commands.status_document import JobStatus
 from framework.commands.status_text import print_status
 from framework.errors import SampanError
 from framework.wording import counted
@@ -25,55 +26,59 @@ def _clock(ms: int | None) -> str:
     return "-" if ms is None else time.strftime("%H:%M:%S", time.localtime(ms / 1000))
 
 
-def render(status: dict[str, Any]) -> Group:
+def render(status: JobStatus) -> Group:
     """One frame: the job line, its health, tasks (rate, lag per stream), restores,
     expansions."""
-    if "epoch" not in status:  # never started, or the metadata system does not answer
+    figures, report = status.figures, status.report
+    if figures is None or report is None:  # never started, or metadata unreachable
         text = io.StringIO()
         print_status(status, text)
         return Group(Text(text.getvalue().rstrip(), style="bold"),
                      Text("Ctrl-C to stop", style="dim"))
-    head = Text(f"job {status['job']}: epoch {status['epoch']}, "
-                f"{counted(status['workers'], 'worker')}, "
-                f"coordinator {status['state']}, total lag {status['total_lag']}",
+    head = Text(f"job {status.job}: epoch {figures.epoch}, "
+                f"{counted(figures.workers, 'worker')}, "
+                f"coordinator {status.state}, total lag {figures.total_lag}",
                 style="bold")
-    health = Text("\n".join([f"health: {status['health']}",
-                              *(f"  {p}" for p in status["problems"])]),
-                  style="bold" if status["health"] == "healthy" else "bold red")
+    verdict = status.health
+    health = Text("\n".join([f"health: {verdict.health}",
+                              *(f"  {p}" for p in verdict.problems)]),
+                  style="bold" if verdict.health == "healthy" else "bold red")
     tasks = Table("task", "worker", "records/s", "lag per stream", "barrier", title="tasks",
                   title_justify="left")
-    for task in status["tasks"]:
-        stages = task["barrier_stages"] - task["barrier_stages_passed"]
-        tasks.add_row(task["task"], str(task["worker"]),
-                      "-" if task["rate"] is None else f"{task['rate']:,.1f}",
-                      ", ".join(f"{s} {n}" for s, n in sorted(task["lag_by_stream"].items())),
+    for task in figures.tasks:
+        stages = task.barrier_stages - task.barrier_stages_passed
+        tasks.add_row(task.task, str(task.worker),
+                      "-" if task.rate is None else f"{task.rate:,.1f}",
+                      ", ".join(f"{s} {n}" for s, n in sorted(task.lag_by_stream.items())),
                       f"{stages} pending" if stages else "")
     parts: list[Any] = [head, health, tasks]
-    if status["restoring"]:
+    if figures.restoring:
         restores = Table("worker", "task", "store", "restored", "rate/s", "ETA",
                          title="restoring", title_justify="left")
-        for row in status["restoring"]:
-            eta = "-" if row["eta_s"] is None else f"{row['eta_s']:,.0f} s"
-            restores.add_row(str(row["worker"]), row["task"], row["store"],
-                             f"{row['restored']:,}/{row['to_restore']:,}",
-                             f"{row['rate']:,.0f}", eta)
+        for row in figures.restoring:
+            restore = row.progress
+            eta = "-" if restore.eta_s is None else f"{restore.eta_s:,.0f} s"
+            restores.add_row(str(row.worker), restore.task, restore.store,
+                             f"{restore.restored:,}/{restore.to_restore:,}",
+                             f"{restore.rate:,.0f}", eta)
         parts.append(restores)
-    if status["expansions"]:
+    if figures.expansions:
         table = Table("change", "epoch", "detected", "pause", title="last expansions",
                       title_justify="left")
-        for row in status["expansions"][-3:]:
-            table.add_row(row["change"], str(row["epoch"]), _clock(row["detected_ms"]),
-                          "-" if row["pause_ms"] is None else f"{row['pause_ms']} ms")
+        for expansion in figures.expansions[-3:]:
+            record = expansion.record
+            table.add_row(record.change, str(record.epoch), _clock(record.detected_ms),
+                          "-" if record.pause_ms is None else f"{record.pause_ms} ms")
         parts.append(table)
-    for name, label in (("error", "FAILED"), ("refusal", "REFUSED")):
-        if status[name]:
-            detail = status[name] if name == "error" else status[name]["error"]
-            parts.append(Text(f"{label}: {detail}", style="bold red"))
+    if status.error:
+        parts.append(Text(f"FAILED: {status.error}", style="bold red"))
+    if report.refusal:
+        parts.append(Text(f"REFUSED: {report.refusal.error}", style="bold red"))
     parts.append(Text("Ctrl-C to stop", style="dim"))
     return Group(*parts)
 
 
-def watch(collect: Callable[[], dict[str, Any]], interval: float) -> int:
+def watch(collect: Callable[[], JobStatus], interval: float) -> int:
     """Redraw ``collect()`` every ``interval`` seconds until Ctrl-C (exit 0). A failed
     read shows its error in the frame and is retried."""
     if not sys.stdout.isatty():
@@ -92,7 +97,7 @@ def watch(collect: Callable[[], dict[str, Any]], interval: float) -> int:
         return 0
 
 
-def _stream(collect: Callable[[], dict[str, Any]], interval: float) -> int:
+def _stream(collect: Callable[[], JobStatus], interval: float) -> int:
     """`watch` into a pipe or a file: a timestamped text frame per refresh, flushed at once
     (a live table would only be drawn when it stops)."""
     try:

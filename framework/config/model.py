@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from framework.config.sections import (
+    ERROR_POLICIES,
     NOT_A_KEY,
     CoordinatorConfig,
+    ErrorPolicy,
     ErrorsConfig,
     MetricsConfig,
     RocksDBConfig,
@@ -31,8 +33,16 @@ from framework.config.sections import (
 from framework.errors import ConfigError
 
 __all__ = [
+    "ERROR_POLICIES",
+    "EXPANSIONS",
+    "GROUPERS",
+    "GUARANTEES",
     "CoordinatorConfig",
+    "ErrorPolicy",
     "ErrorsConfig",
+    "Expansion",
+    "Grouper",
+    "Guarantee",
     "JobConfig",
     "MetricsConfig",
     "RocksDBConfig",
@@ -41,6 +51,18 @@ __all__ = [
     "StreamRef",
     "SystemConfig",
 ]
+
+Grouper = Literal["partition", "system-stream-partition", "single"]
+"""``job.grouper``: how input partitions become tasks."""
+GROUPERS: tuple[Grouper, ...] = ("partition", "system-stream-partition", "single")
+
+Expansion = Literal["fixed-tasks", "regroup"]
+"""``job.expansion``: what a stateful job does when its inputs gain partitions."""
+EXPANSIONS: tuple[Expansion, ...] = ("fixed-tasks", "regroup")
+
+Guarantee = Literal["exactly-once", "at-least-once"]
+"""``job.guarantee``: how outputs, changelogs and checkpoints commit together."""
+GUARANTEES: tuple[Guarantee, ...] = ("exactly-once", "at-least-once")
 
 
 @dataclass(frozen=True)
@@ -67,9 +89,9 @@ class JobConfig:
     """An input partition read to its end that has delivered nothing this long stops
     holding back the event-time watermark of `framework.windows` (``source="records"``)
     until it delivers again; 0 never; default 30000."""
-    grouper: str = "partition"
+    grouper: Grouper = "partition"
     """``"partition"``, ``"system-stream-partition"`` or ``"single"``; default partition."""
-    expansion: str = "fixed-tasks"
+    expansion: Expansion = "fixed-tasks"
     """``"fixed-tasks"`` keeps keys on their task when inputs expand; ``"regroup"`` is
     the plain grouper that miscounts (for drills). Default fixed-tasks."""
     expansion_algorithm_spec: str = field(default="default",
@@ -98,7 +120,7 @@ class JobConfig:
     (several hosts over Kafka only); default 0."""
     """A task whose ``process`` or ``window`` call runs this long without returning is
     reported (task, SSP, offset) and its worker restarted; 0 disables; default 60000."""
-    guarantee: str = "exactly-once"
+    guarantee: Guarantee = "exactly-once"
     """``"exactly-once"`` or ``"at-least-once"``; default exactly-once when the metadata
     system is local, at-least-once on kafka. Exactly-once on Kafka needs transactions."""
     errors: ErrorsConfig = field(default_factory=ErrorsConfig)

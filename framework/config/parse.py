@@ -16,8 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from framework.config.model import (
+    ERROR_POLICIES,
+    EXPANSIONS,
+    GROUPERS,
+    GUARANTEES,
     CoordinatorConfig,
     ErrorsConfig,
+    Guarantee,
     JobConfig,
     MetricsConfig,
     RocksDBConfig,
@@ -313,9 +318,8 @@ def _job(
         commit_interval_ms=s.integer("commit_interval_ms", 1000, minimum=1),
         window_interval_ms=s.integer("window_interval_ms", 1000, minimum=1),
         input_idle_timeout_ms=s.integer("input_idle_timeout_ms", 30000, minimum=0),
-        grouper=s.choice("grouper", "partition",
-                         ("partition", "system-stream-partition", "single")),
-        expansion=s.choice("expansion", "fixed-tasks", ("fixed-tasks", "regroup")),
+        grouper=s.choice("grouper", "partition", GROUPERS),
+        expansion=s.choice("expansion", "fixed-tasks", EXPANSIONS),
         expansion_algorithm_spec=_expansion_algorithm(s, root),
         data_dir=_resolve(root, s.string("data_dir", "state") or "state"),
         metadata_system=_metadata_system(s, inputs, systems),
@@ -331,11 +335,13 @@ def _job(
     return job
 
 
-def _guarantee(s: Section, metadata_system: str, systems: Mapping[str, SystemConfig]) -> str:
+def _guarantee(s: Section, metadata_system: str,
+               systems: Mapping[str, SystemConfig]) -> Guarantee:
     """Default: exactly-once on the local log (atomic commits), at-least-once on Kafka."""
     meta = systems.get(metadata_system)
-    default = "at-least-once" if meta is not None and meta.type == "kafka" else "exactly-once"
-    return s.choice("guarantee", default, ("exactly-once", "at-least-once"))
+    default: Guarantee = ("at-least-once" if meta is not None and meta.type == "kafka"
+                          else "exactly-once")
+    return s.choice("guarantee", default, GUARANTEES)
 
 
 def _expansion_algorithm(s: Section, root: Path) -> str:
@@ -366,8 +372,8 @@ def _errors(
     problems: Problems,
 ) -> ErrorsConfig:
     s = Section(table, ("errors",), problems)
-    policy = s.choice("policy", "fail", ("fail", "skip", "dead-letter"))
-    process_policy = s.choice("process_policy", "fail", ("fail", "skip", "dead-letter"))
+    policy = s.choice("policy", "fail", ERROR_POLICIES)
+    process_policy = s.choice("process_policy", "fail", ERROR_POLICIES)
     stream = s.string("dead_letter_stream", pattern=STREAM_NAME, form=_STREAM_FORM)
     s.finish()
     path = ("errors", "dead_letter_stream")

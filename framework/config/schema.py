@@ -21,11 +21,13 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from difflib import get_close_matches
-from typing import Any
+from typing import Any, TypeVar
 
 from framework.config.source import KeyPath, format_path
 
 __all__ = ["Problems", "Section", "closest", "did_you_mean", "show"]
+
+Choice = TypeVar("Choice", bound=str)
 
 
 class Problems:
@@ -158,13 +160,14 @@ class Section:
         self.values[key] = result
         return result
 
-    def choice(self, key: str, default: str, choices: Sequence[str]) -> str:
-        """One of ``choices``."""
+    def choice(self, key: str, default: Choice, choices: Sequence[Choice]) -> Choice:
+        """One of ``choices`` (typed as they are: a `Literal` stays one)."""
         value = self._take(key)
         result = default
         if value is not None:
-            if isinstance(value, str) and value in choices:
-                result = value
+            chosen = [choice for choice in choices if choice == value]
+            if chosen:
+                result = chosen[0]
             else:
                 options = ", ".join(json.dumps(c) for c in choices)
                 hint = did_you_mean(value, choices) if isinstance(value, str) else ""

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
+    "ERROR_POLICIES",
     "CoordinatorConfig",
+    "ErrorPolicy",
     "ErrorsConfig",
     "MetricsConfig",
     "RocksDBConfig",
@@ -149,18 +151,23 @@ class StoreConfig:
     """``[stores.<name>.rocksdb]`` of a rocksdb store (None: the defaults, or a memory store)."""
 
 
+ErrorPolicy = Literal["fail", "skip", "dead-letter"]
+"""What a worker does with a record it cannot decode or process (``[errors]``)."""
+ERROR_POLICIES: tuple[ErrorPolicy, ...] = ("fail", "skip", "dead-letter")
+
+
 @dataclass(frozen=True)
 class ErrorsConfig:
     """``[errors]``: what a worker does with a record it cannot decode, or whose `process`
     raises."""
 
-    policy: str = "fail"
+    policy: ErrorPolicy = "fail"
     """Records the serdes cannot decode: ``"fail"`` (stop, naming SSP and offset),
     ``"skip"`` (log and count) or ``"dead-letter"`` (write it to `dead_letter_stream`);
     default ``"fail"``."""
     dead_letter_stream: str | None = None
     """``"system.stream"`` receiving bad records; required iff a policy is dead-letter."""
-    process_policy: str = "fail"
+    process_policy: ErrorPolicy = "fail"
     """Records whose `StreamTask.process` raises: ``"fail"``, ``"skip"`` or
     ``"dead-letter"`` (the dead letter carries the record and the traceback). Under skip
     and dead-letter, what the failed call sent or wrote is undone; default ``"fail"``."""

@@ -13,10 +13,10 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from framework.coordinator.lease import Holder, LeaseStore, pid_alive
 from framework.metadata import CoordinatorStatus
+from framework.systems.base import ConsumerGroups, System
 
 __all__ = ["Liveness", "check_coordinator"]
 
@@ -35,7 +35,7 @@ def _clock(ms: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
-async def check_coordinator(meta: Any, job: str, status: CoordinatorStatus) -> Liveness:
+async def check_coordinator(meta: System, job: str, status: CoordinatorStatus) -> Liveness:
     """Whether the coordinator that wrote ``status`` (a ``running`` report) still runs,
     judged by its process and by the lease of ``job`` in the metadata system ``meta``."""
     local = isinstance(meta, LeaseStore)
@@ -45,7 +45,7 @@ async def check_coordinator(meta: Any, job: str, status: CoordinatorStatus) -> L
         return Liveness(False, f"its coordinator (pid {pid} on {host}) is gone: it was killed "
                                f"or crashed without reporting; its last report was at "
                                f"{_clock(status.updated_ms)}")
-    if local:
+    if isinstance(meta, LeaseStore):
         lease = await meta.read_lease(job)
         if lease is None:
             return Liveness(False, "no coordinator holds the job's lease: its coordinator "
@@ -59,12 +59,10 @@ async def check_coordinator(meta: Any, job: str, status: CoordinatorStatus) -> L
                                    f"coordinator (pid {holder.pid} on {holder.host}) stopped "
                                    f"renewing it (killed, hung or suspended)")
         return Liveness(True)
-    admin = getattr(meta, "admin", None)
-    group_members = getattr(admin, "group_members", None)
-    if group_members is None:
+    if not isinstance(meta, ConsumerGroups):
         return Liveness(True)
     group = f"__sampan-{job}-coordinators"
-    members = await group_members(group)
+    members = await meta.group_members(group)
     if members == 0:
         return Liveness(False, f"the job's lease group {group} has no member: Kafka dropped "
                                f"its coordinator (pid {pid} on {host or 'its host'}) after "

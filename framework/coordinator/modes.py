@@ -10,9 +10,10 @@ A run that died stays a member until Kafka's session timeout removes it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from framework.errors import SampanError
+from framework.systems.base import ConsumerGroups, System
 
 __all__ = ["ModeConflictError", "refuse_other_mode"]
 
@@ -27,18 +28,16 @@ def _groups(job: str) -> dict[Mode, str]:
     return {"one-host": f"__sampan-{job}-coordinators", "hosts": f"__sampan-{job}-hosts"}
 
 
-async def refuse_other_mode(system: Any, job: str, mode: Mode, timeout_ms: int) -> None:
+async def refuse_other_mode(system: System, job: str, mode: Mode, timeout_ms: int) -> None:
     """Raise `ModeConflictError` naming the other mode when its group has members on
     ``system`` (Kafka); a system without consumer groups has no other mode to find."""
-    group_members = getattr(getattr(system, "admin", None), "group_members", None)
-    if group_members is None:
+    if not isinstance(system, ConsumerGroups):
         return
     other: Mode = "hosts" if mode == "one-host" else "one-host"
-    group = system.options.named(_groups(job)[other])  # inside the system's namespace
-    members = await group_members(group)
+    members = await system.group_members(_groups(job)[other])
     if not members:
         return
-    where = f"group {group} on {system.bootstrap}"
+    where = f"group {system.group_id(_groups(job)[other])} on {system.bootstrap}"
     expiry = f"a run that died leaves the group within its session timeout, {timeout_ms / 1000:g} s"
     if other == "hosts":
         raise ModeConflictError(

@@ -45,6 +45,7 @@ from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import (
     ConfigChange,
     CoordinatorStatus,
+    RunState,
     ensure_coordinator_stream,
     publish_model,
     publish_status,
@@ -52,7 +53,7 @@ from framework.metadata import (
 )
 from framework.metrics import CoordinatorMetrics
 from framework.systems import open_system
-from framework.systems.base import System
+from framework.systems.base import StartsProducer, System
 from framework.wording import counted
 from framework.worker.commit import check_guarantee
 from groupers import SystemStreamPartition
@@ -178,7 +179,7 @@ class Coordinator:
             if isinstance(failed, Exception):
                 self.status.error = str(failed)
             if self.lease is not None and self.lease.held:  # never overwrite another's status
-                ended = "failed" if isinstance(failed, Exception) else "stopped"
+                ended: RunState = "failed" if isinstance(failed, Exception) else "stopped"
                 self._write_run_file(ended)
                 await self._report(state=ended)
             if self.lease is not None:
@@ -287,10 +288,9 @@ class Coordinator:
         """Connect every Kafka producer of the job now, so what a broker refuses (the
         idempotent producer on tansu) is said once per run, here; workers stay quiet."""
         for system in self.systems.values():
-            start_producer = getattr(system, "start_producer", None)
-            if start_producer is not None:
+            if isinstance(system, StartsProducer):
                 with self.reach.watch(system.name):
-                    await start_producer()
+                    await system.start_producer()
 
     async def create_declared_streams(self) -> None:
         """Create every declared stream with ``partitions`` that does not exist yet (outputs)."""
@@ -501,7 +501,7 @@ class Coordinator:
             started_ms=_now_ms()))
         await self._report(state="running")
 
-    async def _report(self, *, state: str) -> None:
+    async def _report(self, *, state: RunState) -> None:
         """Publish the status; while the metadata system is unreachable it is published
         once it answers again (the outage itself is in the run file meanwhile)."""
         if not self.systems:
@@ -537,7 +537,7 @@ class Coordinator:
         self._unpublished = True
         self._write_run_file("running")
 
-    def _write_run_file(self, state: str) -> None:
+    def _write_run_file(self, state: RunState) -> None:
         """Who runs the job here and what it cannot reach (`framework.coordinator.runfile`)."""
         try:
             write_run_file(self.run_file, RunRecord(

@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from framework.config import JobConfig
-from framework.metadata import Unreachable
+from framework.metadata import RunState, Unreachable
 
 __all__ = ["RunRecord", "metadata_location", "read_run_file", "run_file", "shared_folder",
            "write_run_file"]
+
+_RUN_STATES: dict[str, RunState] = {"running": "running", "stopped": "stopped",
+                                    "failed": "failed"}
+"""A run file's state as read: an unknown one makes the file unreadable (KeyError)."""
 
 
 @dataclass
@@ -30,8 +34,7 @@ class RunRecord:
     host: str
     started_ms: int
     updated_ms: int
-    state: str
-    """``running``, ``stopped`` or ``failed``."""
+    state: RunState
     metadata_system: str
     unreachable: list[Unreachable] = field(default_factory=list)
     job_file: str = ""
@@ -45,7 +48,8 @@ class RunRecord:
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         return cls(pid=int(data["pid"]), host=str(data["host"]),
                    started_ms=int(data["started_ms"]), updated_ms=int(data["updated_ms"]),
-                   state=str(data["state"]), metadata_system=str(data["metadata_system"]),
+                   state=_RUN_STATES[str(data["state"])],
+                   metadata_system=str(data["metadata_system"]),
                    unreachable=[Unreachable.from_dict(u) for u in data.get("unreachable", [])],
                    job_file=str(data.get("job_file", "")),
                    metadata_at=str(data.get("metadata_at", "")),

@@ -32,6 +32,7 @@ from framework.errors import ConfigError, SampanError, UnsupportedOperation
 from framework.metadata import WorkerReport, read_state
 from framework.systems import open_system
 from framework.systems.base import System
+from framework.systems.kafka.system import KafkaSystem
 
 log = logging.getLogger(__name__)
 
@@ -229,9 +230,8 @@ async def _create_streams(system: System, scenario: Scenario, initial: int,
         await _probe_expansion(system, output.name)
     existing = await system.list_streams()
     if clash := sorted(set(streams) & set(existing)):
-        namespace = getattr(getattr(system, "options", None), "namespace", None)
-        where = (str(output) if namespace is None else
-                 f"namespace {namespace!r} of Kafka at {getattr(system, 'bootstrap', '?')}")
+        where = (f"namespace {system.options.namespace!r} of Kafka at {system.bootstrap}"
+                 if isinstance(system, KafkaSystem) else str(output))
         raise DrillError(f"{where} already holds a drill's streams ({', '.join(clash)}); "
                          "pick an empty --output")
     for stream, partitions in streams.items():

@@ -26,6 +26,7 @@ from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
 from framework.jobmodel import JobModel
 from framework.metadata import publish_model, publish_status, read_state
+from framework.systems.base import Checkpoint
 
 __all__ = ["lead", "lead_blocking"]
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 async def _restore_ranges(
     coordinator: Coordinator, config: JobConfig, changelogs: Mapping[str, int],
-    checkpoints: Mapping[str, object],
+    checkpoints: Mapping[str, Checkpoint],
 ) -> dict[str, dict[str, RestoreRange]]:
     """Task → logged store → (oldest, restore end) of its changelog partition; the end is
     the checkpointed changelog offset where there is one (records past it are replayed)."""
@@ -49,7 +50,7 @@ async def _restore_ranges(
             span = spans.get(partition)
             oldest, end = (span.oldest, span.end) if span else (0, 0)
             checkpoint = checkpoints.get(task)
-            done = getattr(checkpoint, "changelogs", {}) if checkpoint else {}
+            done = checkpoint.changelogs if checkpoint else {}
             if store in done:
                 end = min(end, done[store])
                 oldest = min(oldest, end)

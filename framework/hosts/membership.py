@@ -33,8 +33,14 @@ from aiokafka.coordinator.protocol import (
 
 from framework.hosts.errors import AiokafkaUnsupportedError
 from framework.hosts.member import Answer, Member
+from framework.systems.kafka.aiokafka_private import (
+    COORDINATOR_HOOKS,
+    group_coordinator_of,
+    missing_coordinator_hooks,
+    replace_leave_group,
+)
 
-__all__ = ["Membership", "group_coordinator", "group_id"]
+__all__ = ["COORDINATOR_HOOKS", "Membership", "group_coordinator", "group_id"]
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +53,11 @@ def group_id(job: str) -> str:
     return f"__sampan-{job}-hosts"
 
 
-COORDINATOR_HOOKS = ("request_rejoin", "_maybe_leave_group")
-"""What `group_coordinator` needs of aiokafka's (private) group coordinator."""
-
-
 def group_coordinator(consumer: Any) -> Any:
     """aiokafka's group coordinator of ``consumer``, or `AiokafkaUnsupportedError` naming
     the installed aiokafka release when it lacks the hooks the hosts use."""
-    coordinator = getattr(consumer, "_coordinator", None)
-    missing = [h for h in COORDINATOR_HOOKS if not callable(getattr(coordinator, h, None))]
+    coordinator = group_coordinator_of(consumer)
+    missing = missing_coordinator_hooks(coordinator)
     if coordinator is None or missing:
         what = "consumer._coordinator" if coordinator is None else ", ".join(missing)
         raise AiokafkaUnsupportedError(
@@ -227,7 +229,6 @@ class Membership:
             return
         self._listener.closed = True
         coordinator = group_coordinator(consumer)
-        send_leave = coordinator._maybe_leave_group
         said: list[bool] = []
 
         async def leave_unless_leading() -> None:  # decided when aiokafka would leave
@@ -242,7 +243,7 @@ class Membership:
             said.append(True)
             await send_leave()
 
-        coordinator._maybe_leave_group = leave_unless_leading
+        send_leave = replace_leave_group(coordinator, leave_unless_leading)
         try:
             await asyncio.wait_for(consumer.stop(), timeout_s)
         except Exception as error:

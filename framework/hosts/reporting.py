@@ -13,7 +13,7 @@ from dataclasses import replace
 from framework.config import JobConfig
 from framework.hosts.member import StorePosition
 from framework.jobmodel import JobModel
-from framework.metadata import HostReport, WorkerReport, publish_host_report, read_state
+from framework.metadata import HostReport, HostState, WorkerReport, publish_host_report, read_state
 from framework.systems.base import System
 
 __all__ = ["HostReporter"]
@@ -118,7 +118,7 @@ class HostReporter:
         self._published = time.monotonic()
         self._dirty = False
 
-    async def finish(self, state: str, error: BaseException | None) -> None:
+    async def finish(self, state: HostState, error: BaseException | None) -> None:
         self.report = replace(self.report, state=state, workers=[], active=[], standby=[],
                               warmup=[], error=str(error) if isinstance(error, Exception)
                               else None)

@@ -11,16 +11,18 @@ writer of different versions still understand each other.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 __all__ = [
     "ConfigChange",
     "CoordinatorStatus",
     "ExpansionRecord",
     "HostReport",
+    "HostState",
     "Refusal",
     "RestoreProgress",
     "RestoreStop",
+    "RunState",
     "StuckWorker",
     "Unreachable",
     "WorkerCrashes",
@@ -33,6 +35,13 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     """The entries of ``data`` that are fields of ``cls`` (newer writers may add more)."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
+
+
+RunState = Literal["running", "stopped", "failed"]
+"""A coordinator's state in its report and run file; a job that never ran has none."""
+
+HostState = Literal["joining", "running", "stopped", "failed"]
+"""A host's state in its report when a job runs on several hosts."""
 
 
 @dataclass
@@ -130,8 +139,8 @@ class Unreachable(_Record):
 class CoordinatorStatus(_Record):
     """The coordinator's report: its state, workers, expansions and what it refused."""
 
-    state: str | None = None
-    """``running``, ``stopped`` or ``failed``; None before the first report."""
+    state: RunState | None = None
+    """None before the first report."""
     epoch: int | None = None
     coordinator_pid: int | None = None
     updated_ms: int | None = None
@@ -230,8 +239,7 @@ class HostReport(_Record):
     pid: int
     machine: str
     epoch: int | None = None
-    state: str = "running"
-    """``joining``, ``running``, ``stopped`` or ``failed``."""
+    state: HostState = "running"
     leader: bool = False
     updated_ms: int | None = None
     workers: list[int] = field(default_factory=list)

@@ -2,20 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import asyncio
+from collections.abc import Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from framework.config import JobConfig
+from framework.jobmodel import JobModel
 from framework.logformat import set_context_provider
+from framework.metadata import CoordinatorStatus
 from framework.metrics.collect import family, histogram_family, histogram_of
 from framework.metrics.families import PAUSE_BUCKETS
 from framework.metrics.server import MetricsServer, serve
 from framework.metrics.targets import remove_targets_above, target_file
 
-__all__ = ["CoordinatorMetrics"]
+__all__ = ["CoordinatorMetrics", "CoordinatorView"]
+
+
+class _WorkerProcess(Protocol):
+    @property
+    def process(self) -> asyncio.subprocess.Process: ...
+
+
+class _SupervisorView(Protocol):
+    @property
+    def restarts(self) -> int: ...
+
+    @property
+    def fencings(self) -> int: ...
+
+    @property
+    def workers(self) -> Mapping[int, _WorkerProcess]: ...
+
+
+class CoordinatorView(Protocol):
+    """What metrics read of their coordinator (a `Coordinator`): its status, supervisor
+    and job model, copied before iterating (the scrape runs on the server's thread)."""
+
+    @property
+    def status(self) -> CoordinatorStatus: ...
+
+    @property
+    def supervisor(self) -> _SupervisorView: ...
+
+    @property
+    def model(self) -> JobModel | None: ...
 
 
 class CoordinatorMetrics:
@@ -25,11 +58,11 @@ class CoordinatorMetrics:
         self.config = config
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
-        self._coordinator: Any = None
+        self._coordinator: CoordinatorView | None = None
         self._baseline = 0  # expansions recorded before this coordinator started
         self._server: MetricsServer | None = None
 
-    def serve(self, coordinator: Any) -> None:
+    def serve(self, coordinator: CoordinatorView) -> None:
         """Watch ``coordinator`` (its expansions so far are not counted again) and serve;
         the port goes into its status for `sampan status` and the workers' neighbours."""
         self._coordinator = coordinator
@@ -60,7 +93,7 @@ class CoordinatorMetrics:
         supervisor, status = coordinator.supervisor, coordinator.status
         expansions = list(status.expansions)[self._baseline:]
         figures = (("sampan_worker_restarts", supervisor.restarts),
-                   ("sampan_worker_fencings", getattr(supervisor, "fencings", 0)),
+                   ("sampan_worker_fencings", supervisor.fencings),
                    ("sampan_workers_running", sum(  # a copy: the supervisor may spawn now
                        w.process.returncode is None for w in list(supervisor.workers.values()))),
                    ("sampan_expansions", len(expansions)),

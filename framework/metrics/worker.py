@@ -18,7 +18,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
@@ -26,6 +26,7 @@ from prometheus_client.core import Metric
 from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.errors import SampanError
+from framework.jobmodel import JobModel
 from framework.logformat import set_context_provider
 from framework.metadata import RestoreProgress, WorkerProgress, publish_worker_progress
 from framework.metrics.collect import WeightedHistogram, family, histogram_family
@@ -34,9 +35,11 @@ from framework.metrics.restore import RestoreTracker
 from framework.metrics.server import MetricsServer, serve
 from framework.metrics.targets import target_file
 from framework.progress import Progress, ProgressFactory
+from framework.systems.base import System
+from framework.worker.watchdog import Busy, TaskProgress
 from groupers import SystemStreamPartition
 
-__all__ = ["WorkerMetrics", "current", "restore_progress"]
+__all__ = ["InstanceView", "WorkerMetrics", "WorkerView", "current", "restore_progress"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,35 @@ def restore_progress(task: str, store: str) -> ProgressFactory:
     return metrics.restores.factory(task, store)
 
 
+class InstanceView(TaskProgress, Protocol):
+    """What metrics read of one running task (a `TaskInstance`)."""
+
+    @property
+    def ssps(self) -> frozenset[SystemStreamPartition]: ...
+
+
+class WorkerView(Protocol):
+    """What metrics read of their worker (a `Worker`), on the scrape thread too: never
+    written through, and copied before iterating."""
+
+    @property
+    def instances(self) -> Sequence[InstanceView]: ...
+
+    @property
+    def model(self) -> JobModel | None: ...
+
+    @property
+    def restore_modes(self) -> Mapping[str, str]:
+        """``task/store`` → how its store was restored: none, delta or full."""
+        ...
+
+    @property
+    def busy(self) -> Busy | None: ...
+
+    @property
+    def systems(self) -> Mapping[str, System]: ...
+
+
 class WorkerMetrics:
     """Metrics of one worker process (see `framework.metrics.families`)."""
 
@@ -74,7 +106,7 @@ class WorkerMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         self.restores = RestoreTracker()
-        self._worker: Any = None
+        self._worker: WorkerView | None = None
         self._epoch: int | None = None
         self._server: MetricsServer | None = None
         self._latency: dict[str, WeightedHistogram] = {}
@@ -92,7 +124,7 @@ class WorkerMetrics:
         self._restoring = asyncio.Event()
 
     # -- lifecycle (called by the worker) ----------------------------------------------------
-    async def attach(self, worker: Any, epoch: int, started_ms: int) -> None:
+    async def attach(self, worker: WorkerView, epoch: int, started_ms: int) -> None:
         """The worker loaded its model: serve, and report the port and restore progress."""
         _current.set(self)
         self._worker, self._epoch = worker, epoch
@@ -108,9 +140,15 @@ class WorkerMetrics:
         self._restoring.clear()
         self._background = asyncio.create_task(self._report_restores(started_ms))
 
+    @property
+    def _attached(self) -> WorkerView:
+        if self._worker is None:
+            raise SampanError("worker metrics read before `attach`: a bug in the worker")
+        return self._worker
+
     def _log_context(self) -> dict[str, Any]:
         """Live fields of JSON log lines: the job, epoch and the task call in progress."""
-        busy = getattr(self._worker, "busy", None)
+        busy = self._worker.busy if self._worker is not None else None
         tasks = [t.name for t in busy.tasks] if busy is not None else []
         return {"job": self.config.name, "epoch": self._epoch,
                 "task": ", ".join(tasks) if tasks else None}
@@ -120,7 +158,7 @@ class WorkerMetrics:
         await self._stop_background()
         if self.enabled:
             self._samples.append((time.monotonic(), {i.name: i.processed
-                                                     for i in self._worker.instances}))
+                                                     for i in self._attached.instances}))
             self._background = asyncio.create_task(self._watch_lag())
 
     async def close(self) -> None:
@@ -190,9 +228,8 @@ class WorkerMetrics:
                 stopping = True
 
     async def _publish(self, report: WorkerProgress) -> None:
-        worker = self._worker
         try:
-            await publish_worker_progress(worker.systems[self.config.metadata_system],
+            await publish_worker_progress(self._attached.systems[self.config.metadata_system],
                                         self.config, self.worker_id, report)
         except SampanError as error:  # a report is for people; it never stops a worker
             log.warning("could not write the restore progress report: %s", error)
@@ -208,15 +245,15 @@ class WorkerMetrics:
             await asyncio.sleep(interval)
 
     async def _read_ends(self) -> None:
-        streams = sorted({(s.system, s.stream) for i in self._worker.instances for s in i.ssps})
+        streams = sorted({(s.system, s.stream) for i in self._attached.instances for s in i.ssps})
         for system, stream in streams:
-            ranges = await self._worker.systems[system].offsets(stream)
+            ranges = await self._attached.systems[system].offsets(stream)
             for partition, offsets in ranges.items():
                 self._ends[SystemStreamPartition(system, stream, partition)] = offsets.end
 
     def _sample_rates(self) -> None:
         now = time.monotonic()
-        self._samples.append((now, {i.name: i.processed for i in self._worker.instances}))
+        self._samples.append((now, {i.name: i.processed for i in self._attached.instances}))
         while len(self._samples) > 2 and self._samples[1][0] <= now - RATE_WINDOW_S:
             self._samples.popleft()
         (first, before), (last, after) = self._samples[0], self._samples[-1]
@@ -228,7 +265,7 @@ class WorkerMetrics:
         labels = self.labels
         worker = self._worker
         instances = list(worker.instances) if worker is not None else []
-        model = getattr(worker, "model", None)
+        model = worker.model if worker is not None else None
         processed, skipped = family("sampan_records_processed"), family("sampan_records_skipped")
         lag, held = family("sampan_input_lag_records"), family("sampan_barrier_held_ssps")
         ends = dict(self._ends)
@@ -241,9 +278,10 @@ class WorkerMetrics:
                     lag.add_metric([*labels, instance.name, f"{ssp.system}.{ssp.stream}",
                                     str(ssp.partition)],
                                    max(0, ends[ssp] - positions.get(ssp, 0)))
-            task = model.tasks.get(instance.name) if model is not None else None
+            task_model = model.tasks.get(instance.name) if model is not None else None
             held.add_metric([*labels, instance.name],
-                            len(task.held_behind_barrier(positions)) if task is not None else 0)
+                            len(task_model.held_behind_barrier(positions))
+                            if task_model is not None else 0)
         yield from (processed, skipped, lag, held)
         yield from self._per_task("sampan_task_records_per_second", self._rates)
         yield from self._per_task("sampan_outputs_produced", self._outputs)
@@ -273,7 +311,7 @@ class WorkerMetrics:
             metric.add_metric([*self.labels, task], value)
         yield metric
 
-    def _restore_families(self, worker: Any) -> Iterator[Metric]:
+    def _restore_families(self, worker: WorkerView | None) -> Iterator[Metric]:
         restored = family("sampan_store_restore_records_restored")
         to_restore = family("sampan_store_restore_records_to_restore")
         total = 0
@@ -282,7 +320,7 @@ class WorkerMetrics:
             to_restore.add_metric([*self.labels, task, store], figures.total)
             total += figures.done
         mode = family("sampan_store_restore_mode")
-        modes = dict(getattr(worker, "restore_modes", {}) or {})
+        modes = dict(worker.restore_modes) if worker is not None else {}
         for name, kind in sorted(modes.items()):
             task, _, store = name.rpartition("/")
             for each in ("none", "delta", "full"):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,7 +200,7 @@ class _Fetcher:
 
 async def read_kafka_columns(
     system: KafkaSystem, stream: str, partition: int, start: int, end: int
-) -> AsyncIterator[RecordColumns]:
+) -> AsyncGenerator[RecordColumns, None]:
     """The committed records of ``stream[partition]`` with ``start <= offset < end``, in
     chunks of one Fetch response each (offsets dropped by compaction are absent)."""
     if start >= end:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -37,7 +38,8 @@ from framework.systems.kafka.system import KafkaSystem
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 
-__all__ = ["DECODED_SCHEMA", "RAW_SCHEMA", "arrow_schema", "collector_paused", "column_chunks",
+__all__ = ["DECODED_SCHEMA", "RAW_SCHEMA", "RecordColumnReader", "arrow_schema", "collector_paused",
+           "column_chunks",
            "read_partition", "records_to_columns", "render"]
 
 FIRST_ROWS = 4_096
@@ -51,6 +53,18 @@ TARGET_BYTES = 4 << 20
 BulkRead = Callable[[str, int, int, int, int], Awaitable[RecordColumns]]
 
 
+@runtime_checkable
+class RecordColumnReader(Protocol):
+    """A system that reads a range of one partition as columns of every field, without a
+    `Record` per row (the local log): the bulk read of the DataSource."""
+
+    async def read_record_columns(
+        self, stream: str, partition: int, start: int, end: int, limit: int
+    ) -> RecordColumns:
+        """Up to ``limit`` records of ``[start, end)`` as `RecordColumns`."""
+        ...
+
+
 def records_to_columns(records: Sequence[Record]) -> RecordColumns:
     """`Record` objects as (offsets, keys, values, timestamps, headers) columns."""
     return ([r.offset for r in records], [r.key for r in records], [r.value for r in records],
@@ -59,7 +73,7 @@ def records_to_columns(records: Sequence[Record]) -> RecordColumns:
 
 async def _bulk_columns(
     read: BulkRead, stream: str, partition: int, start: int, end: int
-) -> AsyncIterator[RecordColumns]:
+) -> AsyncGenerator[RecordColumns, None]:
     """Range scans of ``[start, end)``: a small first one, then sized to `TARGET_BYTES`."""
     position, limit = start, FIRST_ROWS
     while position < end:
@@ -78,21 +92,20 @@ async def _bulk_columns(
 
 async def _consumer_columns(
     system: System, ssp: SystemStreamPartition, start: int, end: int
-) -> AsyncIterator[RecordColumns]:
+) -> AsyncGenerator[RecordColumns, None]:
     async for records in read_range(system, ssp, start, end, 10_000):
         yield records_to_columns(records)
 
 
 def column_chunks(
     system: System, stream: str, partition: int, start: int, end: int
-) -> AsyncIterator[RecordColumns]:
+) -> AsyncGenerator[RecordColumns, None]:
     """The records of ``stream[partition]`` in ``[start, end)`` as column chunks, read the
     fastest way ``system`` offers."""
     if isinstance(system, KafkaSystem) and kafka_fetch.AVAILABLE:
         return kafka_fetch.read_kafka_columns(system, stream, partition, start, end)
-    bulk: BulkRead | None = getattr(system, "read_record_columns", None)
-    if bulk is not None:
-        return _bulk_columns(bulk, stream, partition, start, end)
+    if isinstance(system, RecordColumnReader):
+        return _bulk_columns(system.read_record_columns, stream, partition, start, end)
     return _consumer_columns(system, SystemStreamPartition(system.name, stream, partition),
                              start, end)
 
@@ -146,6 +159,6 @@ def read_partition(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     finally:
         pending.cancel()
         loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
-        loop.run_until_complete(chunks.aclose())  # type: ignore[attr-defined]
+        loop.run_until_complete(chunks.aclose())
         loop.run_until_complete(system.close())
         loop.close()

@@ -221,15 +221,19 @@ class TaskStore:
         """Take back the writes ``journal`` recorded (newest first), across stores, then
         empty it: a failed `process` call leaves no trace in the write buffers."""
         for store, raw, data, obj in reversed(journal):
-            if data is _MISSING:
-                store._buffer.pop(raw, None)
-            else:
-                store._buffer[raw] = data
-            if obj is _MISSING:
-                store._objects.pop(raw, None)
-            else:
-                store._objects[raw] = obj
+            store.revert(raw, data, obj)
         journal.clear()
+
+    def revert(self, raw: bytes, data: Any, obj: Any) -> None:
+        """Put ``raw``'s buffered write back to what a journal entry recorded of it."""
+        if data is _MISSING:
+            self._buffer.pop(raw, None)
+        else:
+            self._buffer[raw] = data
+        if obj is _MISSING:
+            self._objects.pop(raw, None)
+        else:
+            self._objects[raw] = obj
 
     @property
     def is_full(self) -> bool:

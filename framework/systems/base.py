@@ -7,7 +7,7 @@ input offset, end offset) is the offset of the next record to read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -18,6 +18,7 @@ __all__ = [
     "ColumnReader",
     "CommitRequest",
     "Consumer",
+    "ConsumerGroups",
     "FetchedRecord",
     "GrowthHistory",
     "GrowthRecorder",
@@ -25,9 +26,13 @@ __all__ = [
     "OutputColumns",
     "ProducerRecord",
     "ProducerRow",
+    "RawFetcher",
     "Record",
     "RecordPosition",
+    "RowProducer",
+    "StartsProducer",
     "System",
+    "Transactional",
     "as_record",
     "fence_message",
     "producer_row",
@@ -199,6 +204,89 @@ class ColumnReader(Protocol):
         self, stream: str, partition: int, start: int, end: int, limit: int
     ) -> tuple[list[int], list[bytes | None], list[bytes | None]]:
         """(offsets, keys, values) of up to ``limit`` records in ``[start, end)``."""
+        ...
+
+
+@runtime_checkable
+class RawFetcher(Protocol):
+    """A consumer that also hands out records without a copy per record (`fetch_raw`:
+    Kafka's own records, the local log's decoded columns): a worker's path."""
+
+    async def fetch_raw(
+        self, max_records: int = 1000, timeout_ms: int = 100
+    ) -> Mapping[SystemStreamPartition, Sequence[FetchedRecord]]:
+        """`Consumer.fetch` as `FetchedRecord`s."""
+        ...
+
+
+@runtime_checkable
+class RowProducer(Protocol):
+    """A system that writes plain `ProducerRow`s and `OutputColumns` (the local log,
+    Kafka): a worker's commit hands it those, here and in its `CommitRequest`, instead
+    of a `ProducerRecord` per record."""
+
+    async def produce_rows(self, rows: Sequence[ProducerRow], *,
+                           positions: int | None = None,
+                           columns: Sequence[OutputColumns] = ()) -> list[RecordPosition]:
+        """`System.produce` of ``rows``, then of ``columns``; positions of rows only."""
+        ...
+
+
+@runtime_checkable
+class Transactional(Protocol):
+    """A system without atomic commits that runs ``guarantee = "exactly-once"`` with
+    transactions (Kafka)."""
+
+    @property
+    def transactions(self) -> object | None:
+        """The worker's transactional producer once `start_transactions` ran, else None."""
+        ...
+
+    async def start_transactions(self, job: str, worker: int) -> object:
+        """Start worker ``worker``'s transactional producer, fencing its predecessor."""
+        ...
+
+    async def probe_transactions(self, job: str) -> None:
+        """`UnsupportedOperation` (naming the broker's answer) unless it runs transactions."""
+        ...
+
+    async def commit_transaction(
+        self, job: str, epoch: int, rows: Sequence[ProducerRow],
+        checkpoints: Callable[[list[RecordPosition]], Sequence[Checkpoint]],
+        positions: int | None = None, columns: Sequence[OutputColumns] = (),
+    ) -> list[RecordPosition]:
+        """``rows``, ``columns`` and ``checkpoints(the rows' positions)`` in one
+        transaction, after a fence check; the first ``positions`` rows' positions."""
+        ...
+
+
+@runtime_checkable
+class StartsProducer(Protocol):
+    """A system whose producer connects on first use (Kafka): a coordinator connects it
+    at start, so what the broker refuses is said once, there."""
+
+    async def start_producer(self) -> object:
+        """The system's producer, connected on the first call."""
+        ...
+
+
+@runtime_checkable
+class ConsumerGroups(Protocol):
+    """A system with consumer groups (Kafka): coordinators and hosts of a job are members
+    of its groups, which tells a run whether another one is alive."""
+
+    @property
+    def bootstrap(self) -> str:
+        """Where the system's brokers are, for messages."""
+        ...
+
+    def group_id(self, group: str) -> str:
+        """``group`` (a job's group name) as the broker knows it: inside the namespace."""
+        ...
+
+    async def group_members(self, group: str) -> int | None:
+        """How many members ``group`` (a job's group name) has now: 0 when it is empty or
+        unknown, None when the broker's answer cannot be read."""
         ...
 
 

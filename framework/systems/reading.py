@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
-from framework.systems.base import FetchedRecord, Record, System, as_record
+from framework.systems.base import FetchedRecord, RawFetcher, Record, System, as_record
 from groupers import SystemStreamPartition
 
 __all__ = ["read_columns_range", "read_range"]
@@ -47,7 +47,7 @@ async def _read_fetched(
     consumer = system.consumer()
     fetch: Callable[[int, int], Awaitable[Mapping[SystemStreamPartition,
                                                   Sequence[FetchedRecord]]]]
-    fetch = getattr(consumer, "fetch_raw", consumer.fetch) if raw else consumer.fetch
+    fetch = consumer.fetch_raw if raw and isinstance(consumer, RawFetcher) else consumer.fetch
     try:
         consumer.assign({ssp: start})
         position = start

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
-from framework.windows.event_time import EventTime, Timestamp, open_window_store
+from framework.windows.event_time import EventTime, Timestamp, WindowTicks, open_window_store
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
 from framework.windows.layouts import Layout, describe, layout_for
@@ -131,9 +131,8 @@ class Windows:
                                   legacy=[LEGACY_INDEX])
         self._open_layout(where)
         self._next_close = self._keyed.index.next()
-        on_window = getattr(context, "on_window", None)
-        if on_window is not None:
-            on_window(self._close_due)  # windows close on a tick too (idle partitions)
+        if isinstance(context, WindowTicks):
+            context.on_window(self._close_due)  # windows close on a tick too (idle partitions)
 
     @property
     def watermark(self) -> int | None:

@@ -37,16 +37,39 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from framework.api import Envelope, KeyValueStore, TaskContext
+from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext, WatermarkSource
 from framework.windows.kinds import WindowError
 from groupers import SystemStreamPartition
 
-__all__ = ["EventTime", "Timestamp"]
+__all__ = ["EventTime", "IdleInputs", "Timestamp", "TracksWatermarks", "WindowTicks"]
 
 Timestamp = Callable[[Envelope], int]
 """The event time of a record, in ms since the epoch (default: ``envelope.timestamp``)."""
+
+
+@runtime_checkable
+class TracksWatermarks(Protocol):
+    """A context that reports watermarks to `StreamTask.window` (a worker's; a unit test's
+    stand-in may not)."""
+
+    def track_watermark(self, source: WatermarkSource) -> None: ...
+
+
+@runtime_checkable
+class WindowTicks(Protocol):
+    """A context that calls back on every window tick (`TaskContext.on_window`)."""
+
+    def on_window(self, callback: Callable[[MessageCollector], object]) -> None: ...
+
+
+@runtime_checkable
+class IdleInputs(Protocol):
+    """A context that knows how long each input has been read to its end
+    (`TaskContext.input_idle_ms`)."""
+
+    def input_idle_ms(self, ssp: SystemStreamPartition) -> int | None: ...
 
 _UNTRACKED = object()
 PARTITION_PREFIX = "t|"
@@ -128,16 +151,14 @@ class EventTime:
         self._dirty: set[SystemStreamPartition] = set()  # times not yet in the store
         self._mark_dirty = False
         self._idle: set[SystemStreamPartition] = set()  # not holding the watermark back
-        idle_ms = getattr(context, "input_idle_ms", None)
         self._idle_ms: Callable[[SystemStreamPartition], int | None] | None = (
-            idle_ms if source == "records" and idle_timeout_ms and idle_ms else None)
+            context.input_idle_ms if source == "records" and idle_timeout_ms
+            and isinstance(context, IdleInputs) else None)
         self.idle_timeout_ms = idle_timeout_ms
-        track = getattr(context, "track_watermark", None)
-        if track is not None:
-            track(self)
-        on_window = getattr(context, "on_window", None)
-        if self._idle_ms is not None and on_window is not None:
-            on_window(lambda collector: self.refresh_idle())
+        if isinstance(context, TracksWatermarks):
+            context.track_watermark(self)
+        if self._idle_ms is not None and isinstance(context, WindowTicks):
+            context.on_window(lambda collector: self.refresh_idle())
 
     @property
     def watermark(self) -> int | None:

@@ -30,7 +30,7 @@ from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
 from framework.windows.aggregation import LatePolicy
-from framework.windows.event_time import EventTime, Timestamp, open_window_store
+from framework.windows.event_time import EventTime, Timestamp, WindowTicks, open_window_store
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, WindowError
 from framework.windows.state import key_from_text, key_text
@@ -121,9 +121,8 @@ class IntervalJoin:
                                   granule=max(1, (before_ms + after_ms + grace_ms) // 8))
         self._open(where)
         self._next = self._keyed.index.next()
-        on_window = getattr(context, "on_window", None)
-        if on_window is not None:
-            on_window(self._expire_due)
+        if isinstance(context, WindowTicks):
+            context.on_window(self._expire_due)
 
     @property
     def watermark(self) -> int | None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from framework.api import KeyValueStore
+from framework.stores.buffer import TaskStore
 from framework.windows.state import DueIndex, dump_state, load_state
 
 __all__ = ["CACHED_KEYS", "CLOSED_KEY", "KeyedStates"]
@@ -90,7 +91,8 @@ class KeyedStates:
         """The cache, or None under a journaling process policy (the worker sets the
         journal after `init`, so this is decided at the first record)."""
         if self._cached is None:
-            self._cached = getattr(self.store, "journal", None) is None
+            store = self.store
+            self._cached = not isinstance(store, TaskStore) or store.journal is None
         return self.cache if self._cached else None
 
     def load(self, text: str) -> State | None:

@@ -16,6 +16,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from framework.config import JobConfig
 from framework.errors import UnsupportedOperation
@@ -25,8 +26,12 @@ from framework.systems.base import (
     Checkpoint,
     CommitRequest,
     OutputColumns,
+    ProducerRecord,
+    ProducerRow,
     RecordPosition,
+    RowProducer,
     System,
+    Transactional,
     producer_row,
 )
 from framework.worker.codec import Outgoing, RecordCodec, producer_record
@@ -43,10 +48,9 @@ async def begin_commits(config: JobConfig, worker_id: int, meta: System) -> None
     producer, fencing its previous incarnation, before any checkpoint is read."""
     if config.guarantee != "exactly-once" or meta.atomic_commit:
         return
-    start = getattr(meta, "start_transactions", None)
-    if start is None:
+    if not isinstance(meta, Transactional):
         raise _no_transactions(meta)
-    await start(config.name, worker_id)
+    await meta.start_transactions(config.name, worker_id)
 
 
 def _no_transactions(meta: System) -> UnsupportedOperation:
@@ -60,10 +64,9 @@ async def check_guarantee(config: JobConfig, meta: System) -> None:
     coordinator's start; workers refuse in `begin_commits` anyway)."""
     if config.guarantee != "exactly-once" or meta.atomic_commit:
         return
-    probe = getattr(meta, "probe_transactions", None)
-    if probe is None:
+    if not isinstance(meta, Transactional):
         raise _no_transactions(meta)
-    await probe(config.name)
+    await meta.probe_transactions(config.name)
 
 
 @dataclass
@@ -90,21 +93,14 @@ class PreparedCommit:
     """Task → (outputs sent, dead letters and other raw records), for the metrics."""
 
 
-def _takes_rows(system: System) -> bool:
-    """Whether ``system`` writes `ProducerRow`s (``produce_rows``: Kafka): then a commit
-    hands it rows, else `ProducerRecord`s."""
-    return getattr(system, "produce_rows", None) is not None
-
-
 async def _produce(system: System, records: list[Outgoing],
                    positions: int) -> list[RecordPosition]:
-    """``records`` (rows where ``system`` takes them) written outside any commit; the
-    positions of the first ``positions`` of them."""
-    if _takes_rows(system):
-        landed: list[RecordPosition] = await system.produce_rows(  # type: ignore[attr-defined]
-            records, positions=positions)
-        return landed
-    return await system.produce(records, positions=positions)  # type: ignore[arg-type]
+    """``records`` (rows where ``system`` is a `RowProducer`, as `Committer.prepare`
+    encodes them) written outside any commit; the first ``positions`` positions."""
+    if isinstance(system, RowProducer):
+        return await system.produce_rows(cast(list[ProducerRow], records),
+                                         positions=positions)
+    return await system.produce(cast(list[ProducerRecord], records), positions=positions)
 
 
 class Committer:
@@ -127,16 +123,19 @@ class Committer:
         self._changelog_partition = changelog_partition
         self.positions = changelog_positions  # (task, store) -> changelog position
         self.commits = 0
-        self._transactional = (config.guarantee == "exactly-once" and not self._meta.atomic_commit
-                               and getattr(self._meta, "transactions", None) is not None)
+        meta = self._meta
+        self._transactions = (meta if config.guarantee == "exactly-once"
+                              and not meta.atomic_commit and isinstance(meta, Transactional)
+                              and meta.transactions is not None else None)
+        self._meta_rows = meta if isinstance(meta, RowProducer) else None
         self._inflight: asyncio.Future[None] | None = None  # the commit being written
         self._row_systems = frozenset(name for name, system in systems.items()
-                                      if _takes_rows(system))
+                                      if isinstance(system, RowProducer))
         # Outputs to the metadata system go as columns where it takes them (the local
         # log, Kafka), until a send columns cannot carry (see
         # `RecordCodec.encode_columns`): rows from then on, for good, rather than
         # encoding twice at every commit.
-        self._columns = bool(getattr(self._meta, "commit_columns", False))
+        self._columns = self._meta_rows is not None
 
     async def start(self, instances: Sequence[TaskInstance]) -> None:
         """Commit everything so far. Where the metadata system writes over the network
@@ -241,17 +240,20 @@ class Committer:
                 self._config.name, self._epoch, records,  # type: ignore[arg-type]
                 self._checkpoints(commit, predicted), positions=wanted,
                 columns=commit.columns))
-        elif self._transactional:
+        elif self._transactions is not None:
             def checkpoints(positions: list[RecordPosition]) -> list[Checkpoint]:
                 return self._checkpoints(commit, self._actual(writes, positions))
 
-            landed = await self._meta.commit_transaction(  # type: ignore[attr-defined]
-                self._config.name, self._epoch, records, checkpoints, wanted, commit.columns)
+            landed = await self._transactions.commit_transaction(
+                self._config.name, self._epoch, cast(list[ProducerRow], records), checkpoints,
+                wanted, commit.columns)
             predicted = self._actual(writes, landed)
         else:
-            landed = (await self._meta.produce_rows(  # type: ignore[attr-defined]
-                records, positions=wanted, columns=commit.columns) if commit.columns
-                else await _produce(self._meta, records, wanted) if records else [])
+            if commit.columns and self._meta_rows is not None:  # columns only go to one
+                landed = await self._meta_rows.produce_rows(
+                    cast(list[ProducerRow], records), positions=wanted, columns=commit.columns)
+            else:
+                landed = await _produce(self._meta, records, wanted) if records else []
             actual = self._actual(writes, landed)
             await self._meta.commit(CommitRequest(
                 self._config.name, self._epoch, (), self._checkpoints(commit, actual)))
@@ -277,7 +279,7 @@ class Committer:
         return {(w.instance.name, w.store): self.positions.get((w.instance.name, w.store), 0)
                 + len(w.items) for w in writes if w.changelog is not None}
 
-    def _actual(self, writes: list[_StoreWrites], landed: Sequence[object]) -> dict[
+    def _actual(self, writes: list[_StoreWrites], landed: Sequence[RecordPosition]) -> dict[
         tuple[str, str], int
     ]:
         result = {}
@@ -286,12 +288,12 @@ class Committer:
                 continue
             key = (w.instance.name, w.store)
             if w.items:
-                result[key] = landed[w.first + len(w.items) - 1].offset + 1  # type: ignore[attr-defined]
+                result[key] = landed[w.first + len(w.items) - 1].offset + 1
             else:
                 result[key] = self.positions.get(key, 0)
         return result
 
-    def _check(self, writes: list[_StoreWrites], landed: Sequence[object],
+    def _check(self, writes: list[_StoreWrites], landed: Sequence[RecordPosition],
                predicted: dict[tuple[str, str], int]) -> None:
         actual = self._actual(writes, landed)
         for key, offset in actual.items():

@@ -18,7 +18,7 @@ from operator import attrgetter
 from framework.api import Envelope
 from framework.errors import SerdeError, StoreError
 from framework.stores.buffer import TaskStore
-from framework.systems.base import Consumer, FetchedRecord, Record, as_record
+from framework.systems.base import Consumer, FetchedRecord, RawFetcher, Record, as_record
 from framework.systems.fetched import FetchedColumns, FetchedRow, RawRow
 from framework.worker.codec import (
     NO_HEADERS,
@@ -47,9 +47,9 @@ dead-letter policies only)."""
 def fetcher(consumer: Consumer) -> Callable[[int, int], Awaitable[Batch]]:
     """``(max_records, timeout_ms) → batch`` of ``consumer``: its ``fetch_raw`` where it
     has one (Kafka: no copy per record into a `Record`), else its ``fetch``."""
-    fetch: Callable[[int, int], Awaitable[Batch]] = getattr(consumer, "fetch_raw",
-                                                            consumer.fetch)
-    return fetch
+    if isinstance(consumer, RawFetcher):
+        return consumer.fetch_raw
+    return consumer.fetch
 
 
 async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,

@@ -98,7 +98,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
         _, workers = await scrape_all(job, 2)
         return all(values(w, "sampan_task_records_per_second") for w in workers)
     await job.wait(rated, "every task's processing rate")
-    status = await collect_status(job.config)
+    status = (await collect_status(job.config)).to_json()
     assert [e["change"] for e in status["expansions"]] == ["local.words 2→4"]
     assert status["expansions"][0]["pause_ms"] == pause_ms  # one definition, both places
     assert {t["task"]: t["lag_by_stream"] for t in status["tasks"]} == {
@@ -127,7 +127,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     os.kill(pid, signal.SIGSTOP)  # frozen mid-restore: status must show it with an ETA
     try:
         assert "restore applied" not in log.read_text(errors="replace")
-        restoring = (await collect_status(job.config))["restoring"]
+        restoring = (await collect_status(job.config)).to_json()["restoring"]
         text = job.sampan("status", "{job}").stdout
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -144,7 +144,8 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     assert 0 < next(iter(restored.values())) <= restore_end
 
     state = await job.wait_epoch(3)
-    restarted = await collect_status(job.config)  # an old expansion's pause, after a restart
+    # an old expansion's pause, after a restart
+    restarted = (await collect_status(job.config)).to_json()
     assert [(e["change"], e["pause_ms"]) for e in restarted["expansions"]] == [
         ("local.words 2→4", pause_ms)]
     _, workers = await scrape_all(job, 3)
@@ -156,7 +157,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     assert total([one], "sampan_changelog_records_restored_total") == restore_end
     assert values(one, "sampan_store_restore_mode", task="Partition 1", mode="full"
                   ).popitem()[1] == 1
-    assert (await collect_status(job.config))["restoring"] == []
+    assert (await collect_status(job.config)).to_json()["restoring"] == []
     assert await job.stop() == 0
     assert await job.store() == {**padding, **job.truth.sent}
     assert await job.outputs() == job.truth.expected_outputs()

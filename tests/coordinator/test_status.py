@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from framework.commands.status_document import JobStatus
 from framework.commands.status_health import assess
 from framework.jobmodel import BarrierStage, TaskModel
+from framework.metadata import CoordinatorStatus, Refusal, Unreachable, WorkerCrashes
 from groupers import SystemStreamPartition as SSP
 
 
@@ -50,14 +52,21 @@ def test_pending_stages_count_the_stages_not_passed_in_order() -> None:
 NOW = 1_000_000_000
 
 
-def running(**fields: Any) -> dict[str, Any]:
-    return {"state": "running", "crash_window_ms": 600_000, "max_restarts": 5, **fields}
+def running(unreachable: list[Unreachable] | None = None, **report: Any) -> JobStatus:
+    """A running job whose coordinator reported ``report`` (its fields)."""
+    return JobStatus("j", "running", "running", None, unreachable=unreachable or [],
+                     report=CoordinatorStatus(
+                         state="running", crash_window_ms=600_000, max_restarts=5, **report))
+
+
+def ended(state: Any, error: str | None = None, not_running: str | None = None) -> JobStatus:
+    return JobStatus("j", state, None, not_running, error=error)
 
 
 def crash(*exits: int, restart_ms: int | None = None, restarted_ms: int | None = None,
-          ) -> dict[str, Any]:
-    return {"worker": 0, "exits_ms": [NOW - e for e in exits], "last_exit": "killed by SIGKILL",
-            "last_error": None, "restart_ms": restart_ms, "restarted_ms": restarted_ms}
+          ) -> WorkerCrashes:
+    return WorkerCrashes(0, [NOW - e for e in exits], "killed by SIGKILL", None, restart_ms,
+                         restarted_ms)
 
 
 @pytest.mark.parametrize(("status", "health"), [
@@ -67,17 +76,16 @@ def crash(*exits: int, restart_ms: int | None = None, restarted_ms: int | None =
     (running(crashes=[crash(9_000, 5_000, restarted_ms=NOW - 4_000)]), ("degraded", 1)),
     (running(crashes=[crash(90_000, 60_000, restarted_ms=NOW - 59_000)]), ("healthy", 0)),
     (running(crashes=[crash(700_000, 650_000, restarted_ms=NOW - 4_000)]), ("healthy", 0)),
-    (running(refusal={"change": "local.a 2→3"}), ("degraded", 1)),
-    (running(unreachable=[{"system": "kafka", "since_ms": NOW, "error": "x"}]),
-     ("degraded", 1)),
-    ({"state": "died", "not_running": "gone"}, ("not running", 3)),
-    ({"state": "stopped"}, ("not running", 3)),
-    ({"state": "not started"}, ("not running", 3)),
-    ({"state": "failed", "error": "boom"}, ("failed", 4)),
+    (running(refusal=Refusal("local.a 2→3", "not a multiple", NOW)), ("degraded", 1)),
+    (running(unreachable=[Unreachable("kafka", NOW, "x", NOW)]), ("degraded", 1)),
+    (ended("died", not_running="gone"), ("not running", 3)),
+    (ended("stopped"), ("not running", 3)),
+    (ended("not started"), ("not running", 3)),
+    (ended("failed", error="boom"), ("failed", 4)),
 ], ids=["healthy", "one-crash-running-again", "down", "crash-looping", "settled-after-crashes",
         "crashes-out-of-the-window", "refused", "unreachable", "died", "stopped",
         "not-started", "failed"])
-def test_health_and_exit_status(status: dict[str, Any], health: tuple[str, int]) -> None:
+def test_health_and_exit_status(status: JobStatus, health: tuple[str, int]) -> None:
     verdict = assess(status, NOW)
     assert (verdict.health, verdict.exit_status) == health
     assert bool(verdict.problems) == (health[0] != "healthy")

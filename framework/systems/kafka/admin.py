@@ -38,6 +38,7 @@ from framework.errors import (
     UnsupportedOperation,
 )
 from framework.systems.base import OffsetRange
+from framework.systems.kafka.aiokafka_private import close_client
 from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord, keep_control_batches
 
 __all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions", "close_quietly", "stop_consumer"]
@@ -73,7 +74,7 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        await consumer._client.close()
+        await close_client(consumer)
 
 
 async def close_quietly(closing: Awaitable[Any], timeout_s: float) -> None:

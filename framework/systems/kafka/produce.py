@@ -29,6 +29,12 @@ from framework.errors import SampanError
 from framework.frozen import fast_constructor
 from framework.systems.base import OutputColumns, ProducerRecord, ProducerRow, RecordPosition
 from framework.systems.kafka.admin import close_quietly
+from framework.systems.kafka.aiokafka_private import (
+    DIRECT_BUILDER,
+    builder_append,
+    sender_task,
+    set_builder_count,
+)
 from framework.systems.placement import Placement
 
 __all__ = ["KafkaPlacement", "send_rows", "stop_producer"]
@@ -41,19 +47,6 @@ Bounded = Callable[[str, Awaitable[Any]], Awaitable[Any]]
 """`KafkaAdmin.bounded`: an awaitable under the system's timeout, named for its error."""
 
 
-def _direct() -> bool:
-    """Whether aiokafka's `BatchBuilder` keeps its record builder in ``_builder`` and its
-    record count in ``_relative_offset`` (true of aiokafka 0.8 to 0.14 at least)."""
-    try:
-        probe = BatchBuilder(1 << 10, 0)
-        return callable(probe._builder.append) and probe._relative_offset == 0
-    except Exception:  # pragma: no cover - another aiokafka layout: the public API
-        return False
-
-
-_DIRECT = _direct()
-
-
 class _OpenBatch:
     """A partition's batch being filled, and which of the wanted rows it holds."""
 
@@ -61,8 +54,8 @@ class _OpenBatch:
 
     def __init__(self, batch: BatchBuilder) -> None:
         self.batch = batch
-        if _DIRECT:
-            self.append = batch._builder.append
+        if DIRECT_BUILDER:
+            self.append = builder_append(batch)
         else:
             def append(_offset: int, timestamp: int | None, key: bytes | None,
                        value: bytes | None, headers: list[tuple[str, bytes]]) -> object:
@@ -73,8 +66,8 @@ class _OpenBatch:
         self.members: list[int] = []
 
     def close(self) -> BatchBuilder:
-        if _DIRECT:
-            self.batch._relative_offset = self.count  # what `BatchBuilder.append` keeps
+        if DIRECT_BUILDER:
+            set_builder_count(self.batch, self.count)
         self.batch.close()
         return self.batch
 
@@ -197,8 +190,7 @@ async def stop_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
     stopping = asyncio.ensure_future(producer.stop())
     await close_quietly(asyncio.shield(stopping), timeout_s)
     if not stopping.done():
-        sender = getattr(producer, "_sender", None)
-        task = getattr(sender, "sender_task", None)
+        task = sender_task(producer)
         if task is not None and not task.done():
             task.cancel()  # `stop` then ends too: it waits for the accumulator or this task
         await close_quietly(stopping, timeout_s)

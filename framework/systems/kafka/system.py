@@ -288,6 +288,14 @@ class KafkaSystem:
             ])
         return positions
 
+    def group_id(self, group: str) -> str:
+        """``group`` as the broker knows it: inside the namespace."""
+        return self.options.named(group)
+
+    async def group_members(self, group: str) -> int | None:
+        """How many members ``group`` (inside the namespace) has now (`KafkaAdmin`)."""
+        return await self.admin.group_members(self.group_id(group))
+
     async def start_transactions(self, job: str, worker: int) -> KafkaTransactions:
         """Start worker ``worker``'s transactional producer (fencing its predecessor);
         `UnsupportedOperation` naming the broker's answer when it has no transactions."""

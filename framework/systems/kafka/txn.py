@@ -35,6 +35,7 @@ from framework.systems.base import (
 )
 from framework.systems.checkpoint_json import checkpoint_to_json
 from framework.systems.kafka.admin import KafkaAdmin, KafkaOptions
+from framework.systems.kafka.aiokafka_private import txn_manager
 from framework.systems.kafka.fencing import ProducerIdentity
 from framework.systems.kafka.produce import stop_producer
 
@@ -168,7 +169,7 @@ class KafkaTransactions:
         producer = await start_transactional_producer(system, self.transactional_id)
         self._producer = producer
         try:
-            manager = producer._txn_manager  # aiokafka keeps the producer id only there
+            manager = txn_manager(producer)
             identity = (manager.producer_id, manager.producer_epoch)
             key = PRODUCER_PREFIX + str(self.worker).encode()
             await system.write_fence_record(self.job, key, encode_identity(identity))
@@ -184,13 +185,14 @@ class KafkaTransactions:
         also how fencing shows when the broker answered a produce with another error)."""
         fenced = isinstance(error, _FENCED) or isinstance(error.__cause__, _FENCED)
         producer = self._producer
-        if producer is not None and producer._txn_manager.is_fatal_error():
+        manager = txn_manager(producer) if producer is not None else None
+        if manager is not None and manager.is_fatal_error():
             # aiokafka's sender hit the fence (e.g. on AddPartitionsToTxn) and keeps the
             # error on the transaction's waiter.
-            waiter = producer._txn_manager.wait_for_transaction_end()
+            waiter = manager.wait_for_transaction_end()
             if waiter.done() and not waiter.cancelled():
                 fenced = fenced or isinstance(waiter.exception(), _FENCED)
-        if producer is not None and producer._txn_manager.is_in_transaction():
+        if producer is not None and manager is not None and manager.is_in_transaction():
             try:
                 await asyncio.wait_for(producer.abort_transaction(),
                                        self._system.options.timeout_s)

@@ -29,6 +29,11 @@ from typing import Any, NamedTuple
 import aiokafka.consumer.fetcher as _fetcher
 from aiokafka.errors import CorruptRecordException
 
+from framework.systems.kafka.aiokafka_private import (
+    fetcher_isolation_level,
+    set_fetcher_isolation_level,
+)
+
 __all__ = ["ABORT", "COMMIT", "DATA", "CommittedFilter", "TxnRecord", "install",
            "keep_control_batches"]
 
@@ -60,10 +65,9 @@ _KEEP_CONTROL = _KeepControl(_fetcher.READ_COMMITTED)
 def keep_control_batches(consumer: Any) -> None:
     """Make a started read_committed ``consumer`` unpack with `_TxnPartitionRecords`:
     its fetches keep control batches and batch metadata (`TxnRecord`s)."""
-    fetcher = consumer._fetcher
-    if fetcher is None or fetcher._isolation_level != _fetcher.READ_COMMITTED:
+    if fetcher_isolation_level(consumer) != _fetcher.READ_COMMITTED:
         raise ValueError("keep_control_batches needs a started read_committed consumer")
-    fetcher._isolation_level = _KEEP_CONTROL
+    set_fetcher_isolation_level(consumer, _KEEP_CONTROL)
 
 
 class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]

@@ -31,7 +31,7 @@ def compact_partition(log: LocalLog, stream: str, partition: int, chunk: int = 5
     only add newer batches, and a run is re-read and filtered inside the write.
     """
     with log.read() as conn:
-        stream_id, _, compacted = log._stream(stream)
+        stream_id, _, compacted = log.stream_row(stream)
         if not compacted:
             raise UnsupportedOperation(
                 f"cannot compact stream {stream!r}: it was not created compacted; only "

@@ -124,7 +124,8 @@ class LocalLog:
             "--partitions N`"
         )
 
-    def _stream(self, stream: str) -> tuple[int, int, bool]:
+    def stream_row(self, stream: str) -> tuple[int, int, bool]:
+        """``stream``'s (id, partition count, compacted); `StreamNotFoundError` if missing."""
         row = self.conn.execute(
             "SELECT id, partitions, compacted FROM streams WHERE name = ?", (stream,)
         ).fetchone()
@@ -145,7 +146,7 @@ class LocalLog:
     def growth_history(self, stream: str) -> GrowthHistory:
         """``stream``'s count, end offsets and every recorded growth, in one snapshot."""
         with self.read() as conn:
-            stream_id, count, _ = self._stream(stream)
+            stream_id, count, _ = self.stream_row(stream)
             ends = dict(conn.execute(
                 "SELECT partition, next_offset FROM partitions WHERE stream_id = ?",
                 (stream_id,)).fetchall())
@@ -162,7 +163,7 @@ class LocalLog:
 
     def partition_counts(self, streams: Sequence[str]) -> dict[str, int]:
         with self.read():
-            return {stream: self._stream(stream)[1] for stream in streams}
+            return {stream: self.stream_row(stream)[1] for stream in streams}
 
     def create_stream(self, stream: str, partitions: int, compacted: bool, exist_ok: bool) -> None:
         if not stream or partitions < 1:
@@ -190,7 +191,7 @@ class LocalLog:
 
     def expand_stream(self, stream: str, partitions: int) -> None:
         with self.write() as conn:
-            stream_id, count, _ = self._stream(stream)
+            stream_id, count, _ = self.stream_row(stream)
             if partitions < count:
                 raise UnsupportedOperation(
                     f"cannot shrink stream {stream!r} from {count} to {partitions} partitions: "
@@ -212,7 +213,7 @@ class LocalLog:
 
     def offsets(self, stream: str) -> dict[int, OffsetRange]:
         with self.read() as conn:
-            stream_id = self._stream(stream)[0]
+            stream_id = self.stream_row(stream)[0]
             rows = conn.execute(
                 "SELECT p.partition, p.next_offset, (SELECT min(b.base_offset) FROM batches b "
                 "WHERE b.stream_id = p.stream_id AND b.partition = p.partition) "
@@ -254,7 +255,7 @@ class LocalLog:
     ) -> list[RecordPosition]:
         # Counts are read inside the write transaction: a produce racing an expansion
         # sees either the old count or the new one, never a mix.
-        streams = {name: self._stream(name)[:2] for name in set(map(_streams, rows))}
+        streams = {name: self.stream_row(name)[:2] for name in set(map(_streams, rows))}
         slots: dict[tuple[int, int], list[ProducerRow]] = {}
         bases: dict[tuple[int, int], int] = {}
         positions = []
@@ -305,7 +306,7 @@ class LocalLog:
         written: list[BatchRow] = []
         ends: dict[tuple[int, int], int] = {}
         for output in columns:
-            stream_id, count = self._stream(output.stream)[:2]
+            stream_id, count = self.stream_row(output.stream)[:2]
             for partition, bucket in enumerate(self.placement.group(output, count)):
                 if not bucket:
                     continue

@@ -122,7 +122,7 @@ def apply_retention(log: LocalLog, stream: str, policy: RetentionPolicy,
         return result
     now = int(time.time() * 1000) if now_ms is None else now_ms
     with log.read():
-        stream_id, count, compacted = log._stream(stream)
+        stream_id, count, compacted = log.stream_row(stream)
     if compacted:  # compaction bounds these; their records are a store's state
         return result
     for partition in range(count):
@@ -256,7 +256,7 @@ def read_resets(log: LocalLog, job: str) -> list[RetentionReset]:
 def partition_bytes(log: LocalLog, stream: str) -> dict[int, int]:
     """Payload bytes on disk per partition of ``stream`` (its batches' blobs)."""
     with log.read() as conn:
-        stream_id, count, _ = log._stream(stream)
+        stream_id, count, _ = log.stream_row(stream)
         sizes = dict(conn.execute(
             "SELECT partition, sum(length(payload)) FROM batches WHERE stream_id = ? "
             "GROUP BY partition", (stream_id,)).fetchall())

@@ -39,6 +39,7 @@ from framework.systems.base import (
     FetchedRecord,
     GrowthHistory,
     OffsetRange,
+    OutputColumns,
     ProducerRecord,
     ProducerRow,
     Record,
@@ -166,12 +167,13 @@ class LocalSystem:
         return await self.produce_rows(list(map(producer_row, records)), positions=positions)
 
     async def produce_rows(self, rows: Sequence[ProducerRow], *,
-                           positions: int | None = None) -> list[RecordPosition]:
-        """`produce` of plain tuples (what a worker's commit hands over: no object per
-        record on the way to the log)."""
-        if not rows:
+                           positions: int | None = None,
+                           columns: Sequence[OutputColumns] = ()) -> list[RecordPosition]:
+        """`produce` of plain tuples, then of ``columns`` (what a worker's commit hands
+        over: no object per record on the way to the log); positions of rows only."""
+        if not rows and not columns:
             return []
-        return await self.call(LocalLog.append, rows, None, None, (), positions)
+        return await self.call(LocalLog.append, rows, None, None, (), positions, columns)
 
     async def commit(self, request: CommitRequest) -> list[RecordPosition]:
         """The records (all `ProducerRecord`s, or all `ProducerRow`s as a worker's commit
