@@ -22,6 +22,7 @@ from framework.commands.status_document import (
     TaskRow,
 )
 from framework.commands.status_health import assess
+from framework.commands.status_hosts import hosts_state, hosts_status
 from framework.commands.status_live import endpoints, expansions, restoring, scrape_rates
 from framework.commands.status_text import print_status
 from framework.config import JobConfig, load_config
@@ -29,7 +30,6 @@ from framework.coordinator.lease import pid_alive
 from framework.coordinator.liveness import check_coordinator
 from framework.coordinator.runfile import RunRecord, read_run_file, run_file
 from framework.errors import DamagedLogError, JobModelError, SystemUnavailableError
-from framework.hosts.status import hosts_state, hosts_status
 from framework.metadata import CoordinatorState, Unreachable, read_state
 from framework.metrics.targets import targets_dir
 from framework.systems import open_system

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from framework.commands.status_document import JobFigures, JobStatus
 from framework.commands.status_health import crash_lines
-from framework.hosts.status import print_hosts
+from framework.commands.status_hosts import print_hosts
 from framework.wording import counted
 
 __all__ = ["print_status"]

@@ -34,9 +34,9 @@ from framework.metrics.families import COMMIT_RECORD_BUCKETS, LATENCY_BUCKETS
 from framework.metrics.restore import RestoreTracker
 from framework.metrics.server import MetricsServer, serve
 from framework.metrics.targets import target_file
+from framework.metrics.views import Busy, TaskProgress
 from framework.progress import Progress, ProgressFactory
 from framework.systems.base import System
-from framework.worker.watchdog import Busy, TaskProgress
 from groupers import SystemStreamPartition
 
 __all__ = ["InstanceView", "WorkerMetrics", "WorkerView", "current", "restore_progress"]
