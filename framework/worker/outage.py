@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from typing import Any
 
@@ -23,7 +24,8 @@ from framework.config import JobConfig, StreamRef
 from framework.errors import SampanError, SystemUnavailableError
 from framework.systems import open_system
 
-__all__ = ["PROBE_S", "job_systems", "quiet_client_futures", "wait_for_systems"]
+__all__ = ["PROBE_S", "job_systems", "quiet_client_futures", "raised_in_client",
+           "wait_for_systems"]
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +76,31 @@ async def wait_for_systems(config: JobConfig, worker_id: int, error: SystemUnava
     return True
 
 
+def raised_in_client(error: BaseException) -> bool:
+    """Whether ``error`` was raised inside aiokafka's own code (its innermost frame)."""
+    trace, where = error.__traceback__, ""
+    while trace is not None:
+        where, trace = trace.tb_frame.f_code.co_filename, trace.tb_next
+    return f"{os.sep}aiokafka{os.sep}" in where
+
+
 def quiet_client_futures(loop: asyncio.AbstractEventLoop) -> None:
     """Log a Kafka client future that failed unobserved (a batch of a commit abandoned in
-    an outage: its error is already reported as the outage) as one DEBUG line, not as an
-    asyncio ERROR; everything else the loop reports is handled as before."""
+    an outage: its error is already reported as the outage) as one DEBUG line, and an error
+    raised inside one of aiokafka's own callbacks while a broker goes away (its sender
+    removing a batch twice: KeyError in ``message_accumulator``) as one WARNING line, not as
+    an asyncio ERROR with a traceback; everything else the loop reports is handled as
+    before."""
     from aiokafka.errors import KafkaError
 
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         error = context.get("exception")
         if isinstance(error, KafkaError):
             log.debug("%s: %r", context.get("message"), error)
+            return
+        if isinstance(error, Exception) and raised_in_client(error):
+            log.warning("Kafka client error in its own callback (the outage is reported "
+                        "separately): %s: %r", context.get("message"), error)
             return
         loop.default_exception_handler(context)
 

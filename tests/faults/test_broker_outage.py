@@ -194,3 +194,35 @@ def test_the_clients_own_tracebacks_become_one_warning_line() -> None:
     assert line == ("WARNING Unexpected error in sender routine: RuntimeError: Unexpected "
                     "error during batch delivery <- ConnectionResetError: Connection at "
                     "127.0.0.1:1 closed")
+
+
+def test_an_error_inside_the_clients_own_callback_is_one_warning_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """aiokafka's sender can remove a batch twice while a broker goes away (KeyError in
+    its message_accumulator callback, seen in CI): the worker's loop logs it as one WARNING
+    line with no traceback; an error raised in other code still gets asyncio's report."""
+    import logging
+
+    from framework.worker.outage import quiet_client_futures
+
+    namespace: dict[str, object] = {}
+    exec(compile("def cb():\n    {}.pop('batch')\n",  # a callback "in aiokafka"
+                 "/site-packages/aiokafka/producer/message_accumulator.py", "exec"), namespace)
+
+    def ours() -> None:
+        raise ValueError("a bug of ours")
+
+    loop = asyncio.new_event_loop()
+    try:
+        quiet_client_futures(loop)
+        with caplog.at_level(logging.DEBUG):
+            loop.call_soon(namespace["cb"])  # type: ignore[arg-type]
+            loop.call_soon(ours)
+            loop.run_until_complete(asyncio.sleep(0.01))
+    finally:
+        loop.close()
+    client = [r for r in caplog.records if "KeyError" in r.getMessage()]
+    assert [(r.levelno, r.exc_info) for r in client] == [(logging.WARNING, None)]
+    assert "Kafka client error in its own callback" in client[0].getMessage()
+    other = [r for r in caplog.records if r.exc_info and "a bug of ours" in repr(r.exc_info[1])]
+    assert other and other[0].levelno == logging.ERROR
