@@ -8,6 +8,7 @@ of a hang, and a missing broker feature becomes `UnsupportedOperation` at once.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import re
 import time
@@ -57,6 +58,8 @@ UNREACHABLE = (
 _CONNECTION_KEYS = ("security_protocol", "sasl_mechanism", "sasl_plain_username",
                     "sasl_plain_password")
 _POLL_S = 0.05
+_RECHECK_S = 0.2
+_log = logging.getLogger(__name__)
 _NAMESPACE = re.compile(r"[A-Za-z0-9._-]{0,200}")
 
 
@@ -98,6 +101,9 @@ class _ClusterAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
     its cached metadata, which still lists a broker that died (for up to its metadata age),
     so a third of the calls on a 3-node cluster with one node down failed at once."""
 
+    answered_by: int | None = None
+    """The broker that answered the last request sent to any node (for log lines)."""
+
     async def _send_request(self, request: Any, node_id: int | None = None) -> Any:
         if node_id is not None:
             return await super()._send_request(request, node_id)
@@ -107,7 +113,9 @@ class _ClusterAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
         failed: BaseException | None = None
         for node in nodes:
             try:
-                return await client.send(node, request)
+                answer = await client.send(node, request)
+                self.answered_by = node
+                return answer
             except (KafkaConnectionError, NodeNotReadyError, RequestTimedOutError) as exc:
                 failed = exc
         if failed is None:
@@ -216,10 +224,11 @@ class KafkaAdmin:
         self.system = system
         self.bootstrap = bootstrap
         self.options = options
-        self._admin: AIOKafkaAdminClient | None = None
+        self._admin: _ClusterAdmin | None = None
         self._offsets: AIOKafkaConsumer | None = None
         self._counts: dict[str, int] = {}
         self._counts_at = float("-inf")
+        self._seen: set[str] = set()  # streams some metadata answer has listed
         self._offsets_lock = asyncio.Lock()
 
     async def start(self) -> None:
@@ -297,18 +306,36 @@ class KafkaAdmin:
         without the namespace.
         """
         if time.monotonic() - self._counts_at > max_age_s:
-            await self.start()
-            assert self._admin is not None
-            topics = await self.bounded("metadata", self._admin.describe_topics())
-            prefix = self.options.namespace
-            self._counts = {
-                t["topic"][len(prefix):]: len(t["partitions"])
-                for t in topics
-                if t["error_code"] == 0 and not t.get("is_internal", False)
-                and t["topic"].startswith(prefix)
-            }
-            self._counts_at = time.monotonic()
+            counts = await self._read_counts()
+            vanished = self._seen - counts.keys()
+            deadline = time.monotonic() + self.options.timeout_s
+            if vanished:
+                # Seen before, absent now: one broker's answer is not enough to call a
+                # stream gone (a worker would stop on it). Ask again, other brokers too.
+                _log.warning("Kafka at %s: broker %s answered metadata without stream(s) "
+                             "%s seen before; asking again for up to %g s", self.bootstrap,
+                             self._admin.answered_by if self._admin else None,
+                             ", ".join(sorted(vanished)), self.options.timeout_s)
+            while vanished and time.monotonic() < deadline:
+                await asyncio.sleep(_RECHECK_S)
+                counts = await self._read_counts()
+                vanished = self._seen - counts.keys()
+            self._seen = (self._seen - vanished) | counts.keys()
+            self._counts, self._counts_at = counts, time.monotonic()
         return self._counts
+
+    async def _read_counts(self) -> dict[str, int]:
+        """One metadata answer: the partition count of every topic of the namespace."""
+        await self.start()
+        assert self._admin is not None
+        topics = await self.bounded("metadata", self._admin.describe_topics())
+        prefix = self.options.namespace
+        return {
+            t["topic"][len(prefix):]: len(t["partitions"])
+            for t in topics
+            if t["error_code"] == 0 and not t.get("is_internal", False)
+            and t["topic"].startswith(prefix)
+        }
 
     async def partition_counts(
         self, streams: Sequence[str], max_age_s: float = 0.0

@@ -1,0 +1,75 @@
+"""One broker's metadata answer that lacks a stream seen before does not make the stream
+missing: seen in a full run, a worker stopped with "stream … does not exist" while a node
+of a 3-node cluster was killed, and the job counted a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from framework.errors import StreamNotFoundError
+from framework.systems.kafka.admin import KafkaAdmin, KafkaOptions
+
+
+class _Answers:
+    """Stands in for the admin client: each metadata request gets the next answer."""
+
+    answered_by = 2
+
+    def __init__(self, answers: list[list[str]]) -> None:
+        self._answers: Iterator[list[str]] = iter(answers)
+        self.asked = 0
+
+    async def describe_topics(self) -> list[dict[str, Any]]:
+        self.asked += 1
+        topics = next(self._answers)
+        return [{"topic": t, "error_code": 0, "partitions": [{}] * 4} for t in topics]
+
+
+def _admin(answers: list[list[str]], timeout_s: float = 5.0) -> tuple[KafkaAdmin, _Answers]:
+    admin = KafkaAdmin("kafka", "127.0.0.1:9", KafkaOptions(timeout_s=timeout_s))
+    fake = _Answers(answers)
+    admin._admin = fake  # type: ignore[assignment]
+    return admin, fake
+
+
+def test_a_stream_missing_from_one_answer_is_asked_for_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    admin, fake = _admin([["events", "checkpoints"], ["events"], ["events", "checkpoints"]])
+
+    async def run() -> tuple[dict[str, int], dict[str, int]]:
+        first = await admin.partition_counts(["checkpoints"])
+        return first, await admin.partition_counts(["checkpoints", "events"])
+
+    with caplog.at_level(logging.WARNING, "framework.systems.kafka.admin"):
+        first, second = asyncio.run(run())
+    assert first == {"checkpoints": 4}
+    assert second == {"checkpoints": 4, "events": 4}
+    assert fake.asked == 3
+    assert [r.getMessage() for r in caplog.records] == [
+        "Kafka at 127.0.0.1:9: broker 2 answered metadata without stream(s) checkpoints seen "
+        "before; asking again for up to 5 s"]
+
+
+def test_a_stream_gone_for_longer_than_the_timeout_is_missing() -> None:
+    admin, fake = _admin([["events", "checkpoints"]] + [["events"]] * 100, timeout_s=0.5)
+
+    async def run() -> None:
+        await admin.partition_counts(["checkpoints"])
+        await admin.partition_counts(["checkpoints"])
+
+    with pytest.raises(StreamNotFoundError, match="stream 'checkpoints' does not exist"):
+        asyncio.run(run())
+    assert 2 < fake.asked < 10  # asked again while the timeout lasted, then gave up
+
+
+def test_a_stream_never_seen_is_missing_at_once() -> None:
+    admin, fake = _admin([["events"], ["events"]])
+    with pytest.raises(StreamNotFoundError, match=re.escape("sampan streams create kafka.orders")):
+        asyncio.run(admin.partition_counts(["orders"]))
+    assert fake.asked == 1
