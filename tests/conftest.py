@@ -3,7 +3,6 @@
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import kafka_broker as brokers
@@ -63,12 +62,11 @@ def kafka_broker() -> Iterator[KafkaBroker]:
         broker.stop()
 
 
-@pytest.fixture
-def kafka_own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
-    """A one-node Apache Kafka of the test's own, which it may stop and start again (the
-    shared `kafka_broker` must stay up); stopped at the end."""
+@pytest.fixture(scope="module")
+def _module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """The stoppable one-node broker of one test module, stopped when its tests are done."""
     require_kafka()
-    broker = brokers.start_kafka(tmp_path / "kafka")
+    broker = brokers.start_kafka(tmp_path_factory.mktemp("kafka"))
     try:
         yield broker
     finally:
@@ -76,15 +74,35 @@ def kafka_own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
 
 
 @pytest.fixture
-def kafka_cluster() -> Iterator[KafkaCluster]:
-    """A 3-node KRaft cluster (replication factor 3, min.insync.replicas 2) of the test's
-    own: its nodes may be killed and started again; every node is stopped at the end."""
+def kafka_own_broker(_module_broker: KafkaBroker) -> KafkaBroker:
+    """A one-node Apache Kafka that the test may stop and start again (the shared
+    `kafka_broker` must stay up): shared by the tests of one module, running when each
+    test starts — started again on its own folders if an earlier test left it stopped."""
+    if not all(node.alive for node in _module_broker.nodes):
+        _module_broker.start()
+    return _module_broker
+
+
+@pytest.fixture(scope="module")
+def _module_cluster() -> Iterator[KafkaCluster]:
+    """The 3-node cluster of one test module, stopped when the module's tests are done."""
     require_kafka()
     cluster = brokers.start_cluster(3)
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def kafka_cluster(_module_cluster: KafkaCluster) -> KafkaCluster:
+    """A 3-node KRaft cluster (replication factor 3, min.insync.replicas 2) that the test
+    may kill nodes of: shared by the tests of one module (a cluster's start is the
+    costliest thing a test here does), with every node running when each test starts —
+    a node an earlier test left killed is started again on its own folders."""
+    if not all(node.alive for node in _module_cluster.nodes):
+        _module_cluster.start()  # launches the dead nodes only
+    return _module_cluster
 
 
 @pytest.fixture(scope="session")

@@ -84,6 +84,10 @@ class HostDrillReport:
     """The input's changes made while the host was down (``kafka.<in> 2→4``)."""
     reason: str = ""
     """Why the leader built the failover model (its ``reason``)."""
+    failover_epoch: int = 0
+    expanded_epoch: int = 0
+    """The epoch whose model applied the expansion: the failover model's, or an earlier
+    one when the leader saw the new partitions before the killed host's session ended."""
     detected_s: float = 0.0
     """Kill → the model without the killed host published (the session timeout)."""
     resumed_s: float = 0.0
@@ -104,6 +108,16 @@ class HostDrillReport:
             return False
         return self.guarantee == "at-least-once" or not self.over
 
+    def _applied(self) -> str:
+        """Which model applied the expansion, as seen from the failover model."""
+        if not self.expanded_epoch:
+            return (f"no expansion record in the job's status; failover model (epoch "
+                    f"{self.failover_epoch}): {self.reason}")
+        if self.expanded_epoch == self.failover_epoch:
+            return f"failover model (epoch {self.failover_epoch}): {self.reason}"
+        return (f"applied by epoch {self.expanded_epoch}, before {self.killed}'s session "
+                f"ended; failover model (epoch {self.failover_epoch}): {self.reason}")
+
     def text(self) -> str:
         o = self.options
         lines = [
@@ -113,7 +127,7 @@ class HostDrillReport:
             f"  {o.records:,} records over {o.keys:,} keys; host {self.killed} SIGKILLed "
             f"(process group) after {self.killed_after:,}, its tasks {', '.join(self.moved)}",
             *([f"  input expanded while {self.killed} was down: "
-               + ", ".join(self.expansions) + f"; failover model: {self.reason}"]
+               + ", ".join(self.expansions) + f"; {self._applied()}"]
               if o.steps else []),
             f"  kill → failover model: {self.detected_s:.2f} s; kill → every task resumed: "
             f"{self.resumed_s:.2f} s",
@@ -275,6 +289,11 @@ async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillRe
         report.expansions = [f"{config.inputs[0]} {a}→{b}"
                              for a, b in itertools.pairwise(counts)]
         report.reason = after.model.reason
+        report.failover_epoch = after.model.epoch
+        report.expanded_epoch = min(
+            (e.epoch for e in after.status.expansions
+             if e.epoch > epoch and e.change.startswith(f"{config.inputs[0]} ")),
+            default=0)
         report.detected_s = (after.model.created_ms - killed_ms) / 1000
         survivors = [after.hosts[n] for n in sorted(names - {killed})]
         report.resumed_s = (max(r.resumed_ms or 0 for r in survivors) - killed_ms) / 1000

@@ -7,7 +7,7 @@ from typing import Any
 
 from framework.config import JobConfig
 from framework.systems.base import System
-from framework.systems.reading import read_range
+from framework.systems.reading import final_offsets, read_range
 from groupers import SystemStreamPartition
 
 __all__ = ["read_stream", "store_state"]
@@ -16,7 +16,7 @@ __all__ = ["read_stream", "store_state"]
 async def read_stream(system: System, stream: str) -> dict[int, list[tuple[bytes, bytes]]]:
     """Every (key, value) of every partition of ``stream`` in offset order (no tombstones)."""
     records: dict[int, list[tuple[bytes, bytes]]] = {}
-    for partition, offsets in sorted((await system.offsets(stream)).items()):
+    for partition, offsets in sorted((await final_offsets(system, stream)).items()):
         rows: list[tuple[bytes, bytes]] = []
         ssp = SystemStreamPartition(system.name, stream, partition)
         async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
@@ -31,7 +31,7 @@ async def store_state(system: System, config: JobConfig, store: str
     replayed from its changelog."""
     changelog = config.changelog_ref(store).stream
     state: dict[int, dict[str, Any]] = {}
-    for partition, offsets in sorted((await system.offsets(changelog)).items()):
+    for partition, offsets in sorted((await final_offsets(system, changelog)).items()):
         contents = state.setdefault(partition, {})
         ssp = SystemStreamPartition(system.name, changelog, partition)
         async for batch in read_range(system, ssp, offsets.oldest, offsets.end):

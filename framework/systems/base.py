@@ -261,6 +261,16 @@ class Transactional(Protocol):
 
 
 @runtime_checkable
+class SettlesOffsets(Protocol):
+    """A system whose stream ends can trail a finished commit for a moment (Kafka: a
+    transaction's commit returns before the broker has written its markers)."""
+
+    async def settled_offsets(self, stream: str) -> dict[int, OffsetRange]:
+        """`System.offsets` once every commit that has returned is visible (bounded)."""
+        ...
+
+
+@runtime_checkable
 class StartsProducer(Protocol):
     """A system whose producer connects on first use (Kafka): a coordinator connects it
     at start, so what the broker refuses is said once, there."""

@@ -4,13 +4,29 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
-from framework.systems.base import FetchedRecord, RawFetcher, Record, System, as_record
+from framework.systems.base import (
+    FetchedRecord,
+    OffsetRange,
+    RawFetcher,
+    Record,
+    SettlesOffsets,
+    System,
+    as_record,
+)
 from groupers import SystemStreamPartition
 
-__all__ = ["read_columns_range", "read_range"]
+__all__ = ["final_offsets", "read_columns_range", "read_range"]
 
 Columns = tuple[list[int], list[bytes | None], list[bytes | None]]
 """(offsets, keys, values) of a batch, in offset order."""
+
+
+async def final_offsets(system: System, stream: str) -> dict[int, OffsetRange]:
+    """``stream``'s offsets for reading finished work in full: on Kafka, once the markers
+    of transactions that already committed are written (`SettlesOffsets`)."""
+    if isinstance(system, SettlesOffsets):
+        return await system.settled_offsets(stream)
+    return await system.offsets(stream)
 
 
 async def read_range(

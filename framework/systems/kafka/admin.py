@@ -358,15 +358,27 @@ class KafkaAdmin:
                 )
             await asyncio.sleep(_POLL_S)
 
-    async def offsets(self, stream: str) -> dict[int, OffsetRange]:
+    async def offsets(self, stream: str, settle_s: float = 0.0) -> dict[int, OffsetRange]:
+        """Per partition: oldest offset and the end a read_committed reader sees.
+
+        A transaction's commit returns before the broker has written its markers, so for a
+        moment its records lie past the last stable offset, as an open transaction's do.
+        With ``settle_s`` the ends are read again (for at most that long) until no
+        partition's stable offset is short of its high watermark: what a reader that
+        checks finished work needs (a transaction still open then stays outside the end).
+        """
         count = (await self.partition_counts([stream]))[stream]
         tps = [TopicPartition(self.topic(stream), p) for p in range(count)]
-        async with self._offsets_lock:
-            assert self._offsets is not None
-            oldest = await self.bounded("ListOffsets", self._offsets.beginning_offsets(tps))
-            listed = await self.bounded("ListOffsets", self._offsets.end_offsets(tps))
-            end = await self._high_watermarks(listed, oldest)
-        return {tp.partition: OffsetRange(oldest[tp], end[tp]) for tp in tps}
+        deadline = time.monotonic() + settle_s
+        while True:
+            async with self._offsets_lock:
+                assert self._offsets is not None
+                oldest = await self.bounded("ListOffsets", self._offsets.beginning_offsets(tps))
+                listed = await self.bounded("ListOffsets", self._offsets.end_offsets(tps))
+                end, unsettled = await self._high_watermarks(listed, oldest)
+            if not unsettled or time.monotonic() >= deadline:
+                return {tp.partition: OffsetRange(oldest[tp], end[tp]) for tp in tps}
+            await asyncio.sleep(_POLL_S)
 
     def _stable(self, tp: TopicPartition, high: int) -> int:
         """The fetch's last stable offset when below ``high``: a read_committed fetch
@@ -408,8 +420,9 @@ class KafkaAdmin:
 
     async def _high_watermarks(
         self, listed: Mapping[TopicPartition, int], oldest: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, int]:
-        """End offsets as a fetch reports them (its high watermark).
+    ) -> tuple[dict[TopicPartition, int], set[TopicPartition]]:
+        """End offsets as a fetch reports them (its high watermark), and the partitions
+        whose last stable offset is short of it (a transaction open or being completed).
 
         tansu 0.6 answers ListOffsets(latest) with the base offset of the last batch
         plus one, short of the end whenever that batch holds several records; the
@@ -429,10 +442,11 @@ class KafkaAdmin:
                 if time.monotonic() > deadline:
                     raise self.unavailable(f"Fetch of {tps[0].topic!r}", TimeoutError())
                 await asyncio.sleep(0.002)
-            high = {tp: self._stable(tp, max(listed[tp], consumer.highwater(tp)))
-                    for tp in tps}
-            return {tp: await self._committed_end(tp, oldest[tp], high[tp])
+            watermarks = {tp: max(listed[tp], consumer.highwater(tp)) for tp in tps}
+            high = {tp: self._stable(tp, watermarks[tp]) for tp in tps}
+            ends = {tp: await self._committed_end(tp, oldest[tp], high[tp])
                     if high[tp] > oldest[tp] else high[tp] for tp in tps}
+            return ends, {tp for tp in tps if high[tp] < watermarks[tp]}
         finally:
             consumer.assign([])
 

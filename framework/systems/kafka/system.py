@@ -205,6 +205,11 @@ class KafkaSystem:
     async def offsets(self, stream: str) -> dict[int, OffsetRange]:
         return await self.admin.offsets(stream)
 
+    async def settled_offsets(self, stream: str) -> dict[int, OffsetRange]:
+        """`offsets` after waiting (at most ``timeout_s``) for the markers of transactions
+        that have committed or aborted: what a check of finished work reads up to."""
+        return await self.admin.offsets(stream, settle_s=self.options.timeout_s)
+
     def consumer(self) -> KafkaConsumer:
         return KafkaConsumer(self.admin)
 
