@@ -49,7 +49,9 @@ def expansions(state: CoordinatorState) -> list[ExpansionRow]:
     for record in state.status.expansions:
         note = None
         if record.pause_ms is None and state.model is not None and state.model.hosts:
-            note = "pause not measured on several hosts"
+            note = ("pause ongoing: waiting for every host to resume"
+                    if record.epoch == current else
+                    "pause unknown: another rebalance came before every host resumed")
         elif record.pause_ms is None:
             note = ("pause ongoing: waiting for every worker to resume"
                     if record.epoch == current and state.status.state == "running"

@@ -32,6 +32,7 @@ from framework.hosts.leader import lead_blocking
 from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
 from framework.hosts.membership import Membership
+from framework.hosts.pause import close_pause
 from framework.hosts.ports import claim_base_port
 from framework.hosts.replicas import Replicas
 from framework.hosts.reporting import HostReporter
@@ -44,6 +45,9 @@ from framework.worker.commit import check_guarantee
 from framework.worker.state import rocksdb_options
 
 __all__ = ["Host"]
+
+PAUSE_CHECK_S = 1.0
+"""How often the leader looks whether every host resumed after an expansion."""
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,8 @@ class Host:
         self._rejoin_at: float | None = None
         self._next_monitor = 0.0
         self._asked: dict[str, int] | None = None  # the counts of the last rebalance asked for
+        self._pause_epoch: int | None = None  # the leader's epoch whose pause may be open
+        self._next_pause_check = 0.0
         self._reporter: HostReporter | None = None
         self._incarnation = 0
         self._waiting_since: float | None = None
@@ -317,6 +323,7 @@ class Host:
         assert self._reporter is not None and self._membership is not None
         await self._reporter.assigned(model, ids, active, standby, warmup,
                                       leader=self._membership.leader)
+        self._pause_epoch = model.epoch if self._membership.leader else None
 
     # between rebalances --------------------------------------------------------------------
     async def _tick(self) -> None:
@@ -328,6 +335,14 @@ class Host:
             self._membership.rejoin()
             return
         await self._reporter.tick(self.replicas.gaps if self.replicas else {})
+        if self._pause_epoch is not None and now >= self._next_pause_check:
+            self._next_pause_check = now + PAUSE_CHECK_S
+            assert self._meta is not None
+            try:
+                if await close_pause(self._meta, self.config, self._pause_epoch):
+                    self._pause_epoch = None
+            except SampanError as error:
+                log.warning("cannot record the expansion's pause yet (%s)", error)
         if now >= self._next_monitor and self.model is not None:
             self._next_monitor = now + self.config.coordinator.monitor_interval_ms / 1000
             try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drill_cli import run_cli_drill
 from kafka_broker import free_port
 
 from framework.drill.options import DrillOptions
@@ -24,17 +25,11 @@ from framework.systems.memory import MemorySystem
 
 def test_drill_cli_is_exact_through_two_expansions(tmp_path: Path) -> None:
     """The README's first command, smaller: exit 0, EXACT, a report and a timeline plot."""
-    out = tmp_path / "drill"
-    done = subprocess.run(
-        [sys.executable, "-m", "framework.cli", "drill", "--records", "6000", "--rate", "3000",
-         "--keys", "300", "--output", str(out)],
-        capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "verdict: EXACT — all 300 keys" in done.stdout
-    assert "expansion local.words 2→4" in done.stdout
-    assert "expansion local.words 4→8" in done.stdout
-    assert (out / "report.txt").read_text().strip() == done.stdout.strip()
-    assert (out / "timeline.png").stat().st_size > 10_000
+    text = run_cli_drill(tmp_path / "drill", "--records", "6000", "--rate", "3000",
+                         "--keys", "300", timeout=240)
+    assert "verdict: EXACT — all 300 keys" in text
+    assert "expansion local.words 2→4" in text
+    assert "expansion local.words 4→8" in text
 
 
 async def test_drill_expansions_restore_nothing_and_keep_order(tmp_path: Path) -> None:

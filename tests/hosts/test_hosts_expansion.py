@@ -51,8 +51,9 @@ def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(kafka_broker: Any,
 def test_status_on_two_hosts_names_the_expansion_and_the_refusal(kafka_broker: Any,
                                                                 tmp_path: Path) -> None:
     """The group leader decides a partition change as one host does and records it the same
-    way: `sampan status` shows the applied expansion (from → to, its epoch) and, for a
-    change the tasks cannot map, the refusal with why and the fix."""
+    way: `sampan status` shows the applied expansion (from → to, its epoch, its pause: until
+    every host resumed) and, for a change the tasks cannot map, the refusal with why and
+    the fix."""
     name = f"hr-{os.getpid()}"
     topic, stream = f"{name}-in", f"kafka.{name}-in"
     hosts = Hosts(job_file(tmp_path / "job", kafka_broker.bootstrap, name, partitions=2),
@@ -72,6 +73,8 @@ def test_status_on_two_hosts_names_the_expansion_and_the_refusal(kafka_broker: A
                          m.partition_counts[stream] == 4 and m, 120, "the model at 4", hosts)
         produce(config, truth, 1000, 40, start=1000)
         wait_for(lambda: final_state(config) == dict(truth), 120, "exact sums", hosts)
+        wait_for(lambda: (e := state(config).status.expansions) and e[0].resumed_ms, 120,
+                 "the leader to close the expansion's pause", hosts)
         expand_topic(hosts, topic, 5)
         held = wait_for(lambda: (m := state(config).model) and stream in m.holds and m, 120,
                         "the leader's hold of 4→5", hosts)
@@ -83,6 +86,8 @@ def test_status_on_two_hosts_names_the_expansion_and_the_refusal(kafka_broker: A
         assert before.epoch < expansion.epoch <= grown.epoch  # the first model at 4
         assert expansion.model_published_ms is not None
         assert expansion.detected_ms <= expansion.model_published_ms
+        assert expansion.resumed_ms is not None and expansion.pause_ms is not None
+        assert expansion.model_published_ms <= expansion.resumed_ms
         status = subprocess.run([*CLI, "status", str(hosts.path)], capture_output=True,
                                 text=True, timeout=120)
         assert status.returncode == 1, status.stderr  # degraded while a change is refused
@@ -100,8 +105,8 @@ def test_status_on_two_hosts_names_the_expansion_and_the_refusal(kafka_broker: A
             f"discard-held {stream} --job {job}`"]
         assert [line for line in lines if line.startswith("  expansion ")] == [
             f"  expansion {stream} 2→4 → epoch {expansion.epoch}: detected "
-            f"{clock(expansion.detected_ms)}, workers stopped -, restarted -, pause not "
-            f"measured on several hosts"]
+            f"{clock(expansion.detected_ms)}, workers stopped -, restarted -, resumed "
+            f"{clock(expansion.resumed_ms)}, pause {expansion.pause_ms} ms"]
         assert final_state(config) == dict(truth)
 
 
