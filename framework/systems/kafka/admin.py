@@ -506,11 +506,13 @@ class KafkaAdmin:
                 f"CreateTopics: the broker at {self.bootstrap} cannot create topics, so "
                 f"stream {stream!r} does not exist; create it with {partitions} "
                 f"partition(s) with the broker's own tools") from exc
+        existed = False
         for error in response.topic_errors:
             code, message = error[1], error[2] if len(error) > 2 else None
             if code == TopicAlreadyExistsError.errno:
-                if exist_ok:
-                    return
+                if exist_ok:  # created by another process a moment ago, maybe
+                    existed = True
+                    continue
                 raise SampanError(
                     f"stream {stream!r} already exists in system {self.system!r}; pass "
                     "exist_ok=True to accept it, or use `expand_stream` to grow it"
@@ -520,7 +522,11 @@ class KafkaAdmin:
                     f"Kafka at {self.bootstrap} refused to create stream {stream!r}: "
                     f"{for_code(code).__name__} {message or ''}".rstrip()
                 )
-        await self.wait_for_count(stream, partitions)
+        # Brokers learn of a new topic a moment after CreateTopics answers (also when
+        # another process created it first): wait until metadata shows it, and from now on
+        # take a broker's answer without it as not yet current (`topic_counts`).
+        await self.wait_for_count(stream, 1 if existed else partitions)
+        self._seen.add(stream)
 
     async def expand_stream(self, stream: str, partitions: int) -> None:
         count = (await self.partition_counts([stream]))[stream]

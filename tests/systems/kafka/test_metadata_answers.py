@@ -8,9 +8,11 @@ import asyncio
 import logging
 import re
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiokafka.errors import TopicAlreadyExistsError
 
 from framework.errors import StreamNotFoundError
 from framework.systems.kafka.admin import KafkaAdmin, KafkaOptions
@@ -24,6 +26,11 @@ class _Answers:
     def __init__(self, answers: list[list[str]]) -> None:
         self._answers: Iterator[list[str]] = iter(answers)
         self.asked = 0
+
+    async def create_topics(self, topics: list[Any]) -> Any:
+        """Another process created the topic first: TopicAlreadyExists."""
+        return SimpleNamespace(topic_errors=[(t.name, TopicAlreadyExistsError.errno, "exists")
+                                             for t in topics])
 
     async def describe_topics(self) -> list[dict[str, Any]]:
         self.asked += 1
@@ -73,3 +80,20 @@ def test_a_stream_never_seen_is_missing_at_once() -> None:
     with pytest.raises(StreamNotFoundError, match=re.escape("sampan streams create kafka.orders")):
         asyncio.run(admin.partition_counts(["orders"]))
     assert fake.asked == 1
+
+
+def test_a_stream_another_process_just_created_is_waited_for_then_trusted() -> None:
+    """Seen in a full run on the 3-node cluster: two workers create the job's checkpoints
+    topic at once; the second's CreateTopics says it exists, and a broker that had not yet
+    learnt of it answered the next metadata request: the worker stopped with "does not
+    exist". Creation now waits until metadata shows the stream, and a later answer without
+    it is asked again."""
+    admin, fake = _admin([["events"], ["events"], ["events", "checkpoints"], ["events"],
+                          ["events", "checkpoints"]])
+
+    async def run() -> dict[str, int]:
+        await admin.create_stream("checkpoints", 1, compacted=True, exist_ok=True)
+        return await admin.partition_counts(["checkpoints"])
+
+    assert asyncio.run(run()) == {"checkpoints": 4}
+    assert fake.asked == 5
