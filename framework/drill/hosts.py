@@ -162,10 +162,13 @@ async def _state(config: JobConfig) -> CoordinatorState:
     return await _opened(config, lambda s: read_state(s, config))
 
 
-async def _totals(config: JobConfig) -> dict[str, int]:
+async def _totals(config: JobConfig, *, settled: bool = True) -> dict[str, int]:
+    """Key → its total from the changelog; ``settled=False`` for polls while the job runs
+    (under exactly-once a transaction is nearly always open then: waiting for it to settle
+    would only slow the poll, and the next poll sees it)."""
     async def read(system: System) -> dict[str, int]:
         try:
-            parts = await store_state(system, config, "totals")
+            parts = await store_state(system, config, "totals", settled=settled)
         except SampanError:  # the changelog does not exist yet
             return {}
         return {k: int(v) for contents in parts.values() for k, v in contents.items()}
@@ -249,7 +252,7 @@ async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillRe
         await _produce(config, truth, 0, half, options.keys)
 
         async def caught_up() -> bool:  # totals only grow: every key reached its truth
-            totals = await _totals(config)
+            totals = await _totals(config, settled=False)
             return all(totals.get(k, 0) >= v for k, v in truth.items())
         await _wait("the first half processed", caught_up, hosts, limit)
         if options.standbys:

@@ -25,13 +25,14 @@ async def read_stream(system: System, stream: str) -> dict[int, list[tuple[bytes
     return records
 
 
-async def store_state(system: System, config: JobConfig, store: str
+async def store_state(system: System, config: JobConfig, store: str, *, settled: bool = True
                       ) -> dict[int, dict[str, Any]]:
     """Each changelog partition's (each task's) final contents of ``store`` (JSON values),
     replayed from its changelog."""
     changelog = config.changelog_ref(store).stream
     state: dict[int, dict[str, Any]] = {}
-    for partition, offsets in sorted((await final_offsets(system, changelog)).items()):
+    ends = await (final_offsets(system, changelog) if settled else system.offsets(changelog))
+    for partition, offsets in sorted(ends.items()):
         contents = state.setdefault(partition, {})
         ssp = SystemStreamPartition(system.name, changelog, partition)
         async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
