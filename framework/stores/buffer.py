@@ -9,9 +9,12 @@ value serde (a counter, a sum, `framework.windows`' state text) is kept as it is
 encoded when the commit drains the buffer: it cannot fail to encode, and a key written
 many times between commits is encoded once.
 
+A layer above may keep its own latest writes in memory and register a flush
+(`before_drain`) that puts them when the store is drained or read by range.
+
 Commit interplay (DESIGN.md §6)::
 
-    items = store.drain()          # buffer → pending; reads still see pending
+    items = store.drain()          # flushes, then buffer → pending; reads see pending
     ... produce items as changelog records, write the checkpoint ...
     store.apply(items, position)   # one engine batch with the new changelog position
     # or, if the commit failed:
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import reprlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from framework.errors import SerdeError, StoreError
@@ -106,6 +109,7 @@ class TaskStore:
         self._pending: dict[bytes, bytes | None] | None = None  # drained, not yet applied
         self.journal: list[tuple[TaskStore, bytes, Any, Any]] | None = None
         """Set by a worker that may undo one record's writes (`undo`); None: no journal."""
+        self._flushes: list[Callable[[], None]] = []
 
     # -- the task's API ---------------------------------------------------------------
 
@@ -209,6 +213,12 @@ class TaskStore:
         """Every entry in serialized-key order, buffered writes included."""
         return self._entries(None, None)
 
+    def before_drain(self, flush: Callable[[], None]) -> None:
+        """Call ``flush`` before every `drain` and range read (`prefix`, `range`, `all`):
+        a layer that keeps its latest writes in memory (`framework.windows`' states) puts
+        them then, so each commit carries them and those reads see them."""
+        self._flushes.append(flush)
+
     # -- the worker's API -------------------------------------------------------------
 
     def _remember(self, raw: bytes) -> None:
@@ -251,6 +261,8 @@ class TaskStore:
         If an earlier drain was never applied (its commit failed and is being retried),
         its writes are included, overlaid by newer ones.
         """
+        for flush in self._flushes:
+            flush()
         self._encode_later()
         drained = self._buffer
         if self._pending:
@@ -299,6 +311,8 @@ class TaskStore:
     def _entries(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[Any, Any]]:
         if start is not None and end is not None and start >= end:
             return iter(())
+        for flush in self._flushes:
+            flush()
         # Snapshot the buffered writes now, so writes during iteration cannot break it.
         self._encode_later()
         overlay = dict(self._pending) if self._pending else {}

@@ -2,10 +2,17 @@
 
 One store value per key (``<prefix><key>`` → state text, `framework.windows.state`), and
 in memory: the decoded states of the keys in use (every key's, up to `CACHED_KEYS`), so a
-record costs one store write and no read; and a `DueIndex` of when each key has something
-due (a window closes, a joined record expires), rebuilt from the store at start. Due
-times scattered over event time (sessions, joined records) are handed out in steps of a
+record reads nothing from the store; and a `DueIndex` of when each key has something due
+(a window closes, a joined record expires), rebuilt from the store at start. Due times
+scattered over event time (sessions, joined records) are handed out in steps of a
 ``granule``, so one close serves many keys.
+
+Write-back: a record changes its key's state in memory and marks the key dirty; the
+dirty keys' states are encoded and put when the task store is drained for a commit (or
+read by range), through `TaskStore.before_drain` — once per key and commit, however many
+records it had. Each commit thus carries every key's state as of that commit, exactly
+what write-through would have left in the write buffer, and a restart restores it from
+the changelog. A state JSON cannot hold then fails that commit, naming the key.
 
 Closing is lazy in the store: a close writes ``a~closed`` (its bound) and deletes the
 keys it emptied — at the next close, unless a record wrote the key again first — but
@@ -13,8 +20,9 @@ does not rewrite the others; whatever only the closed windows needed is dropped
 whenever a state is read from the store (``open_part``).
 
 Under the ``skip`` and ``dead-letter`` process policies a failed record's store writes
-are undone behind these copies, so then nothing is cached and the index is rebuilt from
-the store at every close.
+are undone behind these copies, so then nothing is cached, every record's state is
+written at once, and the index is rebuilt from the store at every close. A store other
+than a `TaskStore` (no drain to hook) is written at once too.
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ from typing import Any
 
 from framework.api import KeyValueStore
 from framework.stores.buffer import TaskStore
-from framework.windows.state import DueIndex, dump_state, load_state
+from framework.windows.kinds import WindowError
+from framework.windows.state import DueIndex, dump_state, key_from_text, load_state
 
 __all__ = ["CACHED_KEYS", "CLOSED_KEY", "KeyedStates"]
 
@@ -58,8 +67,13 @@ class KeyedStates:
         """Keys the last close emptied, deleted at the next one unless written before."""
         self.closed: int = store.get(CLOSED_KEY) or -1
         """The bound of the last close."""
+        self.dirty: set[str] = set()
+        """Keys whose state changed since the last `flush` (write-back only)."""
         self._cached: bool | None = None
+        self._write_back = False
         self._legacy = tuple(legacy)
+        if isinstance(store, TaskStore):
+            store.before_drain(self.flush)
 
     def stored(self) -> list[tuple[str, State]]:
         """Every key's state as the store has it (``(key text, state)``)."""
@@ -93,6 +107,7 @@ class KeyedStates:
         if self._cached is None:
             store = self.store
             self._cached = not isinstance(store, TaskStore) or store.journal is None
+            self._write_back = isinstance(store, TaskStore) and self._cached
         return self.cache if self._cached else None
 
     def load(self, text: str) -> State | None:
@@ -106,16 +121,40 @@ class KeyedStates:
         return None if stored is None else self._open_part(load_state(stored), self.closed)
 
     def save(self, text: str, state: State) -> None:
-        """Write key ``text``'s (non-empty) state."""
-        self.store.put(self.prefix + text, dump_state(state))
+        """Set key ``text``'s (non-empty) state: in memory until the next `flush` (write-
+        back), else in the store at once."""
         cache = self.cache if self._cached else self.cached()
+        if cache is None or not self._write_back:
+            self.store.put(self.prefix + text, dump_state(state))
+        else:
+            self.dirty.add(text)
         if cache is not None:
             if len(cache) >= CACHED_KEYS and text not in cache:
+                self.flush()  # the dirty states are only in the cache
                 cache.clear()
                 self.complete = False
+                self.dirty.add(text)
             cache[text] = state
         if self.emptied:
             self.emptied.discard(text)
+
+    def flush(self) -> None:
+        """Put the state of every key changed since the last flush into the store (what a
+        close emptied since stays out: the next close deletes it)."""
+        dirty = self.dirty
+        if not dirty:
+            return
+        cache, put, prefix = self.cache, self.store.put, self.prefix
+        for text in dirty:
+            state = cache.get(text)
+            if state:
+                try:
+                    text_state = dump_state(state)
+                except WindowError as error:
+                    raise WindowError(f"store {getattr(self.store, 'name', '?')!r}, key "
+                                      f"{key_from_text(text)!r}: {error}") from None
+                put(prefix + text, text_state)
+        dirty.clear()
 
     def start_close(self, bound: int) -> list[tuple[int, str]]:
         """The keys due at ``bound`` (`DueIndex.due`), after deleting the keys the last
