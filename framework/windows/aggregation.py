@@ -29,7 +29,7 @@ from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
 from framework.windows.event_time import EventTime, Timestamp, WindowTicks, open_window_store
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
-from framework.windows.layouts import Layout, describe, layout_for
+from framework.windows.layouts import Layout, Sessions, describe, layout_for
 from framework.windows.reducers import Reducer, aggregate
 from framework.windows.state import key_from_text, key_text
 
@@ -130,6 +130,7 @@ class Windows:
                                   if isinstance(kind, Session) else 1,
                                   legacy=[LEGACY_INDEX])
         self._open_layout(where)
+        self._keyed.first_due = self.layout.first_close
         self._next_close = self._keyed.index.next()
         if isinstance(context, WindowTicks):
             context.on_window(self._close_due)  # windows close on a tick too (idle partitions)
@@ -238,8 +239,10 @@ class Windows:
         self.event_time.save()  # the closes below are committed with this watermark
         keyed = self._keyed
         taken = keyed.start_close(bound)
-        layout, finish, closed_before = self.layout, self._finish, keyed.closed
-        split, closes_at, load = layout.split, layout.closes_at, keyed.load
+        layout, finish, closed_before = self.layout, self.reducer.result, keyed.closed
+        split, load = layout.split, keyed.load
+        closes_at = layout.closes_at if isinstance(layout, Sessions) else None
+        result, new = WindowResult, tuple.__new__  # a NamedTuple without its Python __new__
         closed: list[tuple[int, str, WindowResult]] = []
         kept: list[tuple[str, list[Any]]] = []
         try:
@@ -248,8 +251,10 @@ class Windows:
                 if emitted:
                     key = text[1:] if text[0] == "s" else key_from_text(text)
                     for start, end, aggregate in emitted:
-                        closed.append((closes_at(end), text,
-                                       WindowResult(key, start, end, finish(aggregate))))
+                        closed.append((
+                            end if closes_at is None else closes_at(end), text,
+                            new(result, (key, start, end, aggregate if finish is None
+                                         else finish(aggregate), True))))
                 kept.append((text, remaining))
             closed.sort()  # by closing time, then key: a key closes one window per time
             results = [result for _, _, result in closed]

@@ -147,7 +147,10 @@ class EventTime:
         self._markers: dict[str, int] = {
             key[len(MARKER_PREFIX):]: t for key, t in self.store.prefix(MARKER_PREFIX)}
         self._partitions = Counter(f"{s.system}.{s.stream}" for s in tracked)
-        self._mark: int | None = self.store.get(WATERMARK_KEY)
+        self.watermark: int | None = self.store.get(WATERMARK_KEY)
+        """Event time up to which the task has seen its inputs (None before every tracked
+        partition delivered something); never lower than an earlier watermark. Read it,
+        never set it (an attribute, not a property: windows read it per record)."""
         self._dirty: set[SystemStreamPartition] = set()  # times not yet in the store
         self._mark_dirty = False
         self._idle: set[SystemStreamPartition] = set()  # not holding the watermark back
@@ -159,12 +162,6 @@ class EventTime:
             context.track_watermark(self)
         if self._idle_ms is not None and isinstance(context, WindowTicks):
             context.on_window(lambda collector: self.refresh_idle())
-
-    @property
-    def watermark(self) -> int | None:
-        """Event time up to which the task has seen its inputs (None before every tracked
-        partition delivered something); never lower than an earlier watermark."""
-        return self._mark
 
     def observe(self, envelope: Envelope, timestamp: int | None = None) -> int | None:
         """Account for one record (``timestamp``: its event time if already known); the
@@ -215,8 +212,8 @@ class EventTime:
             return None
         else:
             low = self._low
-        if low is not None and (self._mark is None or low > self._mark):
-            self._mark = low
+        if low is not None and (self.watermark is None or low > self.watermark):
+            self.watermark = low
             self._mark_dirty = True
             if self.source == "markers":
                 self.save()  # markers are few: keep the store current
@@ -234,8 +231,8 @@ class EventTime:
         self._idle = {ssp for ssp in self._times
                       if (ms := idle_ms(ssp)) is not None and ms >= timeout}
         low = self._idle_low() if self._idle else (None if self._unseen else self._low)
-        if low is not None and (self._mark is None or low > self._mark):
-            self._mark = low
+        if low is not None and (self.watermark is None or low > self.watermark):
+            self.watermark = low
             self._mark_dirty = True
             return low
         return None
@@ -276,7 +273,7 @@ class EventTime:
             self.store.put(self._keys[ssp], self._times[ssp])
         self._dirty.clear()
         if self._mark_dirty:
-            self.store.put(WATERMARK_KEY, self._mark)
+            self.store.put(WATERMARK_KEY, self.watermark)
             self._mark_dirty = False
 
     def _marker_low(self) -> int | None:
@@ -294,7 +291,7 @@ class EventTime:
 
     def describe(self) -> dict[str, Any]:
         """The watermark, each partition's time and each marker key's, for debugging."""
-        return {"watermark": self._mark,
+        return {"watermark": self.watermark,
                 "partitions": {_ssp_text(s): t for s, t in sorted(self._times.items())},
                 "idle": sorted(_ssp_text(s) for s in self._idle),
                 "markers": dict(sorted(self._markers.items()))}

@@ -58,7 +58,9 @@ class KeyedStates:
         self.store = store
         self.prefix = prefix
         self._open_part = open_part
-        self._first_due = first_due
+        self.first_due = first_due
+        """When something of an open state is next due (replaceable once the owner knows
+        its layout)."""
         self.index = DueIndex(granule)
         self.cache: dict[str, State] = {}
         self.complete = False
@@ -91,7 +93,7 @@ class KeyedStates:
         for text, state in states:
             open_part = self._open_part(state, self.closed)
             if open_part:
-                self.index.note(text, self._first_due(open_part, self.closed))
+                self.index.note(text, self.first_due(open_part, self.closed))
                 if self.complete:
                     self.cache[text] = open_part
             else:
@@ -123,18 +125,22 @@ class KeyedStates:
     def save(self, text: str, state: State) -> None:
         """Set key ``text``'s (non-empty) state: in memory until the next `flush` (write-
         back), else in the store at once."""
-        cache = self.cache if self._cached else self.cached()
-        if cache is None or not self._write_back:
-            self.store.put(self.prefix + text, dump_state(state))
-        else:
-            self.dirty.add(text)
-        if cache is not None:
-            if len(cache) >= CACHED_KEYS and text not in cache:
+        if self._write_back:
+            cache = self.cache
+            if text not in cache and len(cache) >= CACHED_KEYS:
                 self.flush()  # the dirty states are only in the cache
                 cache.clear()
                 self.complete = False
-                self.dirty.add(text)
             cache[text] = state
+            self.dirty.add(text)
+        else:
+            self.store.put(self.prefix + text, dump_state(state))
+            cache = self.cached()
+            if cache is not None:
+                if text not in cache and len(cache) >= CACHED_KEYS:
+                    cache.clear()
+                    self.complete = False
+                cache[text] = state
         if self.emptied:
             self.emptied.discard(text)
 
@@ -176,7 +182,7 @@ class KeyedStates:
             if remaining:
                 if cache is not None:
                     cache[text] = remaining  # the store keeps the closed part until a write
-                self.index.note(text, self._first_due(remaining, bound))
+                self.index.note(text, self.first_due(remaining, bound))
             elif cache is None:
                 self.store.delete(self.prefix + text)
             else:

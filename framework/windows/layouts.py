@@ -97,7 +97,9 @@ class Panes:
                     return found
                 while state[low] < start:
                     low += 2
-                aggregate = snapshot(state[low + 1])  # merged into: the pane stays as it is
+                aggregate = state[low + 1]
+                if type(aggregate) not in _SCALARS:
+                    aggregate = snapshot(aggregate)  # merged into: the pane stays as it is
                 j = low + 2
                 while j < n and state[j] < end:
                     aggregate = merge(aggregate, state[j + 1])
@@ -120,9 +122,16 @@ class Panes:
     def split(self, state: list[Any], closed: int, bound: int) -> tuple[Closed, list[Any]]:
         """The windows a close at ``bound`` emits (the last close was at ``closed``), and
         the panes still needed."""
+        size, n, i = self.size, len(state), 0
+        if size == self.advance:  # tumbling: a pane is a window, and it leaves the state
+            emitted: Closed = []
+            while i < n and state[i] + size <= bound:
+                if state[i] + size > closed:
+                    emitted.append((state[i], state[i] + size, state[i + 1]))
+                i += 2
+            return emitted, state[i:]
         emitted = self.windows(state, closed, bound)
-        i = 0
-        while i < len(state) and state[i] + self.size <= bound:
+        while i < n and state[i] + size <= bound:
             i += 2
         return emitted, state[i:]
 
@@ -199,9 +208,25 @@ class Sessions:
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
-        """A new state with the record's session (merging every session within ``gap``
-        of it), and whether its first session may now close sooner."""
+        """The state with the record's session (merging every session within ``gap`` of
+        it), and whether its first session may now close sooner. Sessions are more than
+        ``gap`` apart, so a record after the newest one's end + gap, or within gap of it
+        and past the one before's end + gap, touches no other: ``state`` is changed in
+        place; otherwise a new state is made."""
         gap, merge = self.gap, self.merge
+        if state:  # the common cases, in place: after the newest session, or only in it
+            n = len(state)
+            start, end = state[n - 3], state[n - 2]
+            if ts > end + gap:
+                state += (ts, ts, self.start(value))
+                return state, False
+            if ts >= start - gap and (n == 3 or ts > state[n - 5] + gap):
+                state[n - 1] = self.add(state[n - 1], value)
+                if ts < start:
+                    state[n - 3] = ts
+                elif ts > end:
+                    state[n - 2] = ts
+                return state, False
         kept: list[tuple[int, int, Any]] = []
         first = last = ts
         joined = None
