@@ -135,12 +135,12 @@ class KeyedStates:
             self.dirty.add(text)
         else:
             self.store.put(self.prefix + text, dump_state(state))
-            cache = self.cached()
-            if cache is not None:
-                if text not in cache and len(cache) >= CACHED_KEYS:
-                    cache.clear()
+            cached = self.cached()
+            if cached is not None:
+                if text not in cached and len(cached) >= CACHED_KEYS:
+                    cached.clear()
                     self.complete = False
-                cache[text] = state
+                cached[text] = state
         if self.emptied:
             self.emptied.discard(text)
 
