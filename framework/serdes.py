@@ -111,6 +111,7 @@ class StringSerde:
 
 
 _FAST_INT = 10**18
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
@@ -121,10 +122,22 @@ class JsonSerde:
 
     _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     _decoder = json.JSONDecoder()
+    # The C encoder `_encoder.encode` builds at every call, built once, without the
+    # circular-reference check (its markers dict would be shared state): the same text.
+    # What it fails on (a cycle, for one) goes through `_encoder`, whose error is raised.
+    _c_encoder = _c_make_encoder(None, _encoder.default, json.encoder.encode_basestring,
+                                 None, ":", ",", False, False, False
+                                 ) if _c_make_encoder is not None else None
 
     def to_bytes(self, obj: Any) -> bytes:
-        if type(obj) is int and -_FAST_INT < obj < _FAST_INT:  # counters and sums: the
-            return str(obj).encode()                           # same text as json.dumps
+        kind = type(obj)
+        if kind is int and -_FAST_INT < obj < _FAST_INT:  # counters and sums: the
+            return str(obj).encode()                      # same text as json.dumps
+        if (kind is dict or kind is list) and self._c_encoder is not None:
+            try:
+                return "".join(self._c_encoder(obj, 0)).encode()
+            except Exception:
+                pass
         try:
             return self._encoder.encode(obj).encode()
         except (TypeError, ValueError, UnicodeEncodeError) as error:
