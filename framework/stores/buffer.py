@@ -194,7 +194,7 @@ class TaskStore:
 
     def delete(self, key: Any) -> None:
         """Delete ``key`` (a tombstone in the buffer, hiding any stored value)."""
-        raw = self._encode_key(key)
+        raw = self._fast_key(key)
         if self.journal is not None:
             self._remember(raw)
         self._buffer[raw] = None

@@ -160,11 +160,12 @@ class IntervalJoin:
         state = keyed.load(text) or [[], []]
         lefts, rights = state
         results: list[JoinResult] = []
+        new = tuple.__new__  # a NamedTuple without its Python __new__
         if is_left:
             low, high = ts - self.before_ms, ts + self.after_ms
             for i in range(0, len(rights), 2):
                 if low <= rights[i] <= high:
-                    results.append(JoinResult(key, value, rights[i + 1], ts, rights[i]))
+                    results.append(new(JoinResult, (key, value, rights[i + 1], ts, rights[i])))
             _insert(lefts, 3, ts, (ts, 1 if results else 0, value))
             due = ts + self.after_ms + 1
         else:
@@ -172,7 +173,7 @@ class IntervalJoin:
             for i in range(0, len(lefts), 3):
                 if low <= lefts[i] <= high:
                     lefts[i + 1] = 1
-                    results.append(JoinResult(key, lefts[i + 2], value, lefts[i], ts))
+                    results.append(new(JoinResult, (key, lefts[i + 2], value, lefts[i], ts)))
             _insert(rights, 2, ts, (ts, value))
             due = ts + self.before_ms + 1
         keyed.save(text, state)

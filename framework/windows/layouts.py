@@ -31,7 +31,7 @@ import copy
 from typing import Any
 
 from framework.windows.kinds import Hopping, Session, WindowKind
-from framework.windows.reducers import Reducer
+from framework.windows.reducers import PURE_MERGES, Reducer
 
 __all__ = ["Layout", "Panes", "PerWindow", "Sessions", "describe", "layout_for", "snapshot"]
 
@@ -49,6 +49,7 @@ class Panes:
         assert reducer.merge is not None and kind.size_ms % kind.advance_ms == 0
         self.size, self.advance = kind.size_ms, kind.advance_ms
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
+        self.pure = reducer.merge in PURE_MERGES  # leaves its arguments as they are
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
         """``state`` (changed in place) with the record at ``ts`` folded in, and whether
@@ -82,7 +83,7 @@ class Panes:
 
     def windows(self, state: list[Any], after: int, until: int) -> Closed:
         """The windows holding records whose end is in ``(after, until]``, oldest first."""
-        size, advance, merge = self.size, self.advance, self.merge
+        size, advance, merge, pure = self.size, self.advance, self.merge, self.pure
         found: Closed = []
         n = len(state)
         lowest = after - size - (after - size) % advance + advance  # first end > after
@@ -98,9 +99,12 @@ class Panes:
                 while state[low] < start:
                     low += 2
                 aggregate = state[low + 1]
-                if type(aggregate) not in _SCALARS:
-                    aggregate = snapshot(aggregate)  # merged into: the pane stays as it is
                 j = low + 2
+                if j < n and state[j] < end and pure:  # a new aggregate: nothing to copy
+                    aggregate = merge(aggregate, state[j + 1])
+                    j += 2
+                elif type(aggregate) not in _SCALARS:
+                    aggregate = snapshot(aggregate)  # merged into: the pane stays as it is
                 while j < n and state[j] < end:
                     aggregate = merge(aggregate, state[j + 1])
                     j += 2

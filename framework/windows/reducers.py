@@ -30,6 +30,10 @@ __all__ = ["Reducer", "aggregate", "count", "fold", "max_of", "mean_of", "min_of
 
 Of = str | Callable[[Any], Any] | None
 
+PURE_MERGES: set[Callable[[Any, Any], Any]] = {operator.add, min, max}
+"""Merges (of the built-in reducers) that never change their arguments: a window
+merging panes with one needs no copy of its first pane's aggregate."""
+
 
 @dataclass(frozen=True)
 class Reducer:
@@ -94,8 +98,14 @@ def mean_of(of: Of = None) -> Reducer:
     get = _getter(of)
     return Reducer("mean", lambda value: [get(value), 1],
                    lambda acc, value: [acc[0] + get(value), acc[1] + 1],
-                   lambda a, b: [a[0] + b[0], a[1] + b[1]],
-                   lambda acc: acc[0] / acc[1])
+                   _merge_means, lambda acc: acc[0] / acc[1])
+
+
+def _merge_means(a: list[Any], b: list[Any]) -> list[Any]:
+    return [a[0] + b[0], a[1] + b[1]]
+
+
+PURE_MERGES.add(_merge_means)
 
 
 def aggregate(**reducers: Reducer) -> Reducer:
@@ -138,6 +148,8 @@ def aggregate(**reducers: Reducer) -> Reducer:
         return {name: a if finish is None else finish(a)
                 for name, finish, a in zip(names, results, aggregates, strict=True)}
 
+    if all(m in PURE_MERGES for m in merges):
+        PURE_MERGES.add(merge)
     label = ", ".join(f"{name}={r.name}" for name, r in reducers.items())
     return Reducer(f"aggregate({label})", start, add,
                    merge if all(m is not None for m in merges) else None, result)
