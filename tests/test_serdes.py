@@ -129,6 +129,38 @@ def test_json_serde_decodes_exactly_what_the_stdlib_decodes(document: Any) -> No
         assert repr(get_serde("json").from_bytes(data)) == repr(json.loads(data))
 
 
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4)
+    | st.dictionaries(st.integers(), inner, max_size=3),
+    max_leaves=12))
+def test_json_serde_encodes_exactly_what_the_stdlib_encodes(document: Any) -> None:
+    stdlib = json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        expected = stdlib.encode()
+    except UnicodeEncodeError:  # a lone surrogate: refused either way
+        with pytest.raises(SerdeError):
+            get_serde("json").to_bytes(document)
+        return
+    assert get_serde("json").to_bytes(document) == expected
+
+
+@pytest.mark.parametrize("document", [[float("inf")], {"x": {1, 2}}, {"x": object()}])
+def test_json_serde_refuses_containers_json_cannot_hold_as_the_stdlib_does(
+        document: Any) -> None:
+    with pytest.raises((TypeError, ValueError)) as stdlib:
+        json.dumps(document, allow_nan=False)
+    assert failure(lambda: get_serde("json").to_bytes(document)) == (
+        f"not JSON-serializable: {stdlib.value}")
+
+
+def test_json_serde_refuses_a_cycle() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert failure(lambda: get_serde("json").to_bytes(cycle)) == (
+        "not JSON-serializable: Circular reference detected")
+
+
 @pytest.mark.parametrize("data", [
     b"123456789012345678901234567890", b'{"n": [18446744073709551616, -99999999999999999999]}',
     b"NaN", b'[Infinity, -Infinity]', b'"\\ud800"', b"1e400",
