@@ -9,7 +9,9 @@ string    UTF-8 text (``str`` only: other types are an error, not silently ``str
 json      compact JSON (``,`` ``:``), UTF-8, non-ASCII kept as is, NaN/Infinity refused;
           keys keep insertion order (no ``sort_keys``): equal dicts built in a different
           order give different bytes, so prefer ``string`` keys over ``json`` keys;
-          decoded with orjson where it gives the stdlib's result, else with the stdlib
+          decoded with orjson where it gives the stdlib's result, else with the stdlib;
+          flat dicts and lists (of ints, strs, bools, None) encoded with orjson, which
+          writes them byte for byte as the stdlib does
 msgpack   MessagePack (``use_bin_type``; map keys may be any msgpack type)
 int64     8-byte big-endian signed; byte order matches numeric order for non-negative
           ints only — negatives sort *after* positives (two's complement), so a store
@@ -112,6 +114,22 @@ class StringSerde:
 
 _FAST_INT = 10**18
 _c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_FLAT = frozenset({int, str, bool, type(None)})
+
+
+def _flat(obj: dict[Any, Any] | list[Any]) -> bool:
+    """True for a dict with str keys, or a list, whose values are ints, strs, bools or
+    None (exactly those types): orjson writes them as the stdlib does, byte for byte
+    (every code point, escapes included), and refuses the ints past 64 bits it cannot."""
+    if type(obj) is dict:
+        for key, value in obj.items():
+            if type(key) is not str or type(value) not in _FLAT:
+                return False
+        return True
+    flat = _FLAT
+    return all(type(value) in flat for value in obj)
+
+
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
@@ -133,11 +151,21 @@ class JsonSerde:
         kind = type(obj)
         if kind is int and -_FAST_INT < obj < _FAST_INT:  # counters and sums: the
             return str(obj).encode()                      # same text as json.dumps
-        if (kind is dict or kind is list) and self._c_encoder is not None:
+        if kind is dict or kind is list:
+            if _flat(obj):
+                try:
+                    return orjson.dumps(obj)
+                except TypeError:
+                    pass  # an integer past 64 bits
+            if self._c_encoder is None:
+                return self._encode(obj)
             try:
                 return "".join(self._c_encoder(obj, 0)).encode()
             except Exception:
                 pass
+        return self._encode(obj)
+
+    def _encode(self, obj: Any) -> bytes:
         try:
             return self._encoder.encode(obj).encode()
         except (TypeError, ValueError, UnicodeEncodeError) as error:

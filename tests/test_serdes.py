@@ -130,7 +130,8 @@ def test_json_serde_decodes_exactly_what_the_stdlib_decodes(document: Any) -> No
 
 
 @given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none() | st.booleans() | st.integers() | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4)
     | st.dictionaries(st.integers(), inner, max_size=3),
     max_leaves=12))
@@ -143,6 +144,22 @@ def test_json_serde_encodes_exactly_what_the_stdlib_encodes(document: Any) -> No
             get_serde("json").to_bytes(document)
         return
     assert get_serde("json").to_bytes(document) == expected
+
+
+@pytest.mark.parametrize("document", [
+    {"start": 60_000, "value": 3, "final": True, "note": None},
+    {"n": 2**64 - 1, "m": -(2**63)}, {"n": 2**64}, [2**70, -(2**70)],
+    {"s": "\x00\x1f\x7f\"\\/\n\t\u2028é😀"}, ["\x08\x0c\r"], {}, [],
+])
+def test_json_serde_encodes_flat_documents_as_the_stdlib_does(document: Any) -> None:
+    assert get_serde("json").to_bytes(document) == json.dumps(
+        document, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize("document", [{"s": "\ud800"}, ["\udfff"]])
+def test_json_serde_refuses_lone_surrogates_in_flat_documents(document: Any) -> None:
+    assert failure(lambda: get_serde("json").to_bytes(document)).startswith(
+        "not JSON-serializable: 'utf-8' codec can't encode character")
 
 
 @pytest.mark.parametrize("document", [[float("inf")], {"x": {1, 2}}, {"x": object()}])
