@@ -168,8 +168,17 @@ class Windows:
         # The record folded into its key's windows: the reducer (user code) runs before
         # anything is written.
         keyed = self._keyed
-        state, sooner = self.layout.fold(keyed.load(text), value, ts)
-        keyed.save(text, state)
+        hot = keyed.hot
+        if hot is not None:
+            old = hot.get(text)
+            state, sooner = self.layout.fold(old, value, ts)
+            if state is old:
+                keyed.dirty.add(text)  # changed in place
+            else:
+                keyed.save(text, state)
+        else:
+            state, sooner = self.layout.fold(keyed.load(text), value, ts)
+            keyed.save(text, state)
         if sooner:
             keyed.index.note(text, self.layout.first_close(state, keyed.closed))
             closes = keyed.index.at[text]

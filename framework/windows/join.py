@@ -157,7 +157,9 @@ class IntervalJoin:
         key = envelope.key
         text = "s" + key if type(key) is str else key_text(key)
         keyed = self._keyed
-        state = keyed.load(text) or [[], []]
+        hot = keyed.hot
+        old = hot.get(text) if hot is not None else keyed.load(text)
+        state = old or [[], []]
         lefts, rights = state
         results: list[JoinResult] = []
         new = tuple.__new__  # a NamedTuple without its Python __new__
@@ -176,7 +178,10 @@ class IntervalJoin:
                     results.append(new(JoinResult, (key, lefts[i + 2], value, lefts[i], ts)))
             _insert(rights, 2, ts, (ts, value))
             due = ts + self.before_ms + 1
-        keyed.save(text, state)
+        if state is old and hot is not None:
+            keyed.dirty.add(text)  # changed in place
+        else:
+            keyed.save(text, state)
         keyed.index.note(text, due)
         due = keyed.index.at[text]
         if self._next is None or due < self._next:

@@ -71,6 +71,10 @@ class KeyedStates:
         """The bound of the last close."""
         self.dirty: set[str] = set()
         """Keys whose state changed since the last `flush` (write-back only)."""
+        self.hot: dict[str, State] | None = None
+        """`cache` while states are written back and it holds every open state (else
+        None): a caller may read a state there (missing: none) and, having changed that
+        list in place, only add its key to `dirty`; any other state goes to `save`."""
         self._cached: bool | None = None
         self._write_back = False
         self._legacy = tuple(legacy)
@@ -89,6 +93,7 @@ class KeyedStates:
         self.cache.clear()
         self.emptied.clear()
         self.complete = len(states) <= CACHED_KEYS
+        self._heat()
         gone = []
         for text, state in states:
             open_part = self._open_part(state, self.closed)
@@ -110,7 +115,11 @@ class KeyedStates:
             store = self.store
             self._cached = not isinstance(store, TaskStore) or store.journal is None
             self._write_back = isinstance(store, TaskStore) and self._cached
+            self._heat()
         return self.cache if self._cached else None
+
+    def _heat(self) -> None:
+        self.hot = self.cache if self._write_back and self.complete else None
 
     def load(self, text: str) -> State | None:
         """Key ``text``'s open state (None: none)."""
@@ -131,6 +140,7 @@ class KeyedStates:
                 self.flush()  # the dirty states are only in the cache
                 cache.clear()
                 self.complete = False
+                self._heat()
             cache[text] = state
             self.dirty.add(text)
         else:
