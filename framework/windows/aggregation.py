@@ -29,7 +29,7 @@ from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
 from framework.windows.event_time import EventTime, Timestamp, WindowTicks, open_window_store
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
-from framework.windows.layouts import Layout, Sessions, describe, layout_for
+from framework.windows.layouts import LATER, Layout, Sessions, describe, layout_for
 from framework.windows.reducers import Reducer, aggregate
 from framework.windows.state import key_from_text, key_text
 
@@ -180,7 +180,11 @@ class Windows:
             state, sooner = self.layout.fold(keyed.load(text), value, ts)
             keyed.save(text, state)
         if sooner:
-            keyed.index.note(text, self.layout.first_close(state, keyed.closed))
+            closes = self.layout.first_close(state, keyed.closed)
+            if sooner == LATER:
+                keyed.index.move(text, closes)
+            else:
+                keyed.index.note(text, closes)
             closes = keyed.index.at[text]
             if self._next_close is None or closes < self._next_close:
                 self._next_close = closes

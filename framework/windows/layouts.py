@@ -33,10 +33,14 @@ from typing import Any
 from framework.windows.kinds import Hopping, Session, WindowKind
 from framework.windows.reducers import PURE_MERGES, Reducer
 
-__all__ = ["Layout", "Panes", "PerWindow", "Sessions", "describe", "layout_for", "snapshot"]
+__all__ = ["LATER", "Layout", "Panes", "PerWindow", "Sessions", "describe", "layout_for",
+           "snapshot"]
 
 Closed = list[tuple[int, int, Any]]
 """Windows a close emits: ``(start, end, aggregate)``, oldest first."""
+LATER = 2
+"""What `Sessions.fold` returns (instead of True or False) when a state's first window
+now closes later than before: its due time may move later (`DueIndex.move`)."""
 
 
 class Panes:
@@ -211,9 +215,10 @@ class Sessions:
         self.gap = kind.gap_ms
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
 
-    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
+    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], int]:
         """The state with the record's session (merging every session within ``gap`` of
-        it), and whether its first session may now close sooner. Sessions are more than
+        it), and whether its first session may now close sooner (`LATER`: it closes
+        later, and no sooner). Sessions are more than
         ``gap`` apart, so a record after the newest one's end + gap, or within gap of it
         and past the one before's end + gap, touches no other: ``state`` is changed in
         place; otherwise a new state is made."""
@@ -230,6 +235,7 @@ class Sessions:
                     state[n - 3] = ts
                 elif ts > end:
                     state[n - 2] = ts
+                    return state, LATER if n == 3 else False
                 return state, False
         kept: list[tuple[int, int, Any]] = []
         first = last = ts
@@ -251,7 +257,9 @@ class Sessions:
             merged += (start, end, partial)
         if not placed:
             merged += (first, last, aggregate)
-        return merged, state is None or merged[1] < state[1]
+        if state is None or merged[1] < state[1]:
+            return merged, True
+        return merged, LATER if merged[1] > state[1] else False
 
     def touched(self, state: list[Any], ts: int) -> Closed:
         """The session holding ``ts``."""

@@ -119,6 +119,25 @@ class DueIndex:
             else:
                 bucket.append(text)
 
+    def move(self, text: str, at: int) -> None:
+        """Key ``text`` has nothing due before ``at`` any more: its time becomes ``at``,
+        also when later (the bucket it leaves skips it from then on).
+
+        >>> index = DueIndex(); index.note("sa", 10); index.move("sa", 40)
+        >>> index.due(30), index.due(40)
+        ([], [(40, 'sa')])
+        """
+        if self.granule > 1:
+            at += -at % self.granule
+        if at != self.at.get(text):
+            self.at[text] = at
+            bucket = self._buckets.get(at)
+            if bucket is None:
+                self._buckets[at] = [text]
+                heapq.heappush(self._times, at)
+            else:
+                bucket.append(text)
+
     def next(self) -> int | None:
         """The earliest time anything is due, or None."""
         times, buckets, at = self._times, self._buckets, self.at

@@ -9,17 +9,27 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from wtasks import JoinTask, WindowTask, ev, left, mark, marks, pairs, right, table
+from wtasks import (
+    Context,
+    JoinTask,
+    Sent,
+    WindowTask,
+    envelope,
+    ev,
+    left,
+    mark,
+    marks,
+    pairs,
+    right,
+    table,
+)
 
-from framework.api import Envelope, MessageCollector, TaskCoordinator
-from framework.serdes import JsonSerde, StringSerde
-from framework.stores.buffer import TaskStore
-from framework.stores.memory import MemoryEngine
+from framework.api import MessageCollector, TaskCoordinator
+from framework.serdes import JsonSerde
 from framework.testing import TaskRunResult, run_task
 from framework.windows import Hopping, Session, Tumbling, WindowError, Windows, count, fold, keyed
 from framework.windows.kinds import WindowKind
 from framework.windows.state import load_state
-from groupers import SystemStreamPartition
 
 COMMIT_EVERY = 7
 KEYS = ["a", "b", "c", "d"]
@@ -153,31 +163,6 @@ def test_a_crash_between_commits_joins_every_pair_exactly() -> None:
         crashed = run_task(CommittingJoin, inputs, stores={"j": None},
                            crash_after=crash_after)
         assert pairs(crashed) == pairs(whole), f"crash after {crash_after} records"
-
-
-class Context:
-    """What `Windows` needs of a worker's task context, over one real `TaskStore`."""
-
-    def __init__(self) -> None:
-        self.task_name = "t"
-        self.ssps = frozenset({SystemStreamPartition("local", "views", 0)})
-        self.config = type("Config", (), {"inputs": ["local.views"], "stores": {}})()
-        self.state = TaskStore("w", MemoryEngine(), StringSerde(), JsonSerde(), 1000)
-
-    def store(self, name: str) -> TaskStore:
-        return self.state
-
-
-class Sent:
-    def __init__(self) -> None:
-        self.sent: list[tuple[Any, ...]] = []
-
-    def send(self, stream: str, key: Any = None, value: Any = None, **_: Any) -> None:
-        self.sent.append((stream, key, value))
-
-
-def envelope(key: str, ts: int, offset: int) -> Envelope:
-    return Envelope(SystemStreamPartition("local", "views", 0), offset, key, {}, ts)
 
 
 def test_states_reach_the_store_at_the_drain_once_per_key_with_the_latest_state() -> None:

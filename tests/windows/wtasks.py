@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from framework import StreamTask
-from framework.api import MessageCollector, TaskContext, TaskCoordinator, WindowTimes
+from framework.api import Envelope, MessageCollector, TaskContext, TaskCoordinator, WindowTimes
+from framework.serdes import JsonSerde, StringSerde
+from framework.stores.buffer import TaskStore
+from framework.stores.memory import MemoryEngine
 from framework.testing import TaskRunResult, run_task
 from framework.windows import EventTime, IntervalJoin, Reducer, WindowKind, Windows, count
+from groupers import SystemStreamPartition
 
 OUT = "local.out"
 
@@ -99,3 +103,31 @@ def run_join(inputs: list[tuple[Any, ...]], *, stores: Any = None, windows: int 
 def pairs(result: TaskRunResult) -> list[tuple[Any, ...]]:
     """(key, left ts, right ts) per joined pair (right ts None: left unjoined)."""
     return [(m.key, m.value["left_ts"], m.value["right_ts"]) for m in result.sent_to(OUT)]
+
+
+class Context:
+    """What `Windows` needs of a worker's task context, over one real `TaskStore`."""
+
+    def __init__(self) -> None:
+        self.task_name = "t"
+        self.ssps = frozenset({SystemStreamPartition("local", "views", 0)})
+        self.config = type("Config", (), {"inputs": ["local.views"], "stores": {}})()
+        self.state = TaskStore("w", MemoryEngine(), StringSerde(), JsonSerde(), 1000)
+
+    def store(self, name: str) -> TaskStore:
+        return self.state
+
+
+class Sent:
+    """A collector keeping what is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, ...]] = []
+
+    def send(self, stream: str, key: Any = None, value: Any = None, **_: Any) -> None:
+        self.sent.append((stream, key, value))
+
+
+def envelope(key: str, ts: int, offset: int) -> Envelope:
+    """A record of `Context`'s one input partition, its event time the timestamp."""
+    return Envelope(SystemStreamPartition("local", "views", 0), offset, key, {}, ts)
