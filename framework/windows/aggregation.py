@@ -253,7 +253,8 @@ class Windows:
         keyed = self._keyed
         taken = keyed.start_close(bound)
         layout, finish, closed_before = self.layout, self.reducer.result, keyed.closed
-        split, load = layout.split, keyed.load
+        split = layout.split
+        load = keyed.load if keyed.hot is None else keyed.hot.get
         closes_at = layout.closes_at if isinstance(layout, Sessions) else None
         result, new = WindowResult, tuple.__new__  # a NamedTuple without its Python __new__
         closed: list[tuple[int, str, WindowResult]] = []

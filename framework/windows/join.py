@@ -261,10 +261,11 @@ class IntervalJoin:
         keyed = self._keyed
         taken = keyed.start_close(bound)
         unjoined: list[tuple[int, str, JoinResult]] = []
+        load = keyed.load if keyed.hot is None else keyed.hot.get
         kept: list[tuple[str, list[Any]]] = []
         try:
             for _, text in taken:
-                state = keyed.load(text) or [[], []]
+                state = load(text) or [[], []]
                 remaining = self._kept(state, bound)
                 if self.how == "left":
                     lefts = state[0]
