@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import re
 import struct
+from collections.abc import Callable
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -115,6 +116,7 @@ class StringSerde:
 _FAST_INT = 10**18
 _c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 _FLAT = frozenset({int, str, bool, type(None)})
+_encode_text: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def _flat(obj: dict[Any, Any] | list[Any]) -> bool:
@@ -151,6 +153,11 @@ class JsonSerde:
         kind = type(obj)
         if kind is int and -_FAST_INT < obj < _FAST_INT:  # counters and sums: the
             return str(obj).encode()                      # same text as json.dumps
+        if kind is str:  # what `_encoder.encode` does with a str
+            try:
+                return _encode_text(obj).encode()
+            except UnicodeEncodeError as error:
+                raise SerdeError(f"not JSON-serializable: {error}") from None
         if kind is dict or kind is list:
             if _flat(obj):
                 try:

@@ -26,6 +26,7 @@ Store layout (string keys):
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
@@ -276,7 +277,8 @@ class IntervalJoin:
                             unjoined.append((lefts[i] + self.after_ms, text, JoinResult(
                                 key, lefts[i + 2], None, lefts[i], None)))
                 kept.append((text, remaining))
-            unjoined.sort(key=_expiry_order)
+            unjoined.sort(key=_second)  # by expiry time, then key, then arrival:
+            unjoined.sort(key=_first)   # two stable sorts on one field each
             results = [result for _, _, result in unjoined]
             if self.output is not None:
                 self._send(collector, results)
@@ -310,8 +312,7 @@ class IntervalJoin:
             collector.send(output, key=result.key, value=result.as_value())  # type: ignore
 
 
-def _expiry_order(item: tuple[int, str, JoinResult]) -> tuple[int, str]:
-    return item[0], item[1]
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _insert(side: list[Any], width: int, ts: int, entry: tuple[Any, ...]) -> None:
