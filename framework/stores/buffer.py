@@ -109,7 +109,7 @@ class TaskStore:
         self._pending: dict[bytes, bytes | None] | None = None  # drained, not yet applied
         self.journal: list[tuple[TaskStore, bytes, Any, Any]] | None = None
         """Set by a worker that may undo one record's writes (`undo`); None: no journal."""
-        self._flushes: list[Callable[[], None]] = []
+        self._flushes: dict[str, Callable[[], None]] = {}
 
     # -- the task's API ---------------------------------------------------------------
 
@@ -213,11 +213,16 @@ class TaskStore:
         """Every entry in serialized-key order, buffered writes included."""
         return self._entries(None, None)
 
-    def before_drain(self, flush: Callable[[], None]) -> None:
+    def before_drain(self, name: str, flush: Callable[[], None]) -> None:
         """Call ``flush`` before every `drain` and range read (`prefix`, `range`, `all`):
         a layer that keeps its latest writes in memory (`framework.windows`' states) puts
-        them then, so each commit carries them and those reads see them."""
-        self._flushes.append(flush)
+        them then, so each commit carries them and those reads see them. A flush
+        registered again under ``name`` (a task initialised anew over the same store)
+        replaces the old one, which runs once first."""
+        replaced = self._flushes.get(name)
+        if replaced is not None:
+            replaced()
+        self._flushes[name] = flush
 
     # -- the worker's API -------------------------------------------------------------
 
@@ -261,7 +266,7 @@ class TaskStore:
         If an earlier drain was never applied (its commit failed and is being retried),
         its writes are included, overlaid by newer ones.
         """
-        for flush in self._flushes:
+        for flush in self._flushes.values():
             flush()
         self._encode_later()
         drained = self._buffer
@@ -311,7 +316,7 @@ class TaskStore:
     def _entries(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[Any, Any]]:
         if start is not None and end is not None and start >= end:
             return iter(())
-        for flush in self._flushes:
+        for flush in self._flushes.values():
             flush()
         # Snapshot the buffered writes now, so writes during iteration cannot break it.
         self._encode_later()

@@ -79,7 +79,7 @@ class KeyedStates:
         self._write_back = False
         self._legacy = tuple(legacy)
         if isinstance(store, TaskStore):
-            store.before_drain(self.flush)
+            store.before_drain(f"states {prefix}", self.flush)
 
     def stored(self) -> list[tuple[str, State]]:
         """Every key's state as the store has it (``(key text, state)``)."""

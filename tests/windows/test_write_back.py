@@ -4,7 +4,9 @@ loses only what was never committed, and the windows come out exactly as without
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -190,3 +192,20 @@ def test_a_state_json_cannot_hold_fails_the_commit_naming_the_key() -> None:
                                           r"cannot be stored as JSON"):
         run_task(WindowTask(kind, as_set), [ev("a", 1), ev("a", 2)], stores={"w": None})
 
+
+
+def test_windows_made_anew_over_the_same_store_take_over_the_states_in_memory() -> None:
+    # A task initialised anew over open stores (a job model taken in place): the new
+    # Windows reads what the old one held in memory only, and the old one is let go.
+    context, sent = Context(), Sent()
+    old = Windows(context, "w", Tumbling(size_ms=100), count())  # type: ignore[arg-type]
+    for offset in range(5):
+        old.process(envelope("a", offset, offset), sent)
+    gone = weakref.ref(old)
+    del old
+    new = Windows(context, "w", Tumbling(size_ms=100), count())  # type: ignore[arg-type]
+    new.process(envelope("a", 5, 5), sent)
+    gc.collect()
+    assert gone() is None
+    assert [(key, load_state(value)) for key, value in context.state.prefix("k|")] == [
+        ("k|sa", [0, 6])]
