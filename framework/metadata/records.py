@@ -71,6 +71,8 @@ class ExpansionRecord(_Record):
     resumed_ms: int | None = None
     """When every worker had resumed processing on ``epoch`` (stores restored); None until
     then, and for good when the job restarted first."""
+    in_place: bool = False
+    """Applied without stopping workers: they took the model where they run."""
 
     @property
     def pause_ms(self) -> int | None:
@@ -221,6 +223,10 @@ class WorkerReport(_Record):
     processed: int | None = None
     skipped: int | None = None
     restore_stopped: RestoreStop | None = None
+    in_place_changes: int = 0
+    """Newer job models this worker took without restarting (``epoch`` is the last)."""
+    in_place_ms: int | None = None
+    """How long taking the last of them held this worker's loop (commit, new partitions)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
