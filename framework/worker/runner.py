@@ -65,6 +65,9 @@ async def _closing(closed: Awaitable[None], what: str) -> None:
 
 FENCE_CHECK_S = 1.0
 """How often a worker asks whether its epoch is still the job's current one."""
+FENCE_CHECK_IDLE_S = 0.2
+"""How often it asks while its fetches find nothing: where an input grew, reading stops
+until the model of the new count arrives, and a model taken in place ends that wait."""
 
 
 def _store_positions(committer: Committer) -> dict[str, dict[str, int]]:
@@ -397,6 +400,7 @@ class Worker:
             if not self._consumers:  # a worker without tasks: idle, but hear SIGTERM
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), 0.05)
+            read = False
             for name, consumer in self._consumers.items():
                 fetch = fetcher(consumer)
                 pending = prefetched.pop(name, None)
@@ -418,12 +422,14 @@ class Worker:
                             continue
                     await self._dispatch(ssp, records)
                     dirty = dirty or bool(records)
+                    read = True
             if self._approaching and self._limits_reached():
                 self._route()
             if self._stages and self._release_barriers():
                 dirty = True
             now = time.monotonic()
-            if now >= next_fence_check:  # a stale worker stops without having to commit
+            if now >= next_fence_check or (  # a stale worker stops without having to commit
+                    not read and now >= next_fence_check - FENCE_CHECK_S + FENCE_CHECK_IDLE_S):
                 await self._unless_newer(self._check_fence(), committer, prefetched)
                 next_fence_check = now + FENCE_CHECK_S
             if now >= next_window:
