@@ -163,6 +163,9 @@ class Host:
             raise
         finally:
             async with self._lock:
+                if self._reporter is not None and self.supervisor.pids():
+                    with contextlib.suppress(Exception):  # for people: never blocks a stop
+                        await self._reporter.revoked(True)
                 await self._stop_running()
             if self._membership is not None:
                 await self._membership.leave()
@@ -183,6 +186,8 @@ class Host:
         """Stop workers and replicas (eager rebalance), then tell what state lies here."""
         log.info("host %r: rebalance: stopping workers and replicas", self.name)
         async with self._lock:
+            if self._reporter is not None:
+                await self._reporter.revoked(bool(self.supervisor.pids()))
             await self._stop_running()
             log.info("host %r: stopped; rejoining", self.name)
             positions = self._positions()
@@ -299,7 +304,7 @@ class Host:
             return
         model = answer.model
         assert model is not None
-        self.model = model
+        previous, self.model = self.model, model
         path = self._model_file()
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp")
@@ -321,7 +326,7 @@ class Host:
                  self.name, model.epoch, len(active), list(ids), len(standby), len(warmup),
                  " (probing rebalance scheduled)" if answer.probing else "")
         assert self._reporter is not None and self._membership is not None
-        await self._reporter.assigned(model, ids, active, standby, warmup,
+        await self._reporter.assigned(model, previous, ids, active, standby, warmup,
                                       leader=self._membership.leader)
         self._pause_epoch = model.epoch if self._membership.leader else None
 
