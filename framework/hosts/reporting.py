@@ -115,6 +115,17 @@ class HostReporter:
         log.info("host %r resumed epoch %d: restored %s (%s)", self.report.host,
                  self._model.epoch, restored, modes)
 
+    async def in_place(self, model: JobModel) -> None:
+        """The host's workers take ``model`` where they run (an expansion without a
+        rebalance): same tasks; resumed once every worker reported the new epoch."""
+        self._model = model
+        self._stopped = {}
+        self.report = replace(
+            self.report, epoch=model.epoch, restored={}, restore_modes={}, restore_ends={},
+            assigned_ms=_now_ms(), gained={}, lost=[], unavailable_ms={}, revoked_ms=None,
+            resumed_ms=None if self.report.workers else _now_ms())
+        await self._publish()
+
     def _unavailable(self, current: Mapping[int, WorkerReport]) -> dict[str, int]:
         """Active task → from when it stopped until its worker resumed here: stopped here
         (`revoked_ms`) or, gained, on the host it came from; a task whose host failed (no

@@ -47,6 +47,8 @@ def in_place_change(current: JobModel, latest: JobModel | None, worker: int,
         return f"epoch {latest.epoch} runs {latest.workers} workers, not {current.workers}"
     if dict(latest.holds) != dict(current.holds):
         return f"epoch {latest.epoch} holds or releases an input"
+    if _host_of(current, worker) != _host_of(latest, worker):
+        return f"epoch {latest.epoch} runs worker {worker} on another host"
     mine = {t.name: t for t in current.tasks_of(worker)}
     theirs = {t.name: t for t in latest.tasks_of(worker)}
     if set(mine) != set(theirs):
@@ -61,3 +63,8 @@ def in_place_change(current: JobModel, latest: JobModel | None, worker: int,
         if after.ssps != before.ssps:
             gained[name] = after.ssps - before.ssps
     return InPlaceChange(latest, gained)
+
+
+def _host_of(model: JobModel, worker: int) -> str | None:
+    """The host running ``worker`` (None in a one-host model)."""
+    return next((h for h, ids in model.hosts.items() if worker in ids), None)

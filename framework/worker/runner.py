@@ -108,8 +108,8 @@ class Worker:
         self.in_place = (model is None and config.coordinator.model_changes == "in-place"
                          if in_place is None else in_place)
         """Take a newer job model of the coordinator stream in place when it only adds
-        partitions to this worker's tasks (`framework.worker.in_place`); off for a worker
-        given its model (a host's assignment)."""
+        partitions to this worker's tasks (`framework.worker.in_place`); by default off
+        for a worker given its model (a host's worker turns it on)."""
         self._task_class: type[StreamTask] | None = None
         self._report_base: WorkerReport | None = None
         self.in_place_changes = 0

@@ -61,6 +61,15 @@ def test_what_is_not_taken_in_place_says_why(current: JobModel, latest: JobModel
     assert isinstance(change, str) and why in change
 
 
+def test_a_worker_id_moved_to_another_host_is_not_taken_in_place() -> None:
+    current = replace(model(1, 2), hosts={"a": (0,), "b": (1,)})
+    same = replace(model(2, 4, since=1), hosts={"a": (0,), "b": (1,)})
+    swapped = replace(model(2, 4, since=1), hosts={"a": (1,), "b": (0,)})
+    assert isinstance(in_place_change(current, same, 0, "d1"), InPlaceChange)
+    assert in_place_change(current, swapped, 0, "d1") == (
+        "epoch 2 runs worker 0 on another host")
+
+
 def test_a_task_losing_a_partition_is_not_taken_in_place() -> None:
     latest = model(2, 4, since=1)
     shrunk = replace(latest.tasks["Partition 0"], ssps=frozenset({ssp(2)}))
