@@ -8,14 +8,15 @@ two cases, each on a fresh job (own topics):
 - one host: `sampan run` of the per-key sum job (2 workers, RocksDB, at-least-once) on a
   2-partition input holding ``--records`` records, caught up; `sampan streams expand` to 4
   then to 8. Per expansion, from the job's status: the pause (detection → every worker
-  resumed on the new epoch, `ExpansionRecord.pause_ms`) and its steps (→ workers stopped,
-  → model published, → workers started, → resumed), and `sampan streams expand` launched
-  → resumed (adds the command's own start-up and the detection delay, at most
-  ``coordinator.monitor_interval_ms`` = 300 here).
+  resumed on the new epoch, `ExpansionRecord.pause_ms`) and its steps (→ model published,
+  → resumed; with `model_changes = "restart"` also → workers stopped and → started), and
+  `sampan streams expand` launched → resumed (adds the command's own start-up and the
+  detection delay, at most ``coordinator.monitor_interval_ms`` = 300 here).
 - several hosts: 3 hosts (`sampan run --host`, 1 worker each) of the host drill's sum job
   on 6 partitions holding ``--records`` records, settled; the input grows 6 → 12. The
   figure is CreatePartitions → every host resumed on the leader's next epoch (the hosts
-  record no expansion timeline; detection is the leader's partition-count poll).
+  record no expansion timeline; detection is the leader's partition-count poll; the leader
+  applies it in place, without a rebalance).
 """
 
 from __future__ import annotations
@@ -64,14 +65,15 @@ async def _one_host(folder: Path, bootstrap: str, tag: str, records: int
                 return current if done and done[0].resumed_ms else None
             current = await job.wait(resumed, f"epoch {epoch} resumed", timeout=300)
             e = next(e for e in current.status.expansions if e.epoch == epoch)
-            assert e.workers_stopped_ms and e.model_published_ms and e.workers_started_ms
-            assert e.resumed_ms and e.pause_ms is not None
-            marks = [e.detected_ms, e.workers_stopped_ms, e.model_published_ms,
-                     e.workers_started_ms, e.resumed_ms]
+            assert e.model_published_ms and e.resumed_ms and e.pause_ms is not None
             one = {"pause": e.pause_ms / 1000,
                    "expand command → resumed": (e.resumed_ms - expanded) / 1000}
-            one.update({step: (b - a) / 1000 for step, a, b in
-                        zip(STEPS, marks[:-1], marks[1:], strict=True)})
+            previous = e.detected_ms
+            for step, mark in zip(STEPS, (e.workers_stopped_ms, e.model_published_ms,
+                                          e.workers_started_ms, e.resumed_ms), strict=True):
+                if mark is not None:  # taken in place: no stop, no start
+                    one[step] = (mark - previous) / 1000
+                    previous = mark
             figures.append(one)
         return figures
     finally:

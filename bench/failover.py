@@ -9,7 +9,11 @@ input holds ``keys-per-task`` keys per task, every key's sum reached; host b is 
 (its whole process group) and the figures come from the hosts' reports on the coordinator
 stream: kill → every task processing again (the survivors' ``resumed_ms`` at the failover
 epoch) and the records the moved tasks restored. Then an empty host d joins: start → every
-host resumed at the epoch that includes d. Rounds interleave the two cases (standbys 1, then
+host resumed at the epoch that includes d; then host c is stopped (SIGTERM: it leaves the
+group). For the failover, the join and the leave it prints the longest unavailability of a
+task that stayed on its host and of one that moved (`HostReport.unavailable_ms`: from the
+task's stop until its worker resumed; for the killed host's tasks from the survivors' stop,
+so the session timeout comes on top). Rounds interleave the two cases (standbys 1, then
 0). Without ``--bootstrap`` an Apache Kafka broker (`tests/kafka_broker.py`) is started on
 127.0.0.1, or tansu with ``--tansu``.
 """
@@ -75,10 +79,28 @@ def run_case(bootstrap: str, folder: Path, standbys: int, keys_per_task: int) ->
         grown = wait_for(lambda: _settled(hosts, {"a", "c", "d"}, after.model.epoch), 600,
                          "d joining", hosts)
         rebalanced = max(grown.hosts[h].resumed_ms or 0 for h in "acd")
+        leaving = list(grown.hosts["c"].active)
+        assert hosts.terminate("c") == 0
+        left = wait_for(lambda: _settled(hosts, {"a", "d"}, grown.model.epoch), 600,
+                        "c leaving", hosts)
         return {"failover_s": (resumed - killed_ms) / 1000, "restored": restored,
-                "join_rebalance_s": (rebalanced - joined_ms) / 1000}
+                "join_rebalance_s": (rebalanced - joined_ms) / 1000,
+                **_unavailable("failover", after, "ac", moved),
+                **_unavailable("join", grown, "acd", []),
+                **_unavailable("leave", left, "ad", leaving)}
     finally:
         hosts.stop_all()
+
+
+def _unavailable(case: str, settled: CoordinatorState, names: str, moved: list[str]
+                 ) -> dict[str, float]:
+    """The longest unavailability (s) of a task that stayed on its host and of one that
+    moved, from the hosts' reports (`HostReport.unavailable_ms`)."""
+    spans = {t: ms for h in names for t, ms in settled.hosts[h].unavailable_ms.items()}
+    stayed = [ms for t, ms in spans.items() if t not in moved]
+    went = [ms for t, ms in spans.items() if t in moved]
+    return {f"{case}_stayed_s": max(stayed, default=0) / 1000,
+            f"{case}_moved_s": max(went, default=0) / 1000}
 
 
 def main() -> None:
@@ -102,6 +124,10 @@ def main() -> None:
                       f"{figures['failover_s']:.1f} s, records restored "
                       f"{figures['restored']:,.0f}; host join → rebalanced "
                       f"{figures['join_rebalance_s']:.1f} s", flush=True)
+                print("  longest unavailability of a task that stayed / moved: " + ", ".join(
+                    f"{case} {figures[case + '_stayed_s']:.1f} / "
+                    f"{figures[case + '_moved_s']:.1f} s"
+                    for case in ("failover", "join", "leave")), flush=True)
         finally:
             if broker is not None:
                 broker.stop()

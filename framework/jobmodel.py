@@ -177,6 +177,11 @@ class JobModel:
     holds: Mapping[str, StreamHold] = field(default_factory=dict)
     """Input (``system.stream``) → its hold; empty while no input is held (the model is then
     byte-identical to before holds existed)."""
+    in_place_since: int | None = None
+    """Published for the running workers to take in place (`framework.worker.in_place`):
+    the epoch since which every model was so published by the same coordinator, the
+    oldest a worker may take this one from; None for a model workers restart on. A
+    worker of an older epoch (another coordinator's, a zombie's) never takes it."""
 
     def read_limits(self) -> dict[SystemStreamPartition, int]:
         """Each SSP of a held input → the offset its readers stop at (0: read nothing)."""
@@ -239,6 +244,8 @@ class JobModel:
                if self.hosts else {}),
             **({"holds": {s: h.to_json() for s, h in sorted(self.holds.items())}}
                if self.holds else {}),
+            **({"in_place_since": self.in_place_since}
+               if self.in_place_since is not None else {}),
         }
 
     def to_bytes(self) -> bytes:
@@ -263,6 +270,8 @@ class JobModel:
                 standbys={str(t): tuple(map(str, h)) for t, h in data.get("standbys", {}).items()},
                 warmups={str(t): tuple(map(str, h)) for t, h in data.get("warmups", {}).items()},
                 holds={str(s): StreamHold.from_json(h) for s, h in data.get("holds", {}).items()},
+                in_place_since=(None if data.get("in_place_since") is None
+                                else int(data["in_place_since"])),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise JobModelError(f"malformed job model: {error!r}") from error

@@ -58,6 +58,15 @@ def print_hosts(figures: JobFigures, out: TextIO) -> None:
         leader = ", leader" if host.leader else ""
         print(f"  host {name}: {host.state} at epoch {host.epoch}{leader} (pid "
               f"{host.pid} on {host.machine}, workers {host.workers})", file=out)
+        moved = [f"{t} (from {h})" if h else t for t, h in sorted(host.gained.items())]
+        if moved or host.lost:
+            print(f"    last rebalance: gained {', '.join(moved) or 'none'}; lost "
+                  f"{', '.join(host.lost) or 'none'}", file=out)
+        if host.unavailable_ms:
+            spans = host.unavailable_ms.values()
+            print(f"    tasks unavailable in the last rebalance: {min(spans):,}–{max(spans):,} "
+                  f"ms (" + ", ".join(f"{t} {ms:,}" for t, ms in host.unavailable_ms.items())
+                  + ")", file=out)
         for task in host.active:
             mode = ",".join(sorted({m for k, m in host.restore_modes.items()
                                     if k.startswith(f"{task}/")})) or "pending"

@@ -103,10 +103,12 @@ def _print_progress(figures: JobFigures, out: TextIO) -> None:
                   if record.resumed_ms is not None else "")
         pause = (f", pause {record.pause_ms} ms" if record.pause_ms is not None
                  else f", {expansion.pause_note}")
+        steps = (f"published {_clock(record.model_published_ms)}, taken in place by the "
+                 "workers (none restarted)" if record.in_place else
+                 f"workers stopped {_clock(record.workers_stopped_ms)}, restarted "
+                 f"{_clock(record.workers_started_ms)}")
         print(f"  expansion {record.change} → epoch {record.epoch}: detected "
-              f"{_clock(record.detected_ms)}, workers stopped "
-              f"{_clock(record.workers_stopped_ms)}, restarted "
-              f"{_clock(record.workers_started_ms)}{resume}{pause}", file=out)
+              f"{_clock(record.detected_ms)}, {steps}{resume}{pause}", file=out)
     metrics = figures.metrics
     if metrics.coordinator or metrics.workers:
         print(f"  metrics: coordinator {metrics.coordinator or '-'}" + "".join(

@@ -191,6 +191,10 @@ class CoordinatorConfig:
     """A system of the job (a Kafka cluster) unreachable this long stops the job, with one
     line naming it and what to check; meanwhile workers wait for it. 0 waits for good;
     default 600000 (10 min)."""
+    model_changes: str = "in-place"
+    """How running workers take a new job model that only adds partitions to their tasks
+    (an expansion): ``"in-place"`` (they go on, no restart) or ``"restart"`` (stopped,
+    then started on it); default in-place."""
     assignor: str = "sticky"
     """Task → worker placement: ``"sticky"`` or ``"high-availability"``; default sticky."""
     compaction_interval_ms: int = 60000

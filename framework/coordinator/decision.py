@@ -54,15 +54,15 @@ class PartitionDecision:
                             for s in self.toggled)])
 
     def expansion_record(self, epoch: int, detected_ms: int, *, published_ms: int,
-                         stopped_ms: int | None = None, started_ms: int | None = None
-                         ) -> ExpansionRecord | None:
+                         stopped_ms: int | None = None, started_ms: int | None = None,
+                         in_place: bool = False) -> ExpansionRecord | None:
         """The status timeline's record of the applied expansion, published at ``epoch``;
         None when the decision applies none."""
         if not self.expansion:
             return None
         return ExpansionRecord(change=self.expansion, epoch=epoch, detected_ms=detected_ms,
                                workers_stopped_ms=stopped_ms, model_published_ms=published_ms,
-                               workers_started_ms=started_ms)
+                               workers_started_ms=started_ms, in_place=in_place)
 
 
 def decide_partition_change(config: JobConfig, model: JobModel, counts: Mapping[str, int],

@@ -322,7 +322,7 @@ class Coordinator:
 
     async def _publish(
         self, counts: Mapping[str, int], previous: JobModel | None, *, reason: str,
-        holds: Mapping[str, StreamHold] | None = None,
+        holds: Mapping[str, StreamHold] | None = None, in_place: bool = False,
     ) -> JobModel:
         checkpoints = await self.meta.read_checkpoints(self.config.name)
         ends = await self.end_offsets() if previous else {}
@@ -331,7 +331,8 @@ class Coordinator:
             end_offsets=ends, checkpoints=checkpoints,
             local_state=await self._local_state(previous), holds=holds)
         await self.ensure_changelogs(model)
-        model = await publish_model(self.meta, self.config, model)
+        model = await publish_model(self.meta, self.config, model, previous=previous,
+                                    in_place=in_place)
         log.info("published job model epoch %d (%s): %s on %s", model.epoch,
                  reason, counted(len(model.tasks), "task"), counted(model.workers, "worker"))
         return model
@@ -485,6 +486,15 @@ class Coordinator:
             if noted:
                 await self._report(state="running")
             return
+        if self._in_place(decision):
+            log.info("%s; the workers take it where they run (model_changes = in-place)",
+                     decision.what)
+            self.model = await self._publish(decision.counts, self.model, in_place=True,
+                                             reason=decision.what, holds=decision.holds)
+            self.expansions.applied(decision.expansion_record(
+                self.model.epoch, detected, published_ms=_now_ms(), in_place=True))
+            await self._report(state="running")
+            return
         log.info("%s; stopping workers", decision.what)
         if self.start_workers:  # the next epoch's workers start up while these stop
             await self.supervisor.prepare(self.config.workers)
@@ -500,6 +510,14 @@ class Coordinator:
             self.model.epoch, detected, published_ms=published, stopped_ms=stopped,
             started_ms=_now_ms()))
         await self._report(state="running")
+
+    def _in_place(self, decision: PartitionDecision) -> bool:
+        """Whether the running workers take ``decision``'s model without a restart: an
+        expansion that places or releases no hold (`framework.worker.in_place` checks the
+        rest, task by task, and restarts a worker it does not fit)."""
+        assert self.model is not None
+        return (self.config.coordinator.model_changes == "in-place" and bool(decision.expansion)
+                and not decision.toggled and decision.holds == dict(self.model.holds))
 
     async def _report(self, *, state: RunState) -> None:
         """Publish the status; while the metadata system is unreachable it is published

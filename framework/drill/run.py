@@ -49,6 +49,8 @@ class ExpansionFigures:
     detected_ms: int
     resumed_ms: int
     restored: int
+    in_place: bool = False
+    """The workers took the model where they ran (none restarted)."""
 
     @property
     def detection_s(self) -> float:
@@ -96,10 +98,11 @@ class DrillReport:
             f"{' → '.join(map(str, counts))} while running",
         ]
         for e in self.expansions:
+            how = "took it in place (none restarted)" if e.in_place else "resumed"
             lines.append(
                 f"  expansion {e.change}: detected after {e.detection_s:.2f} s, workers "
-                f"resumed {e.pause_s:.2f} s later (detection→resume {e.detection_to_resume_s:.2f}"
-                f" s), {e.restored:,} changelog records restored")
+                f"{how} {e.pause_s:.2f} s later (detection→resume "
+                f"{e.detection_to_resume_s:.2f} s), {e.restored:,} changelog records restored")
         for label, rate in self.throughput:
             shown = (f"{rate:,.0f} records/s" if rate is not None
                      else "n/a (phase too short to sample)")
@@ -326,7 +329,7 @@ class _DrillRun:
             change=expansion.change, epoch=epoch, requested_ms=requested,
             detected_ms=expansion.detected_ms,
             resumed_ms=max(r.resumed_ms or 0 for r in reports),
-            restored=sum(r.restored for r in reports))
+            restored=sum(r.restored for r in reports), in_place=expansion.in_place)
         self.report.expansions.append(figures)
         self.timeline.marks.append((t_expand + figures.detection_to_resume_s,
                                     f"resumed {count}"))

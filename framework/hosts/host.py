@@ -28,7 +28,7 @@ from framework.errors import SampanError
 from framework.hosts.config import lead_timeout_ms, rebalance_timeout_ms, rebalance_wait_bound_ms
 from framework.hosts.errors import DuplicateHostError
 from framework.hosts.fault import LeaderHold, RoundAbandoned
-from framework.hosts.leader import lead_blocking
+from framework.hosts.leader import expand_in_place, lead_blocking
 from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
 from framework.hosts.membership import Membership
@@ -37,7 +37,7 @@ from framework.hosts.ports import claim_base_port
 from framework.hosts.replicas import Replicas
 from framework.hosts.reporting import HostReporter
 from framework.jobmodel import JobModel
-from framework.metadata import ensure_coordinator_stream, read_state
+from framework.metadata import ensure_coordinator_stream, read_latest_model, read_state
 from framework.stores import RocksDBEngine, store_path
 from framework.systems import open_system
 from framework.systems.base import System
@@ -48,6 +48,9 @@ __all__ = ["Host"]
 
 PAUSE_CHECK_S = 1.0
 """How often the leader looks whether every host resumed after an expansion."""
+IN_PLACE_GRACE_S = 10.0
+"""How long a host that is not the leader leaves a count change to the leader (which
+applies an expansion in place) before it asks for a rebalance itself."""
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +101,40 @@ class Host:
         self._incarnation = 0
         self._waiting_since: float | None = None
         self._hold = LeaderHold()
+        self._counts_seen: float | None = None  # when this host saw counts its model lacks
 
     # worker processes ----------------------------------------------------------------------
     def _model_file(self) -> Path:
         assert self.model is not None
         return self.config.state_dir / "run" / f"model-{self.model.epoch}.json"
+
+    def _write_model_file(self) -> None:
+        """The model workers (re)started from now on run (atomically replaced)."""
+        assert self.model is not None
+        path = self._model_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_bytes(self.model.to_bytes())
+        os.replace(temporary, path)
+
+    async def _follow_in_place(self) -> None:
+        """Take a model published for the running workers to take in place (an expansion
+        the leader applied without a rebalance): workers restarted from now on run it, and
+        the report and the pause follow it. Its workers take it by themselves."""
+        assert self._meta is not None and self.model is not None
+        latest = await read_latest_model(self._meta, self.config)
+        if latest is None or latest.epoch <= self.model.epoch or latest.in_place_since is None \
+                or latest.in_place_since > self.model.epoch:
+            return
+        self.model = latest
+        self._write_model_file()
+        ids = latest.hosts.get(self.name, ())
+        log.info("host %r: epoch %d taken in place by its %d worker(s): %s", self.name,
+                 latest.epoch, len(ids), latest.reason)
+        assert self._reporter is not None and self._membership is not None
+        await self._reporter.in_place(latest)
+        if self._membership.leader:
+            self._pause_epoch = latest.epoch
 
     def _worker_command(self, worker_id: int) -> list[str]:
         return ["framework.hosts.worker", str(self.config.path), "--worker", str(worker_id),
@@ -163,6 +195,9 @@ class Host:
             raise
         finally:
             async with self._lock:
+                if self._reporter is not None and self.supervisor.pids():
+                    with contextlib.suppress(Exception):  # for people: never blocks a stop
+                        await self._reporter.revoked(True)
                 await self._stop_running()
             if self._membership is not None:
                 await self._membership.leave()
@@ -183,6 +218,8 @@ class Host:
         """Stop workers and replicas (eager rebalance), then tell what state lies here."""
         log.info("host %r: rebalance: stopping workers and replicas", self.name)
         async with self._lock:
+            if self._reporter is not None:
+                await self._reporter.revoked(bool(self.supervisor.pids()))
             await self._stop_running()
             log.info("host %r: stopped; rejoining", self.name)
             positions = self._positions()
@@ -299,12 +336,8 @@ class Host:
             return
         model = answer.model
         assert model is not None
-        self.model = model
-        path = self._model_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        temporary.write_bytes(model.to_bytes())
-        os.replace(temporary, path)
+        previous, self.model = self.model, model
+        self._write_model_file()
         ids = model.hosts.get(self.name, ())
         standby = sorted(t for t, hosts in model.standbys.items() if self.name in hosts)
         warmup = sorted(t for t, hosts in model.warmups.items() if self.name in hosts)
@@ -321,7 +354,7 @@ class Host:
                  self.name, model.epoch, len(active), list(ids), len(standby), len(warmup),
                  " (probing rebalance scheduled)" if answer.probing else "")
         assert self._reporter is not None and self._membership is not None
-        await self._reporter.assigned(model, ids, active, standby, warmup,
+        await self._reporter.assigned(model, previous, ids, active, standby, warmup,
                                       leader=self._membership.leader)
         self._pause_epoch = model.epoch if self._membership.leader else None
 
@@ -346,18 +379,42 @@ class Host:
         if now >= self._next_monitor and self.model is not None:
             self._next_monitor = now + self.config.coordinator.monitor_interval_ms / 1000
             try:
+                await self._follow_in_place()
                 counts = await _partition_counts(self.config, self._meta)
             except SampanError as error:
                 log.warning("cannot read partition counts (%s)", error)
                 return
             known = {s: self.model.partition_counts.get(s) for s in counts}
             held = all(s in self.model.holds for s in counts if counts[s] != known[s])
+            if counts == known:
+                self._counts_seen = None
+            elif counts and await self._expanded_in_place():
+                return
             if counts and counts != known and not (held and counts == self._asked):
                 log.info("input partition counts changed (%s → %s): rebalancing",
                          known, counts)
                 self._asked = counts  # a held input keeps its count: asked once per change
                 self._membership.rejoin()
                 self._next_monitor = now + 30  # the leader applies or refuses it meanwhile
+
+
+    async def _expanded_in_place(self) -> bool:
+        """The leader of the last rebalance applies an expansion in place (no rebalance:
+        `leader.expand_in_place`); True when it did. Other hosts wait a while for it
+        (the leader's monitor sees the change too) before asking for a rebalance."""
+        assert self._membership is not None and self.model is not None
+        if not self._membership.leader:
+            if self._counts_seen is None:
+                self._counts_seen = time.monotonic()
+            return time.monotonic() - self._counts_seen < IN_PLACE_GRACE_S
+        model = await expand_in_place(self.config, self.model)
+        if model is None:
+            return False
+        if model.in_place_since is None:  # published for a restart: hosts need a rebalance
+            self._membership.rejoin()
+            return True
+        await self._follow_in_place()
+        return True
 
 
 async def _partition_counts(config: JobConfig, meta: System | None) -> dict[str, int]:

@@ -28,7 +28,7 @@ from framework.jobmodel import JobModel
 from framework.metadata import publish_model, publish_status, read_state
 from framework.systems.base import Checkpoint
 
-__all__ = ["lead", "lead_blocking"]
+__all__ = ["expand_in_place", "lead", "lead_blocking"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,56 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
                 model.epoch, detected, published_ms=int(time.time() * 1000))):
             await publish_status(coordinator.meta, config, book.status)
         return model, placed.probing
+    finally:
+        await coordinator.close_systems()
+
+
+async def expand_in_place(config: JobConfig, running: JobModel) -> JobModel | None:
+    """The leader of the last rebalance applies an input expansion without a rebalance:
+    the same placement (hosts, workers, standbys, warmups), the new partitions with their
+    barriers, published for the running workers of every host to take in place
+    (`framework.worker.in_place`). None — nothing published — when the counts do not
+    change ``running``'s, when the change places or releases a hold (a rebalance decides
+    it), or when another model became current meanwhile."""
+    coordinator = Coordinator(config, start_workers=False)
+    try:
+        await coordinator.open_systems()
+        state = await read_state(coordinator.meta, config)
+        previous = state.model
+        if previous is None or previous.epoch != running.epoch:
+            return None
+        counts = await coordinator.partition_counts()
+        detected = int(time.time() * 1000)
+        decision = await coordinator.decide(previous, counts, detected)
+        if not (decision.changed and decision.expansion and not decision.toggled
+                and decision.holds == dict(previous.holds)
+                and config.coordinator.model_changes == "in-place"):
+            return None
+        book = ExpansionBook(state.status)
+        book.note(decision, previous.epoch)
+        checkpoints = await coordinator.meta.read_checkpoints(config.name)
+        model = build_job_model(
+            config, decision.counts, previous, now_ms=detected,
+            reason=f"expansion {decision.expansion} (in place, hosts "
+                   f"{', '.join(sorted(previous.hosts))})",
+            end_offsets=await coordinator.end_offsets(), checkpoints=checkpoints,
+            placement=lambda changelogs: {t: previous.tasks[t].worker for t in changelogs},
+            holds=decision.holds)
+        model = replace(model, workers=previous.workers, hosts=previous.hosts,
+                        standbys=previous.standbys, warmups=previous.warmups)
+        await coordinator.ensure_changelogs(model)
+        model = await publish_model(coordinator.meta, config, model, previous=previous,
+                                    in_place=True)
+        if model.in_place_since is None:  # the fence moved on: a rebalance published first
+            log.warning("leader: epoch %d was published for a restart (another model came "
+                        "first)", model.epoch)
+        log.info("leader published job model epoch %d (expansion %s) for the running workers "
+                 "of every host to take in place", model.epoch, decision.expansion)
+        book.applied(decision.expansion_record(model.epoch, detected,
+                                               published_ms=int(time.time() * 1000),
+                                               in_place=model.in_place_since is not None))
+        await publish_status(coordinator.meta, config, book.status)
+        return model
     finally:
         await coordinator.close_systems()
 

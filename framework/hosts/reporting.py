@@ -39,6 +39,8 @@ class HostReporter:
         self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining")
         self._before: dict[str, dict[str, StorePosition]] = {}
         self._model: JobModel | None = None
+        self._stopped: dict[str, int] = {}
+        """Gained task → when its previous host stopped it (that host's `revoked_ms`)."""
         self._published = 0.0
         self._polled = 0.0
         self._dirty = True
@@ -47,15 +49,32 @@ class HostReporter:
         """Where the local copies stood when the workers stopped (restores start there)."""
         self._before = {t: dict(s) for t, s in positions.items()}
 
-    async def assigned(self, model: JobModel, workers: Sequence[int], active: list[str],
-                       standby: list[str], warmup: list[str], *, leader: bool) -> None:
+    async def revoked(self, running: bool) -> None:
+        """The rebalance stops this host's tasks now (``running``: it had some); published
+        before the host rejoins, so the hosts taking its tasks read when they stopped."""
+        self.report = replace(self.report, revoked_ms=_now_ms() if running else None)
+        await self._publish()
+
+    async def assigned(self, model: JobModel, previous: JobModel | None,
+                       workers: Sequence[int], active: list[str], standby: list[str],
+                       warmup: list[str], *, leader: bool) -> None:
         self._model = model
+        before = set(self.report.active) if self.report.revoked_ms is not None else set()
+        gained = {t: (previous.host_of(t) or "") if previous is not None and t in
+                  previous.tasks else "" for t in active if t not in before}
+        hosts = (await read_state(self.meta, self.config)).hosts if gained else {}
+        self._stopped = {}
+        for task, host in gained.items():  # stopped in this round (a failed host did not)
+            other = hosts.get(host)
+            if other is not None and other.host != self.report.host and (
+                    other.revoked_ms or 0) >= (other.assigned_ms or 0) > 0:
+                self._stopped[task] = other.revoked_ms or 0
         self.report = replace(
             self.report, epoch=model.epoch, state="running", leader=leader,
             workers=list(workers), active=active, standby=standby, warmup=warmup,
             replica_gaps={}, restored={}, restore_modes={}, restore_ends={},
-            assigned_ms=_now_ms(),
-            resumed_ms=None if workers else _now_ms(), error=None)
+            assigned_ms=_now_ms(), gained=gained, lost=sorted(before - set(active)),
+            unavailable_ms={}, resumed_ms=None if workers else _now_ms(), error=None)
         await self._publish()
 
     async def tick(self, gaps: Mapping[str, int]) -> None:
@@ -88,13 +107,44 @@ class HostReporter:
         restored = {task: await self._restored(task, after.get(task, {}), modes)
                     for task in self.report.active}
         self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
-                              restored=restored,
+                              restored=restored, unavailable_ms=self._unavailable(current),
                               restore_ends={t: sum(after.get(t, {}).values())
                                             for t in self.report.active},
                               resumed_ms=max(r.resumed_ms or 0 for r in current.values()))
         self._dirty = True
         log.info("host %r resumed epoch %d: restored %s (%s)", self.report.host,
                  self._model.epoch, restored, modes)
+
+    async def in_place(self, model: JobModel) -> None:
+        """The host's workers take ``model`` where they run (an expansion without a
+        rebalance): same tasks; resumed once every worker reported the new epoch."""
+        self._model = model
+        self._stopped = {}
+        self.report = replace(
+            self.report, epoch=model.epoch, restored={}, restore_modes={}, restore_ends={},
+            assigned_ms=_now_ms(), gained={}, lost=[], unavailable_ms={}, revoked_ms=None,
+            resumed_ms=None if self.report.workers else _now_ms())
+        await self._publish()
+
+    def _unavailable(self, current: Mapping[int, WorkerReport]) -> dict[str, int]:
+        """Active task → from when it stopped until its worker resumed here: stopped here
+        (`revoked_ms`) or, gained, on the host it came from; a task whose host failed (no
+        stop reported) counts from this host's stop or assignment — the time the group
+        took to notice the failure comes on top. Tasks that ran nowhere before: none."""
+        here = self.report.revoked_ms
+        result: dict[str, int] = {}
+        for report in current.values():
+            for task in report.tasks:
+                came_from = self.report.gained.get(task)
+                if came_from is None:
+                    stopped = here
+                elif task in self._stopped:
+                    stopped = self._stopped[task]
+                else:
+                    stopped = (here or self.report.assigned_ms) if came_from else None
+                if stopped is not None and report.resumed_ms is not None:
+                    result[task] = max(0, report.resumed_ms - stopped)
+        return dict(sorted(result.items()))
 
     async def _restored(self, task: str, after: Mapping[str, int],
                         modes: Mapping[str, str]) -> int:

@@ -39,7 +39,8 @@ async def _run(args: argparse.Namespace) -> int:
 
     config = host_config(load_config(args.job), Path(args.data_dir))
     model = JobModel.from_bytes(Path(args.model).read_bytes())
-    return await run_worker(config, args.worker, model)
+    return await run_worker(config, args.worker, model,
+                            in_place=config.coordinator.model_changes == "in-place")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

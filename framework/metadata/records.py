@@ -71,6 +71,8 @@ class ExpansionRecord(_Record):
     resumed_ms: int | None = None
     """When every worker had resumed processing on ``epoch`` (stores restored); None until
     then, and for good when the job restarted first."""
+    in_place: bool = False
+    """Applied without stopping workers: they took the model where they run."""
 
     @property
     def pause_ms(self) -> int | None:
@@ -221,6 +223,10 @@ class WorkerReport(_Record):
     processed: int | None = None
     skipped: int | None = None
     restore_stopped: RestoreStop | None = None
+    in_place_changes: int = 0
+    """Newer job models this worker took without restarting (``epoch`` is the last)."""
+    in_place_ms: int | None = None
+    """How long taking the last of them held this worker's loop (commit, new partitions)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
@@ -260,6 +266,17 @@ class HostReport(_Record):
     resumed_ms: int | None = None
     """When every worker of this host had resumed processing at this epoch."""
     error: str | None = None
+    revoked_ms: int | None = None
+    """When this host stopped its tasks for the rebalance that led to this epoch (None:
+    it joined with none running)."""
+    gained: dict[str, str] = field(default_factory=dict)
+    """Active task new here at this epoch → the host that ran it before ("" if none)."""
+    lost: list[str] = field(default_factory=list)
+    """Tasks active here before this epoch's rebalance and not any more."""
+    unavailable_ms: dict[str, int] = field(default_factory=dict)
+    """Active task → how long it did not run here in the rebalance: from `revoked_ms` (or,
+    for a task gained from another host, that host's stop when it reported one) until
+    its worker resumed; set once every worker of this host resumed."""
 
 
 @dataclass

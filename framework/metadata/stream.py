@@ -55,22 +55,29 @@ async def ensure_coordinator_stream(system: System, config: JobConfig) -> None:
 
 
 async def publish_model(system: System, config: JobConfig, model: JobModel, *,
-                        fenced: bool = False) -> JobModel:
+                        fenced: bool = False, previous: JobModel | None = None,
+                        in_place: bool = False) -> JobModel:
     """Make ``model``'s epoch current (fencing every older worker out), then write it to the
     coordinator stream; returns the model as published.
 
     Epochs strictly increase: when the fence is already at or past the model's epoch (a
     coordinator died between fencing and writing its model), the model takes the next epoch.
     ``fenced``: the caller already fenced at ``model.epoch`` (`sampan rekey` does, before its
-    long re-key, so that no old worker commits meanwhile).
+    long re-key, so that no old worker commits meanwhile). ``in_place``: the running
+    workers of ``previous`` (the caller's last model) may take it without restarting
+    (`JobModel.in_place_since`; their producers are not fenced). When the fence moved
+    past ``previous`` meanwhile (another coordinator), it is published for a restart.
     """
     ssp = _coordinator_ssp(config)
     await ensure_coordinator_stream(system, config)
     if not fenced:
         current = await system.fenced_epoch(config.name)
+        in_place = in_place and previous is not None and current == previous.epoch
         if current is not None and current >= model.epoch:
             model = replace(model, epoch=current + 1)
-        await system.advance_fence(config.name, model.epoch)
+        if in_place and previous is not None:
+            model = replace(model, in_place_since=previous.in_place_since or previous.epoch)
+        await system.advance_fence(config.name, model.epoch, in_place=in_place)
     await system.produce([ProducerRecord(ssp.stream, MODEL_KEY, model.to_bytes(), partition=0)])
     return model
 

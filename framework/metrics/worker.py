@@ -108,6 +108,7 @@ class WorkerMetrics:
         self.restores = RestoreTracker()
         self._worker: WorkerView | None = None
         self._epoch: int | None = None
+        self._started_ms = 0
         self._server: MetricsServer | None = None
         self._latency: dict[str, WeightedHistogram] = {}
         self._outputs: dict[str, int] = {}
@@ -128,6 +129,7 @@ class WorkerMetrics:
         """The worker loaded its model: serve, and report the port and restore progress."""
         _current.set(self)
         self._worker, self._epoch = worker, epoch
+        self._started_ms = started_ms
         set_context_provider(self._log_context)
         if self.enabled and self._server is None:
             process = f"worker-{self.worker_id}"
@@ -152,6 +154,14 @@ class WorkerMetrics:
         tasks = [t.name for t in busy.tasks] if busy is not None else []
         return {"job": self.config.name, "epoch": self._epoch,
                 "task": ", ".join(tasks) if tasks else None}
+
+    async def new_epoch(self, epoch: int) -> None:
+        """The worker took a newer job model in place (no restart): its endpoint now
+        serves that epoch, and says so in the coordinator stream."""
+        self._epoch = epoch
+        await self._publish(WorkerProgress(
+            epoch=epoch, pid=os.getpid(), started_ms=self._started_ms,
+            updated_ms=int(time.time() * 1000), metrics_port=self.port, restoring=[]))
 
     async def resumed(self) -> None:
         """The tasks run: stop restore reports (the worker's own report follows), watch lag."""

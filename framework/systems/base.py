@@ -384,8 +384,10 @@ class System(Protocol):
         """The job's current epoch, or None before its first job model."""
         ...
 
-    async def advance_fence(self, job: str, epoch: int) -> None:
-        """Make ``epoch`` current; `JobModelError` unless it is above the current epoch."""
+    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False) -> None:
+        """Make ``epoch`` current; `JobModelError` unless it is above the current epoch.
+        ``in_place``: the running workers take the new model without restarting, so
+        nothing of theirs is fenced beyond the epoch (Kafka: their producers stay)."""
         ...
 
     async def check_fence(self, job: str, epoch: int) -> None:

@@ -161,7 +161,7 @@ class MemorySystem:
     async def fenced_epoch(self, job: str) -> int | None:
         return self._fences.get(job)
 
-    async def advance_fence(self, job: str, epoch: int) -> None:
+    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False) -> None:
         current = self._fences.get(job)
         if current is not None and epoch <= current:
             raise JobModelError(f"job {job!r}: epoch {epoch} is not above the current "

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from framework.config import JobConfig
-from framework.errors import UnsupportedOperation
+from framework.errors import FencedError, UnsupportedOperation
 from framework.metrics import current as current_metrics
 from framework.stores.base import ChangelogPosition
 from framework.systems.base import (
@@ -91,6 +91,11 @@ class PreparedCommit:
     inputs: dict[str, dict[SystemStreamPartition, int]] = field(default_factory=dict)
     sent: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Task → (outputs sent, dead letters and other raw records), for the metrics."""
+    other_written: bool = False
+    """Records to systems other than the metadata system were written (at-least-once)."""
+    landed: list[RecordPosition] | None = None
+    """Without atomic commits or transactions: the metadata system's records were written
+    (at these positions) and only the checkpoints are left."""
 
 
 async def _produce(system: System, records: list[Outgoing],
@@ -129,6 +134,9 @@ class Committer:
                               and meta.transactions is not None else None)
         self._meta_rows = meta if isinstance(meta, RowProducer) else None
         self._inflight: asyncio.Future[None] | None = None  # the commit being written
+        self.refused: PreparedCommit | None = None
+        """The commit a newer epoch's fence refused before it wrote its checkpoints: what
+        `retry_at` writes again once the worker took the newer job model in place."""
         self._row_systems = frozenset(name for name, system in systems.items()
                                       if isinstance(system, RowProducer))
         # Outputs to the metadata system go as columns where it takes them (the local
@@ -162,6 +170,22 @@ class Committer:
         inflight, self._inflight = self._inflight, None
         if inflight is not None:
             await inflight
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this worker's commits are written at (checked against the fence)."""
+        return self._epoch
+
+    async def retry_at(self, epoch: int) -> None:
+        """Commit at ``epoch`` from now on (a newer model this worker took in place),
+        writing again the commit the fence refused, if any: a refusal comes before the
+        checkpoints are written, so nothing of it is lost or written twice."""
+        await self.settle()
+        self._epoch = epoch
+        refused, self.refused = self.refused, None
+        if refused is not None:
+            log.info("writing again at epoch %d the commit the fence refused", epoch)
+            await self.write(refused)
 
     async def abandon(self) -> None:
         """Let a commit in flight finish without raising (the worker is leaving anyway)."""
@@ -227,10 +251,20 @@ class Committer:
 
     async def write(self, commit: PreparedCommit) -> None:
         """Make a prepared commit durable (outputs, changelog, checkpoints), then apply
-        its store writes to the engines; the next `prepare` may run meanwhile."""
+        its store writes to the engines; the next `prepare` may run meanwhile. Refused
+        by the fence: kept as `refused` (see `retry_at`), and `FencedError` raised."""
+        try:
+            await self._write(commit)
+        except FencedError:
+            self.refused = commit
+            raise
+
+    async def _write(self, commit: PreparedCommit) -> None:
         started = time.perf_counter()
-        for system, produced in commit.other.items():
-            await _produce(self._systems[system], produced, 0)  # at-least-once
+        if not commit.other_written:
+            for system, produced in commit.other.items():
+                await _produce(self._systems[system], produced, 0)  # at-least-once
+            commit.other_written = True
         records = commit.changelog + commit.outputs
         writes = commit.writes
         wanted = len(commit.changelog)  # positions of the changelog records only
@@ -249,11 +283,14 @@ class Committer:
                 wanted, commit.columns)
             predicted = self._actual(writes, landed)
         else:
-            if commit.columns and self._meta_rows is not None:  # columns only go to one
+            if commit.landed is not None:
+                landed = commit.landed  # written before the fence refused the checkpoints
+            elif commit.columns and self._meta_rows is not None:  # columns only go to one
                 landed = await self._meta_rows.produce_rows(
                     cast(list[ProducerRow], records), positions=wanted, columns=commit.columns)
             else:
                 landed = await _produce(self._meta, records, wanted) if records else []
+            commit.landed = landed
             actual = self._actual(writes, landed)
             await self._meta.commit(CommitRequest(
                 self._config.name, self._epoch, (), self._checkpoints(commit, actual)))

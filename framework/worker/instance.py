@@ -173,6 +173,22 @@ class TaskInstance:
     async def init(self) -> None:
         await _maybe_await(self.task.init(self))
 
+    async def renew(self, task: StreamTask, gained: Mapping[SystemStreamPartition, int]
+                    ) -> None:
+        """Go on with more input partitions (a job model taken in place): the old task
+        object is closed, ``task`` replaces it and is initialised seeing every SSP, as
+        after a restart; stores, positions and what was not committed yet stay.
+        ``gained`` maps each new SSP to the offset its reading starts at."""
+        await self.close()
+        self.task = task
+        self._process = task.process
+        self.has_window = type(task).window is not StreamTask.window
+        self._window_times = self.has_window and _wants_times(task.window)
+        self._watermarks, self._ticks = [], []
+        self._ssps = self._ssps | frozenset(gained)
+        self.positions.update(gained)
+        await self.init()
+
     async def process(self, envelope: Envelope) -> None:
         result = self._process(envelope, self, self)
         if result is not None:  # an `async def process` (or one returning an awaitable)

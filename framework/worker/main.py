@@ -129,10 +129,12 @@ async def _stdin_says_go() -> bool:
 
 
 async def run_worker(config: Any, worker_id: int, model: Any = None,
-                     go: Callable[[], Awaitable[bool]] | None = None) -> int:
+                     go: Callable[[], Awaitable[bool]] | None = None,
+                     in_place: bool | None = None) -> int:
     """Run a worker until a signal stops it; returns the process exit status. ``model``:
     the job model to run (a host's assignment), else the coordinator stream's latest;
-    ``go``: see `Worker.go` (awaited once: a worker resuming after an outage has gone).
+    ``go``: see `Worker.go` (awaited once: a worker resuming after an outage has gone);
+    ``in_place``: see `Worker.in_place` (a host's worker: True, it is given its model).
 
     A system that stops answering does not end the process: the worker waits for it and
     runs again from its last commit (`framework.worker.outage`)."""
@@ -146,7 +148,7 @@ async def run_worker(config: Any, worker_id: int, model: Any = None,
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, log_tasks)
     while True:
-        worker = Worker(config, worker_id, model=model, stop=stop, go=go)
+        worker = Worker(config, worker_id, model=model, stop=stop, go=go, in_place=in_place)
         try:
             result = await worker.run()
         except FencedError as error:

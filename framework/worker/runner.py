@@ -40,6 +40,7 @@ from framework.worker.codec import RecordCodec
 from framework.worker.collector import tuned_collector
 from framework.worker.commit import Committer, begin_commits
 from framework.worker.dispatch import Batch, dispatch_many, dispatch_one, fetcher
+from framework.worker.in_place import InPlaceChange, in_place_change
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import ErrorPolicies, describe
 from framework.worker.state import heal_damaged_store, open_task_stores
@@ -64,6 +65,9 @@ async def _closing(closed: Awaitable[None], what: str) -> None:
 
 FENCE_CHECK_S = 1.0
 """How often a worker asks whether its epoch is still the job's current one."""
+FENCE_CHECK_IDLE_S = 0.2
+"""How often it asks while its fetches find nothing: where an input grew, reading stops
+until the model of the new count arrives, and a model taken in place ends that wait."""
 
 
 def _store_positions(committer: Committer) -> dict[str, dict[str, int]]:
@@ -98,8 +102,18 @@ class Worker:
         model: JobModel | None = None,
         stop: asyncio.Event | None = None,
         go: Callable[[], Awaitable[bool]] | None = None,
+        in_place: bool | None = None,
     ) -> None:
         self.config = config
+        self.in_place = (model is None and config.coordinator.model_changes == "in-place"
+                         if in_place is None else in_place)
+        """Take a newer job model of the coordinator stream in place when it only adds
+        partitions to this worker's tasks (`framework.worker.in_place`); by default off
+        for a worker given its model (a host's worker turns it on)."""
+        self._task_class: type[StreamTask] | None = None
+        self._report_base: WorkerReport | None = None
+        self.in_place_changes = 0
+        """Newer job models this worker took without restarting."""
         self.go = go
         """A prepared worker (`sampan run` starts it ahead): once its systems are open it
         awaits ``go()`` — True: load the model and run; False: exit at once, unused."""
@@ -135,6 +149,7 @@ class Worker:
         """Open everything, loop until stopped, commit and close; returns a summary."""
         try:
             task_class = load_task_class(self.config)  # a bad job.task fails before any I/O
+            self._task_class = task_class
             await self._open_systems()
             if self.go is not None and not await self._wait_for_go():
                 return WorkerResult(0, 0, 0, 0, 0, "not needed")
@@ -151,10 +166,12 @@ class Worker:
                 resumed_ms=_now_ms(), restored=self.restored,
                 restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
                 store_positions=_store_positions(committer))
+            self._report_base = report
             await self._report(report)
             with tuned_collector():
                 reason = await self._loop(committer)
-            result = WorkerResult(model.epoch, sum(i.processed for i in self.instances),
+            report = self._report_base
+            result = WorkerResult(report.epoch, sum(i.processed for i in self.instances),
                                   sum(i.skipped for i in self.instances), committer.commits,
                                   self.restored, reason)
             await self._report(replace(
@@ -383,6 +400,7 @@ class Worker:
             if not self._consumers:  # a worker without tasks: idle, but hear SIGTERM
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), 0.05)
+            read = False
             for name, consumer in self._consumers.items():
                 fetch = fetcher(consumer)
                 pending = prefetched.pop(name, None)
@@ -404,19 +422,15 @@ class Worker:
                             continue
                     await self._dispatch(ssp, records)
                     dirty = dirty or bool(records)
+                    read = True
             if self._approaching and self._limits_reached():
                 self._route()
             if self._stages and self._release_barriers():
                 dirty = True
             now = time.monotonic()
-            if now >= next_fence_check:  # a stale worker stops without having to commit
-                try:
-                    await self._check_fence()
-                except FencedError:
-                    log.warning("worker %d of epoch %s fenced: a newer job model exists; "
-                                "stopping without committing", self.worker_id,
-                                self.model and self.model.epoch)
-                    raise
+            if now >= next_fence_check or (  # a stale worker stops without having to commit
+                    not read and now >= next_fence_check - FENCE_CHECK_S + FENCE_CHECK_IDLE_S):
+                await self._unless_newer(self._check_fence(), committer, prefetched)
                 next_fence_check = now + FENCE_CHECK_S
             if now >= next_window:
                 for instance in self.instances:
@@ -429,13 +443,13 @@ class Worker:
             wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
             stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
             if (dirty and (now >= next_commit or wanted)) or (stopping and dirty):
-                await committer.start(self.instances)
-                dirty = False
+                dirty = not await self._unless_newer(committer.start(self.instances),
+                                                     committer, prefetched)
                 next_commit = time.monotonic() + interval
-            elif committer.written:
-                await self._settle(committer)  # a failed commit stops the worker now
+            elif committer.written:  # a failed commit stops the worker now
+                await self._unless_newer(committer.settle(), committer, prefetched)
             if stopping:
-                await self._settle(committer)
+                await self._unless_newer(committer.settle(), committer, prefetched)
                 for instance in self.instances:
                     await instance.close()
                 return "stopped" if self.stop.is_set() else "task requested shutdown"
@@ -451,13 +465,94 @@ class Worker:
             elif ssp not in caught_up:
                 caught_up[ssp] = now
 
-    async def _settle(self, committer: Committer) -> None:
+    async def _unless_newer(self, step: Awaitable[None], committer: Committer,
+                            prefetched: dict[str, asyncio.Future[Batch]]) -> bool:
+        """Run ``step`` (a fence check or a commit); when a newer job model fenced it,
+        take that model in place (`_take_newer_model`) or stop. True when the step went
+        through without a fence."""
         try:
-            await committer.settle()
-        except FencedError:
-            log.warning("worker %d of epoch %s fenced: a newer job model exists",
-                        self.worker_id, self.model and self.model.epoch)
-            raise
+            await step
+        except FencedError as fenced:
+            await self._take_newer_model(committer, fenced, prefetched)
+            return False
+        return True
+
+    async def _take_newer_model(self, committer: Committer, fenced: FencedError,
+                                prefetched: dict[str, asyncio.Future[Batch]]) -> None:
+        """Go on under the job's newer model when it only adds partitions to this worker's
+        tasks: a commit the fence refused is written again at the new epoch, tasks that
+        gain partitions are committed and initialised again seeing them (stores stay
+        open), the rest never stop. Otherwise ``fenced`` is raised: the worker stops
+        without committing and its supervisor starts it on the new model."""
+        assert self.model is not None and self._task_class is not None
+        began = time.monotonic()
+        meta = self.systems[self.config.metadata_system]
+        for _ in range(3):  # the model may move on again while this one is taken
+            change = (in_place_change(self.model, await read_latest_model(meta, self.config),
+                                      self.worker_id, self.config.digest)
+                      if self.in_place else "it runs the model it was given: it restarts on "
+                      "the new one")
+            if isinstance(change, str):
+                log.warning("worker %d of epoch %d fenced: a newer job model exists; "
+                            "stopping without committing (%s)", self.worker_id,
+                            self.model.epoch, change)
+                raise fenced
+            try:
+                await committer.retry_at(change.model.epoch)
+                if change.gained:  # the tasks start again from here: commit their progress
+                    await committer.start(self.instances)
+                    await committer.settle()
+            except FencedError as again:
+                fenced = again
+                continue
+            break
+        else:
+            raise fenced
+        for future in prefetched.values():  # read at the old assignment: read again
+            future.cancel()
+        await asyncio.gather(*prefetched.values(), return_exceptions=True)
+        prefetched.clear()
+        await self._apply_in_place(change, began, committer)
+
+    async def _apply_in_place(self, change: InPlaceChange, began: float,
+                              committer: Committer) -> None:
+        """Run ``change.model`` from now on: new partitions, barriers and counts; report."""
+        assert self._task_class is not None and self._report_base is not None
+        model = change.model
+        previous, self.model = self.model, model
+        for instance in self.instances:
+            gained = change.gained.get(instance.name)
+            if gained:
+                task_model = model.tasks[instance.name]
+                start = await start_positions(self.config, self.systems, replace(
+                    task_model, ssps=gained, broadcast=frozenset()), None)
+                try:
+                    await instance.renew(self._task_class(), start)
+                except Exception as error:
+                    raise ProcessingError(
+                        f"task {instance.name!r}: init() raised {describe(error)} when it "
+                        f"gained partitions in epoch {model.epoch}; fix the task's init and "
+                        "restart") from error
+            stages = model.tasks[instance.name].stages
+            if stages:
+                self._stages[instance.name] = list(stages)
+            else:
+                self._stages.pop(instance.name, None)
+        self._limits = model.read_limits()
+        self._release_barriers()
+        self._route()
+        self.in_place_changes += 1
+        await self.metrics.new_epoch(model.epoch)
+        took_ms = int((time.monotonic() - began) * 1000)
+        log.info("worker %d took job model epoch %d in place (was %d) in %d ms: %s",
+                 self.worker_id, model.epoch, previous and previous.epoch, took_ms,
+                 ", ".join(f"task {t} +{len(s)} partitions" for t, s in sorted(
+                     change.gained.items())) or "no partitions added here")
+        self._report_base = replace(
+            self._report_base, epoch=model.epoch, resumed_ms=_now_ms(), restored=0,
+            in_place_ms=took_ms, in_place_changes=self.in_place_changes,
+            store_positions=_store_positions(committer))
+        await self._report(self._report_base)
 
     async def _dispatch(self, ssp: SystemStreamPartition,
                         records: Sequence[FetchedRecord]) -> None:

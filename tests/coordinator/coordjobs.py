@@ -36,7 +36,7 @@ CLI = [sys.executable, "-m", "framework.cli"]
 
 def job_text(name: str, inputs: Mapping[str, int], *, task: str = "CountTask", workers: int = 2,
              monitor_ms: int = 300, max_restarts: int = 5, stop_timeout_ms: int = 5000,
-             extra: str = "") -> str:
+             extra: str = "", model_changes: str = "in-place") -> str:
     """A job file counting ``inputs`` (stream → partitions) into ``local.counts``."""
     streams = "".join(f'[streams."local.{s}"]\npartitions = {n}\n\n' for s, n in inputs.items())
     names = ", ".join(f'"local.{s}"' for s in inputs)
@@ -53,6 +53,7 @@ monitor_interval_ms = {monitor_ms}
 worker_stop_timeout_ms = {stop_timeout_ms}
 worker_restart_backoff_ms = 100
 max_worker_restarts = {max_restarts}
+model_changes = "{model_changes}"
 
 [systems.local]
 type = "local"

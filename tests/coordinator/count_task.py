@@ -33,3 +33,18 @@ class StuckTask(CountTask):
             while True:
                 time.sleep(60)
         super().process(envelope, collector, coordinator)
+
+
+class TimedCountTask(CountTask):
+    """Counts, and stamps each output with its processing time (`bench.in_place`: the
+    longest gap in each task's progress)."""
+
+    def process(self, envelope, collector, coordinator):
+        import time
+
+        name = f"{envelope.ssp.stream}/{envelope.key}"
+        count = (self.counts.get(name) or 0) + 1
+        self.counts.put(name, count)
+        collector.send("local.counts", key=name,
+                       value={"count": count, "seq": envelope.value["seq"],
+                              "partition": envelope.ssp.partition, "t": time.time()})

@@ -59,8 +59,9 @@ async def test_per_key_order_holds_across_two_expansions(make_job: Callable[...,
 
 async def test_worker_sigkilled_mid_expansion_is_restarted_and_exact(
         make_job: Callable[..., Job]) -> None:
-    """SIGKILL worker 1's first epoch-2 process as soon as it exists: restarted, exact."""
-    job = make_job("killed", {"words": 2})
+    """With model_changes = "restart": SIGKILL worker 1's first epoch-2 process as soon as
+    it exists: restarted, exact."""
+    job = make_job("killed", {"words": 2}, model_changes="restart")
     await job.create("words", 2)
     await job.produce("words", keys(50), 20)
     job.start()
@@ -107,7 +108,7 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
     when the coordinator's SIGTERM is pending for it.
     """
     job = make_job("restoring", {"words": 2}, stop_timeout_ms=60_000,
-                   extra="store_restore_batch = 1\n")
+                   extra="store_restore_batch = 1\n", model_changes="restart")
     await job.create("words", 2)
     await job.produce("words", keys(100), 5)
     job.start()

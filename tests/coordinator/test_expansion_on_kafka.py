@@ -66,12 +66,16 @@ def replay_problems(found: dict[str, list[dict[str, int]]], work: Workload) -> l
     return problems
 
 
-async def kill_first_new_worker(job: KafkaSumJob, worker: int, old: int | None) -> int:
-    """SIGKILL worker ``worker``'s first process of the next epoch as soon as it exists."""
-    async def new_pid() -> int | None:
-        pid = (await job.state()).status.worker_pids.get(worker)
-        return pid if pid is not None and pid != old else None
-    victim: int = await job.wait(new_pid, f"worker {worker} started on the next epoch")
+async def kill_at_publication(job: KafkaSumJob, worker: int, epoch: int) -> int:
+    """SIGKILL worker ``worker`` as soon as the model of ``epoch`` is published: the
+    workers take it in place, so the victim is caught before, while or just after it
+    takes it (its commits of either epoch in flight)."""
+    async def published() -> int | None:
+        state = await job.state()
+        if state.model is None or state.model.epoch < epoch:
+            return None
+        return state.status.worker_pids.get(worker)
+    victim: int = await job.wait(published, f"epoch {epoch} published")
     with contextlib.suppress(ProcessLookupError):  # already gone: the checks say why
         os.kill(victim, signal.SIGKILL)
     return victim
@@ -84,21 +88,21 @@ async def kill_first_new_worker(job: KafkaSumJob, worker: int, old: int | None) 
 async def test_two_expansions_with_a_worker_killed_mid_expansion(
         jobs: list[KafkaSumJob], tmp_path: Path, kafka_broker: Any, store: str,
         guarantee: str) -> None:
-    """2 → 4 → 8 while records flow; the 4 → 8 switch loses worker 1 to SIGKILL as soon as
-    its new process exists. Exactly-once: every output once, in order; at-least-once: a
-    replay of already emitted outputs at most, none lost; the store exact either way."""
+    """2 → 4 → 8 while records flow, taken in place by the running workers; the 4 → 8
+    switch loses worker 1 to SIGKILL the moment its model is published. Exactly-once:
+    every output once, in order; at-least-once: a replay of already emitted outputs at
+    most, none lost; the store exact either way. Worker 0 is never restarted."""
     job = make_job(jobs, tmp_path, kafka_broker.bootstrap, f"{store}-{guarantee[:5]}",
                    store=store, guarantee=guarantee)
     work = Workload(keys=60, stream=job.events)
     job.start()
-    await job.wait_epoch(1)
+    first = await job.wait_epoch(1)
     await job.produce(work.records(1500))
     for epoch, count in ((2, 4), (3, 8)):
-        before = (await job.state()).status.worker_pids.get(1)
         job.expand(count)
         await job.produce(work.records(800))  # into the new partitions before detection
         if count == 8:
-            await kill_first_new_worker(job, 1, before)
+            await kill_at_publication(job, 1, epoch)
         state = await job.wait_epoch(epoch)
         assert state.model is not None
         assert state.model.partition_counts == {f"kafka.{job.events}": count}
@@ -111,6 +115,9 @@ async def test_two_expansions_with_a_worker_killed_mid_expansion(
     assert state.model is not None and sorted(state.model.tasks) == [
         "Partition 0", "Partition 1"]
     assert state.status.restarts >= 1
+    assert all(e.in_place for e in state.status.expansions)
+    assert state.workers[0].pid == first.workers[0].pid  # taken in place twice
+    assert state.workers[0].in_place_changes == 2
     found = await job.outputs()
     if guarantee == "exactly-once":
         assert exact_problems(found, work) == []

@@ -30,6 +30,7 @@ def test_drill_cli_is_exact_through_two_expansions(tmp_path: Path) -> None:
     assert "verdict: EXACT — all 300 keys" in text
     assert "expansion local.words 2→4" in text
     assert "expansion local.words 4→8" in text
+    assert text.count("workers took it in place (none restarted)") == 2, text
 
 
 async def test_drill_expansions_restore_nothing_and_keep_order(tmp_path: Path) -> None:
@@ -41,6 +42,7 @@ async def test_drill_expansions_restore_nothing_and_keep_order(tmp_path: Path) -
     assert [e.change for e in report.expansions] == ["local.words 2→4", "local.words 4→8"]
     assert [e.epoch for e in report.expansions] == [2, 3]
     assert [e.restored for e in report.expansions] == [0, 0]
+    assert [e.in_place for e in report.expansions] == [True, True]
     for e in report.expansions:
         assert e.requested_ms <= e.detected_ms <= e.resumed_ms
     assert report.timeline is not None  # the plot shows the catch-up: it ends at lag 0

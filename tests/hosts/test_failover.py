@@ -66,7 +66,13 @@ def _run_and_kill(hosts: Hosts) -> tuple[Counter[str], list[str], dict[str, Host
     wait_for(lambda: final_state(config) == dict(truth), 60, "all 6,000 records", hosts)
     assert final_state(config) == dict(truth)  # exact: no key missing, none double counted
     assert len(truth) == KEYS
-    return truth, killed, {n: after.hosts[n] for n in "ac"}, after.model.epoch
+    survivors = {n: after.hosts[n] for n in "ac"}
+    for report in survivors.values():  # what moved, and how long each task stood still
+        assert report.lost == []
+        assert set(report.unavailable_ms) == set(report.active)
+        assert {t: h for t, h in report.gained.items()} == {
+            t: "b" for t in report.active if t in killed}
+    return truth, killed, survivors, after.model.epoch
 
 
 def _moved(reports: dict[str, HostReport], tasks: list[str]) -> dict[str, HostReport]:
@@ -128,6 +134,9 @@ def _check_status(hosts: Hosts) -> None:
     text = subprocess.run([*CLI, "status", str(hosts.path)], check=True, capture_output=True,
                           text=True).stdout
     assert "host d: running" in text and "standby" in text
+    assert re.search(r"host d: running.*\n    last rebalance: gained Partition \d+ \(from [ac]\)",
+                     text), text
+    assert "tasks unavailable in the last rebalance: " in text
 
 
 def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
@@ -170,6 +179,13 @@ def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
         stopped = after.hosts["c"]
         assert stopped.state == "stopped" and stopped.updated_ms is not None
         assert "left the group of job" in hosts.log("c")  # LeaveGroup: no session timeout
+        taken = after.hosts["a"]
+        assert {t: taken.gained[t] for t in moved} == dict.fromkeys(moved, "c")
+        assert stopped.revoked_ms is not None  # c's stop: where the moved tasks' pause starts
+        for task in moved:
+            resumed = after.workers[after.model.tasks[task].worker].resumed_ms
+            assert resumed is not None
+            assert taken.unavailable_ms[task] == resumed - stopped.revoked_ms
         print(f"SIGTERM → next model: {after.model.created_ms - stopped.updated_ms} ms "
               f"(session timeout {config.coordinator.session_timeout_ms} ms)")
         produce(config, truth, 600, KEYS, start=6000)

@@ -17,6 +17,8 @@ from framework.systems import open_system
 
 def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(kafka_broker: Any,
                                                            tmp_path: Path) -> None:
+    """2 → 4 on two hosts (standbys on): the leader applies it without a rebalance and the
+    running workers of both hosts take it in place — same processes — with exact sums."""
     name = f"hx-{os.getpid()}"
     hosts = Hosts(job_file(tmp_path / "job", kafka_broker.bootstrap, name, partitions=2,
                            standbys=1), tmp_path)
@@ -24,8 +26,12 @@ def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(kafka_broker: Any,
         hosts.start("a")
         hosts.start("b")
         config = hosts.config
-        first = wait_for(lambda: (s := state(config)).model and set(s.model.hosts) == {"a", "b"}
-                         and s, 90, "two hosts", hosts).model
+        settled = wait_for(lambda: (s := state(config)).model and set(s.model.hosts) == {
+            "a", "b"} and all(r.epoch == s.model.epoch and r.resumed_ms for w, r in
+                              s.workers.items() if w < s.model.workers) and s, 90, "two hosts",
+            hosts)
+        first = settled.model
+        pids = {w: r.pid for w, r in settled.workers.items() if w < first.workers}
         truth: Counter[str] = Counter()
         produce(config, truth, 2000, 50)
 
@@ -43,7 +49,16 @@ def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(kafka_broker: Any,
                          m.partition_counts[f"kafka.{name}-in"] == 4 and m, 90,
                          "the expanded model", hosts)
         assert sorted(grown.tasks) == sorted(first.tasks)  # fixed tasks: still 2
+        assert grown.in_place_since == first.epoch and grown.hosts == first.hosts
         wait_for(lambda: final_state(config) == dict(truth), 90, "exact sums", hosts)
+        after = wait_for(lambda: (s := state(config)) and all(
+            s.workers[w].epoch == grown.epoch for w in pids) and s, 90,
+            "every worker on the expanded model", hosts)
+        assert {w: after.workers[w].pid for w in pids} == pids  # none restarted
+        assert all(after.workers[w].in_place_changes == 1 for w in pids)
+        assert [(e.epoch, e.in_place) for e in after.status.expansions] == [
+            (grown.epoch, True)]
+        assert sum("taken in place by its" in hosts.log(h) for h in "ab") == 2
     finally:
         hosts.stop_all()
 
@@ -105,7 +120,8 @@ def test_status_on_two_hosts_names_the_expansion_and_the_refusal(kafka_broker: A
             f"discard-held {stream} --job {job}`"]
         assert [line for line in lines if line.startswith("  expansion ")] == [
             f"  expansion {stream} 2→4 → epoch {expansion.epoch}: detected "
-            f"{clock(expansion.detected_ms)}, workers stopped -, restarted -, resumed "
+            f"{clock(expansion.detected_ms)}, published {clock(expansion.model_published_ms)}, "
+            f"taken in place by the workers (none restarted), resumed "
             f"{clock(expansion.resumed_ms)}, pause {expansion.pause_ms} ms"]
         assert final_state(config) == dict(truth)
 

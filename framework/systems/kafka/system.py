@@ -351,11 +351,15 @@ class KafkaSystem:
         }
 
     async def fence(self, job: str, epoch: int) -> None:
+        await self._write_epoch(job, epoch)
+        await self._fence_producers(job)
+
+    async def _write_epoch(self, job: str, epoch: int) -> None:
+        """Record ``epoch`` in the fences topic unless it holds that epoch or a newer one."""
         topic = await self._meta_topic(fences_topic(job))
         stored = await self._fenced_epoch(job)
         if stored is None or stored < epoch:
             await self.produce([ProducerRecord(topic, _EPOCH_KEY, str(epoch).encode(), 0)])
-        await self._fence_producers(job)
 
     async def _fence_producers(self, job: str) -> None:
         """Bump every recorded exactly-once producer of ``job``: after the new epoch is
@@ -383,15 +387,20 @@ class KafkaSystem:
     async def fenced_epoch(self, job: str) -> int | None:
         return await self._fenced_epoch(job)
 
-    async def advance_fence(self, job: str, epoch: int) -> None:
+    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False) -> None:
         """Make ``epoch`` current, refusing one not above the current epoch. Not atomic on
-        Kafka (read, then write): it catches a second publisher, it cannot exclude one."""
+        Kafka (read, then write): it catches a second publisher, it cannot exclude one.
+        ``in_place``: the workers go on as the new model's (same ``transactional.id``s), so
+        their producers are not bumped; a commit still checks the epoch first."""
         stored = await self._fenced_epoch(job)
         if stored is not None and stored >= epoch:
             raise JobModelError(
                 f"job {job!r}: cannot publish epoch {epoch}, epoch {stored} is already "
                 f"current; another coordinator is running this job — stop it first")
-        await self.fence(job, epoch)
+        if in_place:
+            await self._write_epoch(job, epoch)
+        else:
+            await self.fence(job, epoch)
 
     async def _fenced_epoch(self, job: str) -> int | None:
         value = (await self._table(fences_topic(job)).refresh()).get(_EPOCH_KEY)

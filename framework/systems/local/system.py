@@ -199,7 +199,7 @@ class LocalSystem:
     async def fenced_epoch(self, job: str) -> int | None:
         return await self.call(LocalLog.fenced_epoch, job)
 
-    async def advance_fence(self, job: str, epoch: int) -> None:
+    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False) -> None:
         """Make ``epoch`` current; `JobModelError` unless it is above the current one."""
         await self.call(LocalLog.advance_fence, job, epoch)
 
