@@ -48,7 +48,7 @@ async def test_expansions_in_place_restart_no_worker(make_job: Callable[..., Job
     finally:
         stop.set()
         rounds = await producer
-    assert rounds > 10
+    assert rounds >= 3  # records were produced while the models changed
     await job.wait_outputs()
     status = job.sampan("status", "{job}").stdout
     assert await job.stop() == 0

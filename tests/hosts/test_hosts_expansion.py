@@ -58,7 +58,8 @@ def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(kafka_broker: Any,
         assert all(after.workers[w].in_place_changes == 1 for w in pids)
         assert [(e.epoch, e.in_place) for e in after.status.expansions] == [
             (grown.epoch, True)]
-        assert sum("taken in place by its" in hosts.log(h) for h in "ab") == 2
+        wait_for(lambda: all("taken in place by its" in hosts.log(h) for h in "ab"), 60,
+                 "both hosts following the model", hosts)
     finally:
         hosts.stop_all()
 
