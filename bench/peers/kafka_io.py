@@ -66,6 +66,7 @@ async def produce(bootstrap: str, topic: str, partitions: int,
                                 max_request_size=1 << 20, linger_ms=5)
     await producer.start()
     try:
+        await _knows_partitions(producer, topic, partitions)
         step = max(1, int(per_second / 20)) if per_second else 10_000
         started = time.monotonic()
         for at in range(0, len(records), step):
@@ -76,6 +77,20 @@ async def produce(bootstrap: str, topic: str, partitions: int,
                     await asyncio.sleep(ahead)
     finally:
         await producer.stop()
+
+
+async def _knows_partitions(producer: AIOKafkaProducer, topic: str, partitions: int,
+                            timeout_s: float = 60.0) -> None:
+    """Wait until ``producer``'s metadata lists ``partitions`` partitions of ``topic``:
+    right after CreatePartitions a broker may still answer with the old count, and a send
+    to a partition the metadata lacks fails ("Unrecognized partition")."""
+    deadline = time.monotonic() + timeout_s
+    while len(await producer.partitions_for(topic)) < partitions:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic!r} still shows fewer than {partitions} "
+                               f"partitions after {timeout_s:g} s")
+        await producer.client.force_metadata_update()
+        await asyncio.sleep(0.1)
 
 
 async def _send(producer: AIOKafkaProducer, topic: str, partitions: int,
