@@ -111,13 +111,7 @@ class DueIndex:
         if self.granule > 1:
             at += -at % self.granule
         if at < self.at.get(text, at + 1):
-            self.at[text] = at
-            bucket = self._buckets.get(at)
-            if bucket is None:
-                self._buckets[at] = [text]
-                heapq.heappush(self._times, at)
-            else:
-                bucket.append(text)
+            self._place(text, at)
 
     def move(self, text: str, at: int) -> None:
         """Key ``text`` has nothing due before ``at`` any more: its time becomes ``at``,
@@ -130,13 +124,17 @@ class DueIndex:
         if self.granule > 1:
             at += -at % self.granule
         if at != self.at.get(text):
-            self.at[text] = at
-            bucket = self._buckets.get(at)
-            if bucket is None:
-                self._buckets[at] = [text]
-                heapq.heappush(self._times, at)
-            else:
-                bucket.append(text)
+            self._place(text, at)
+
+    def _place(self, text: str, at: int) -> None:
+        """File ``text`` under ``at`` (its earlier bucket, if any, skips it from now on)."""
+        self.at[text] = at
+        bucket = self._buckets.get(at)
+        if bucket is None:
+            self._buckets[at] = [text]
+            heapq.heappush(self._times, at)
+        else:
+            bucket.append(text)
 
     def next(self) -> int | None:
         """The earliest time anything is due, or None."""

@@ -42,9 +42,14 @@ class TimedCountTask(CountTask):
     def process(self, envelope, collector, coordinator):
         import time
 
-        name = f"{envelope.ssp.stream}/{envelope.key}"
-        count = (self.counts.get(name) or 0) + 1
-        self.counts.put(name, count)
-        collector.send("local.counts", key=name,
-                       value={"count": count, "seq": envelope.value["seq"],
-                              "partition": envelope.ssp.partition, "t": time.time()})
+        super().process(envelope, _Stamped(collector, time.time()), coordinator)
+
+
+class _Stamped:
+    """A collector adding ``"t"`` (the processing time) to every value it sends."""
+
+    def __init__(self, collector, at):
+        self.collector, self.at = collector, at
+
+    def send(self, stream, key=None, value=None, **options):
+        self.collector.send(stream, key=key, value={**value, "t": self.at}, **options)
