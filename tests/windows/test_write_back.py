@@ -37,21 +37,26 @@ COMMIT_EVERY = 7
 KEYS = ["a", "b", "c", "d"]
 
 
+class CommitsEvery:
+    """Mixed in before a test task: asks for a commit every `COMMIT_EVERY` records."""
+
+    seen = 0
+
+    def process(self, envelope: Any, collector: MessageCollector,
+                coordinator: TaskCoordinator) -> None:
+        super().process(envelope, collector, coordinator)  # type: ignore[misc]
+        self.seen += 1
+        if self.seen % COMMIT_EVERY == 0:
+            coordinator.commit()
+
+
 def committing(kind: WindowKind) -> type[WindowTask]:
     """A `WindowTask` class (run_task's crash needs a class) that commits every
     `COMMIT_EVERY` records."""
 
-    class Committing(WindowTask):
+    class Committing(CommitsEvery, WindowTask):
         def __init__(self) -> None:
             super().__init__(kind)
-            self.seen = 0
-
-        def process(self, envelope: Any, collector: MessageCollector,
-                    coordinator: TaskCoordinator) -> None:
-            super().process(envelope, collector, coordinator)
-            self.seen += 1
-            if self.seen % COMMIT_EVERY == 0:
-                coordinator.commit()
 
     return Committing
 
@@ -128,17 +133,9 @@ def test_states_in_memory_only_are_written_when_the_cache_overflows(
     assert table(crashed) == table(whole)
 
 
-class CommittingJoin(JoinTask):
+class CommittingJoin(CommitsEvery, JoinTask):
     def __init__(self) -> None:
         super().__init__(how="left", grace_ms=30)
-        self.seen = 0
-
-    def process(self, envelope: Any, collector: MessageCollector,
-                coordinator: TaskCoordinator) -> None:
-        super().process(envelope, collector, coordinator)
-        self.seen += 1
-        if self.seen % COMMIT_EVERY == 0:
-            coordinator.commit()
 
 
 def test_a_crash_between_commits_joins_every_pair_exactly() -> None:
