@@ -142,6 +142,9 @@ class Host:
         the leader applied without a rebalance): workers restarted from now on run it, and
         the report and the pause follow it. Its workers take it by themselves."""
         assert self._meta is not None and self.model is not None
+        assert self._membership is not None
+        if self._membership.in_round:  # the round's answer brings its model
+            return
         latest = await read_latest_model(self._meta, self.config)
         if latest is None or latest.epoch <= self.model.epoch or latest.in_place_since is None \
                 or latest.in_place_since > self.model.epoch:
@@ -416,6 +419,14 @@ class Host:
             return
         model = answer.model
         assert model is not None
+        interval = self.config.coordinator.probing_rebalance_interval_ms / 1000
+        if self.model is not None and model.epoch <= self.model.epoch:  # followed already
+            log.info("host %r: epoch %d of the rebalance is running here already (taken in "
+                     "place)", self.name, model.epoch)
+            self._rejoin_at = time.monotonic() + interval if answer.probing else None
+            assert self._membership is not None
+            self._pause_epoch = model.epoch if self._membership.leader else None
+            return
         previous, self.model = self.model, model
         ids = model.hosts.get(self.name, ())
         kept = bool(self.supervisor.workers) and previous is not None and (
@@ -429,7 +440,6 @@ class Host:
         standby, warmup = self._replicas_of(model)
         await self._start_replicas(model)
         await self.supervisor.start_ids(ids)
-        interval = self.config.coordinator.probing_rebalance_interval_ms / 1000
         self._rejoin_at = time.monotonic() + interval if answer.probing else None
         active = self._active(model)
         log.info("host %r: epoch %d: %d active task(s) on workers %s, %d standby, %d warmup%s%s",
@@ -446,6 +456,9 @@ class Host:
     async def _tick(self) -> None:
         assert self._membership is not None and self._reporter is not None
         now = time.monotonic()
+        if self._rejoin_at is not None and now >= self._rejoin_at and self.model is not None \
+                and self.model.parked:  # a round now would park them again: probe after
+            self._rejoin_at = now + self.config.coordinator.probing_rebalance_interval_ms / 1000
         if self._rejoin_at is not None and now >= self._rejoin_at:
             self._rejoin_at = None
             log.info("host %r asks for a rebalance (probing warmups or retrying)", self.name)

@@ -210,6 +210,11 @@ class Membership:
             group_coordinator(self._consumer).request_rejoin()
 
     @property
+    def in_round(self) -> bool:
+        """Inside a rebalance: revoked, no assignment received yet."""
+        return self._round.in_round
+
+    @property
     def waiting(self) -> bool:
         """Inside a rebalance whose answer is someone else's: revoked, not leading it (its
         leader answers it), no assignment received yet."""

@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
-from hostjobs import CLI, Hosts, state, wait_for
+from hostjobs import CLI, Hosts, SteadyInput, outputs_job, state, wait_for
 from jobs.harness import Workload, outputs, replay_problems
 
 from framework.config import JobConfig
@@ -23,80 +21,7 @@ from framework.drill.hosts import settled
 from framework.metadata import CoordinatorState
 from framework.systems import open_system
 
-HERE = Path(__file__).resolve().parent
 TASKS = 8
-
-
-def _job(folder: Path, bootstrap: str, name: str) -> Path:
-    """The per-key running sum of tests/jobs with outputs, 2 workers per host."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE.parent / "jobs" / "sum_task.py", folder / "sum_task.py")
-    path = folder / "job.toml"
-    path.write_text(f"""\
-[job]
-name = "{name}"
-task = "sum_task:SumTask"
-inputs = ["kafka.{name}-in"]
-workers = 2
-commit_interval_ms = 200
-
-[coordinator]
-monitor_interval_ms = 1000
-worker_stop_timeout_ms = 5000
-session_timeout_ms = 6000
-probing_rebalance_interval_ms = 2000
-
-[systems.kafka]
-type = "kafka"
-bootstrap = "{bootstrap}"
-
-[streams."kafka.{name}-in"]
-partitions = {TASKS}
-key_serde = "string"
-value_serde = "json"
-
-[streams."kafka.{name}-in-sums"]
-partitions = 4
-key_serde = "string"
-value_serde = "json"
-
-[stores.totals]
-key_serde = "string"
-value_serde = "json"
-""")
-    return path
-
-
-class SteadyInput:
-    """Writes the workload's records in small batches until stopped (a thread of its own)."""
-
-    def __init__(self, config: JobConfig, work: Workload) -> None:
-        self.config = config
-        self.work = work
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self.error: BaseException | None = None
-
-    async def _run(self) -> None:
-        system = open_system(self.config.system("kafka"))
-        await system.start()
-        try:
-            while not self._stop.is_set():
-                await system.produce(self.work.records(40))
-                await asyncio.sleep(0.05)
-        except BaseException as error:  # reported by stop()
-            self.error = error
-        finally:
-            await system.close()
-
-    def __enter__(self) -> SteadyInput:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        assert self.error is None, f"the producer failed: {self.error!r}"
 
 
 def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
@@ -118,7 +43,8 @@ def _outputs(config: JobConfig) -> dict[str, list[dict[str, int]]]:
 def test_a_host_joining_and_one_leaving_restart_no_worker_of_the_hosts_that_stay(
         kafka_broker: Any, tmp_path: Path) -> None:
     name = f"inc-{os.getpid()}"
-    hosts = Hosts(_job(tmp_path / "job", kafka_broker.bootstrap, name), tmp_path)
+    hosts = Hosts(outputs_job(tmp_path / "job", kafka_broker.bootstrap, name, tasks=TASKS),
+                  tmp_path)
     config = hosts.config
     work = Workload(keys=40, stream=f"{name}-in")
     with hosts.logs_kept_on_failure("incremental"):
