@@ -190,6 +190,9 @@ class JobModel:
     runs nowhere in this model (its worker is `PARKED`): the first model of a rebalance
     parks the tasks that change host, and once their old hosts released them the leader
     publishes the follow-up model that places them (`framework.hosts.handover`)."""
+    round_id: str = ""
+    """Several hosts: the rebalance round whose leader published this model (its hosts,
+    told the id in their assignment, wait for the model carrying it)."""
 
     def read_limits(self) -> dict[SystemStreamPartition, int]:
         """Each SSP of a held input → the offset its readers stop at (0: read nothing)."""
@@ -261,6 +264,7 @@ class JobModel:
             **({"in_place_since": self.in_place_since}
                if self.in_place_since is not None else {}),
             **({"parked": dict(sorted(self.parked.items()))} if self.parked else {}),
+            **({"round_id": self.round_id} if self.round_id else {}),
         }
 
     def to_bytes(self) -> bytes:
@@ -288,6 +292,7 @@ class JobModel:
                 in_place_since=(None if data.get("in_place_since") is None
                                 else int(data["in_place_since"])),
                 parked={str(t): str(h) for t, h in data.get("parked", {}).items()},
+                round_id=str(data.get("round_id", "")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise JobModelError(f"malformed job model: {error!r}") from error

@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +31,7 @@ from framework.hosts.config import lead_timeout_ms, rebalance_timeout_ms, rebala
 from framework.hosts.errors import DuplicateHostError
 from framework.hosts.fault import LeaderHold, RoundAbandoned
 from framework.hosts.handover import pending_releases
-from framework.hosts.leader import expand_in_place, incremental_rebalances, lead_blocking
+from framework.hosts.leader import expand_in_place, incremental_rebalances, lead
 from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
 from framework.hosts.membership import Membership
@@ -121,6 +122,10 @@ class Host:
         once the parked tasks are let go (`framework.hosts.handover`)."""
         self._next_follow_up = 0.0
         self._parked_asked: int | None = None  # the epoch whose parked tasks we asked about
+        self._leading: tuple[str, dict[str, Member]] | None = None
+        """The round this host leads: its id and hosts (the model is built after it)."""
+        self._awaiting: tuple[str, float] | None = None
+        """The round whose model this host waits for, and until when."""
         self._incremental = incremental_rebalances(config)
 
     # worker processes ----------------------------------------------------------------------
@@ -143,7 +148,7 @@ class Host:
         the report and the pause follow it. Its workers take it by themselves."""
         assert self._meta is not None and self.model is not None
         assert self._membership is not None
-        if self._membership.in_round:  # the round's answer brings its model
+        if self._membership.in_round or self._awaiting:  # the round brings its model
             return
         latest = await read_latest_model(self._meta, self.config)
         if latest is None or latest.epoch <= self.model.epoch or latest.in_place_since is None \
@@ -162,6 +167,16 @@ class Host:
         await self._reporter.in_place(latest, previous, self._active(latest))
         if self._membership.leader:
             self._pause_epoch = latest.epoch
+
+    def _note_pause(self, model: JobModel) -> None:
+        """The leader closes the pause of the expansion at ``model``'s epoch, or of an
+        earlier one still open that ``model`` was taken in place from (`close_pause`)."""
+        assert self._membership is not None
+        if not self._membership.leader:
+            self._pause_epoch = None
+        elif self._pause_epoch is None or model.in_place_since is None or (
+                model.in_place_since > self._pause_epoch):
+            self._pause_epoch = model.epoch
 
     def _active(self, model: JobModel) -> list[str]:
         ids = model.hosts.get(self.name, ())
@@ -282,6 +297,7 @@ class Host:
         an incremental one only the replicas (workers go on, their tasks current)."""
         async with self._lock:
             self._follow_up = None  # the new round starts from the model now current
+            self._awaiting = None
             running: set[str] = set()
             if self._incremental:
                 log.info("host %r: rebalance: workers go on; stopping replicas", self.name)
@@ -385,17 +401,10 @@ class Host:
         except RoundAbandoned:
             self.stop.set()
             raise  # aiokafka sends no SyncGroup: the round is left unanswered
-        try:
-            led = lead_blocking(self.config, hosts, f"hosts {', '.join(sorted(hosts))}",
-                                lead_timeout_ms(self.config) / 1000)
-        except Exception as error:
-            log.error("leader: could not build the next job model: %r", error)
-            answer = Answer(error=f"the leader could not build the next job model: {error}")
-            return {m: answers.get(m, answer) for m in members}
+        round_id = uuid.uuid4().hex
+        self._leading = (round_id, hosts)  # the model is built once the round is over
         for member_id, _ in chosen.values():
-            answers[member_id] = Answer(model=led.model, probing=led.probing)
-        self._follow_up = (led.model, led.follow_up) if led.follow_up is not None else None
-        self._next_follow_up = 0.0
+            answers[member_id] = Answer(round_id=round_id)
         return answers
 
     async def _assigned(self, answer: Answer) -> None:
@@ -417,15 +426,60 @@ class Host:
                 return
             self.refused = DuplicateHostError(answer.refused)
             return
-        model = answer.model
-        assert model is not None
+        if answer.round_id is not None:
+            await self._lead_or_wait(answer.round_id)
+            return
+        assert answer.model is not None
+        await self._run_model(answer.model, answer.probing)
+
+    async def _lead_or_wait(self, round_id: str) -> None:
+        """After the round: its leader builds and publishes the model (its heartbeats go
+        on meanwhile) and runs it; the others wait for it (`_await_round_model`)."""
+        leading, self._leading = self._leading, None
+        if leading is None or leading[0] != round_id:
+            self._awaiting = (round_id, time.monotonic() + lead_timeout_ms(self.config) / 1000)
+            await self._await_round_model()
+            return
+        hosts = leading[1]
+        try:
+            led = await asyncio.wait_for(
+                lead(self.config, hosts, f"hosts {', '.join(sorted(hosts))}", round_id),
+                lead_timeout_ms(self.config) / 1000)
+        except Exception as error:
+            log.error("leader: could not build the next job model (%r); asking for another "
+                      "rebalance in 2 s", error)
+            self._rejoin_at = time.monotonic() + 2
+            return
+        self._follow_up = (led.model, led.follow_up) if led.follow_up is not None else None
+        self._next_follow_up = 0.0
+        await self._run_model(led.model, led.probing)
+
+    async def _await_round_model(self) -> None:
+        """Run the model the last round's leader publishes once it is there; ask for a
+        rebalance when it does not come within the lead timeout (the leader is gone)."""
+        if self._awaiting is None:
+            return
+        round_id, deadline = self._awaiting
+        assert self._meta is not None and self._membership is not None
+        latest = await read_latest_model(self._meta, self.config)
+        if latest is not None and latest.round_id == round_id:
+            self._awaiting = None
+            await self._run_model(latest, False)
+        elif time.monotonic() > deadline:
+            self._awaiting = None
+            log.warning("host %r: the leader of the last rebalance published no model within "
+                        "%d ms; asking for a rebalance", self.name, lead_timeout_ms(self.config))
+            self._membership.rejoin()
+
+    async def _run_model(self, model: JobModel, probing: bool) -> None:
+        """Run ``model``, the model of a rebalance (``probing``: this host schedules the
+        probing rebalance that follows)."""
         interval = self.config.coordinator.probing_rebalance_interval_ms / 1000
         if self.model is not None and model.epoch <= self.model.epoch:  # followed already
             log.info("host %r: epoch %d of the rebalance is running here already (taken in "
                      "place)", self.name, model.epoch)
-            self._rejoin_at = time.monotonic() + interval if answer.probing else None
-            assert self._membership is not None
-            self._pause_epoch = model.epoch if self._membership.leader else None
+            self._rejoin_at = time.monotonic() + interval if probing else None
+            self._note_pause(model)
             return
         previous, self.model = self.model, model
         ids = model.hosts.get(self.name, ())
@@ -440,17 +494,17 @@ class Host:
         standby, warmup = self._replicas_of(model)
         await self._start_replicas(model)
         await self.supervisor.start_ids(ids)
-        self._rejoin_at = time.monotonic() + interval if answer.probing else None
+        self._rejoin_at = time.monotonic() + interval if probing else None
         active = self._active(model)
         log.info("host %r: epoch %d: %d active task(s) on workers %s, %d standby, %d warmup%s%s",
                  self.name, model.epoch, len(active), list(ids), len(standby), len(warmup),
-                 " (probing rebalance scheduled)" if answer.probing else "",
+                 " (probing rebalance scheduled)" if probing else "",
                  f"; {len(model.parked)} task(s) parked until their hosts let them go"
                  if model.parked else "")
         assert self._reporter is not None and self._membership is not None
         await self._reporter.assigned(model, previous, ids, active, standby, warmup,
                                       leader=self._membership.leader, kept=kept)
-        self._pause_epoch = model.epoch if self._membership.leader else None
+        self._note_pause(model)
 
     # between rebalances --------------------------------------------------------------------
     async def _tick(self) -> None:
@@ -464,6 +518,7 @@ class Host:
             log.info("host %r asks for a rebalance (probing warmups or retrying)", self.name)
             self._membership.rejoin()
             return
+        await self._await_round_model()
         await self._start_missing()
         await self._advance_follow_up()
         if self._parked_too_long(now):

@@ -4,15 +4,15 @@ The model builder is the one of `framework.coordinator.builder` (fixed-task grou
 expansion mapping and barriers unchanged), and a partition change is decided and recorded
 as on one host (`framework.coordinator.decision`: expansions applied, inputs held, the
 refusal and the expansion in the job's status for `sampan status`); only the placement
-is over hosts (`placement.place_on_hosts`). aiokafka asks an assignor for its assignment
-synchronously inside its event loop, so `lead_blocking` runs the asynchronous reads and
-the publish on a fresh event loop in a helper thread, with clients of its own.
+is over hosts (`placement.place_on_hosts`). It runs after the round, not inside it:
+aiokafka asks an assignor for its assignment synchronously inside its event loop (the
+member's heartbeats wait meanwhile), so the assignor only answers every member with the
+round's id, and the leader then builds and publishes the model carrying that id
+(`JobModel.round_id`) while its heartbeats go on (`framework.hosts.host`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import time
 from collections.abc import Mapping
@@ -29,7 +29,7 @@ from framework.jobmodel import JobModel
 from framework.metadata import publish_model, publish_status, read_state
 from framework.systems.base import Checkpoint
 
-__all__ = ["Led", "expand_in_place", "incremental_rebalances", "lead", "lead_blocking"]
+__all__ = ["Led", "expand_in_place", "incremental_rebalances", "lead"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,8 @@ def incremental_rebalances(config: JobConfig) -> bool:
     return coordinator.rebalances == "incremental" and coordinator.model_changes == "in-place"
 
 
-async def lead(config: JobConfig, members: Mapping[str, Member], reason: str) -> Led:
+async def lead(config: JobConfig, members: Mapping[str, Member], reason: str,
+               round_id: str = "") -> Led:
     """Read the job's state, build the model placing tasks on ``members``, publish it (which
     fences every older epoch's workers; incrementally, its first step parks the tasks that
     change host)."""
@@ -128,7 +129,7 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str) ->
                                 placement=placement, holds=holds)
         placed = decided[-1]
         model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
-                        standbys=placed.standbys, warmups=placed.warmups)
+                        standbys=placed.standbys, warmups=placed.warmups, round_id=round_id)
         await coordinator.ensure_changelogs(model)
         incremental = previous is not None and incremental_rebalances(config)
         first = first_model(previous, model, members) if incremental else None
@@ -197,13 +198,3 @@ async def expand_in_place(config: JobConfig, running: JobModel) -> JobModel | No
         return model
     finally:
         await coordinator.close_systems()
-
-
-def lead_blocking(config: JobConfig, members: Mapping[str, Member], reason: str,
-                  timeout_s: float) -> Led:
-    """`lead` on its own event loop in a helper thread, waited for (see the module doc)."""
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sampan-leader")
-    try:
-        return pool.submit(asyncio.run, lead(config, members, reason)).result(timeout_s)
-    finally:
-        pool.shutdown(wait=False)  # a step that timed out must not hold the rebalance

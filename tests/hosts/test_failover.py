@@ -151,8 +151,14 @@ def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
         truth, killed, reports, epoch = _run_and_kill(hosts)
         config = hosts.config
         for task, report in _moved(reports, killed).items():
-            assert report.restore_modes[f"{task}/totals"] == "full"
-            assert report.restored[task] == report.restore_ends[task] > 0
+            # no standby: a full restore, or a delta one from a copy the survivor kept of
+            # the task when it ran it before (a host that started first runs every task)
+            mode = report.restore_modes[f"{task}/totals"]
+            assert mode in ("full", "delta")
+            if mode == "full":
+                assert report.restored[task] == report.restore_ends[task] > 0
+            else:
+                assert 0 < report.restored[task] < report.restore_ends[task]
 
         # A second "a" on this machine and a's state folder: refused by a's lock file
         # before it opens a store or joins the group.
