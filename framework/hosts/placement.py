@@ -70,7 +70,8 @@ def restore_gaps(
 def worker_ids(members: Mapping[str, Member], previous: JobModel | None
                ) -> dict[str, tuple[int, ...]]:
     """Host → its worker ids: the ids it had in ``previous`` when its worker count is the
-    same, else the lowest ids no other host has (in host name order)."""
+    same, else the lowest ids no host had in ``previous`` and none has now (in host name
+    order) — so a host that missed a round (a long pause) finds its ids free again."""
     hosts: dict[str, tuple[int, ...]] = {}
     if previous is not None:
         for host in sorted(members):
@@ -78,6 +79,8 @@ def worker_ids(members: Mapping[str, Member], previous: JobModel | None
             if ids and len(ids) == members[host].workers:
                 hosts[host] = tuple(ids)
     used = {w for ids in hosts.values() for w in ids}
+    if previous is not None:
+        used |= {w for ids in previous.hosts.values() for w in ids}
     free = (w for w in itertools.count() if w not in used)
     for host in sorted(members):
         if host not in hosts:

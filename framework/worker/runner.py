@@ -65,6 +65,9 @@ async def _closing(closed: Awaitable[None], what: str) -> None:
 
 FENCE_CHECK_S = 1.0
 """How often a worker asks whether its epoch is still the job's current one."""
+MODEL_WAIT_S = 10.0
+"""How long a fenced worker waits for the newer model to be on the coordinator stream (its
+publisher moves the fence first, then writes it)."""
 FENCE_CHECK_IDLE_S = 0.2
 """How often it asks while its fetches find nothing: where an input grew, reading stops
 until the model of the new count arrives, and a model taken in place ends that wait."""
@@ -420,9 +423,10 @@ class Worker:
                 else:
                     batch = await fetch(max_records, 50 if not self.stop.is_set() else 0)
                 if batch and not self._stages and not self._approaching and (
-                        not self.stop.is_set()):
+                        not self._adding and not self.stop.is_set()):
                     # Read the next batch while this one is processed; never across a
-                    # barrier release or a held input's limit, which reassign the consumer.
+                    # barrier release, a held input's limit or a task added in place,
+                    # which reassign the consumer.
                     prefetched[name] = asyncio.ensure_future(fetch(max_records, 50))
                 if track_idle:
                     self._note_caught_up(name, batch)
@@ -500,16 +504,19 @@ class Worker:
         assert self.model is not None and self._task_class is not None
         began = time.monotonic()
         meta = self.systems[self.config.metadata_system]
+        closed: set[str] = set()
         for _ in range(3):  # the model may move on again while this one is taken
-            change = (in_place_change(self.model, await read_latest_model(meta, self.config),
-                                      self.worker_id, self.config.digest)
-                      if self.in_place else "it runs the model it was given: it restarts on "
-                      "the new one")
+            change = await self._newer_change(meta) if self.in_place else (
+                "it runs the model it was given: it restarts on the new one")
             if isinstance(change, str):
                 log.warning("worker %d of epoch %d fenced: a newer job model exists; "
                             "stopping without committing (%s)", self.worker_id,
                             self.model.epoch, change)
                 raise fenced
+            for instance in self.instances:  # a task let go closes first: its last
+                if instance.name in change.dropped and instance.name not in closed:
+                    closed.add(instance.name)  # writes and outputs are committed
+                    await instance.close()
             try:
                 await committer.retry_at(change.model.epoch)
                 if change.gained or change.dropped:  # commit what is renewed or let go
@@ -521,11 +528,26 @@ class Worker:
             break
         else:
             raise fenced
+        for instance in self.instances:  # closed for a model that moved on again
+            if instance.name in closed - set(change.dropped):
+                await instance.renew(self._task_class(), {})
         for future in prefetched.values():  # read at the old assignment: read again
             future.cancel()
         await asyncio.gather(*prefetched.values(), return_exceptions=True)
         prefetched.clear()
         await self._apply_in_place(change, began, committer)
+
+    async def _newer_change(self, meta: System) -> InPlaceChange | str:
+        """`in_place_change` to the latest model; the fence moves before the model is
+        written, so a model not there yet is waited for (up to `MODEL_WAIT_S`)."""
+        assert self.model is not None
+        deadline = time.monotonic() + MODEL_WAIT_S
+        while True:
+            latest = await read_latest_model(meta, self.config)
+            if (latest is not None and latest.epoch > self.model.epoch) or (
+                    time.monotonic() > deadline):
+                return in_place_change(self.model, latest, self.worker_id, self.config.digest)
+            await asyncio.sleep(0.1)
 
     async def _apply_in_place(self, change: InPlaceChange, began: float,
                               committer: Committer) -> None:
@@ -578,12 +600,12 @@ class Worker:
         await self._report(self._report_base)
 
     async def _drop_task(self, name: str, committer: Committer) -> None:
-        """Let task ``name`` go (committed by the caller): close it and its stores."""
+        """Let task ``name`` go (closed and committed by the caller): close its stores."""
         adding = self._adding.pop(name, None)
         if adding is not None:  # still restoring: its stores close as it is cancelled
             adding.cancel()
-            with contextlib.suppress(BaseException):
-                opened = await adding
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                opened = await adding  # it had finished: close what it opened
                 for store in opened[1].stores.values():
                     store.close()
         instance = next((i for i in self.instances if i.name == name), None)
@@ -594,15 +616,11 @@ class Worker:
         self._stages.pop(name, None)
         for key in [k for k in committer.positions if k[0] == name]:
             del committer.positions[key]
-        try:
-            await instance.close()
-        finally:
-            for store_name, opened_store in instance.stores.items():
-                try:
-                    opened_store.close()
-                except Exception as error:
-                    log.warning("closing store %r of task %r failed: %s", store_name, name,
-                                error)
+        for store_name, opened_store in instance.stores.items():
+            try:
+                opened_store.close()
+            except Exception as error:
+                log.warning("closing store %r of task %r failed: %s", store_name, name, error)
 
     async def _open_added(self, task_model: TaskModel
                           ) -> tuple[Checkpoint | None, OpenedStores]:

@@ -123,6 +123,20 @@ async def open_task_stores(
     ``still_current`` raises `FencedError` once the worker's epoch is no longer current.
     """
     opened = OpenedStores()
+    try:
+        await _open_each(config, task, checkpoint, meta, opened, stop, still_current)
+    except BaseException:  # cancelled or failed: let go of what was opened (its locks)
+        for store in opened.stores.values():
+            store.close()
+        raise
+    return opened
+
+
+async def _open_each(
+    config: JobConfig, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
+    opened: OpenedStores, stop: Callable[[], bool] | None,
+    still_current: Callable[[], Awaitable[None]] | None,
+) -> None:
     for name in sorted(config.stores):
         spec = config.store(name)
         engine = await _engine(config, name, task.name, still_current)
@@ -152,4 +166,3 @@ async def open_task_stores(
             engine.close()
             raise
         opened.stores[name] = store
-    return opened

@@ -91,11 +91,15 @@ def test_the_follow_up_waits_for_every_host_and_the_releasing_hosts_workers() ->
 
 
 def test_hosts_keep_their_worker_ids_and_new_ones_take_the_lowest_free() -> None:
+    """Free: no host has it now, none had it in the previous model."""
     assert worker_ids({"a": member("a"), "b": member("b")}, None) == A_B
     assert worker_ids({"b": member("b"), "c": member("c", 3)}, BEFORE) == {
-        "b": (2, 3), "c": (0, 1, 4)}
+        "b": (2, 3), "c": (4, 5, 6)}  # a's ids stay free while a may come back
     assert worker_ids({"a": member("a", 3), "b": member("b")}, BEFORE) == {
-        "a": (0, 1, 4), "b": (2, 3)}
+        "a": (4, 5, 6), "b": (2, 3)}
+    without_a = placed(2, {"b": (2, 3), "c": (4, 5, 6)}, {"Partition 0": 2})
+    assert worker_ids({"a": member("a"), "b": member("b"), "c": member("c", 3)},
+                      without_a) == {"a": (0, 1), "b": (2, 3), "c": (4, 5, 6)}
 
 
 def test_a_host_joining_changes_nothing_for_workers_whose_tasks_stay() -> None:
