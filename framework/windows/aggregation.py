@@ -183,10 +183,9 @@ class Windows:
         if sooner:
             closes = self.layout.first_close(state, keyed.closed)
             if sooner == LATER:
-                keyed.index.move(text, closes)
+                closes = keyed.index.move(text, closes)
             else:
-                keyed.index.note(text, closes)
-            closes = keyed.index.at[text]
+                closes = keyed.index.note(text, closes)
             if self._next_close is None or closes < self._next_close:
                 self._next_close = closes
         event_time.record(envelope.ssp, ts)

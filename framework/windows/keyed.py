@@ -182,23 +182,34 @@ class KeyedStates:
         self.emptied.clear()
         return self.index.due(bound)
 
-    def finish_close(self, bound: int, kept: list[tuple[str, State]]) -> None:
+    def finish_close(self, bound: int, kept: list[tuple[str, State]],
+                     gone: Iterable[str] = ()) -> None:
         """Record a close at ``bound`` after its results were sent: ``kept`` is what each
-        key taken by `start_close` keeps open (empty: nothing)."""
+        key taken by `start_close` keeps open (empty: nothing), ``gone`` the keys taken
+        that keep nothing."""
         self.store.put(CLOSED_KEY, bound)
         self.closed = bound
         cache = self.cached()
+        note, first_due, emptied = self.index.note, self.first_due, self.emptied
         for text, remaining in kept:
             if remaining:
                 if cache is not None:
                     cache[text] = remaining  # the store keeps the closed part until a write
-                self.index.note(text, self.first_due(remaining, bound))
+                note(text, first_due(remaining, bound))
             elif cache is None:
                 self.store.delete(self.prefix + text)
             else:
                 cache.pop(text, None)
-                self.emptied.add(text)
-        if not len(self.index):  # nothing open any more: no record is coming soon
-            for text in self.emptied:
+                emptied.add(text)
+        if cache is None:
+            for text in gone:
                 self.store.delete(self.prefix + text)
-            self.emptied.clear()
+        else:
+            pop = cache.pop
+            for text in gone:
+                pop(text, None)
+            emptied.update(gone)
+        if not len(self.index):  # nothing open any more: no record is coming soon
+            for text in emptied:
+                self.store.delete(self.prefix + text)
+            emptied.clear()

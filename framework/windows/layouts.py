@@ -28,6 +28,7 @@ state is read (`open_part`).
 from __future__ import annotations
 
 import copy
+from functools import reduce
 from typing import Any
 
 from framework.windows.kinds import Hopping, Session, WindowKind
@@ -102,16 +103,17 @@ class Panes:
                     return found
                 while state[low] < start:
                     low += 2
-                aggregate = state[low + 1]
                 j = low + 2
-                if j < n and state[j] < end and pure:  # a new aggregate: nothing to copy
-                    aggregate = merge(aggregate, state[j + 1])
-                    j += 2
-                elif type(aggregate) not in _SCALARS:
-                    aggregate = snapshot(aggregate)  # merged into: the pane stays as it is
                 while j < n and state[j] < end:
-                    aggregate = merge(aggregate, state[j + 1])
                     j += 2
+                if j == low + 2:  # one pane: the result must not change with it
+                    aggregate = state[low + 1]
+                    if type(aggregate) not in _SCALARS:
+                        aggregate = snapshot(aggregate)
+                elif pure:  # a new aggregate: nothing to copy
+                    aggregate = reduce(merge, state[low + 1:j:2])
+                else:  # merged into: the first pane stays as it is
+                    aggregate = reduce(merge, state[low + 3:j:2], snapshot(state[low + 1]))
                 found.append((start, end, aggregate))
                 listed = start
                 start += advance
