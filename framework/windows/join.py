@@ -172,7 +172,12 @@ class IntervalJoin:
             else:
                 state = [[], [ts, value]]
                 due = ts + self.before_ms + 1
-            keyed.save(text, state)
+            if hot is not None and len(hot) < keyed.max_cached:  # `save`, inline: it has room
+                hot[text] = state
+                keyed.dirty.add(text)
+                keyed.emptied.discard(text)
+            else:
+                keyed.save(text, state)
         else:
             lefts, rights = state
             new = tuple.__new__  # a NamedTuple without its Python __new__

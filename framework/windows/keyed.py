@@ -62,6 +62,8 @@ class KeyedStates:
         """When something of an open state is next due (replaceable once the owner knows
         its layout)."""
         self.index = DueIndex(granule)
+        self.max_cached = CACHED_KEYS
+        """`CACHED_KEYS` as this instance was made."""
         self.cache: dict[str, State] = {}
         self.complete = False
         """`cache` holds every key with open state: a key missing there has none."""
@@ -92,7 +94,7 @@ class KeyedStates:
         self.index.clear()
         self.cache.clear()
         self.emptied.clear()
-        self.complete = len(states) <= CACHED_KEYS
+        self.complete = len(states) <= self.max_cached
         self._heat()
         gone = []
         for text, state in states:
@@ -136,7 +138,7 @@ class KeyedStates:
         back), else in the store at once."""
         if self._write_back:
             cache = self.cache
-            if text not in cache and len(cache) >= CACHED_KEYS:
+            if text not in cache and len(cache) >= self.max_cached:
                 self.flush()  # the dirty states are only in the cache
                 cache.clear()
                 self.complete = False
@@ -147,7 +149,7 @@ class KeyedStates:
             self.store.put(self.prefix + text, dump_state(state))
             cached = self.cached()
             if cached is not None:
-                if text not in cached and len(cached) >= CACHED_KEYS:
+                if text not in cached and len(cached) >= self.max_cached:
                     cached.clear()
                     self.complete = False
                 cached[text] = state

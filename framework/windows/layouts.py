@@ -49,6 +49,8 @@ class Panes:
 
     name = "panes"
     width = 2
+    lag = 0
+    """A window closes ``lag`` after its end (sessions: its end + gap)."""
 
     def __init__(self, kind: Hopping, reducer: Reducer) -> None:
         assert reducer.merge is not None and kind.size_ms % kind.advance_ms == 0
@@ -119,10 +121,6 @@ class Panes:
                 start += advance
         return found
 
-    def closes_at(self, end: int) -> int:
-        """When a window ending at ``end`` closes."""
-        return end
-
     def touched(self, state: list[Any], ts: int) -> Closed:
         """The windows holding ``ts``, as they are now (emit="update")."""
         pane = ts - ts % self.advance
@@ -151,6 +149,7 @@ class PerWindow:
 
     name = "windows"
     width = 2
+    lag = 0
 
     def __init__(self, kind: Hopping, reducer: Reducer) -> None:
         self.size, self.advance = kind.size_ms, kind.advance_ms
@@ -191,9 +190,6 @@ class PerWindow:
     def needed_until(self, state: list[Any], i: int) -> int:
         return state[i] + self.size  # type: ignore[no-any-return]
 
-    def closes_at(self, end: int) -> int:
-        return end
-
     def touched(self, state: list[Any], ts: int) -> Closed:
         size = self.size
         return [(state[i], state[i] + size, snapshot(state[i + 1]))
@@ -214,7 +210,7 @@ class Sessions:
 
     def __init__(self, kind: Session, reducer: Reducer) -> None:
         assert reducer.merge is not None
-        self.gap = kind.gap_ms
+        self.gap = self.lag = kind.gap_ms
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], int]:
@@ -279,10 +275,6 @@ class Sessions:
         while i < len(state) and state[i + 1] + gap + 1 <= bound:
             i += 3
         return [(state[j], state[j + 1] + 1, state[j + 2]) for j in range(0, i, 3)], state[i:]
-
-    def closes_at(self, end: int) -> int:
-        """When a session result ending at ``end`` (exclusive) closed."""
-        return end + self.gap
 
 
 Layout = Panes | PerWindow | Sessions
