@@ -89,36 +89,41 @@ class Panes:
         return state[i] + self.size  # type: ignore[no-any-return]
 
     def windows(self, state: list[Any], after: int, until: int) -> Closed:
-        """The windows holding records whose end is in ``(after, until]``, oldest first."""
+        """The windows holding records whose end is in ``(after, until]``, oldest first.
+
+        Window ends are multiples of the advance, at least ``size`` (no window starts
+        before 0); the first one holding a pane ``p`` ends at ``p + advance``. A window
+        holding no pane is skipped to the first that holds the next one.
+        """
         size, advance, merge, pure = self.size, self.advance, self.merge, self.pure
         found: Closed = []
         n = len(state)
-        lowest = after - size - (after - size) % advance + advance  # first end > after
-        listed = -advance  # the last window start listed
-        low = 0  # the first pane a window from here on can hold
-        for i in range(0, n, 2):
-            pane = state[i]
-            start = max(0, pane - size + advance, listed + advance, lowest)
-            while start <= pane:
-                end = start + size
-                if end > until:
-                    return found
-                while state[low] < start:
-                    low += 2
-                j = low + 2
-                while j < n and state[j] < end:
-                    j += 2
-                if j == low + 2:  # one pane: the result must not change with it
-                    aggregate = state[low + 1]
-                    if type(aggregate) not in _SCALARS:
-                        aggregate = snapshot(aggregate)
-                elif pure:  # a new aggregate: nothing to copy
-                    aggregate = reduce(merge, state[low + 1:j:2])
-                else:  # merged into: the first pane stays as it is
-                    aggregate = reduce(merge, state[low + 3:j:2], snapshot(state[low + 1]))
-                found.append((start, end, aggregate))
-                listed = start
-                start += advance
+        if not n:
+            return found
+        end = max(state[0] + advance, size, after - after % advance + advance)
+        low = 0  # the first pane the window ending at ``end`` can hold
+        while end <= until:
+            start = end - size
+            while low < n and state[low] < start:
+                low += 2
+            if low == n:
+                break
+            if state[low] >= end:  # no pane in this window: on to the next pane's first
+                end = state[low] + advance
+                continue
+            j = low + 2
+            while j < n and state[j] < end:
+                j += 2
+            if j == low + 2:  # one pane: the result must not change with it
+                aggregate = state[low + 1]
+                if type(aggregate) not in _SCALARS:
+                    aggregate = snapshot(aggregate)
+            elif pure:  # a new aggregate: nothing to copy
+                aggregate = reduce(merge, state[low + 1:j:2])
+            else:  # merged into: the first pane stays as it is
+                aggregate = reduce(merge, state[low + 3:j:2], snapshot(state[low + 1]))
+            found.append((start, end, aggregate))
+            end += advance
         return found
 
     def touched(self, state: list[Any], ts: int) -> Closed:
