@@ -15,8 +15,11 @@ from typing import Any
 from framework.errors import JobModelError
 from groupers import SystemStreamPartition, task_sort_key
 
-__all__ = ["BarrierStage", "JobModel", "StreamHold", "TaskModel", "ssp_from_json",
+__all__ = ["PARKED", "BarrierStage", "JobModel", "StreamHold", "TaskModel", "ssp_from_json",
            "ssp_to_json"]
+
+PARKED = -1
+"""The worker of a task that runs nowhere in its model (`JobModel.parked`)."""
 
 
 def ssp_to_json(ssp: SystemStreamPartition) -> list[Any]:
@@ -182,6 +185,14 @@ class JobModel:
     the epoch since which every model was so published by the same coordinator, the
     oldest a worker may take this one from; None for a model workers restart on. A
     worker of an older epoch (another coordinator's, a zombie's) never takes it."""
+    parked: Mapping[str, str] = field(default_factory=dict)
+    """Several hosts, incremental rebalance: task → the host releasing it. A parked task
+    runs nowhere in this model (its worker is `PARKED`): the first model of a rebalance
+    parks the tasks that change host, and once their old hosts released them the leader
+    publishes the follow-up model that places them (`framework.hosts.handover`)."""
+    round_id: str = ""
+    """Several hosts: the rebalance round whose leader published this model (its hosts,
+    told the id in their assignment, wait for the model carrying it)."""
 
     def read_limits(self) -> dict[SystemStreamPartition, int]:
         """Each SSP of a held input → the offset its readers stop at (0: read nothing)."""
@@ -205,10 +216,16 @@ class JobModel:
     def ordered_tasks(self) -> list[TaskModel]:
         return [self.tasks[name] for name in sorted(self.tasks, key=task_sort_key)]
 
+    def worker_ids(self) -> list[int]:
+        """Every worker of this model: those of its hosts, else 0..workers-1."""
+        if self.hosts:
+            return sorted(w for ids in self.hosts.values() for w in ids)
+        return list(range(self.workers))
+
     def idle_workers(self) -> list[int]:
         """Workers the model gives no task (more workers than tasks): they run, idle."""
         busy = {task.worker for task in self.tasks.values()}
-        return [w for w in range(self.workers) if w not in busy]
+        return [w for w in self.worker_ids() if w not in busy]
 
     def idle_workers_message(self) -> str | None:
         """Why some workers have nothing to do, for the log and `sampan status`; None when
@@ -246,6 +263,8 @@ class JobModel:
                if self.holds else {}),
             **({"in_place_since": self.in_place_since}
                if self.in_place_since is not None else {}),
+            **({"parked": dict(sorted(self.parked.items()))} if self.parked else {}),
+            **({"round_id": self.round_id} if self.round_id else {}),
         }
 
     def to_bytes(self) -> bytes:
@@ -272,6 +291,8 @@ class JobModel:
                 holds={str(s): StreamHold.from_json(h) for s, h in data.get("holds", {}).items()},
                 in_place_since=(None if data.get("in_place_since") is None
                                 else int(data["in_place_since"])),
+                parked={str(t): str(h) for t, h in data.get("parked", {}).items()},
+                round_id=str(data.get("round_id", "")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise JobModelError(f"malformed job model: {error!r}") from error

@@ -406,6 +406,7 @@ def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig
         max_unreachable_ms=s.integer("max_unreachable_ms", 600000, minimum=0),
         assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
         model_changes=s.choice("model_changes", "in-place", ("in-place", "restart")),
+        rebalances=s.choice("rebalances", "incremental", ("incremental", "eager")),
         lease_timeout_ms=s.integer("lease_timeout_ms", 10000, minimum=1000),
         compaction_interval_ms=s.integer("compaction_interval_ms", 60000, minimum=0),
         retention_interval_ms=s.integer("retention_interval_ms", 60000, minimum=0),

@@ -195,6 +195,10 @@ class CoordinatorConfig:
     """How running workers take a new job model that only adds partitions to their tasks
     (an expansion): ``"in-place"`` (they go on, no restart) or ``"restart"`` (stopped,
     then started on it); default in-place."""
+    rebalances: str = "incremental"
+    """Several hosts: ``"incremental"`` — a rebalance stops only the tasks that change host
+    (`framework.hosts.handover`; needs ``model_changes = "in-place"``); ``"eager"`` — every
+    host stops its workers first; default incremental."""
     assignor: str = "sticky"
     """Task → worker placement: ``"sticky"`` or ``"high-availability"``; default sticky."""
     compaction_interval_ms: int = 60000

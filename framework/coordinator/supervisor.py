@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -119,6 +119,7 @@ class Supervisor:
         command: Callable[[int], list[str]] | None = None,
         on_exit: Callable[[], Awaitable[None]] | None = None,
         stop: asyncio.Event | None = None,
+        restart_fenced: Callable[[int], Awaitable[bool]] | None = None,
     ) -> None:
         self.job_file = job_file
         self.log_dir = log_dir
@@ -136,6 +137,10 @@ class Supervisor:
         self.on_exit = on_exit
         """Called when a worker exited unexpectedly, before its restart backoff (to report
         it while it is down)."""
+        self.restart_fenced = restart_fenced
+        """Whether a worker that exited fenced is restarted now (default: always); one that
+        is not is forgotten, for the owner to start again (a host does once it runs the
+        model that fenced it: started earlier, it would run the old one)."""
         self._crashes: dict[int, collections.deque[float]] = {}  # worker → recent crash times
         self._reports: dict[int, WorkerCrashes] = {}
         self.stuck: StuckWorker | None = None
@@ -225,9 +230,19 @@ class Supervisor:
 
     async def start(self, count: int, first: int = 0) -> None:
         """Start workers first..first+count-1."""
+        await self.start_ids(range(first, first + count))
+
+    async def start_ids(self, ids: Iterable[int]) -> None:
+        """Start the workers ``ids`` (those not running)."""
         self._stopping = False
-        for worker_id in range(first, first + count):
-            await self._spawn(worker_id)
+        for worker_id in ids:
+            if worker_id not in self.workers:
+                await self._spawn(worker_id)
+
+    async def stop_ids(self, ids: Collection[int]) -> None:
+        """Stop the workers ``ids`` as `stop` does; the others go on."""
+        stopping = {w: self.workers.pop(w) for w in ids if w in self.workers}
+        await self._stop(stopping.values())
 
     async def check(self) -> None:
         """Restart crashed workers; raise `WorkerCrashLoopError` when one keeps crashing."""
@@ -251,6 +266,10 @@ class Supervisor:
             if code == EXIT_FENCED:
                 self.fencings += 1
                 crashes = 0
+                if self.restart_fenced is not None and not await self.restart_fenced(
+                        worker_id):
+                    del self.workers[worker_id]
+                    continue
             else:
                 now = time.monotonic()
                 recent = self._crashes.setdefault(worker_id, collections.deque())
@@ -305,12 +324,16 @@ class Supervisor:
     async def stop(self) -> None:
         """SIGTERM every worker (finish batch, commit, exit); SIGKILL after the timeout."""
         self._stopping = True
-        for worker in self.workers.values():
+        await self._stop(list(self.workers.values()))
+        self.workers.clear()
+
+    async def _stop(self, workers: Collection[_Worker]) -> None:
+        for worker in workers:
             if worker.process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     worker.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout_s
-        for worker in self.workers.values():
+        for worker in workers:
             assert worker.waiter is not None
             try:
                 await asyncio.wait_for(asyncio.shield(worker.waiter),
@@ -321,7 +344,6 @@ class Supervisor:
                 worker.process.kill()
                 await worker.waiter
             self._close_log(worker)
-        self.workers.clear()
 
     def pids(self) -> dict[int, int]:
         """Worker id → pid of the running workers."""

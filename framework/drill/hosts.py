@@ -205,10 +205,11 @@ async def _wait(what: str, check: Callable[[], Awaitable[T | None]], hosts: Host
 def settled(current: CoordinatorState, names: set[str], after: int = 0
             ) -> CoordinatorState | None:
     """``current`` if its model is newer than epoch ``after``, places tasks on exactly
-    ``names``, and every one of them reports it resumed that epoch; else None."""
+    ``names`` (none parked), and every one of them reports it resumed that epoch; else
+    None."""
     model = current.model
-    if model is None or model.epoch <= after or set(model.hosts) != names:
-        return None
+    if model is None or model.epoch <= after or set(model.hosts) != names or model.parked:
+        return None  # a model parking tasks is the first step of a rebalance: not settled
     reports = [current.hosts.get(n) for n in names]
     if all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports):
         return current

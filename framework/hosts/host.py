@@ -16,7 +16,9 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Collection, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from aiokafka.errors import KafkaError
@@ -28,16 +30,23 @@ from framework.errors import SampanError
 from framework.hosts.config import lead_timeout_ms, rebalance_timeout_ms, rebalance_wait_bound_ms
 from framework.hosts.errors import DuplicateHostError
 from framework.hosts.fault import LeaderHold, RoundAbandoned
-from framework.hosts.leader import expand_in_place, lead_blocking
+from framework.hosts.handover import pending_releases
+from framework.hosts.leader import expand_in_place, incremental_rebalances, lead
 from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
 from framework.hosts.membership import Membership
 from framework.hosts.pause import close_pause
+from framework.hosts.placement import RUNNING
 from framework.hosts.ports import claim_base_port
 from framework.hosts.replicas import Replicas
 from framework.hosts.reporting import HostReporter
 from framework.jobmodel import JobModel
-from framework.metadata import ensure_coordinator_stream, read_latest_model, read_state
+from framework.metadata import (
+    ensure_coordinator_stream,
+    publish_model,
+    read_latest_model,
+    read_state,
+)
 from framework.stores import RocksDBEngine, store_path
 from framework.systems import open_system
 from framework.systems.base import System
@@ -48,6 +57,11 @@ __all__ = ["Host"]
 
 PAUSE_CHECK_S = 1.0
 """How often the leader looks whether every host resumed after an expansion."""
+FOLLOW_UP_CHECK_S = 0.25
+"""How often the leader looks whether the tasks its first model parked were let go."""
+PARKED_GRACE_S = 30.0
+"""How long a host that is not the leader waits for the follow-up of a model parking tasks
+before it asks for a rebalance (the leader that owed it is gone)."""
 IN_PLACE_GRACE_S = 10.0
 """How long a host that is not the leader leaves a count change to the leader (which
 applies an expansion in place) before it asks for a rebalance itself."""
@@ -85,7 +99,8 @@ class Host:
             stop_timeout_s=coordinator.worker_stop_timeout_ms / 1000,
             restart_backoff_s=coordinator.worker_restart_backoff_ms / 1000,
             max_restarts=coordinator.max_worker_restarts,
-            crash_window_s=coordinator.crash_window_ms / 1000, command=self._worker_command)
+            crash_window_s=coordinator.crash_window_ms / 1000, command=self._worker_command,
+            restart_fenced=self._runs_current_model)
         self.model: JobModel | None = None
         self.replicas: Replicas | None = None
         self.refused: SampanError | None = None
@@ -102,6 +117,16 @@ class Host:
         self._waiting_since: float | None = None
         self._hold = LeaderHold()
         self._counts_seen: float | None = None  # when this host saw counts its model lacks
+        self._follow_up: tuple[JobModel, JobModel] | None = None
+        """The leader's first model of an incremental rebalance and the target it publishes
+        once the parked tasks are let go (`framework.hosts.handover`)."""
+        self._next_follow_up = 0.0
+        self._parked_asked: int | None = None  # the epoch whose parked tasks we asked about
+        self._leading: tuple[str, dict[str, Member]] | None = None
+        """The round this host leads: its id and hosts (the model is built after it)."""
+        self._awaiting: tuple[str, float] | None = None
+        """The round whose model this host waits for, and until when."""
+        self._incremental = incremental_rebalances(config)
 
     # worker processes ----------------------------------------------------------------------
     def _model_file(self) -> Path:
@@ -122,19 +147,72 @@ class Host:
         the leader applied without a rebalance): workers restarted from now on run it, and
         the report and the pause follow it. Its workers take it by themselves."""
         assert self._meta is not None and self.model is not None
+        assert self._membership is not None
+        if self._membership.in_round or self._awaiting:  # the round brings its model
+            return
         latest = await read_latest_model(self._meta, self.config)
         if latest is None or latest.epoch <= self.model.epoch or latest.in_place_since is None \
                 or latest.in_place_since > self.model.epoch:
             return
-        self.model = latest
+        previous, self.model = self.model, latest
         self._write_model_file()
         ids = latest.hosts.get(self.name, ())
         log.info("host %r: epoch %d taken in place by its %d worker(s): %s", self.name,
                  latest.epoch, len(ids), latest.reason)
+        await self.supervisor.stop_ids([w for w in self.supervisor.workers if w not in ids])
+        if self._replicas_of(previous) != self._replicas_of(latest):
+            await self._start_replicas(latest)
+        await self._start_missing()
         assert self._reporter is not None and self._membership is not None
-        await self._reporter.in_place(latest)
+        await self._reporter.in_place(latest, previous, self._active(latest))
         if self._membership.leader:
             self._pause_epoch = latest.epoch
+
+    def _note_pause(self, model: JobModel) -> None:
+        """The leader closes the pause of the expansion at ``model``'s epoch, or of an
+        earlier one still open that ``model`` was taken in place from (`close_pause`)."""
+        assert self._membership is not None
+        if not self._membership.leader:
+            self._pause_epoch = None
+        elif self._pause_epoch is None or model.in_place_since is None or (
+                model.in_place_since > self._pause_epoch):
+            self._pause_epoch = model.epoch
+
+    def _active(self, model: JobModel) -> list[str]:
+        ids = model.hosts.get(self.name, ())
+        return sorted(t.name for t in model.tasks.values() if t.worker in ids)
+
+    def _replicas_of(self, model: JobModel) -> tuple[list[str], list[str]]:
+        """The tasks this host keeps standby and warmup copies of in ``model``."""
+        return (sorted(t for t, hosts in model.standbys.items() if self.name in hosts),
+                sorted(t for t, hosts in model.warmups.items() if self.name in hosts))
+
+    async def _start_replicas(self, model: JobModel) -> None:
+        if self.replicas is not None:
+            await self.replicas.stop()
+        standby, warmup = self._replicas_of(model)
+        assert self._meta is not None
+        self.replicas = Replicas(self.config, self._meta,
+                                 {t: model.tasks[t] for t in (*standby, *warmup)})
+        self.replicas.start()
+
+    async def _runs_current_model(self, worker_id: int) -> bool:
+        """Whether this host's model is the job's current one and places ``worker_id`` here
+        (a worker fenced by a model this host has not applied yet waits for it)."""
+        if self.model is None or worker_id not in self.model.hosts.get(self.name, ()):
+            return False
+        assert self._meta is not None
+        return await self._meta.fenced_epoch(self.config.name) == self.model.epoch
+
+    async def _start_missing(self) -> None:
+        """Start this host's workers of the current model that do not run (new ids, or
+        fenced ones that waited for the model)."""
+        if self.model is None:
+            return
+        missing = [w for w in self.model.hosts.get(self.name, ())
+                   if w not in self.supervisor.workers]
+        if missing and await self._runs_current_model(missing[0]):
+            await self.supervisor.start_ids(missing)
 
     def _worker_command(self, worker_id: int) -> list[str]:
         return ["framework.hosts.worker", str(self.config.path), "--worker", str(worker_id),
@@ -215,14 +293,27 @@ class Host:
 
     # rebalance callbacks -------------------------------------------------------------------
     async def _revoked(self) -> Member:
-        """Stop workers and replicas (eager rebalance), then tell what state lies here."""
-        log.info("host %r: rebalance: stopping workers and replicas", self.name)
+        """Tell what state lies here: an eager rebalance stops workers and replicas first;
+        an incremental one only the replicas (workers go on, their tasks current)."""
         async with self._lock:
-            if self._reporter is not None:
-                await self._reporter.revoked(bool(self.supervisor.pids()))
-            await self._stop_running()
-            log.info("host %r: stopped; rejoining", self.name)
-            positions = self._positions()
+            self._follow_up = None  # the new round starts from the model now current
+            self._awaiting = None
+            running: set[str] = set()
+            if self._incremental:
+                log.info("host %r: rebalance: workers go on; stopping replicas", self.name)
+                if self.replicas is not None:
+                    await self.replicas.stop()
+                    self.replicas = None
+                if self.model is not None:
+                    ids = set(self.supervisor.pids())
+                    running = {t.name for t in self.model.tasks.values() if t.worker in ids}
+            else:
+                log.info("host %r: rebalance: stopping workers and replicas", self.name)
+                if self._reporter is not None:
+                    await self._reporter.revoked(bool(self.supervisor.pids()))
+                await self._stop_running()
+                log.info("host %r: stopped; rejoining", self.name)
+            positions = self._positions(running)
             if self._reporter is not None:
                 self._reporter.before_restore(positions)
             return self._member(positions)
@@ -253,12 +344,19 @@ class Host:
         self._incarnation += 1
         await self._membership.rejoin_as_new(self._member(self._positions()))
 
-    def _positions(self) -> dict[str, dict[str, StorePosition]]:
-        """Task → logged store → (changelog partition, offset) of every local copy."""
+    def _positions(self, running: Collection[str] = ()) -> dict[str, dict[str, StorePosition]]:
+        """Task → logged store → (changelog partition, offset) of every local copy; the
+        ``running`` tasks' copies are open in their workers: current (`RUNNING`)."""
         positions: dict[str, dict[str, StorePosition]] = {}
         if self.model is None:
             return positions
+        for task in running:
+            partition = self.model.tasks[task].changelog_partition
+            positions[task] = {store: (partition, RUNNING)
+                               for store in self.config.logged_stores}
         for task in self.model.tasks:
+            if task in running:
+                continue
             for store in self.config.logged_stores:
                 if self.config.store(store).type != "rocksdb" or not store_path(
                         self.config.state_dir, store, task).exists():
@@ -303,16 +401,10 @@ class Host:
         except RoundAbandoned:
             self.stop.set()
             raise  # aiokafka sends no SyncGroup: the round is left unanswered
-        try:
-            model, probing = lead_blocking(
-                self.config, hosts, f"hosts {', '.join(sorted(hosts))}",
-                lead_timeout_ms(self.config) / 1000)
-        except Exception as error:
-            log.error("leader: could not build the next job model: %r", error)
-            answer = Answer(error=f"the leader could not build the next job model: {error}")
-            return {m: answers.get(m, answer) for m in members}
+        round_id = uuid.uuid4().hex
+        self._leading = (round_id, hosts)  # the model is built once the round is over
         for member_id, _ in chosen.values():
-            answers[member_id] = Answer(model=model, probing=probing)
+            answers[member_id] = Answer(round_id=round_id)
         return answers
 
     async def _assigned(self, answer: Answer) -> None:
@@ -334,37 +426,106 @@ class Host:
                 return
             self.refused = DuplicateHostError(answer.refused)
             return
-        model = answer.model
-        assert model is not None
-        previous, self.model = self.model, model
-        self._write_model_file()
-        ids = model.hosts.get(self.name, ())
-        standby = sorted(t for t, hosts in model.standbys.items() if self.name in hosts)
-        warmup = sorted(t for t, hosts in model.warmups.items() if self.name in hosts)
-        assert self._meta is not None
-        self.replicas = Replicas(self.config, self._meta,
-                                 {t: model.tasks[t] for t in (*standby, *warmup)})
-        self.replicas.start()
-        if ids:
-            await self.supervisor.start(len(ids), first=ids[0])
+        if answer.round_id is not None:
+            await self._lead_or_wait(answer.round_id)
+            return
+        assert answer.model is not None
+        await self._run_model(answer.model, answer.probing)
+
+    async def _lead_or_wait(self, round_id: str) -> None:
+        """After the round: its leader builds and publishes the model (its heartbeats go
+        on meanwhile) and runs it; the others wait for it (`_await_round_model`)."""
+        leading, self._leading = self._leading, None
+        if leading is None or leading[0] != round_id:
+            self._awaiting = (round_id, time.monotonic() + lead_timeout_ms(self.config) / 1000)
+            await self._await_round_model()
+            return
+        hosts = leading[1]
+        try:
+            led = await asyncio.wait_for(
+                lead(self.config, hosts, f"hosts {', '.join(sorted(hosts))}", round_id),
+                lead_timeout_ms(self.config) / 1000)
+        except Exception as error:
+            log.error("leader: could not build the next job model (%r); asking for another "
+                      "rebalance in 2 s", error)
+            self._rejoin_at = time.monotonic() + 2
+            return
+        self._follow_up = (led.model, led.follow_up) if led.follow_up is not None else None
+        self._next_follow_up = 0.0
+        await self._run_model(led.model, led.probing)
+
+    async def _await_round_model(self) -> None:
+        """Run the model the last round's leader publishes once it is there; ask for a
+        rebalance when it does not come within the lead timeout (the leader is gone)."""
+        if self._awaiting is None:
+            return
+        round_id, deadline = self._awaiting
+        assert self._meta is not None and self._membership is not None
+        latest = await read_latest_model(self._meta, self.config)
+        if latest is not None and latest.round_id == round_id:
+            self._awaiting = None
+            await self._run_model(latest, False)
+        elif time.monotonic() > deadline:
+            self._awaiting = None
+            log.warning("host %r: the leader of the last rebalance published no model within "
+                        "%d ms; asking for a rebalance", self.name, lead_timeout_ms(self.config))
+            self._membership.rejoin()
+
+    async def _run_model(self, model: JobModel, probing: bool) -> None:
+        """Run ``model``, the model of a rebalance (``probing``: this host schedules the
+        probing rebalance that follows)."""
         interval = self.config.coordinator.probing_rebalance_interval_ms / 1000
-        self._rejoin_at = time.monotonic() + interval if answer.probing else None
-        active = sorted(t.name for t in model.tasks.values() if t.worker in ids)
-        log.info("host %r: epoch %d: %d active task(s) on workers %s, %d standby, %d warmup%s",
+        if self.model is not None and model.epoch <= self.model.epoch:  # followed already
+            log.info("host %r: epoch %d of the rebalance is running here already (taken in "
+                     "place)", self.name, model.epoch)
+            self._rejoin_at = time.monotonic() + interval if probing else None
+            self._note_pause(model)
+            return
+        previous, self.model = self.model, model
+        ids = model.hosts.get(self.name, ())
+        kept = bool(self.supervisor.workers) and previous is not None and (
+            model.in_place_since is not None and model.in_place_since <= previous.epoch)
+        if kept:  # the workers that stay take the model in place; the others stop
+            await self.supervisor.stop_ids([w for w in self.supervisor.workers
+                                            if w not in ids])
+        else:  # a model to restart on
+            await self.supervisor.stop()
+        self._write_model_file()
+        standby, warmup = self._replicas_of(model)
+        await self._start_replicas(model)
+        await self.supervisor.start_ids(ids)
+        self._rejoin_at = time.monotonic() + interval if probing else None
+        active = self._active(model)
+        log.info("host %r: epoch %d: %d active task(s) on workers %s, %d standby, %d warmup%s%s",
                  self.name, model.epoch, len(active), list(ids), len(standby), len(warmup),
-                 " (probing rebalance scheduled)" if answer.probing else "")
+                 " (probing rebalance scheduled)" if probing else "",
+                 f"; {len(model.parked)} task(s) parked until their hosts let them go"
+                 if model.parked else "")
         assert self._reporter is not None and self._membership is not None
         await self._reporter.assigned(model, previous, ids, active, standby, warmup,
-                                      leader=self._membership.leader)
-        self._pause_epoch = model.epoch if self._membership.leader else None
+                                      leader=self._membership.leader, kept=kept)
+        self._note_pause(model)
 
     # between rebalances --------------------------------------------------------------------
     async def _tick(self) -> None:
         assert self._membership is not None and self._reporter is not None
         now = time.monotonic()
+        if self._rejoin_at is not None and now >= self._rejoin_at and self.model is not None \
+                and self.model.parked:  # a round now would park them again: probe after
+            self._rejoin_at = now + self.config.coordinator.probing_rebalance_interval_ms / 1000
         if self._rejoin_at is not None and now >= self._rejoin_at:
             self._rejoin_at = None
             log.info("host %r asks for a rebalance (probing warmups or retrying)", self.name)
+            self._membership.rejoin()
+            return
+        await self._await_round_model()
+        await self._start_missing()
+        await self._advance_follow_up()
+        if self._parked_too_long(now):
+            log.warning("host %r: epoch %d parks tasks %s and no follow-up places them (its "
+                        "leader is gone); asking for a rebalance", self.name, self.model.epoch
+                        if self.model else 0, ", ".join(sorted(self.model.parked))
+                        if self.model else "")
             self._membership.rejoin()
             return
         await self._reporter.tick(self.replicas.gaps if self.replicas else {})
@@ -398,11 +559,58 @@ class Host:
                 self._next_monitor = now + 30  # the leader applies or refuses it meanwhile
 
 
+    def _parked_too_long(self, now: float) -> bool:
+        """Whether the current model parks tasks that no follow-up of this host will
+        place: a leader without one asks for a rebalance at once, others after
+        `PARKED_GRACE_S` (once per epoch)."""
+        model = self.model
+        if model is None or not model.parked or self._follow_up is not None or (
+                self._parked_asked == model.epoch):
+            return False
+        assert self._membership is not None
+        if not self._membership.leader and _now_ms() - model.created_ms < PARKED_GRACE_S * 1000:
+            return False
+        self._parked_asked = model.epoch
+        return True
+
+    async def _advance_follow_up(self) -> None:
+        """The leader publishes the target of an incremental rebalance once every parked
+        task was let go (`handover.pending_releases`)."""
+        if self._follow_up is None or time.monotonic() < self._next_follow_up:
+            return
+        self._next_follow_up = time.monotonic() + FOLLOW_UP_CHECK_S
+        first, target = self._follow_up
+        assert self._meta is not None
+        state = await read_state(self._meta, self.config)
+        if state.model is None or state.model.epoch != first.epoch or (
+                await self._meta.fenced_epoch(self.config.name)) != first.epoch:
+            log.info("host %r: epoch %d is no longer current; its follow-up is left to the "
+                     "next rebalance", self.name, first.epoch)
+            self._follow_up = None
+            return
+        waiting = pending_releases(first, state.workers, state.hosts)
+        if waiting:
+            log.debug("follow-up of epoch %d waits for %s", first.epoch, ", ".join(waiting))
+            return
+        self._follow_up = None
+        model = await publish_model(
+            self._meta, self.config, replace(target, epoch=first.epoch + 1,
+                                             created_ms=_now_ms(),
+                                             reason=f"{target.reason}; follow-up: "
+                                             f"{len(first.parked)} task(s) placed"),
+            previous=first, in_place=True)
+        log.info("leader published job model epoch %d: the %d task(s) parked in epoch %d "
+                 "were let go and now run on their new hosts", model.epoch, len(first.parked),
+                 first.epoch)
+        await self._follow_in_place()
+
     async def _expanded_in_place(self) -> bool:
         """The leader of the last rebalance applies an expansion in place (no rebalance:
         `leader.expand_in_place`); True when it did. Other hosts wait a while for it
         (the leader's monitor sees the change too) before asking for a rebalance."""
         assert self._membership is not None and self.model is not None
+        if self.model.parked:  # the follow-up placing them comes first
+            return True
         if not self._membership.leader:
             if self._counts_seen is None:
                 self._counts_seen = time.monotonic()

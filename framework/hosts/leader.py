@@ -4,31 +4,32 @@ The model builder is the one of `framework.coordinator.builder` (fixed-task grou
 expansion mapping and barriers unchanged), and a partition change is decided and recorded
 as on one host (`framework.coordinator.decision`: expansions applied, inputs held, the
 refusal and the expansion in the job's status for `sampan status`); only the placement
-is over hosts (`placement.place_on_hosts`). aiokafka asks an assignor for its assignment
-synchronously inside its event loop, so `lead_blocking` runs the asynchronous reads and
-the publish on a fresh event loop in a helper thread, with clients of its own.
+is over hosts (`placement.place_on_hosts`). It runs after the round, not inside it:
+aiokafka asks an assignor for its assignment synchronously inside its event loop (the
+member's heartbeats wait meanwhile), so the assignor only answers every member with the
+round's id, and the leader then builds and publishes the model carrying that id
+(`JobModel.round_id`) while its heartbeats go on (`framework.hosts.host`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import ExpansionBook
 from framework.coordinator.process import Coordinator
+from framework.hosts.handover import first_model
 from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
 from framework.jobmodel import JobModel
 from framework.metadata import publish_model, publish_status, read_state
 from framework.systems.base import Checkpoint
 
-__all__ = ["expand_in_place", "lead", "lead_blocking"]
+__all__ = ["Led", "expand_in_place", "incremental_rebalances", "lead"]
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,29 @@ async def _restore_ranges(
     return ranges
 
 
-async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
-               ) -> tuple[JobModel, bool]:
+@dataclass(frozen=True)
+class Led:
+    """What a leader's step published, and what it leaves to do."""
+
+    model: JobModel
+    probing: bool
+    """Warmups are restoring: a probing rebalance follows."""
+    follow_up: JobModel | None = None
+    """The target placement, to publish once the tasks ``model`` parks are let go
+    (`framework.hosts.handover`); None when ``model`` is the target."""
+
+
+def incremental_rebalances(config: JobConfig) -> bool:
+    """Whether rebalances of ``config``'s hosts are incremental (workers go on)."""
+    coordinator = config.coordinator
+    return coordinator.rebalances == "incremental" and coordinator.model_changes == "in-place"
+
+
+async def lead(config: JobConfig, members: Mapping[str, Member], reason: str,
+               round_id: str = "") -> Led:
     """Read the job's state, build the model placing tasks on ``members``, publish it (which
-    fences every older epoch's workers); returns it and whether warmups need a probe."""
+    fences every older epoch's workers; incrementally, its first step parks the tasks that
+    change host)."""
     coordinator = Coordinator(config, start_workers=False)
     try:
         await coordinator.open_systems()  # the coordinator's own readers: one of each
@@ -109,15 +129,23 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str
                                 placement=placement, holds=holds)
         placed = decided[-1]
         model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
-                        standbys=placed.standbys, warmups=placed.warmups)
+                        standbys=placed.standbys, warmups=placed.warmups, round_id=round_id)
         await coordinator.ensure_changelogs(model)
-        model = await publish_model(coordinator.meta, config, model)
-        log.info("leader published job model epoch %d (%s): %d tasks on hosts %s", model.epoch,
-                 reason, len(model.tasks), ", ".join(sorted(placed.hosts)))
+        incremental = previous is not None and incremental_rebalances(config)
+        first = first_model(previous, model, members) if incremental else None
+        gone = sorted(set(previous.worker_ids()) - set(model.worker_ids())) if (
+            previous is not None and previous.hosts) else []
+        published = await publish_model(coordinator.meta, config, first or model,
+                                        previous=previous, in_place=incremental, gone=gone)
+        log.info("leader published job model epoch %d (%s): %d tasks on hosts %s%s",
+                 published.epoch, reason, len(model.tasks), ", ".join(sorted(placed.hosts)),
+                 f"; {len(published.parked)} task(s) parked until their hosts let them go"
+                 if published.parked else "")
         if decision is not None and book.applied(decision.expansion_record(
-                model.epoch, detected, published_ms=int(time.time() * 1000))):
+                published.epoch, detected, published_ms=int(time.time() * 1000),
+                in_place=published.in_place_since is not None)):
             await publish_status(coordinator.meta, config, book.status)
-        return model, placed.probing
+        return Led(published, placed.probing, model if first is not None else None)
     finally:
         await coordinator.close_systems()
 
@@ -134,8 +162,8 @@ async def expand_in_place(config: JobConfig, running: JobModel) -> JobModel | No
         await coordinator.open_systems()
         state = await read_state(coordinator.meta, config)
         previous = state.model
-        if previous is None or previous.epoch != running.epoch:
-            return None
+        if previous is None or previous.epoch != running.epoch or previous.parked:
+            return None  # parked tasks: the follow-up (or a rebalance) comes first
         counts = await coordinator.partition_counts()
         detected = int(time.time() * 1000)
         decision = await coordinator.decide(previous, counts, detected)
@@ -170,13 +198,3 @@ async def expand_in_place(config: JobConfig, running: JobModel) -> JobModel | No
         return model
     finally:
         await coordinator.close_systems()
-
-
-def lead_blocking(config: JobConfig, members: Mapping[str, Member], reason: str,
-                  timeout_s: float) -> tuple[JobModel, bool]:
-    """`lead` on its own event loop in a helper thread, waited for (see the module doc)."""
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sampan-leader")
-    try:
-        return pool.submit(asyncio.run, lead(config, members, reason)).result(timeout_s)
-    finally:
-        pool.shutdown(wait=False)  # a step that timed out must not hold the rebalance

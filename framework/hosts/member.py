@@ -65,11 +65,15 @@ class Answer:
     """The member that holds the name, for a refused one."""
     error: str | None = None
     """The leader failed to build a model; members rejoin after a while."""
+    round_id: str | None = None
+    """The leader publishes this round's model after the round (off the group protocol's
+    path): run the model that carries this id (`JobModel.round_id`) once it is published."""
 
     def to_bytes(self) -> bytes:
         return json.dumps({
             "v": VERSION, "model": self.model.to_json() if self.model else None,
             "probing": self.probing, "refused": self.refused, "error": self.error,
+            "round_id": self.round_id,
             "other": json.loads(self.other.to_bytes()) if self.other else None,
         }, sort_keys=True).encode()
 
@@ -79,6 +83,6 @@ class Answer:
         return cls(
             model=JobModel.from_json(data["model"]) if data.get("model") else None,
             probing=bool(data.get("probing")), refused=data.get("refused"),
-            error=data.get("error"),
+            error=data.get("error"), round_id=data.get("round_id"),
             other=Member.from_bytes(json.dumps(data["other"]).encode())
             if data.get("other") else None)

@@ -2,10 +2,11 @@
 
 Every host of job ``J`` joins the consumer group ``__sampan-J-hosts`` subscribed to the
 job's coordinator stream (no partition is ever handed out: the group is for membership).
-The protocol is eager, as Kafka Streams' was before KIP-429: on every rebalance each host
-first stops what it runs (``on_revoked``), then joins with its `Member` metadata; the
-leader's assignor builds and publishes the next model and answers each member; each host
-then starts what the model places on it (``on_assigned``). A host that dies stops
+On every rebalance each host says what it holds (``on_revoked``: an eager host stops its
+workers first, an incremental one only its replicas) and joins with its `Member`
+metadata; the leader's assignor answers each member with the round's id, and after the
+round (``on_assigned``) the leader builds and publishes the model carrying that id while
+the others wait for it (`framework.hosts.host`, `framework.hosts.handover`). A host that dies stops
 heartbeating and is removed after ``coordinator.session_timeout_ms``; one that stops
 cleanly leaves the group at once — unless it stops inside a round it leads (or led last),
 see `Membership.leave`.
@@ -139,7 +140,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
         self.state.in_round = True
-        self.state.member = await self.revoked()  # stop everything, then say what we hold
+        self.state.member = await self.revoked()  # say what we hold (eager: stop first)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         self.state.in_round = False
@@ -208,6 +209,11 @@ class Membership:
         """
         if self._consumer is not None:
             group_coordinator(self._consumer).request_rejoin()
+
+    @property
+    def in_round(self) -> bool:
+        """Inside a rebalance: revoked, no assignment received yet."""
+        return self._round.in_round
 
     @property
     def waiting(self) -> bool:

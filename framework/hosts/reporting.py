@@ -41,6 +41,9 @@ class HostReporter:
         self._model: JobModel | None = None
         self._stopped: dict[str, int] = {}
         """Gained task → when its previous host stopped it (that host's `revoked_ms`)."""
+        self._quiet = False
+        """The last model moved no task to or from this host: what moved before (and how
+        long it was unavailable) stays in the report."""
         self._published = 0.0
         self._polled = 0.0
         self._dirty = True
@@ -57,13 +60,21 @@ class HostReporter:
 
     async def assigned(self, model: JobModel, previous: JobModel | None,
                        workers: Sequence[int], active: list[str], standby: list[str],
-                       warmup: list[str], *, leader: bool) -> None:
+                       warmup: list[str], *, leader: bool, kept: bool = False) -> None:
+        """``kept``: the workers went on through the rebalance (incremental), so the
+        tasks active here before and now never stopped."""
         self._model = model
-        before = set(self.report.active) if self.report.revoked_ms is not None else set()
+        if kept:
+            self.report = replace(self.report, revoked_ms=None)
+        before = set(self.report.active) if (
+            kept or self.report.revoked_ms is not None) else set()
         gained = {t: (previous.host_of(t) or "") if previous is not None and t in
                   previous.tasks else "" for t in active if t not in before}
+        lost = sorted(before - set(active))
+        self._quiet = kept and not gained and not lost
         hosts = (await read_state(self.meta, self.config)).hosts if gained else {}
-        self._stopped = {}
+        if not self._quiet:
+            self._stopped = {}
         for task, host in gained.items():  # stopped in this round (a failed host did not)
             other = hosts.get(host)
             if other is not None and other.host != self.report.host and (
@@ -73,8 +84,8 @@ class HostReporter:
             self.report, epoch=model.epoch, state="running", leader=leader,
             workers=list(workers), active=active, standby=standby, warmup=warmup,
             replica_gaps={}, restored={}, restore_modes={}, restore_ends={},
-            assigned_ms=_now_ms(), gained=gained, lost=sorted(before - set(active)),
-            unavailable_ms={}, resumed_ms=None if workers else _now_ms(), error=None)
+            assigned_ms=_now_ms(), resumed_ms=None if workers else _now_ms(), error=None)
+        self._moved(gained, lost)
         await self._publish()
 
     async def tick(self, gaps: Mapping[str, int]) -> None:
@@ -107,7 +118,8 @@ class HostReporter:
         restored = {task: await self._restored(task, after.get(task, {}), modes)
                     for task in self.report.active}
         self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
-                              restored=restored, unavailable_ms=self._unavailable(current),
+                              restored=restored, unavailable_ms=self.report.unavailable_ms
+                              if self._quiet else self._unavailable(current),
                               restore_ends={t: sum(after.get(t, {}).values())
                                             for t in self.report.active},
                               resumed_ms=max(r.resumed_ms or 0 for r in current.values()))
@@ -115,16 +127,35 @@ class HostReporter:
         log.info("host %r resumed epoch %d: restored %s (%s)", self.report.host,
                  self._model.epoch, restored, modes)
 
-    async def in_place(self, model: JobModel) -> None:
-        """The host's workers take ``model`` where they run (an expansion without a
-        rebalance): same tasks; resumed once every worker reported the new epoch."""
+    async def in_place(self, model: JobModel, previous: JobModel | None,
+                       active: list[str]) -> None:
+        """The host's workers take ``model`` where they run (an expansion, or the follow-up
+        of an incremental rebalance placing the tasks ``previous`` parked); resumed once
+        every worker reported the new epoch. A task gained here was unavailable from when
+        ``previous`` parked it (its publication) until its worker here ran it."""
         self._model = model
-        self._stopped = {}
+        before = set(self.report.active)
+        gained = {t: (previous.parked.get(t) or previous.host_of(t) or "")
+                  if previous is not None and t in previous.tasks else ""
+                  for t in active if t not in before}
+        lost = sorted(before - set(active))
+        self._quiet = not gained and not lost
+        if not self._quiet:
+            self._stopped = {t: previous.created_ms for t in gained
+                             if previous is not None and t in previous.parked}
+        standby = sorted(t for t, h in model.standbys.items() if self.report.host in h)
+        warmup = sorted(t for t, h in model.warmups.items() if self.report.host in h)
         self.report = replace(
             self.report, epoch=model.epoch, restored={}, restore_modes={}, restore_ends={},
-            assigned_ms=_now_ms(), gained={}, lost=[], unavailable_ms={}, revoked_ms=None,
-            resumed_ms=None if self.report.workers else _now_ms())
+            assigned_ms=_now_ms(), active=active, standby=standby, warmup=warmup,
+            revoked_ms=None, resumed_ms=None if self.report.workers else _now_ms())
+        self._moved(gained, lost)
         await self._publish()
+
+    def _moved(self, gained: dict[str, str], lost: list[str]) -> None:
+        """Record what this model moved (unless it moved nothing: see `_quiet`)."""
+        if not self._quiet:
+            self.report = replace(self.report, gained=gained, lost=lost, unavailable_ms={})
 
     def _unavailable(self, current: Mapping[int, WorkerReport]) -> dict[str, int]:
         """Active task → from when it stopped until its worker resumed here: stopped here

@@ -9,6 +9,7 @@ workers both use this module, so it lives outside both.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -56,7 +57,7 @@ async def ensure_coordinator_stream(system: System, config: JobConfig) -> None:
 
 async def publish_model(system: System, config: JobConfig, model: JobModel, *,
                         fenced: bool = False, previous: JobModel | None = None,
-                        in_place: bool = False) -> JobModel:
+                        in_place: bool = False, gone: Collection[int] = ()) -> JobModel:
     """Make ``model``'s epoch current (fencing every older worker out), then write it to the
     coordinator stream; returns the model as published.
 
@@ -65,7 +66,8 @@ async def publish_model(system: System, config: JobConfig, model: JobModel, *,
     ``fenced``: the caller already fenced at ``model.epoch`` (`sampan rekey` does, before its
     long re-key, so that no old worker commits meanwhile). ``in_place``: the running
     workers of ``previous`` (the caller's last model) may take it without restarting
-    (`JobModel.in_place_since`; their producers are not fenced). When the fence moved
+    (`JobModel.in_place_since`; their producers are not fenced, but those of the workers
+    ``gone`` from the model are). When the fence moved
     past ``previous`` meanwhile (another coordinator), it is published for a restart.
     """
     ssp = _coordinator_ssp(config)
@@ -77,7 +79,7 @@ async def publish_model(system: System, config: JobConfig, model: JobModel, *,
             model = replace(model, epoch=current + 1)
         if in_place and previous is not None:
             model = replace(model, in_place_since=previous.in_place_since or previous.epoch)
-        await system.advance_fence(config.name, model.epoch, in_place=in_place)
+        await system.advance_fence(config.name, model.epoch, in_place=in_place, gone=gone)
     await system.produce([ProducerRecord(ssp.stream, MODEL_KEY, model.to_bytes(), partition=0)])
     return model
 

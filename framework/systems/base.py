@@ -7,7 +7,7 @@ input offset, end offset) is the offset of the next record to read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -384,10 +384,12 @@ class System(Protocol):
         """The job's current epoch, or None before its first job model."""
         ...
 
-    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False) -> None:
+    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False,
+                            gone: Collection[int] = ()) -> None:
         """Make ``epoch`` current; `JobModelError` unless it is above the current epoch.
         ``in_place``: the running workers take the new model without restarting, so
-        nothing of theirs is fenced beyond the epoch (Kafka: their producers stay)."""
+        nothing of theirs is fenced beyond the epoch (Kafka: their producers stay) —
+        except the workers ``gone`` from the model (their producers are bumped)."""
         ...
 
     async def check_fence(self, job: str, epoch: int) -> None:

@@ -21,7 +21,7 @@ nothing survives the object.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from framework.errors import ConfigError, FencedError, JobModelError, StreamNotFoundError
@@ -161,7 +161,8 @@ class MemorySystem:
     async def fenced_epoch(self, job: str) -> int | None:
         return self._fences.get(job)
 
-    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False) -> None:
+    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False,
+                            gone: Collection[int] = ()) -> None:
         current = self._fences.get(job)
         if current is not None and epoch <= current:
             raise JobModelError(f"job {job!r}: epoch {epoch} is not above the current "

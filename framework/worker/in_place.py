@@ -2,12 +2,13 @@
 
 A worker takes a newer model in place when its coordinator published it so, from this
 worker's epoch on (`JobModel.in_place_since`: never a model of another coordinator run,
-so a zombie worker stays fenced), and the model keeps every task where it was and
-only adds partitions to some of this worker's tasks (an expansion): same configuration,
-same workers, the same tasks on this worker with the same changelog partitions and
-broadcast inputs, and the same holds. Anything else — a task moved, a configuration
-edit, a hold placed or released — is taken by a restart (the worker exits fenced and its
-supervisor starts it on the new model).
+so a zombie worker stays fenced), with the same configuration and holds, the worker on
+the same host, and every task it keeps with the same changelog partition and broadcast
+inputs, at most gaining partitions (an expansion). With several hosts a model may also
+take tasks from this worker (an incremental rebalance parks them: `framework.hosts.
+handover`) or give it tasks (the follow-up places them); one host keeps its tasks on its
+workers. Anything else — a configuration edit, a hold placed or released — is taken by
+a restart (the worker exits fenced and its supervisor starts it on the new model).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class InPlaceChange:
     gained: dict[str, frozenset[SystemStreamPartition]]
     """Task → the SSPs it reads from now on besides its old ones (tasks gaining none are
     left out: they go on untouched)."""
+    added: tuple[str, ...] = ()
+    """Tasks this worker runs from now on (their stores are opened and restored)."""
+    dropped: tuple[str, ...] = ()
+    """Tasks this worker lets go (committed, closed, their stores closed)."""
 
 
 def in_place_change(current: JobModel, latest: JobModel | None, worker: int,
@@ -43,7 +48,7 @@ def in_place_change(current: JobModel, latest: JobModel | None, worker: int,
                 f"{latest.in_place_since} on, not from epoch {current.epoch}")
     if latest.config_digest != digest:
         return f"epoch {latest.epoch} was built from another version of the job file"
-    if latest.workers != current.workers:
+    if not latest.hosts and latest.workers != current.workers:
         return f"epoch {latest.epoch} runs {latest.workers} workers, not {current.workers}"
     if dict(latest.holds) != dict(current.holds):
         return f"epoch {latest.epoch} holds or releases an input"
@@ -51,18 +56,22 @@ def in_place_change(current: JobModel, latest: JobModel | None, worker: int,
         return f"epoch {latest.epoch} runs worker {worker} on another host"
     mine = {t.name: t for t in current.tasks_of(worker)}
     theirs = {t.name: t for t in latest.tasks_of(worker)}
-    if set(mine) != set(theirs):
+    if set(mine) != set(theirs) and not (latest.hosts and current.hosts):
         moved = sorted(set(mine) ^ set(theirs))
         return f"epoch {latest.epoch} moves tasks {', '.join(moved)} to or from this worker"
     gained: dict[str, frozenset[SystemStreamPartition]] = {}
     for name, before in mine.items():
-        after = theirs[name]
+        after = theirs.get(name)
+        if after is None:
+            continue
         if (after.changelog_partition != before.changelog_partition
                 or after.broadcast != before.broadcast or not before.ssps <= after.ssps):
             return f"epoch {latest.epoch} changes task {name} beyond adding partitions"
         if after.ssps != before.ssps:
             gained[name] = after.ssps - before.ssps
-    return InPlaceChange(latest, gained)
+    added = tuple(t.name for t in latest.tasks_of(worker) if t.name not in mine)
+    dropped = tuple(t.name for t in current.tasks_of(worker) if t.name not in theirs)
+    return InPlaceChange(latest, gained, added, dropped)
 
 
 def _host_of(model: JobModel, worker: int) -> str | None:

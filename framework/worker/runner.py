@@ -22,7 +22,7 @@ from framework.errors import (
     StoreError,
 )
 from framework.inputs_check import start_positions
-from framework.jobmodel import BarrierStage, JobModel
+from framework.jobmodel import BarrierStage, JobModel, TaskModel
 from framework.metadata import (
     RestoreStop,
     WorkerReport,
@@ -33,7 +33,7 @@ from framework.metrics import WorkerMetrics
 from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
-from framework.systems.base import Consumer, FetchedRecord, System
+from framework.systems.base import Checkpoint, Consumer, FetchedRecord, System
 from framework.systems.fetched import FetchedColumns
 from framework.usercode import load_task_class
 from framework.worker.codec import RecordCodec
@@ -43,7 +43,7 @@ from framework.worker.dispatch import Batch, dispatch_many, dispatch_one, fetche
 from framework.worker.in_place import InPlaceChange, in_place_change
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import ErrorPolicies, describe
-from framework.worker.state import heal_damaged_store, open_task_stores
+from framework.worker.state import OpenedStores, heal_damaged_store, open_task_stores
 from framework.worker.watchdog import Busy, TaskWatchdog
 from groupers import SystemStreamPartition
 
@@ -140,6 +140,8 @@ class Worker:
         # errors.process_policy skip/dead-letter: per task, the journal that undoes a
         # failed process() call's store writes.
         self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
+        self._adding: dict[str, asyncio.Future[tuple[Checkpoint | None, OpenedStores]]] = {}
+        """Tasks added in place whose stores are being opened and restored."""
         self._closed = False
         self.busy: Busy | None = None
         """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
@@ -246,10 +248,11 @@ class Worker:
                 f"the job model of epoch {model.epoch} was built from another version of "
                 f"{self.config.path}; restart the coordinator (`sampan run`) so it publishes "
                 f"a model for this config")
-        if not 0 <= self.worker_id < model.workers:
+        if self.worker_id not in model.worker_ids():
+            ids = model.worker_ids()
             raise JobModelError(
                 f"worker {self.worker_id} is not part of epoch {model.epoch}, which has "
-                f"workers 0..{model.workers - 1}")
+                f"workers {', '.join(map(str, ids)) if model.hosts else f'0..{model.workers - 1}'}")
         self.model = model
         return model
 
@@ -264,34 +267,40 @@ class Worker:
             opened = await open_task_stores(self.config, task_model, checkpoint, meta,
                                             stop=self.stop.is_set,
                                             still_current=self._check_fence)
-            self.restored += opened.restored
-            self.restore_modes.update({f"{task_model.name}/{s}": m
-                                       for s, m in opened.modes.items()})
             changelog_positions.update(
                 {(task_model.name, s): p for s, p in opened.positions.items()})
-            instance = TaskInstance(
-                task_model.name, task_class(), task_model.ssps | task_model.broadcast,
-                opened.stores, self.config,
-                await start_positions(self.config, self.systems, task_model, checkpoint))
-            try:
-                await instance.init()
-            except Exception as error:
-                raise ProcessingError(
-                    f"task {task_model.name!r}: init() raised {describe(error)}; fix the "
-                    f"task's init and restart") from error
-            if self.config.errors.process_policy != "fail":
-                journal: list[tuple[TaskStore, bytes, object, object]] = []
-                for store in instance.stores.values():
-                    if isinstance(store, TaskStore):
-                        store.journal = journal
-                self._journals[instance.name] = journal
-            self.instances.append(instance)
-            if task_model.stages:
-                self._stages[task_model.name] = list(task_model.stages)
+            await self._run_task(task_model, checkpoint, opened, task_class)
         self._route()
         return Committer(
             self.config, self.systems, self._codec, model.epoch,
             {t.name: t.changelog_partition for t in model.tasks.values()}, changelog_positions)
+
+    async def _run_task(self, task_model: TaskModel, checkpoint: Checkpoint | None,
+                        opened: OpenedStores, task_class: type[StreamTask]) -> None:
+        """Add ``task_model``'s instance over its opened stores, initialised (the caller
+        routes its input)."""
+        self.restored += opened.restored
+        self.restore_modes.update({f"{task_model.name}/{s}": m
+                                   for s, m in opened.modes.items()})
+        instance = TaskInstance(
+            task_model.name, task_class(), task_model.ssps | task_model.broadcast,
+            opened.stores, self.config,
+            await start_positions(self.config, self.systems, task_model, checkpoint))
+        self.instances.append(instance)  # closed with the worker even if init fails
+        try:
+            await instance.init()
+        except Exception as error:
+            raise ProcessingError(
+                f"task {task_model.name!r}: init() raised {describe(error)}; fix the "
+                f"task's init and restart") from error
+        if self.config.errors.process_policy != "fail":
+            journal: list[tuple[TaskStore, bytes, object, object]] = []
+            for store in instance.stores.values():
+                if isinstance(store, TaskStore):
+                    store.journal = journal
+            self._journals[instance.name] = journal
+        if task_model.stages:
+            self._stages[task_model.name] = list(task_model.stages)
 
     def _route(self) -> None:
         """Which instances read each SSP; held SSPs wait behind their barrier."""
@@ -377,6 +386,8 @@ class Worker:
             return await self._run_loop(committer, prefetched)
         finally:
             watchdog.stop()
+            for name in list(self._adding):
+                await self._drop_task(name, committer)
             await committer.abandon()  # leaving on an error: let a write in flight finish
             for future in prefetched.values():
                 future.cancel()
@@ -423,6 +434,8 @@ class Worker:
                     await self._dispatch(ssp, records)
                     dirty = dirty or bool(records)
                     read = True
+            if self._adding:
+                await self._admit_tasks(committer)
             if self._approaching and self._limits_reached():
                 self._route()
             if self._stages and self._release_barriers():
@@ -499,7 +512,7 @@ class Worker:
                 raise fenced
             try:
                 await committer.retry_at(change.model.epoch)
-                if change.gained:  # the tasks start again from here: commit their progress
+                if change.gained or change.dropped:  # commit what is renewed or let go
                     await committer.start(self.instances)
                     await committer.settle()
             except FencedError as again:
@@ -516,10 +529,13 @@ class Worker:
 
     async def _apply_in_place(self, change: InPlaceChange, began: float,
                               committer: Committer) -> None:
-        """Run ``change.model`` from now on: new partitions, barriers and counts; report."""
+        """Run ``change.model`` from now on: tasks let go, new partitions, barriers and
+        counts; tasks added start restoring aside (`_admit_tasks` runs them); report."""
         assert self._task_class is not None and self._report_base is not None
         model = change.model
         previous, self.model = self.model, model
+        for name in change.dropped:
+            await self._drop_task(name, committer)
         for instance in self.instances:
             gained = change.gained.get(instance.name)
             if gained:
@@ -538,21 +554,88 @@ class Worker:
                 self._stages[instance.name] = list(stages)
             else:
                 self._stages.pop(instance.name, None)
+        for name in change.added:
+            if name not in self._adding:
+                self._adding[name] = asyncio.ensure_future(self._open_added(model.tasks[name]))
         self._limits = model.read_limits()
         self._release_barriers()
         self._route()
         self.in_place_changes += 1
         await self.metrics.new_epoch(model.epoch)
         took_ms = int((time.monotonic() - began) * 1000)
+        done = [f"task {t} +{len(s)} partitions" for t, s in sorted(change.gained.items())]
+        done += [f"task {t} let go" for t in change.dropped]
+        done += [f"task {t} added" for t in change.added]
         log.info("worker %d took job model epoch %d in place (was %d) in %d ms: %s",
                  self.worker_id, model.epoch, previous and previous.epoch, took_ms,
-                 ", ".join(f"task {t} +{len(s)} partitions" for t, s in sorted(
-                     change.gained.items())) or "no partitions added here")
-        self._report_base = replace(
-            self._report_base, epoch=model.epoch, resumed_ms=_now_ms(), restored=0,
-            in_place_ms=took_ms, in_place_changes=self.in_place_changes,
+                 ", ".join(done) or "nothing changes here")
+        self._report_base = replace(  # resumed once the added tasks run (`_admit_tasks`)
+            self._report_base, epoch=model.epoch,
+            resumed_ms=None if self._adding else _now_ms(), restored=0, in_place_ms=took_ms,
+            in_place_changes=self.in_place_changes,
+            tasks=[i.name for i in self.instances],
             store_positions=_store_positions(committer))
         await self._report(self._report_base)
+
+    async def _drop_task(self, name: str, committer: Committer) -> None:
+        """Let task ``name`` go (committed by the caller): close it and its stores."""
+        adding = self._adding.pop(name, None)
+        if adding is not None:  # still restoring: its stores close as it is cancelled
+            adding.cancel()
+            with contextlib.suppress(BaseException):
+                opened = await adding
+                for store in opened[1].stores.values():
+                    store.close()
+        instance = next((i for i in self.instances if i.name == name), None)
+        if instance is None:
+            return
+        self.instances.remove(instance)
+        self._journals.pop(name, None)
+        self._stages.pop(name, None)
+        for key in [k for k in committer.positions if k[0] == name]:
+            del committer.positions[key]
+        try:
+            await instance.close()
+        finally:
+            for store_name, opened_store in instance.stores.items():
+                try:
+                    opened_store.close()
+                except Exception as error:
+                    log.warning("closing store %r of task %r failed: %s", store_name, name,
+                                error)
+
+    async def _open_added(self, task_model: TaskModel
+                          ) -> tuple[Checkpoint | None, OpenedStores]:
+        """Open and restore the stores of a task added in place, beside the running ones."""
+        meta = self.systems[self.config.metadata_system]
+        checkpoint = (await meta.read_checkpoints(self.config.name)).get(task_model.name)
+        opened = await open_task_stores(self.config, task_model, checkpoint, meta,
+                                        stop=self.stop.is_set)
+        return checkpoint, opened
+
+    async def _admit_tasks(self, committer: Committer) -> None:
+        """Run the added tasks whose stores are restored; report once none is left."""
+        assert self.model is not None and self._task_class is not None
+        admitted = False
+        for name, opening in list(self._adding.items()):
+            if not opening.done():
+                continue
+            del self._adding[name]
+            checkpoint, opened = opening.result()
+            committer.positions.update({(name, s): p for s, p in opened.positions.items()})
+            await self._run_task(self.model.tasks[name], checkpoint, opened,
+                                 self._task_class)
+            log.info("worker %d runs task %s (added in epoch %d; %d changelog records "
+                     "restored)", self.worker_id, name, self.model.epoch, opened.restored)
+            admitted = True
+        if admitted:
+            self._route()
+        if admitted and not self._adding and self._report_base is not None:
+            self._report_base = replace(
+                self._report_base, resumed_ms=_now_ms(), restored=self.restored,
+                restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
+                store_positions=_store_positions(committer))
+            await self._report(self._report_base)
 
     async def _dispatch(self, ssp: SystemStreamPartition,
                         records: Sequence[FetchedRecord]) -> None:

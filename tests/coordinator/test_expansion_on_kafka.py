@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from jobs.harness import Workload, exact_problems
+from jobs.harness import Workload, exact_problems, replay_problems
 from kafkajobs import KafkaSumJob
 
 from framework.partitioner import partition_for_key
@@ -38,32 +38,6 @@ def make_job(jobs: list[KafkaSumJob], tmp_path: Path, bootstrap: str, tag: str,
     job = KafkaSumJob(tmp_path / tag, bootstrap, f"kx-{tag}-{os.getpid()}", **options)
     jobs.append(job)
     return job
-
-
-def replay_problems(found: dict[str, list[dict[str, int]]], work: Workload) -> list[str]:
-    """At-least-once after a crash: outputs may repeat, but only as a replay of outputs
-    already emitted (same record number, same sum); every record's output is there and
-    the first time each appears, in order with its running sum."""
-    problems = []
-    for key, amounts in sorted(work.amounts.items()):
-        sums = [sum(amounts[:n]) for n in range(1, len(amounts) + 1)]
-        first: dict[int, int] = {}
-        for output in found.get(key, []):
-            n, total = output["n"], output["sum"]
-            if n in first:
-                if first[n] != total:
-                    problems.append(f"{key}: replayed output {n} has sum {total}, first "
-                                    f"{first[n]}")
-            elif n != len(first) + 1 or total != sums[n - 1]:
-                problems.append(f"{key}: output {output} where record {len(first) + 1} "
-                                f"(sum {sums[len(first)] if len(first) < len(sums) else '-'}) "
-                                "was due")
-                break
-            else:
-                first[n] = total
-        if len(first) != len(amounts):
-            problems.append(f"{key}: {len(first)} of {len(amounts)} records have an output")
-    return problems
 
 
 async def kill_at_publication(job: KafkaSumJob, worker: int, epoch: int) -> int:

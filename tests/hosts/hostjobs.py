@@ -13,12 +13,14 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from jobs.harness import Workload
 from polling import poll
 
 from framework.config import JobConfig, load_config
@@ -36,6 +38,84 @@ def job_file(folder: Path, bootstrap: str, name: str, *, partitions: int = 6,
     """The host drill's per-key sum job over ``kafka.<name>-in``, session timeout 6 s."""
     return write_job(folder, bootstrap, name, partitions=partitions, standbys=standbys,
                      session_timeout_ms=6000, extra=extra)
+
+
+def outputs_job(folder: Path, bootstrap: str, name: str, *, tasks: int, workers: int = 2,
+                task: str = "sum_task:SumTask", rebalances: str = "incremental") -> Path:
+    """tests/jobs' per-key running sum (an output per record: its running sum and the
+    key's record number ``n``) over ``kafka.<name>-in`` with ``tasks`` partitions,
+    ``workers`` per host; the task module is copied next to the job file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HERE.parent / "jobs" / "sum_task.py", folder / "sum_task.py")
+    path = folder / "job.toml"
+    path.write_text(f"""\
+[job]
+name = "{name}"
+task = "{task}"
+inputs = ["kafka.{name}-in"]
+workers = {workers}
+commit_interval_ms = 200
+
+[coordinator]
+monitor_interval_ms = 1000
+worker_stop_timeout_ms = 5000
+session_timeout_ms = 6000
+probing_rebalance_interval_ms = 2000
+rebalances = "{rebalances}"
+
+[systems.kafka]
+type = "kafka"
+bootstrap = "{bootstrap}"
+
+[streams."kafka.{name}-in"]
+partitions = {tasks}
+key_serde = "string"
+value_serde = "json"
+
+[streams."kafka.{name}-in-sums"]
+partitions = 4
+key_serde = "string"
+value_serde = "json"
+
+[stores.totals]
+key_serde = "string"
+value_serde = "json"
+""")
+    return path
+
+
+class SteadyInput:
+    """Writes the workload's records, ``batch`` every 50 ms, until stopped (in a thread of
+    its own)."""
+
+    def __init__(self, config: JobConfig, work: Workload, batch: int = 40) -> None:
+        self.config = config
+        self.work = work
+        self.batch = batch
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self.error: BaseException | None = None
+
+    async def _run(self) -> None:
+        system = open_system(self.config.system("kafka"))
+        await system.start()
+        try:
+            while not self._stop.is_set():
+                await system.produce(self.work.records(self.batch))
+                await asyncio.sleep(0.05)
+        except BaseException as error:  # reported by stop()
+            self.error = error
+        finally:
+            await system.close()
+
+    def __enter__(self) -> SteadyInput:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        assert self.error is None, f"the producer failed: {self.error!r}"
 
 
 class Hosts(HostProcesses):

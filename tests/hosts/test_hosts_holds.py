@@ -60,8 +60,11 @@ def test_the_leader_holds_a_refused_input_until_discard_held(kafka_broker: Any,
         produce(config, skipped, 500, 40, start=1000)  # placed for 3 partitions: held
         expand(hosts, topic, 4)
         produce(config, skipped, 500, 40, start=1500)  # past the hold: Kafka cannot tell
-        again = wait_for(lambda: (m := state(config).model) and m.epoch > held.epoch and m,
-                         120, "the leader's model at 4 partitions", hosts)
+        # the model deciding 4 (rebalances of their own may publish epochs before it)
+        again = wait_for(lambda: (s := state(config)).model and s.model.epoch > held.epoch
+                         and s.status.refusal is not None and s.status.refusal.change
+                         == f"{stream} 2→3→4" and s.model, 120,
+                         "the leader's model at 4 partitions", hosts)
         assert (again.partition_counts[stream], dict(again.holds[stream].ends)) == (2, hold)
         assert read(hosts) == hold
         refusal = state(config).status.refusal

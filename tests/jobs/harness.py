@@ -259,3 +259,29 @@ async def run_worker(config: JobConfig, model: JobModel, records: int,
 def load(path: Path) -> JobConfig:
     """The job's config."""
     return load_config(path)
+
+
+def replay_problems(found: dict[str, list[dict[str, int]]], work: Workload) -> list[str]:
+    """At-least-once after a crash: outputs may repeat, but only as a replay of outputs
+    already emitted (same record number, same sum); every record's output is there and
+    the first time each appears, in order with its running sum."""
+    problems = []
+    for key, amounts in sorted(work.amounts.items()):
+        sums = [sum(amounts[:n]) for n in range(1, len(amounts) + 1)]
+        first: dict[int, int] = {}
+        for output in found.get(key, []):
+            n, total = output["n"], output["sum"]
+            if n in first:
+                if first[n] != total:
+                    problems.append(f"{key}: replayed output {n} has sum {total}, first "
+                                    f"{first[n]}")
+            elif n != len(first) + 1 or total != sums[n - 1]:
+                problems.append(f"{key}: output {output} where record {len(first) + 1} "
+                                f"(sum {sums[len(first)] if len(first) < len(sums) else '-'}) "
+                                "was due")
+                break
+            else:
+                first[n] = total
+        if len(first) != len(amounts):
+            problems.append(f"{key}: {len(first)} of {len(amounts)} records have an output")
+    return problems

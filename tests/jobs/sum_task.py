@@ -1,6 +1,8 @@
 """The end-to-end tests' job: a per-key running sum to ``<input>-sums``, with the key's record
 number ``n`` that caused it."""
 
+import time
+
 from framework import StreamTask
 
 
@@ -12,4 +14,16 @@ class SumTask(StreamTask):
         total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
         self.totals.put(envelope.key, total)
         collector.send(f"{envelope.ssp.system}.{envelope.ssp.stream}-sums", key=envelope.key,
-                       value={"sum": total, "n": envelope.value["n"]})
+                       value=self.output(envelope, total))
+
+    def output(self, envelope, total):
+        return {"sum": total, "n": envelope.value["n"]}
+
+
+class StampedSumTask(SumTask):
+    """Also stamps each output with when (``t``) and from which input partition (``p``)
+    its record was processed (`bench.rebalance_gaps`: gaps in each task's progress)."""
+
+    def output(self, envelope, total):
+        return {"sum": total, "n": envelope.value["n"], "t": time.time(),
+                "p": envelope.ssp.partition}

@@ -82,3 +82,28 @@ def test_a_model_survives_its_bytes_with_in_place_since() -> None:
     published = model(3, 8, since=1)
     assert JobModel.from_bytes(published.to_bytes()) == published
     assert b"in_place_since" not in model(1, 2).to_bytes()  # restart models: as before
+
+
+def test_with_several_hosts_a_worker_lets_tasks_go_and_takes_tasks_in_place() -> None:
+    """An incremental rebalance parks a task (its worker lets it go) and the follow-up
+    places it on another worker (which adds it); a host may add workers meanwhile."""
+    hosts = {"a": (0,), "b": (1,)}
+    current = replace(model(1, 2), hosts=hosts)
+    parked = replace(model(2, 2, since=1), hosts={**hosts, "c": (2,)}, workers=3)
+    parked = replace(parked, tasks={**parked.tasks, "Partition 1": replace(
+        parked.tasks["Partition 1"], worker=-1)}, parked={"Partition 1": "b"})
+    let_go = in_place_change(current, parked, 1, "d1")
+    assert isinstance(let_go, InPlaceChange)
+    assert (let_go.dropped, let_go.added, let_go.gained) == (("Partition 1",), (), {})
+    kept = in_place_change(current, parked, 0, "d1")
+    assert isinstance(kept, InPlaceChange) and (kept.dropped, kept.added) == ((), ())
+    placed = replace(parked, epoch=3, parked={}, tasks={**parked.tasks, "Partition 1": replace(
+        parked.tasks["Partition 1"], worker=2)})
+    added = in_place_change(parked, placed, 2, "d1")
+    assert isinstance(added, InPlaceChange)
+    assert (added.dropped, added.added) == ((), ("Partition 1",))
+
+
+def test_one_host_never_moves_tasks_between_workers_in_place() -> None:
+    change = in_place_change(model(1, 2), model(2, 2, since=1, swap=True), 0, "d1")
+    assert change == "epoch 2 moves tasks Partition 0, Partition 1 to or from this worker"

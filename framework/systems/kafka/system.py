@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -361,14 +361,17 @@ class KafkaSystem:
         if stored is None or stored < epoch:
             await self.produce([ProducerRecord(topic, _EPOCH_KEY, str(epoch).encode(), 0)])
 
-    async def _fence_producers(self, job: str) -> None:
-        """Bump every recorded exactly-once producer of ``job``: after the new epoch is
-        written, no worker of an older model can commit a transaction."""
+    async def _fence_producers(self, job: str, only: frozenset[int] | None = None) -> None:
+        """Bump every recorded exactly-once producer of ``job`` (or of the workers
+        ``only``): after the new epoch is written, no worker of an older model can commit
+        a transaction."""
         for key, value in sorted((await self.fences_table(job)).items()):
             if not key.startswith(PRODUCER_PREFIX) or value is None:
                 continue
-            producer = await self.start_producer()
             worker = int(key[len(PRODUCER_PREFIX):])
+            if only is not None and worker not in only:
+                continue
+            producer = await self.start_producer()
             bumped = await self.admin.bounded("fencing producers", fence_producer(
                 producer.client, self.options.named(transactional_id(job, worker)),
                 decode_identity(value)))
@@ -387,7 +390,8 @@ class KafkaSystem:
     async def fenced_epoch(self, job: str) -> int | None:
         return await self._fenced_epoch(job)
 
-    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False) -> None:
+    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False,
+                            gone: Collection[int] = ()) -> None:
         """Make ``epoch`` current, refusing one not above the current epoch. Not atomic on
         Kafka (read, then write): it catches a second publisher, it cannot exclude one.
         ``in_place``: the workers go on as the new model's (same ``transactional.id``s), so
@@ -399,6 +403,8 @@ class KafkaSystem:
                 f"current; another coordinator is running this job — stop it first")
         if in_place:
             await self._write_epoch(job, epoch)
+            if gone:
+                await self._fence_producers(job, only=frozenset(gone))
         else:
             await self.fence(job, epoch)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -199,7 +199,8 @@ class LocalSystem:
     async def fenced_epoch(self, job: str) -> int | None:
         return await self.call(LocalLog.fenced_epoch, job)
 
-    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False) -> None:
+    async def advance_fence(self, job: str, epoch: int, *, in_place: bool = False,
+                            gone: Collection[int] = ()) -> None:
         """Make ``epoch`` current; `JobModelError` unless it is above the current one."""
         await self.call(LocalLog.advance_fence, job, epoch)
 

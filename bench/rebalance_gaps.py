@@ -1,0 +1,163 @@
+"""What a host joining and a host leaving cost the running tasks: incremental against eager
+rebalancing, measured in each task's own progress.
+
+    python -m bench.rebalance_gaps [--rounds 1] [--rate 1000] [--tasks 24] [--workers 2]
+                                   [--bootstrap HOST:PORT]
+
+Apache Kafka on 127.0.0.1 (`tests/kafka_broker.py`) unless ``--bootstrap``. Per round and
+mode (``coordinator.rebalances = "incremental"``, then ``"eager"``, on a fresh job): 3
+hosts × ``--workers`` workers run tests/jobs' per-key running sum over ``--tasks``
+partitions, every output stamped with the time its record was processed; a producer
+writes ``--rate`` records/s throughout. Host d joins (warmups, probing rebalances, then
+tasks move to it); once settled, host c is stopped with SIGTERM. Printed per mode:
+
+- the longest gap in the progress of a task that stayed on its host and of one that moved,
+  during the join (d's start → settled with d running tasks, + 1 s) and the leave
+  (SIGTERM → settled, + 1 s) — a task's unavailability plus the producer's spacing;
+- worker processes of a, b (and c, d) restarted (pids that changed).
+
+Every run is checked record by record (one output per record, running sums in order,
+at-least-once replays only) before it counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests" / "hosts"), str(ROOT / "tests")]
+from hostjobs import Hosts, SteadyInput, outputs_job, state, wait_for  # noqa: E402
+from jobs.harness import Workload, replay_problems  # noqa: E402
+from kafka_broker import start_kafka  # noqa: E402
+
+from framework.drill.hosts import settled  # noqa: E402
+from framework.drill.verify import read_stream  # noqa: E402
+from framework.metadata import CoordinatorState  # noqa: E402
+from framework.systems import open_system  # noqa: E402
+
+MODES = ("incremental", "eager")
+
+
+def _outputs(hosts: Hosts) -> list[dict[str, Any]]:
+    async def read() -> list[dict[str, Any]]:
+        config = hosts.config
+        system = open_system(config.system("kafka"))
+        await system.start()
+        try:
+            rows = await read_stream(system, f"{config.inputs[0].split('.', 1)[1]}-sums")
+        finally:
+            await system.close()
+        return [{"key": k.decode(), **json.loads(v)} for part in rows.values()
+                for k, v in part]
+    return asyncio.run(read())
+
+
+def _gaps(found: list[dict[str, Any]], since: float, until: float) -> dict[int, float]:
+    """Task (its input partition) → the longest gap between two records it processed in
+    [``since``, ``until``]."""
+    stamps: dict[int, list[float]] = defaultdict(list)
+    for output in found:
+        if since <= output["t"] <= until:
+            stamps[output["p"]].append(output["t"])
+    return {p: max((b - a for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False)),
+                   default=until - since) for p, ts in stamps.items()}
+
+
+def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
+    return {w: current.workers[w].pid for h in names for w in current.hosts[h].workers}
+
+
+def _owners(current: CoordinatorState) -> dict[int, str]:
+    """Input partition → host running its task."""
+    assert current.model is not None
+    return {ssp.partition: current.model.host_of(t.name) or "" for t in
+            current.model.tasks.values() for ssp in t.ssps}
+
+
+def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, workers: int
+           ) -> dict[str, float]:
+    name = f"bench-rg-{mode}-{os.getpid()}-{int(time.time())}"
+    hosts = Hosts(outputs_job(folder / "job", bootstrap, name, tasks=tasks, workers=workers,
+                              task="sum_task:StampedSumTask", rebalances=mode), folder)
+    config = hosts.config
+    work = Workload(keys=400, stream=f"{name}-in")
+    try:
+        for host in "abc":
+            hosts.start(host)
+        three = wait_for(lambda: settled(state(config), set("abc")), 180, "3 hosts", hosts)
+        before = _pids(three, "abc")
+
+        def until(names: str, after: int, check: Callable[[CoordinatorState], bool]
+                  ) -> CoordinatorState:
+            return wait_for(lambda: (s := settled(state(config), set(names), after)) and
+                            check(s) and s, 600, f"hosts {names}", hosts)
+        with SteadyInput(config, work, batch=max(1, rate // 20)):
+            time.sleep(3)
+            join_at = time.time()
+            hosts.start("d")
+            joined = until("abcd", 0, lambda s: bool(s.hosts["d"].active))
+            time.sleep(1)
+            join_end = time.time()
+            leave_at = time.time()
+            assert hosts.terminate("c") == 0
+            left = until("abd", joined.model.epoch if joined.model else 0, lambda s: True)
+            time.sleep(1)
+            leave_end = time.time()
+        wait_for(lambda: len(_outputs(hosts)) >= work.count, 600, "every output", hosts)
+        found = _outputs(hosts)
+        by_key: dict[str, list[dict[str, int]]] = defaultdict(list)
+        for output in found:
+            by_key[output["key"]].append(output)
+        problems = replay_problems(by_key, work)
+        assert not problems, problems[:5]
+    finally:
+        hosts.stop_all()
+    figures: dict[str, float] = {}
+    for case, since, end, old, new in (("join", join_at, join_end, three, joined),
+                                       ("leave", leave_at, leave_end, joined, left)):
+        gaps = _gaps(found, since, end)
+        was, now = _owners(old), _owners(new)
+        stayed = [g for p, g in gaps.items() if was.get(p) == now.get(p)]
+        moved = [g for p, g in gaps.items() if was.get(p) != now.get(p)]
+        figures[f"{case} stayed gap ms"] = max(stayed, default=0) * 1000
+        figures[f"{case} moved gap ms"] = max(moved, default=0) * 1000
+    figures["a,b workers restarted"] = sum(
+        1 for w, pid in _pids(left, "ab").items() if before.get(w) != pid)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--tasks", type=int, default=24)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--bootstrap", help="HOST:PORT of a broker (default: start Kafka)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sampan-bench-rebalance-") as tmp:
+        broker = None if args.bootstrap else start_kafka(Path(tmp) / "kafka")
+        bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
+        try:
+            for number in range(args.rounds):
+                for mode in MODES:
+                    figures = _round(bootstrap, Path(tmp) / f"{mode}-{number}", mode,
+                                     args.rate, args.tasks, args.workers)
+                    print(f"round {number + 1} {mode}: " + ", ".join(
+                        f"{k} {v:,.0f}" for k, v in figures.items()), flush=True)
+        finally:
+            if broker is not None:
+                broker.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Incremental rebalancing on real Apache Kafka: 3 hosts × 2 workers over 8 tasks under
+steady input; a fourth host joins (warmups, probing rebalances, then tasks move to it) and
+one host leaves with SIGTERM. No worker process of a host that stays is restarted (same
+pids throughout), tasks move only once let go, and every output record is checked: one per
+input record with its running sum, in order per key, at-least-once replays only."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from hostjobs import CLI, Hosts, SteadyInput, outputs_job, state, wait_for
+from jobs.harness import Workload, outputs, replay_problems
+
+from framework.config import JobConfig
+from framework.drill.hosts import settled
+from framework.metadata import CoordinatorState
+from framework.systems import open_system
+
+TASKS = 8
+
+
+def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
+    """Worker id → pid of the workers of hosts ``names``."""
+    return {w: current.workers[w].pid for h in names for w in current.hosts[h].workers}
+
+
+def _outputs(config: JobConfig) -> dict[str, list[dict[str, int]]]:
+    async def read() -> dict[str, list[dict[str, int]]]:
+        system = open_system(config.system("kafka"))
+        await system.start()
+        try:
+            return await outputs(system, config)
+        finally:
+            await system.close()
+    return asyncio.run(read())
+
+
+def test_a_host_joining_and_one_leaving_restart_no_worker_of_the_hosts_that_stay(
+        kafka_broker: Any, tmp_path: Path) -> None:
+    name = f"inc-{os.getpid()}"
+    hosts = Hosts(outputs_job(tmp_path / "job", kafka_broker.bootstrap, name, tasks=TASKS),
+                  tmp_path)
+    config = hosts.config
+    work = Workload(keys=40, stream=f"{name}-in")
+    with hosts.logs_kept_on_failure("incremental"):
+        for host in "abc":
+            hosts.start(host)
+        three = wait_for(lambda: settled(state(config), set("abc")), 120, "3 hosts", hosts)
+        pids = _pids(three, "abc")
+        assert len(pids) == 6
+        with SteadyInput(config, work):
+            wait_for(lambda: work.count > 500, 60, "input flowing", hosts)
+            hosts.start("d")
+            joined = wait_for(lambda: (s := settled(state(config), set("abcd"))) and
+                              s.hosts["d"].active and s, 180, "d taking tasks", hosts)
+            assert _pids(joined, "abc") == pids  # a, b, c let tasks go in place
+            # d's last move: tasks move to d as its warmups catch up (two at a time).
+            moved = joined.hosts["d"].gained
+            assert moved and set(moved) <= set(joined.hosts["d"].active)
+            assert set(moved.values()) <= set("abc")
+            assert set(joined.hosts["d"].unavailable_ms) == set(moved)
+            # Each moved task was parked by a model of its own before d ran it.
+            log = hosts.log("d")
+            assert re.search(r"took job model epoch \d+ in place \(was \d+\) in \d+ ms: "
+                             r"(task Partition \d+ added(, )?)+", log), log[-3000:]
+            staying = {w: p for w, p in _pids(joined, "abd").items()}
+            assert hosts.terminate("c") == 0  # commits, then leaves the group
+            left = wait_for(lambda: (s := settled(state(config), set("abd"),
+                                                 joined.model.epoch if joined.model else 0))
+                            and s, 120, "c's tasks on a, b and d", hosts)
+            assert _pids(left, "abd") == staying  # c's tasks were added in place
+            assert sorted(t for h in "abd" for t in left.hosts[h].active) == sorted(
+                left.model.tasks if left.model else ())
+        wait_for(lambda: sum(map(len, _outputs(config).values())) >= work.count, 120,
+                 "an output for every record", hosts)
+        problems = replay_problems(_outputs(config), work)
+        assert problems == [], problems[:10]
+        text = subprocess.run([*CLI, "status", str(hosts.path)], check=True,
+                              capture_output=True, text=True).stdout
+        assert "last rebalance: gained" in text and "tasks unavailable in the last " \
+            "rebalance: " in text, text
+        for label in "abd":
+            assert "stopping workers" not in hosts.log(label)
