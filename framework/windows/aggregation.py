@@ -27,10 +27,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
-from framework.windows.event_time import EventTime, Timestamp, WindowTicks, open_window_store
+from framework.windows.event_time import (
+    EventTime,
+    Timestamp,
+    WindowTicks,
+    envelope_timestamp,
+    open_window_store,
+)
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
-from framework.windows.layouts import LATER, Layout, Sessions, describe, layout_for
+from framework.windows.layouts import LATER, Layout, describe, layout_for
 from framework.windows.reducers import Reducer, aggregate
 from framework.windows.state import key_from_text, key_text
 
@@ -154,7 +160,8 @@ class Windows:
         if type(value) is dict and "watermark" in value:
             event_time.observe(envelope)
             return self._close_due(collector)
-        ts = event_time.timestamp(envelope)
+        timestamp = event_time.timestamp
+        ts = envelope.timestamp if timestamp is envelope_timestamp else timestamp(envelope)
         if type(ts) is not int or ts < 0 or ts > MAX_TIME:
             raise WindowError(
                 f"{envelope.ssp} offset {envelope.offset}: event time {ts!r} is not a number "
@@ -175,6 +182,11 @@ class Windows:
             state, sooner = self.layout.fold(old, value, ts)
             if state is old:
                 keyed.dirty.add(text)  # changed in place
+            elif old is not None or len(hot) < keyed.max_cached:  # `save`, inline: it has room
+                hot[text] = state
+                keyed.dirty.add(text)
+                if old is None:
+                    keyed.emptied.discard(text)
             else:
                 keyed.save(text, state)
         else:
@@ -183,10 +195,9 @@ class Windows:
         if sooner:
             closes = self.layout.first_close(state, keyed.closed)
             if sooner == LATER:
-                keyed.index.move(text, closes)
+                closes = keyed.index.move(text, closes)
             else:
-                keyed.index.note(text, closes)
-            closes = keyed.index.at[text]
+                closes = keyed.index.note(text, closes)
             if self._next_close is None or closes < self._next_close:
                 self._next_close = closes
         event_time.record(envelope.ssp, ts)
@@ -256,21 +267,24 @@ class Windows:
         layout, finish, closed_before = self.layout, self.reducer.result, keyed.closed
         split = layout.split
         load = keyed.load if keyed.hot is None else keyed.hot.get
-        closes_at = layout.closes_at if isinstance(layout, Sessions) else None
+        lag = layout.lag  # closing time - end
         result, new = WindowResult, tuple.__new__  # a NamedTuple without its Python __new__
         closed: list[tuple[int, str, WindowResult]] = []
         kept: list[tuple[str, list[Any]]] = []
+        gone: list[str] = []
         try:
             for _, text in taken:
                 emitted, remaining = split(load(text) or [], closed_before, bound)
                 if emitted:
                     key = text[1:] if text[0] == "s" else key_from_text(text)
                     for start, end, aggregate in emitted:
-                        closed.append((
-                            end if closes_at is None else closes_at(end), text,
-                            new(result, (key, start, end, aggregate if finish is None
-                                         else finish(aggregate), True))))
-                kept.append((text, remaining))
+                        closed.append((end + lag, text, new(result, (
+                            key, start, end,
+                            aggregate if finish is None else finish(aggregate), True))))
+                if remaining:
+                    kept.append((text, remaining))
+                else:
+                    gone.append(text)
             # By closing time, then key (a key closes one window per time): two stable
             # sorts on one field each, much cheaper than comparing the tuples.
             closed.sort(key=_second)
@@ -281,7 +295,7 @@ class Windows:
         except BaseException:
             keyed.index.restore(taken)  # nothing was written: everything stays open
             raise
-        keyed.finish_close(bound, kept)
+        keyed.finish_close(bound, kept, gone)
         self._next_close = keyed.index.next()
         self._closed_to = watermark
         return results

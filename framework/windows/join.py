@@ -35,6 +35,7 @@ from framework.windows.event_time import EventTime, Timestamp, WindowTicks, open
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, WindowError
 from framework.windows.state import key_from_text, key_text
+from groupers import SystemStreamPartition
 
 __all__ = ["IntervalJoin", "JoinResult"]
 
@@ -116,7 +117,7 @@ class IntervalJoin:
         self.how = how
         self.event_time = event_time or EventTime(context, self.store, timestamp=timestamp)
         self.late_policy, self.late_stream, self.output = late, late_stream, output
-        self._sides: dict[tuple[str, str], bool] = {}  # (system, stream) → is left
+        self._sides: dict[SystemStreamPartition, bool] = {}  # partition → is left
         self._closed_to: int | None = None
         self._keyed = KeyedStates(self.store, STATE, self._kept, self._first_due,
                                   granule=max(1, (before_ms + after_ms + grace_ms) // 8))
@@ -144,7 +145,10 @@ class IntervalJoin:
         if type(value) is dict and "watermark" in value:
             event_time.observe(envelope)
             return self._expire_due(collector)
-        is_left = self._side(envelope)
+        ssp = envelope.ssp
+        is_left = self._sides.get(ssp)
+        if is_left is None:
+            is_left = self._side(envelope)
         ts = event_time.timestamp(envelope)
         if type(ts) is not int or ts < 0 or ts > MAX_TIME:
             raise WindowError(
@@ -159,35 +163,54 @@ class IntervalJoin:
         text = "s" + key if type(key) is str else key_text(key)
         keyed = self._keyed
         hot = keyed.hot
-        old = hot.get(text) if hot is not None else keyed.load(text)
-        state = old or [[], []]
-        lefts, rights = state
+        state = hot.get(text) if hot is not None else keyed.load(text)
         results: list[JoinResult] = []
-        new = tuple.__new__  # a NamedTuple without its Python __new__
-        if is_left:
-            low, high = ts - self.before_ms, ts + self.after_ms
-            for i in range(0, len(rights), 2):
-                if low <= rights[i] <= high:
-                    results.append(new(JoinResult, (key, value, rights[i + 1], ts, rights[i])))
-            _insert(lefts, 3, ts, (ts, 1 if results else 0, value))
-            due = ts + self.after_ms + 1
+        if not state:  # the common case here: nothing kept for the key
+            if is_left:
+                state = [[ts, 0, value], []]
+                due = ts + self.after_ms + 1
+            else:
+                state = [[], [ts, value]]
+                due = ts + self.before_ms + 1
+            if hot is not None and len(hot) < keyed.max_cached:  # `save`, inline: it has room
+                hot[text] = state
+                keyed.dirty.add(text)
+                keyed.emptied.discard(text)
+            else:
+                keyed.save(text, state)
         else:
-            low, high = ts - self.after_ms, ts + self.before_ms
-            for i in range(0, len(lefts), 3):
-                if low <= lefts[i] <= high:
-                    lefts[i + 1] = 1
-                    results.append(new(JoinResult, (key, lefts[i + 2], value, lefts[i], ts)))
-            _insert(rights, 2, ts, (ts, value))
-            due = ts + self.before_ms + 1
-        if state is old and hot is not None:
-            keyed.dirty.add(text)  # changed in place
-        else:
-            keyed.save(text, state)
-        keyed.index.note(text, due)
-        due = keyed.index.at[text]
+            lefts, rights = state
+            new = tuple.__new__  # a NamedTuple without its Python __new__
+            if is_left:
+                low, high = ts - self.before_ms, ts + self.after_ms
+                for i in range(0, len(rights), 2):
+                    if low <= rights[i] <= high:
+                        results.append(new(JoinResult,
+                                           (key, value, rights[i + 1], ts, rights[i])))
+                if not lefts or lefts[-3] <= ts:
+                    lefts += (ts, 1 if results else 0, value)
+                else:
+                    _insert(lefts, 3, ts, (ts, 1 if results else 0, value))
+                due = ts + self.after_ms + 1
+            else:
+                low, high = ts - self.after_ms, ts + self.before_ms
+                for i in range(0, len(lefts), 3):
+                    if low <= lefts[i] <= high:
+                        lefts[i + 1] = 1
+                        results.append(new(JoinResult, (key, lefts[i + 2], value, lefts[i], ts)))
+                if not rights or rights[-2] <= ts:
+                    rights += (ts, value)
+                else:
+                    _insert(rights, 2, ts, (ts, value))
+                due = ts + self.before_ms + 1
+            if hot is not None:
+                keyed.dirty.add(text)  # changed in place
+            else:
+                keyed.save(text, state)
+        due = keyed.index.note(text, due)
         if self._next is None or due < self._next:
             self._next = due
-        event_time.record(envelope.ssp, ts)
+        event_time.record(ssp, ts)
         if results and self.output is not None:
             self._send(collector, results)
         watermark = event_time.watermark
@@ -203,16 +226,14 @@ class IntervalJoin:
     # -- state ----------------------------------------------------------------------------
 
     def _side(self, envelope: Envelope) -> bool:
+        """Whether ``envelope`` is of the left input (remembered per partition)."""
         ssp = envelope.ssp
-        where = (ssp.system, ssp.stream)
-        side = self._sides.get(where)
-        if side is None:
-            name = f"{ssp.system}.{ssp.stream}"
-            if name not in (self.left, self.right):
-                raise WindowError(f"{ssp} offset {envelope.offset}: the join reads "
-                                  f"{self.left} and {self.right}, not {name}; pass only "
-                                  f"their records (and watermark records) to it")
-            side = self._sides[where] = name == self.left
+        name = f"{ssp.system}.{ssp.stream}"
+        if name not in (self.left, self.right):
+            raise WindowError(f"{ssp} offset {envelope.offset}: the join reads "
+                              f"{self.left} and {self.right}, not {name}; pass only "
+                              f"their records (and watermark records) to it")
+        side = self._sides[ssp] = name == self.left
         return side
 
     def _kept(self, state: list[list[Any]], bound: int) -> list[list[Any]]:
@@ -263,20 +284,35 @@ class IntervalJoin:
         taken = keyed.start_close(bound)
         unjoined: list[tuple[int, str, JoinResult]] = []
         load = keyed.load if keyed.hot is None else keyed.hot.get
+        after, before, left_join = self.after_ms, self.before_ms, self.how == "left"
         kept: list[tuple[str, list[Any]]] = []
+        gone: list[str] = []
+        new = tuple.__new__  # a NamedTuple without its Python __new__
         try:
             for _, text in taken:
-                state = load(text) or [[], []]
-                remaining = self._kept(state, bound)
-                if self.how == "left":
-                    lefts = state[0]
+                state = load(text)
+                if not state:
+                    gone.append(text)
+                    continue
+                lefts, rights = state
+                if ((not lefts or lefts[-3] + after < bound)
+                        and (not rights or rights[-2] + before < bound)):
+                    i = len(lefts)  # the common case: all of it goes
+                    gone.append(text)
+                else:
+                    i = 0
+                    while i < len(lefts) and lefts[i] + after < bound:
+                        i += 3
+                    j = 0
+                    while j < len(rights) and rights[j] + before < bound:
+                        j += 2
+                    kept.append((text, [lefts[i:], rights[j:]]))
+                if left_join and i:
                     key = text[1:] if text[0] == "s" else key_from_text(text)
-                    gone = len(lefts) - (len(remaining[0]) if remaining else 0)
-                    for i in range(0, gone, 3):
-                        if not lefts[i + 1]:
-                            unjoined.append((lefts[i] + self.after_ms, text, JoinResult(
-                                key, lefts[i + 2], None, lefts[i], None)))
-                kept.append((text, remaining))
+                    for n in range(0, i, 3):
+                        if not lefts[n + 1]:
+                            unjoined.append((lefts[n] + after, text, new(JoinResult, (
+                                key, lefts[n + 2], None, lefts[n], None))))
             unjoined.sort(key=_second)  # by expiry time, then key, then arrival:
             unjoined.sort(key=_first)   # two stable sorts on one field each
             results = [result for _, _, result in unjoined]
@@ -285,7 +321,7 @@ class IntervalJoin:
         except BaseException:
             keyed.index.restore(taken)
             raise
-        keyed.finish_close(bound, kept)
+        keyed.finish_close(bound, kept, gone)
         self._next = keyed.index.next()
         self._closed_to = watermark
         return results

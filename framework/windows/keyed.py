@@ -62,6 +62,8 @@ class KeyedStates:
         """When something of an open state is next due (replaceable once the owner knows
         its layout)."""
         self.index = DueIndex(granule)
+        self.max_cached = CACHED_KEYS
+        """`CACHED_KEYS` as this instance was made."""
         self.cache: dict[str, State] = {}
         self.complete = False
         """`cache` holds every key with open state: a key missing there has none."""
@@ -92,7 +94,7 @@ class KeyedStates:
         self.index.clear()
         self.cache.clear()
         self.emptied.clear()
-        self.complete = len(states) <= CACHED_KEYS
+        self.complete = len(states) <= self.max_cached
         self._heat()
         gone = []
         for text, state in states:
@@ -136,7 +138,7 @@ class KeyedStates:
         back), else in the store at once."""
         if self._write_back:
             cache = self.cache
-            if text not in cache and len(cache) >= CACHED_KEYS:
+            if text not in cache and len(cache) >= self.max_cached:
                 self.flush()  # the dirty states are only in the cache
                 cache.clear()
                 self.complete = False
@@ -147,7 +149,7 @@ class KeyedStates:
             self.store.put(self.prefix + text, dump_state(state))
             cached = self.cached()
             if cached is not None:
-                if text not in cached and len(cached) >= CACHED_KEYS:
+                if text not in cached and len(cached) >= self.max_cached:
                     cached.clear()
                     self.complete = False
                 cached[text] = state
@@ -182,23 +184,34 @@ class KeyedStates:
         self.emptied.clear()
         return self.index.due(bound)
 
-    def finish_close(self, bound: int, kept: list[tuple[str, State]]) -> None:
+    def finish_close(self, bound: int, kept: list[tuple[str, State]],
+                     gone: Iterable[str] = ()) -> None:
         """Record a close at ``bound`` after its results were sent: ``kept`` is what each
-        key taken by `start_close` keeps open (empty: nothing)."""
+        key taken by `start_close` keeps open (empty: nothing), ``gone`` the keys taken
+        that keep nothing."""
         self.store.put(CLOSED_KEY, bound)
         self.closed = bound
         cache = self.cached()
+        note, first_due, emptied = self.index.note, self.first_due, self.emptied
         for text, remaining in kept:
             if remaining:
                 if cache is not None:
                     cache[text] = remaining  # the store keeps the closed part until a write
-                self.index.note(text, self.first_due(remaining, bound))
+                note(text, first_due(remaining, bound))
             elif cache is None:
                 self.store.delete(self.prefix + text)
             else:
                 cache.pop(text, None)
-                self.emptied.add(text)
-        if not len(self.index):  # nothing open any more: no record is coming soon
-            for text in self.emptied:
+                emptied.add(text)
+        if cache is None:
+            for text in gone:
                 self.store.delete(self.prefix + text)
-            self.emptied.clear()
+        else:
+            pop = cache.pop
+            for text in gone:
+                pop(text, None)
+            emptied.update(gone)
+        if not len(self.index):  # nothing open any more: no record is coming soon
+            for text in emptied:
+                self.store.delete(self.prefix + text)
+            emptied.clear()

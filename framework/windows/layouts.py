@@ -28,6 +28,7 @@ state is read (`open_part`).
 from __future__ import annotations
 
 import copy
+from functools import reduce
 from typing import Any
 
 from framework.windows.kinds import Hopping, Session, WindowKind
@@ -48,6 +49,8 @@ class Panes:
 
     name = "panes"
     width = 2
+    lag = 0
+    """A window closes ``lag`` after its end (sessions: its end + gap)."""
 
     def __init__(self, kind: Hopping, reducer: Reducer) -> None:
         assert reducer.merge is not None and kind.size_ms % kind.advance_ms == 0
@@ -86,40 +89,42 @@ class Panes:
         return state[i] + self.size  # type: ignore[no-any-return]
 
     def windows(self, state: list[Any], after: int, until: int) -> Closed:
-        """The windows holding records whose end is in ``(after, until]``, oldest first."""
+        """The windows holding records whose end is in ``(after, until]``, oldest first.
+
+        Window ends are multiples of the advance, at least ``size`` (no window starts
+        before 0); the first one holding a pane ``p`` ends at ``p + advance``. A window
+        holding no pane is skipped to the first that holds the next one.
+        """
         size, advance, merge, pure = self.size, self.advance, self.merge, self.pure
         found: Closed = []
         n = len(state)
-        lowest = after - size - (after - size) % advance + advance  # first end > after
-        listed = -advance  # the last window start listed
-        low = 0  # the first pane a window from here on can hold
-        for i in range(0, n, 2):
-            pane = state[i]
-            start = max(0, pane - size + advance, listed + advance, lowest)
-            while start <= pane:
-                end = start + size
-                if end > until:
-                    return found
-                while state[low] < start:
-                    low += 2
+        if not n:
+            return found
+        end = max(state[0] + advance, size, after - after % advance + advance)
+        low = 0  # the first pane the window ending at ``end`` can hold
+        while end <= until:
+            start = end - size
+            while low < n and state[low] < start:
+                low += 2
+            if low == n:
+                break
+            if state[low] >= end:  # no pane in this window: on to the next pane's first
+                end = state[low] + advance
+                continue
+            j = low + 2
+            while j < n and state[j] < end:
+                j += 2
+            if j == low + 2:  # one pane: the result must not change with it
                 aggregate = state[low + 1]
-                j = low + 2
-                if j < n and state[j] < end and pure:  # a new aggregate: nothing to copy
-                    aggregate = merge(aggregate, state[j + 1])
-                    j += 2
-                elif type(aggregate) not in _SCALARS:
-                    aggregate = snapshot(aggregate)  # merged into: the pane stays as it is
-                while j < n and state[j] < end:
-                    aggregate = merge(aggregate, state[j + 1])
-                    j += 2
-                found.append((start, end, aggregate))
-                listed = start
-                start += advance
+                if type(aggregate) not in _SCALARS:
+                    aggregate = snapshot(aggregate)
+            elif pure:  # a new aggregate: nothing to copy
+                aggregate = reduce(merge, state[low + 1:j:2])
+            else:  # merged into: the first pane stays as it is
+                aggregate = reduce(merge, state[low + 3:j:2], snapshot(state[low + 1]))
+            found.append((start, end, aggregate))
+            end += advance
         return found
-
-    def closes_at(self, end: int) -> int:
-        """When a window ending at ``end`` closes."""
-        return end
 
     def touched(self, state: list[Any], ts: int) -> Closed:
         """The windows holding ``ts``, as they are now (emit="update")."""
@@ -149,6 +154,7 @@ class PerWindow:
 
     name = "windows"
     width = 2
+    lag = 0
 
     def __init__(self, kind: Hopping, reducer: Reducer) -> None:
         self.size, self.advance = kind.size_ms, kind.advance_ms
@@ -189,9 +195,6 @@ class PerWindow:
     def needed_until(self, state: list[Any], i: int) -> int:
         return state[i] + self.size  # type: ignore[no-any-return]
 
-    def closes_at(self, end: int) -> int:
-        return end
-
     def touched(self, state: list[Any], ts: int) -> Closed:
         size = self.size
         return [(state[i], state[i] + size, snapshot(state[i + 1]))
@@ -212,7 +215,7 @@ class Sessions:
 
     def __init__(self, kind: Session, reducer: Reducer) -> None:
         assert reducer.merge is not None
-        self.gap = kind.gap_ms
+        self.gap = self.lag = kind.gap_ms
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], int]:
@@ -277,10 +280,6 @@ class Sessions:
         while i < len(state) and state[i + 1] + gap + 1 <= bound:
             i += 3
         return [(state[j], state[j + 1] + 1, state[j + 2]) for j in range(0, i, 3)], state[i:]
-
-    def closes_at(self, end: int) -> int:
-        """When a session result ending at ``end`` (exclusive) closed."""
-        return end + self.gap
 
 
 Layout = Panes | PerWindow | Sessions

@@ -87,12 +87,13 @@ class DueIndex:
     or before ``b``, so whatever is due by a recorded close bound has been handed out.
 
     >>> index = DueIndex()
-    >>> index.note("sa", 50); index.note("sb", 20); index.note("sa", 10)
+    >>> index.note("sa", 50), index.note("sb", 20), index.note("sa", 10), index.note("sa", 30)
+    (50, 20, 10, 10)
     >>> index.next(), index.due(30), index.next()
     (10, [(10, 'sa'), (20, 'sb')], None)
     >>> coarse = DueIndex(granule=100)
-    >>> coarse.note("sa", 101); coarse.note("sb", 150); coarse.next(), coarse.bound(199)
-    (200, 100)
+    >>> coarse.note("sa", 101), coarse.note("sb", 150), coarse.next(), coarse.bound(199)
+    (200, 200, 200, 100)
     """
 
     def __init__(self, granule: int = 1) -> None:
@@ -106,18 +107,23 @@ class DueIndex:
         """The close bound to use for ``bound``: rounded down to the granule."""
         return bound - bound % self.granule if self.granule > 1 else bound
 
-    def note(self, text: str, at: int) -> None:
-        """Key ``text`` has something due at ``at`` (kept if earlier than what it has)."""
+    def note(self, text: str, at: int) -> int:
+        """Key ``text`` has something due at ``at`` (kept if earlier than what it has);
+        the time it is due now."""
         if self.granule > 1:
             at += -at % self.granule
-        if at < self.at.get(text, at + 1):
-            self._place(text, at)
+        was = self.at.get(text)
+        if was is not None and was <= at:
+            return was
+        self._place(text, at)
+        return at
 
-    def move(self, text: str, at: int) -> None:
+    def move(self, text: str, at: int) -> int:
         """Key ``text`` has nothing due before ``at`` any more: its time becomes ``at``,
         also when later (the bucket it leaves skips it from then on).
 
-        >>> index = DueIndex(); index.note("sa", 10); index.move("sa", 40)
+        >>> index = DueIndex(); index.note("sa", 10), index.move("sa", 40)
+        (10, 40)
         >>> index.due(30), index.due(40)
         ([], [(40, 'sa')])
         """
@@ -125,6 +131,7 @@ class DueIndex:
             at += -at % self.granule
         if at != self.at.get(text):
             self._place(text, at)
+        return at
 
     def _place(self, text: str, at: int) -> None:
         """File ``text`` under ``at`` (its earlier bucket, if any, skips it from now on)."""

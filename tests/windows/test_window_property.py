@@ -207,3 +207,24 @@ def on_time_values(events: list[Valued], partitions: int, grace: int) -> list[Va
         if len(times) == partitions:
             watermark = max(watermark or 0, min(times.values()))
     return kept
+
+
+@settings(max_examples=60, deadline=None)
+@given(stream=events, size=st.integers(1, 40), hops=st.integers(1, 4))
+def test_hopping_updates_equal_brute_force_after_every_record(
+        stream: list[Event], size: int, hops: int) -> None:
+    """``emit="update"``: after each on-time record, the windows holding it, with what
+    they counted so far (one partition, grace past every record: none is late)."""
+    advance = max(1, size // hops)  # panes when it divides the size, else per window
+    inputs = [ev(key, ts) for key, ts, _ in stream]
+    result, _ = run(Hopping(size_ms=size, advance_ms=advance, grace_ms=10**4),
+                    [*inputs, mark(END)], emit="update")
+    updates = [row[:4] for row in table(result) if row[4:] == ("update",)]
+    want: list[tuple[Any, ...]] = []
+    seen: list[Event] = []
+    for key, ts, _ in stream:
+        seen.append((key, ts, 0))
+        counts = brute_fixed([event for event in seen if event[0] == key], size, advance)
+        want += sorted((k, start, end, n) for (k, start, end), n in counts.items()
+                       if start <= ts < end)
+    assert updates == want

@@ -3,6 +3,7 @@ reducers, emission on update and the late-record policies (in memory, via run_ta
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from framework.testing import run_task
 from framework.windows import (
     EventTime,
     Hopping,
+    Reducer,
     Session,
     Tumbling,
     WindowError,
@@ -251,6 +253,50 @@ def test_aggregate_merges_sessions_and_updates_by_name() -> None:
         ("a", 10, 11, {"views": 1, "pages": ["/y"]}, "update"),
         ("a", 0, 11, {"views": 3, "pages": ["/x", "/y"]}, "update"),
         ("a", 0, 11, {"views": 3, "pages": ["/x", "/y"]})]
+
+
+def _fold_all(reducer: Reducer, values: list[Any]) -> Any:
+    aggregate_ = reducer.start(values[0])
+    for value in values[1:]:
+        aggregate_ = reducer.add(aggregate_, value)
+    return aggregate_
+
+
+@pytest.mark.parametrize("read", ["fields", "values"])
+def test_aggregate_computes_what_each_of_its_reducers_computes_alone(read: str) -> None:
+    """`aggregate` runs built-in reducers as generated code and others by their functions:
+    its start, add, merge and result agree with each reducer's own, whether a reducer
+    reads a field, a function of the value or the value itself."""
+    if read == "fields":
+        parts = {"n": count(), "s": sum_of("x"), "lo": min_of(lambda v: v["x"] * 2),
+                 "hi": max_of("x"), "m": mean_of(lambda v: v["x"]),
+                 "seen": fold([], lambda seen, v: [*seen, v["x"]],
+                              merge=lambda a, b: [*a, *b])}
+    else:
+        parts = {"n": count(), "s": sum_of(), "lo": min_of(), "hi": max_of(),
+                 "m": mean_of()}
+    stats = aggregate(**parts)
+    assert stats.merge is not None and stats.result is not None
+    rng = random.Random(5)
+    for _ in range(200):
+        numbers = [rng.choice([rng.randint(-9, 9), rng.uniform(-9, 9)])
+                   for _ in range(rng.randint(2, 6))]
+        values = [{"x": x} for x in numbers] if read == "fields" else numbers
+        cut = rng.randint(1, len(values) - 1)
+        halves = [values[:cut], values[cut:]]
+        alone = {name: [_fold_all(reducer, half) for half in halves]
+                 for name, reducer in parts.items()}
+        together = [_fold_all(stats, half) for half in halves]
+        assert together == [[alone[name][i] for name in parts] for i in (0, 1)]
+        merged = stats.merge(*together)
+        assert merged == [reducer.merge(*alone[name])  # type: ignore[misc]
+                          for name, reducer in parts.items()]
+        assert stats.result(merged) == {
+            name: reducer.merge(*alone[name]) if reducer.result is None  # type: ignore[misc]
+            else reducer.result(reducer.merge(*alone[name]))  # type: ignore[misc]
+            for name, reducer in parts.items()}
+    with pytest.raises(KeyError, match="'x'"):
+        aggregate(n=count(), s=sum_of("x")).add([1, 2], {"y": 1})
 
 
 def test_aggregate_without_merge_keeps_per_window_state() -> None:
