@@ -124,6 +124,7 @@ class Host:
         self._parked_asked: int | None = None  # the epoch whose parked tasks we asked about
         self._leading: tuple[str, dict[str, Member]] | None = None
         """The round this host leads: its id and hosts (the model is built after it)."""
+        self._renew_member = False
         self._awaiting: tuple[str, float] | None = None
         """The round whose model this host waits for, and until when."""
         self._incremental = incremental_rebalances(config)
@@ -304,9 +305,7 @@ class Host:
                 if self.replicas is not None:
                     await self.replicas.stop()
                     self.replicas = None
-                if self.model is not None:
-                    ids = set(self.supervisor.pids())
-                    running = {t.name for t in self.model.tasks.values() if t.worker in ids}
+                running = self._running_tasks()
             else:
                 log.info("host %r: rebalance: stopping workers and replicas", self.name)
                 if self._reporter is not None:
@@ -317,6 +316,13 @@ class Host:
             if self._reporter is not None:
                 self._reporter.before_restore(positions)
             return self._member(positions)
+
+    def _running_tasks(self) -> set[str]:
+        """Tasks this host's running workers process (incremental: current copies)."""
+        if self.model is None or not self._incremental:
+            return set()
+        ids = set(self.supervisor.pids())
+        return {t.name for t in self.model.tasks.values() if t.worker in ids}
 
     def _member(self, positions: dict[str, dict[str, StorePosition]]) -> Member:
         return Member(self.name, self.config.workers, os.getpid(), self.machine,
@@ -436,6 +442,14 @@ class Host:
         """After the round: its leader builds and publishes the model (its heartbeats go
         on meanwhile) and runs it; the others wait for it (`_await_round_model`)."""
         leading, self._leading = self._leading, None
+        if self.model is not None and round_id == self.model.round_id:
+            # No new round was held: the group answered this member's rejoin with the
+            # current assignment (tansu does, unless its members change). A new member
+            # changes them: the next pass rejoins as one.
+            log.info("host %r: the group answered with the current round's assignment; "
+                     "rejoining as a new member for a new round", self.name)
+            self._renew_member = True
+            return
         if leading is None or leading[0] != round_id:
             self._awaiting = (round_id, time.monotonic() + lead_timeout_ms(self.config) / 1000)
             await self._await_round_model()
@@ -510,6 +524,12 @@ class Host:
     async def _tick(self) -> None:
         assert self._membership is not None and self._reporter is not None
         now = time.monotonic()
+        if self._renew_member:
+            self._renew_member = False
+            self._incarnation += 1
+            await self._membership.rejoin_as_new(self._member(self._positions(
+                self._running_tasks())))
+            return
         if self._rejoin_at is not None and now >= self._rejoin_at and self.model is not None \
                 and self.model.parked:  # a round now would park them again: probe after
             self._rejoin_at = now + self.config.coordinator.probing_rebalance_interval_ms / 1000

@@ -41,6 +41,9 @@ class HostReporter:
         self._model: JobModel | None = None
         self._stopped: dict[str, int] = {}
         """Gained task → when its previous host stopped it (that host's `revoked_ms`)."""
+        self._carried: dict[str, int] = {}
+        """Unavailability measured at the first model of an incremental rebalance, kept by
+        its follow-up (which measures the tasks it places)."""
         self._quiet = False
         """The last model moved no task to or from this host: what moved before (and how
         long it was unavailable) stays in the report."""
@@ -72,6 +75,7 @@ class HostReporter:
                   previous.tasks else "" for t in active if t not in before}
         lost = sorted(before - set(active))
         self._quiet = kept and not gained and not lost
+        self._carried = {}
         hosts = (await read_state(self.meta, self.config)).hosts if gained else {}
         if not self._quiet:
             self._stopped = {}
@@ -119,7 +123,8 @@ class HostReporter:
                     for task in self.report.active}
         self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
                               restored=restored, unavailable_ms=self.report.unavailable_ms
-                              if self._quiet else self._unavailable(current),
+                              if self._quiet else {**self._carried,
+                                                   **self._unavailable(current)},
                               restore_ends={t: sum(after.get(t, {}).values())
                                             for t in self.report.active},
                               resumed_ms=max(r.resumed_ms or 0 for r in current.values()))
@@ -140,6 +145,12 @@ class HostReporter:
                   for t in active if t not in before}
         lost = sorted(before - set(active))
         self._quiet = not gained and not lost
+        self._carried = {}
+        if previous is not None and previous.parked and not self._quiet:
+            # the follow-up of the rebalance that parked them: one rebalance, one report
+            self._carried = dict(self.report.unavailable_ms)
+            gained = {**self.report.gained, **gained}
+            lost = sorted(set(self.report.lost) | set(lost))
         if not self._quiet:
             self._stopped = {t: previous.created_ms for t in gained
                              if previous is not None and t in previous.parked}
@@ -166,6 +177,8 @@ class HostReporter:
         result: dict[str, int] = {}
         for report in current.values():
             for task in report.tasks:
+                if task in self._carried:  # measured in the first model of its rebalance
+                    continue
                 came_from = self.report.gained.get(task)
                 if came_from is None:
                     stopped = here

@@ -59,7 +59,7 @@ commit_interval_ms = 200
 [coordinator]
 monitor_interval_ms = 1000
 worker_stop_timeout_ms = 5000
-session_timeout_ms = 6000
+session_timeout_ms = 10000
 probing_rebalance_interval_ms = 2000
 rebalances = "{rebalances}"
 
