@@ -2,7 +2,8 @@
 rebalancing, measured in each task's own progress.
 
     python -m bench.rebalance_gaps [--rounds 1] [--rate 1000] [--tasks 24] [--workers 2]
-                                   [--bootstrap HOST:PORT]
+                                   [--bootstrap HOST:PORT] [--modes incremental,eager]
+                                   [--keep DIR]
 
 Apache Kafka on 127.0.0.1 (`tests/kafka_broker.py`) unless ``--bootstrap``. Per round and
 mode (``coordinator.rebalances = "incremental"``, then ``"eager"``, on a fresh job): 3
@@ -23,7 +24,8 @@ at-least-once replays only) before it counts.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
+import itertools
 import json
 import os
 import sys
@@ -36,30 +38,26 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "hosts"), str(ROOT / "tests")]
-from hostjobs import Hosts, SteadyInput, outputs_job, state, wait_for  # noqa: E402
+from hostjobs import Hosts, SteadyInput, outputs_job, read_on, state, wait_for  # noqa: E402
 from jobs.harness import Workload, replay_problems  # noqa: E402
 from kafka_broker import start_kafka  # noqa: E402
 
 from framework.drill.hosts import settled  # noqa: E402
 from framework.drill.verify import read_stream  # noqa: E402
 from framework.metadata import CoordinatorState  # noqa: E402
-from framework.systems import open_system  # noqa: E402
+from framework.systems.base import System  # noqa: E402
 
 MODES = ("incremental", "eager")
 
 
 def _outputs(hosts: Hosts) -> list[dict[str, Any]]:
-    async def read() -> list[dict[str, Any]]:
-        config = hosts.config
-        system = open_system(config.system("kafka"))
-        await system.start()
-        try:
-            rows = await read_stream(system, f"{config.inputs[0].split('.', 1)[1]}-sums")
-        finally:
-            await system.close()
+    config = hosts.config
+
+    async def read(system: System) -> list[dict[str, Any]]:
+        rows = await read_stream(system, f"{config.inputs[0].split('.', 1)[1]}-sums")
         return [{"key": k.decode(), **json.loads(v)} for part in rows.values()
                 for k, v in part]
-    return asyncio.run(read())
+    return read_on(config, read)
 
 
 def _gaps(found: list[dict[str, Any]], since: float, until: float) -> dict[int, float]:
@@ -71,6 +69,21 @@ def _gaps(found: list[dict[str, Any]], since: float, until: float) -> dict[int, 
             stamps[output["p"]].append(output["t"])
     return {p: max((b - a for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False)),
                    default=until - since) for p, ts in stamps.items()}
+
+
+def _gap_starts(found: list[dict[str, Any]], since: float, until: float
+                ) -> dict[int, float]:
+    """Task → when its longest gap in [``since``, ``until``] began."""
+    stamps: dict[int, list[float]] = defaultdict(list)
+    for output in found:
+        if since <= output["t"] <= until:
+            stamps[output["p"]].append(output["t"])
+    starts = {}
+    for p, ts in stamps.items():
+        ts.sort()
+        pairs = list(itertools.pairwise(ts)) or [(since, until)]
+        starts[p] = max(pairs, key=lambda pair: pair[1] - pair[0])[0]
+    return starts
 
 
 def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
@@ -126,11 +139,15 @@ def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, worke
     for case, since, end, old, new in (("join", join_at, join_end, three, joined),
                                        ("leave", leave_at, leave_end, joined, left)):
         gaps = _gaps(found, since, end)
+        starts = _gap_starts(found, since, end)
         was, now = _owners(old), _owners(new)
         stayed = [g for p, g in gaps.items() if was.get(p) == now.get(p)]
         moved = [g for p, g in gaps.items() if was.get(p) != now.get(p)]
         figures[f"{case} stayed gap ms"] = max(stayed, default=0) * 1000
         figures[f"{case} moved gap ms"] = max(moved, default=0) * 1000
+        worst = max(gaps, key=lambda p: gaps[p]) if gaps else None
+        if worst is not None:
+            figures[f"{case} worst gap at +ms"] = (starts[worst] - since) * 1000
     figures["a,b workers restarted"] = sum(
         1 for w, pid in _pids(left, "ab").items() if before.get(w) != pid)
     return figures
@@ -143,13 +160,18 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--bootstrap", help="HOST:PORT of a broker (default: start Kafka)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="which of incremental,eager to run (default both)")
+    parser.add_argument("--keep", help="keep the hosts' folders and logs under this folder")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="sampan-bench-rebalance-") as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = args.keep or stack.enter_context(tempfile.TemporaryDirectory(
+            prefix="sampan-bench-rebalance-"))
         broker = None if args.bootstrap else start_kafka(Path(tmp) / "kafka")
         bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
         try:
             for number in range(args.rounds):
-                for mode in MODES:
+                for mode in args.modes.split(","):
                     figures = _round(bootstrap, Path(tmp) / f"{mode}-{number}", mode,
                                      args.rate, args.tasks, args.workers)
                     print(f"round {number + 1} {mode}: " + ", ".join(

@@ -16,9 +16,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jobs.harness import Workload
 from polling import poll
@@ -27,9 +27,10 @@ from framework.config import JobConfig, load_config
 from framework.drill.hosts_job import HostProcesses, write_job
 from framework.metadata import CoordinatorState, read_state
 from framework.systems import open_system
-from framework.systems.base import ProducerRecord
+from framework.systems.base import ProducerRecord, System
 
 HERE = Path(__file__).resolve().parent
+T = TypeVar("T")
 CLI = [sys.executable, "-m", "framework.cli"]
 
 
@@ -44,40 +45,18 @@ def outputs_job(folder: Path, bootstrap: str, name: str, *, tasks: int, workers:
                 task: str = "sum_task:SumTask", rebalances: str = "incremental") -> Path:
     """tests/jobs' per-key running sum (an output per record: its running sum and the
     key's record number ``n``) over ``kafka.<name>-in`` with ``tasks`` partitions,
-    ``workers`` per host; the task module is copied next to the job file."""
-    folder.mkdir(parents=True, exist_ok=True)
+    ``workers`` per host, session timeout 10 s, the default recovery lag; the task module
+    is copied next to the job file."""
+    path = write_job(folder, bootstrap, name, partitions=tasks, standbys=0,
+                     session_timeout_ms=10000)
     shutil.copy(HERE.parent / "jobs" / "sum_task.py", folder / "sum_task.py")
-    path = folder / "job.toml"
-    path.write_text(f"""\
-[job]
-name = "{name}"
-task = "{task}"
-inputs = ["kafka.{name}-in"]
-workers = {workers}
-commit_interval_ms = 200
-
-[coordinator]
-monitor_interval_ms = 1000
-worker_stop_timeout_ms = 5000
-session_timeout_ms = 10000
-probing_rebalance_interval_ms = 2000
-rebalances = "{rebalances}"
-
-[systems.kafka]
-type = "kafka"
-bootstrap = "{bootstrap}"
-
-[streams."kafka.{name}-in"]
-partitions = {tasks}
-key_serde = "string"
-value_serde = "json"
-
+    text = path.read_text().replace(
+        'task = "framework.drill.sum_task:SumTask"', f'task = "{task}"').replace(
+        "workers = 1\n", f"workers = {workers}\n").replace(
+        "acceptable_recovery_lag = 0\n", f'rebalances = "{rebalances}"\n')
+    path.write_text(text + f"""
 [streams."kafka.{name}-in-sums"]
 partitions = 4
-key_serde = "string"
-value_serde = "json"
-
-[stores.totals]
 key_serde = "string"
 value_serde = "json"
 """)
@@ -176,15 +155,20 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
         poll(started)
 
 
-def state(config: JobConfig) -> CoordinatorState:
-    async def read() -> CoordinatorState:
-        meta = open_system(config.system("kafka"))
-        await meta.start()
+def read_on(config: JobConfig, read: Callable[[System], Awaitable[T]]) -> T:
+    """``read`` on the job's Kafka system, opened for it and closed after."""
+    async def run() -> T:
+        system = open_system(config.system("kafka"))
+        await system.start()
         try:
-            return await read_state(meta, config)
+            return await read(system)
         finally:
-            await meta.close()
-    return asyncio.run(read())
+            await system.close()
+    return asyncio.run(run())
+
+
+def state(config: JobConfig) -> CoordinatorState:
+    return read_on(config, lambda meta: read_state(meta, config))
 
 
 def produce(config: JobConfig, truth: Counter[str], count: int, keys: int, start: int = 0

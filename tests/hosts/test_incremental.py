@@ -6,20 +6,18 @@ input record with its running sum, in order per key, at-least-once replays only.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
-from hostjobs import CLI, Hosts, SteadyInput, outputs_job, state, wait_for
+from hostjobs import CLI, Hosts, SteadyInput, outputs_job, read_on, state, wait_for
 from jobs.harness import Workload, outputs, replay_problems
 
 from framework.config import JobConfig
 from framework.drill.hosts import settled
 from framework.metadata import CoordinatorState
-from framework.systems import open_system
 
 TASKS = 8
 
@@ -30,14 +28,7 @@ def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
 
 
 def _outputs(config: JobConfig) -> dict[str, list[dict[str, int]]]:
-    async def read() -> dict[str, list[dict[str, int]]]:
-        system = open_system(config.system("kafka"))
-        await system.start()
-        try:
-            return await outputs(system, config)
-        finally:
-            await system.close()
-    return asyncio.run(read())
+    return read_on(config, lambda system: outputs(system, config))
 
 
 @pytest.mark.parametrize("broker", ["kafka_broker", "tansu_broker"])
