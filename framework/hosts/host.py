@@ -199,8 +199,11 @@ class Host:
 
     async def _runs_current_model(self, worker_id: int) -> bool:
         """Whether this host's model is the job's current one and places ``worker_id`` here
-        (a worker fenced by a model this host has not applied yet waits for it)."""
+        (a worker fenced by a model this host has not applied yet waits for it) and no
+        rebalance is under way (its model decides: an eager one stopped the workers)."""
         if self.model is None or worker_id not in self.model.hosts.get(self.name, ()):
+            return False
+        if self._membership is None or self._membership.in_round or self._awaiting:
             return False
         assert self._meta is not None
         return await self._meta.fenced_epoch(self.config.name) == self.model.epoch
