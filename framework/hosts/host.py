@@ -166,8 +166,7 @@ class Host:
         await self._start_missing()
         assert self._reporter is not None and self._membership is not None
         await self._reporter.in_place(latest, previous, self._active(latest))
-        if self._membership.leader:
-            self._pause_epoch = latest.epoch
+        self._note_pause(latest)
 
     def _note_pause(self, model: JobModel) -> None:
         """The leader closes the pause of the expansion at ``model``'s epoch, or of an

@@ -71,8 +71,9 @@ class HostReporter:
             self.report = replace(self.report, revoked_ms=None)
         before = set(self.report.active) if (
             kept or self.report.revoked_ms is not None) else set()
-        gained = {t: (previous.host_of(t) or "") if previous is not None and t in
-                  previous.tasks else "" for t in active if t not in before}
+        gained = {t: (previous.parked.get(t) or previous.host_of(t) or "")
+                  if previous is not None and t in previous.tasks else ""
+                  for t in active if t not in before}
         lost = sorted(before - set(active))
         self._quiet = kept and not gained and not lost
         self._carried = {}

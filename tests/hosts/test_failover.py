@@ -72,10 +72,11 @@ def _run_and_kill(hosts: Hosts) -> tuple[Counter[str], list[str], dict[str, Host
     # Incremental: the survivors' workers took b's tasks in place (same processes), and
     # only the tasks they gained stood still.
     assert {w: after.workers[w].pid for w in pids} == pids
-    # What moved, and how long each task stood still: b's tasks (read before the kill; a
-    # follow-up publishing meanwhile may have given b one more, counted as b's too).
+    # What moved, and how long each task stood still: b's tasks (read before the kill),
+    # and any task a rebalance was handing over when b died (from the host releasing it).
     moved = {t: h for r in survivors.values() for t, h in r.gained.items()}
-    assert set(moved.values()) == {"b"} and set(killed) <= set(moved)
+    assert set(killed) <= {t for t, h in moved.items() if h == "b"}
+    assert set(moved.values()) <= {"a", "b", "c"}
     for report in survivors.values():
         assert report.lost == []
         assert set(report.unavailable_ms) == set(report.gained)
@@ -153,14 +154,13 @@ def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
         truth, killed, reports, epoch = _run_and_kill(hosts)
         config = hosts.config
         for task, report in _moved(reports, killed).items():
-            # no standby: a full restore, or a delta one from a copy the survivor kept of
-            # the task when it ran it before (a host that started first runs every task)
+            # no standby: a full restore, or one from a copy the survivor kept of the task
+            # when it ran it before (a host that started first runs every task): the
+            # records written since (delta), or none when it is still current
             mode = report.restore_modes[f"{task}/totals"]
-            assert mode in ("full", "delta")
-            if mode == "full":
-                assert report.restored[task] == report.restore_ends[task] > 0
-            else:
-                assert 0 < report.restored[task] < report.restore_ends[task]
+            restored, end = report.restored[task], report.restore_ends[task]
+            assert (mode, restored == end, restored == 0) in (
+                ("full", True, False), ("delta", False, False), ("none", False, True))
 
         # A second "a" on this machine and a's state folder: refused by a's lock file
         # before it opens a store or joins the group.
