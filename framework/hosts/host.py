@@ -434,11 +434,8 @@ class Host:
                 return
             self.refused = DuplicateHostError(answer.refused)
             return
-        if answer.round_id is not None:
-            await self._lead_or_wait(answer.round_id)
-            return
-        assert answer.model is not None
-        await self._run_model(answer.model, answer.probing)
+        assert answer.round_id is not None
+        await self._lead_or_wait(answer.round_id)
 
     async def _lead_or_wait(self, round_id: str) -> None:
         """After the round: its leader builds and publishes the model (its heartbeats go
@@ -543,7 +540,7 @@ class Host:
         await self._await_round_model()
         await self._start_missing()
         await self._advance_follow_up()
-        if self._parked_too_long(now):
+        if self._parked_too_long():
             log.warning("host %r: epoch %d parks tasks %s and no follow-up places them (its "
                         "leader is gone); asking for a rebalance", self.name, self.model.epoch
                         if self.model else 0, ", ".join(sorted(self.model.parked))
@@ -581,7 +578,7 @@ class Host:
                 self._next_monitor = now + 30  # the leader applies or refuses it meanwhile
 
 
-    def _parked_too_long(self, now: float) -> bool:
+    def _parked_too_long(self) -> bool:
         """Whether the current model parks tasks that no follow-up of this host will
         place: a leader without one asks for a rebalance at once, others after
         `PARKED_GRACE_S` (once per epoch)."""

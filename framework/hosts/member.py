@@ -10,8 +10,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from framework.jobmodel import JobModel
-
 __all__ = ["Answer", "Member", "StorePosition"]
 
 VERSION = 1
@@ -54,25 +52,22 @@ class Member:
 
 @dataclass(frozen=True)
 class Answer:
-    """The leader's answer to one member: the new job model, or why it was refused."""
+    """The leader's answer to one member: the round whose model to run, or why it was
+    refused."""
 
-    model: JobModel | None = None
-    probing: bool = False
-    """Warmups are restoring: ask for a probing rebalance after the probing interval."""
     refused: str | None = None
     """This member may not join (another host of its name runs); the message says why."""
     other: Member | None = None
     """The member that holds the name, for a refused one."""
     error: str | None = None
-    """The leader failed to build a model; members rejoin after a while."""
+    """The member's metadata or assignment was unreadable; it rejoins after a while."""
     round_id: str | None = None
     """The leader publishes this round's model after the round (off the group protocol's
     path): run the model that carries this id (`JobModel.round_id`) once it is published."""
 
     def to_bytes(self) -> bytes:
         return json.dumps({
-            "v": VERSION, "model": self.model.to_json() if self.model else None,
-            "probing": self.probing, "refused": self.refused, "error": self.error,
+            "v": VERSION, "refused": self.refused, "error": self.error,
             "round_id": self.round_id,
             "other": json.loads(self.other.to_bytes()) if self.other else None,
         }, sort_keys=True).encode()
@@ -81,8 +76,7 @@ class Answer:
     def from_bytes(cls, raw: bytes) -> Answer:
         data = json.loads(raw)
         return cls(
-            model=JobModel.from_json(data["model"]) if data.get("model") else None,
-            probing=bool(data.get("probing")), refused=data.get("refused"),
-            error=data.get("error"), round_id=data.get("round_id"),
+            refused=data.get("refused"), error=data.get("error"),
+            round_id=data.get("round_id"),
             other=Member.from_bytes(json.dumps(data["other"]).encode())
             if data.get("other") else None)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from framework.config import JobConfig
+from framework.hosts.handover import previous_host
 from framework.hosts.member import StorePosition
 from framework.jobmodel import JobModel
 from framework.metadata import HostReport, HostState, WorkerReport, publish_host_report, read_state
@@ -28,6 +29,14 @@ POLL_S = 0.5
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _gained(previous: JobModel | None, active: Sequence[str], before: set[str]
+            ) -> dict[str, str]:
+    """Task active here now and not before → the host it ran on or was released by in
+    ``previous`` ("" if none)."""
+    return {t: (previous_host(previous, t) or "") if previous is not None else ""
+            for t in active if t not in before}
 
 
 class HostReporter:
@@ -71,9 +80,7 @@ class HostReporter:
             self.report = replace(self.report, revoked_ms=None)
         before = set(self.report.active) if (
             kept or self.report.revoked_ms is not None) else set()
-        gained = {t: (previous.parked.get(t) or previous.host_of(t) or "")
-                  if previous is not None and t in previous.tasks else ""
-                  for t in active if t not in before}
+        gained = _gained(previous, active, before)
         lost = sorted(before - set(active))
         self._quiet = kept and not gained and not lost
         self._carried = {}
@@ -141,9 +148,7 @@ class HostReporter:
         ``previous`` parked it (its publication) until its worker here ran it."""
         self._model = model
         before = set(self.report.active)
-        gained = {t: (previous.parked.get(t) or previous.host_of(t) or "")
-                  if previous is not None and t in previous.tasks else ""
-                  for t in active if t not in before}
+        gained = _gained(previous, active, before)
         lost = sorted(before - set(active))
         self._quiet = not gained and not lost
         self._carried = {}

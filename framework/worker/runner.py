@@ -73,6 +73,16 @@ FENCE_CHECK_IDLE_S = 0.2
 until the model of the new count arrives, and a model taken in place ends that wait."""
 
 
+def _close_stores(instance: TaskInstance) -> None:
+    """Close every store of ``instance``; a failure is logged, never raised (it must not
+    mask what stopped the task)."""
+    for name, store in instance.stores.items():
+        try:
+            store.close()
+        except Exception as error:
+            log.warning("closing store %r of task %r failed: %s", name, instance.name, error)
+
+
 def _store_positions(committer: Committer) -> dict[str, dict[str, int]]:
     """Task → store → changelog offset its local store holds: the coordinator's view of
     this worker's local state, for restore-gap-aware placement."""
@@ -251,11 +261,11 @@ class Worker:
                 f"the job model of epoch {model.epoch} was built from another version of "
                 f"{self.config.path}; restart the coordinator (`sampan run`) so it publishes "
                 f"a model for this config")
-        if self.worker_id not in model.worker_ids():
-            ids = model.worker_ids()
+        ids = model.worker_ids()
+        if self.worker_id not in ids:
             raise JobModelError(
                 f"worker {self.worker_id} is not part of epoch {model.epoch}, which has "
-                f"workers {', '.join(map(str, ids)) if model.hosts else f'0..{model.workers - 1}'}")
+                f"workers {', '.join(map(str, ids))}")
         self.model = model
         return model
 
@@ -616,11 +626,7 @@ class Worker:
         self._stages.pop(name, None)
         for key in [k for k in committer.positions if k[0] == name]:
             del committer.positions[key]
-        for store_name, opened_store in instance.stores.items():
-            try:
-                opened_store.close()
-            except Exception as error:
-                log.warning("closing store %r of task %r failed: %s", store_name, name, error)
+        _close_stores(instance)
 
     async def _open_added(self, task_model: TaskModel
                           ) -> tuple[Checkpoint | None, OpenedStores]:
@@ -680,12 +686,7 @@ class Worker:
         for consumer in self._consumers.values():
             await _closing(consumer.close(), "a consumer")
         for instance in self.instances:
-            for name, store in instance.stores.items():
-                try:
-                    store.close()
-                except Exception as error:
-                    log.warning("closing store %r of task %r failed: %s", name, instance.name,
-                                error)
+            _close_stores(instance)
         for system in self.systems.values():
             await _closing(system.close(), f"system {system.name!r}")
 
