@@ -42,10 +42,9 @@ from framework.hosts.replicas import Replicas
 from framework.hosts.reporting import HostReporter
 from framework.jobmodel import JobModel
 from framework.metadata import (
+    CoordinatorReader,
     ensure_coordinator_stream,
     publish_model,
-    read_latest_model,
-    read_state,
 )
 from framework.stores import RocksDBEngine, store_path
 from framework.systems import open_system
@@ -106,6 +105,7 @@ class Host:
         self.refused: SampanError | None = None
         self._lock = asyncio.Lock()
         self._meta: System | None = None
+        self._coordinator: CoordinatorReader | None = None
         self._membership: Membership | None = None
         self._rejoin_at: float | None = None
         self._next_monitor = 0.0
@@ -151,7 +151,7 @@ class Host:
         assert self._membership is not None
         if self._membership.in_round or self._awaiting:  # the round brings its model
             return
-        latest = await read_latest_model(self._meta, self.config)
+        latest = await self._reader().latest_model()
         if latest is None or latest.epoch <= self.model.epoch or latest.in_place_since is None \
                 or latest.in_place_since > self.model.epoch:
             return
@@ -236,15 +236,22 @@ class Host:
         finally:
             lock.release()
 
+    def _reader(self) -> CoordinatorReader:
+        """The host's follower of the coordinator stream (open while the host runs)."""
+        assert self._coordinator is not None
+        return self._coordinator
+
     async def _run(self) -> None:
         failed: BaseException | None = None
         self._meta = meta = open_system(self.config.system(self.config.metadata_system))
         await meta.start()
+        self._coordinator = coordinator = CoordinatorReader(meta, self.config)
         try:
             await check_guarantee(self.config, meta)
             await ensure_coordinator_stream(meta, self.config)
-            self.model = (await read_state(meta, self.config)).model
-            self._reporter = HostReporter(self.config, meta, self.name, self.machine)
+            self.model = await coordinator.latest_model()
+            self._reporter = HostReporter(self.config, meta, coordinator, self.name,
+                                          self.machine)
             session = self.config.coordinator.session_timeout_ms
             self._membership = Membership(
                 meta, self.config.name, self.config.coordinator_ref.stream, self._member({}),
@@ -286,6 +293,7 @@ class Host:
                 with contextlib.suppress(Exception):
                     await self._reporter.finish("failed" if isinstance(failed, Exception)
                                                 else "stopped", failed)
+            await coordinator.close()
             await meta.close()
 
     async def _stop_running(self) -> None:
@@ -474,7 +482,7 @@ class Host:
             return
         round_id, deadline = self._awaiting
         assert self._meta is not None and self._membership is not None
-        latest = await read_latest_model(self._meta, self.config)
+        latest = await self._reader().latest_model()
         if latest is not None and latest.round_id == round_id:
             self._awaiting = None
             await self._run_model(latest, False)
@@ -552,7 +560,7 @@ class Host:
             self._next_pause_check = now + PAUSE_CHECK_S
             assert self._meta is not None
             try:
-                if await close_pause(self._meta, self.config, self._pause_epoch):
+                if await close_pause(self._reader(), self.config, self._pause_epoch):
                     self._pause_epoch = None
             except SampanError as error:
                 log.warning("cannot record the expansion's pause yet (%s)", error)
@@ -600,7 +608,7 @@ class Host:
         self._next_follow_up = time.monotonic() + FOLLOW_UP_CHECK_S
         first, target = self._follow_up
         assert self._meta is not None
-        state = await read_state(self._meta, self.config)
+        state = await self._reader().read()
         if state.model is None or state.model.epoch != first.epoch or (
                 await self._meta.fenced_epoch(self.config.name)) != first.epoch:
             log.info("host %r: epoch %d is no longer current; its follow-up is left to the "

@@ -7,8 +7,12 @@ from __future__ import annotations
 import logging
 
 from framework.config import JobConfig
-from framework.metadata import CoordinatorState, ExpansionRecord, publish_status, read_state
-from framework.systems.base import System
+from framework.metadata import (
+    CoordinatorReader,
+    CoordinatorState,
+    ExpansionRecord,
+    publish_status,
+)
 
 __all__ = ["close_pause", "hosts_resumed_ms"]
 
@@ -32,12 +36,12 @@ def hosts_resumed_ms(state: CoordinatorState, epoch: int) -> int | None:
     return max(r for r in resumed if r is not None)
 
 
-async def close_pause(meta: System, config: JobConfig, epoch: int) -> bool:
+async def close_pause(coordinator: CoordinatorReader, config: JobConfig, epoch: int) -> bool:
     """Record when every host resumed on ``epoch`` (or a later epoch taken in place) in its
     expansion's record; True once there is nothing left to wait for (recorded, no
     expansion at ``epoch``, or a later model workers restarted on came first: its pause
     then stays unknown)."""
-    state = await read_state(meta, config)
+    state = await coordinator.read()
     record: ExpansionRecord | None = next(
         (e for e in state.status.expansions if e.epoch == epoch), None)
     if record is None or record.resumed_ms is not None:
@@ -50,7 +54,7 @@ async def close_pause(meta: System, config: JobConfig, epoch: int) -> bool:
     if resumed is None:
         return False
     record.resumed_ms = resumed
-    await publish_status(meta, config, state.status)
+    await publish_status(coordinator.system, config, state.status)
     log.info("expansion %s: every host resumed on epoch %d; pause %d ms", record.change,
              epoch, resumed - record.detected_ms)
     return True

@@ -14,7 +14,13 @@ from framework.config import JobConfig
 from framework.hosts.handover import previous_host
 from framework.hosts.member import StorePosition
 from framework.jobmodel import JobModel
-from framework.metadata import HostReport, HostState, WorkerReport, publish_host_report, read_state
+from framework.metadata import (
+    CoordinatorReader,
+    HostReport,
+    HostState,
+    WorkerReport,
+    publish_host_report,
+)
 from framework.systems.base import System
 
 __all__ = ["HostReporter"]
@@ -42,9 +48,11 @@ def _gained(previous: JobModel | None, active: Sequence[str], before: set[str]
 class HostReporter:
     """Builds and publishes one host's reports."""
 
-    def __init__(self, config: JobConfig, meta: System, host: str, machine: str) -> None:
+    def __init__(self, config: JobConfig, meta: System, coordinator: CoordinatorReader,
+                 host: str, machine: str) -> None:
         self.config = config
         self.meta = meta
+        self.coordinator = coordinator
         self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining")
         self._before: dict[str, dict[str, StorePosition]] = {}
         self._model: JobModel | None = None
@@ -84,7 +92,7 @@ class HostReporter:
         lost = sorted(before - set(active))
         self._quiet = kept and not gained and not lost
         self._carried = {}
-        hosts = (await read_state(self.meta, self.config)).hosts if gained else {}
+        hosts = (await self.coordinator.read()).hosts if gained else {}
         if not self._quiet:
             self._stopped = {}
         for task, host in gained.items():  # stopped in this round (a failed host did not)
@@ -116,7 +124,7 @@ class HostReporter:
 
     async def _collect_restores(self) -> None:
         assert self._model is not None
-        reports = (await read_state(self.meta, self.config)).workers
+        reports = (await self.coordinator.read()).workers
         current: dict[int, WorkerReport] = {
             w: r for w, r in reports.items()
             if w in self.report.workers and r.epoch == self._model.epoch and r.resumed_ms}

@@ -8,8 +8,9 @@ workers both use this module, so it lives outside both.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,7 +22,7 @@ from framework.metadata.records import (
     WorkerProgress,
     WorkerReport,
 )
-from framework.systems.base import ProducerRecord, System
+from framework.systems.base import Consumer, ProducerRecord, Record, System
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 
@@ -118,19 +119,30 @@ async def _publish_report(
 
 
 async def read_state(system: System, config: JobConfig) -> CoordinatorState:
-    """Replay the coordinator stream: the latest value of every key wins."""
+    """Replay the coordinator stream: the latest value of every key wins (a one-shot read;
+    a long-lived reader follows it with `CoordinatorReader`)."""
     ssp = _coordinator_ssp(config)
-    state = CoordinatorState()
     if ssp.stream not in await system.list_streams():
-        return state
+        return CoordinatorState()
     offsets = (await system.offsets(ssp.stream))[0]
     latest: dict[bytes, bytes] = {}
     async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
-        for record in batch:
-            if record.key is not None and record.value is not None:
-                latest[record.key] = record.value
+        _apply(latest, batch)
+    return _decode(latest)
+
+
+def _apply(latest: dict[bytes, bytes], batch: Sequence[Record]) -> None:
+    for record in batch:
+        if record.key is not None and record.value is not None:
+            latest[record.key] = record.value
+
+
+def _decode(latest: Mapping[bytes, bytes], model: JobModel | None = None) -> CoordinatorState:
+    """The state of the coordinator stream's latest values (fresh objects: callers may
+    change them); ``model``: ``latest``'s model already decoded."""
+    state = CoordinatorState()
     if MODEL_KEY in latest:
-        state.model = JobModel.from_bytes(latest[MODEL_KEY])
+        state.model = model or JobModel.from_bytes(latest[MODEL_KEY])
     if STATUS_KEY in latest:
         state.status = CoordinatorStatus.from_dict(json.loads(latest[STATUS_KEY]))
     for key, value in latest.items():
@@ -144,6 +156,68 @@ async def read_state(system: System, config: JobConfig) -> CoordinatorState:
             state.progress[int(key[len(PROGRESS_PREFIX):])] = WorkerProgress.from_dict(
                 json.loads(value))
     return state
+
+
+class CoordinatorReader:
+    """Follows a job's coordinator stream for a long-lived reader (a worker, a host): each
+    `read` fetches only what was written since the last one, on one consumer kept open,
+    where `read_state` replays the whole stream on a new consumer (a worker taking a newer
+    model in place holds its tasks while it reads). `close` when done."""
+
+    def __init__(self, system: System, config: JobConfig) -> None:
+        self.system = system
+        self._ssp = _coordinator_ssp(config)
+        self._consumer: Consumer | None = None
+        self._next = 0
+        self._latest: dict[bytes, bytes] = {}
+        self._model: tuple[bytes, JobModel] | None = None
+        self._lock = asyncio.Lock()
+
+    async def read(self) -> CoordinatorState:
+        """Everything the coordinator stream holds now (what `read_state` returns)."""
+        async with self._lock:
+            await self._catch_up()
+            return _decode(self._latest, self._latest_model())
+
+    async def latest_model(self) -> JobModel | None:
+        """The newest job model in the coordinator stream, or None if there is none yet."""
+        async with self._lock:
+            await self._catch_up()
+            return self._latest_model()
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            await consumer.close()
+
+    def _latest_model(self) -> JobModel | None:
+        raw = self._latest.get(MODEL_KEY)
+        if raw is None:
+            return None
+        if self._model is None or self._model[0] is not raw:  # models are frozen: kept
+            self._model = (raw, JobModel.from_bytes(raw))
+        return self._model[1]
+
+    async def _catch_up(self) -> None:
+        system, ssp = self.system, self._ssp
+        if self._consumer is None and ssp.stream not in await system.list_streams():
+            return
+        current = (await system.offsets(ssp.stream)).get(ssp.partition)
+        if current is None:
+            return
+        if current.end < self._next:  # deleted and created again: replay the new one
+            self._next, self._latest, self._model = 0, {}, None
+        start = max(self._next, current.oldest)
+        if start >= current.end:
+            return
+        if self._consumer is None:
+            self._consumer = system.consumer()
+        async for batch in read_range(system, ssp, start, current.end,
+                                      consumer=self._consumer):
+            _apply(self._latest, batch)
+            if batch:
+                self._next = batch[-1].offset + 1
+        self._next = max(self._next, current.end)
 
 
 async def read_latest_model(system: System, config: JobConfig) -> JobModel | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from framework.systems.base import (
+    Consumer,
     FetchedRecord,
     OffsetRange,
     RawFetcher,
@@ -30,15 +31,18 @@ async def final_offsets(system: System, stream: str) -> dict[int, OffsetRange]:
 
 
 async def read_range(
-    system: System, ssp: SystemStreamPartition, start: int, end: int, batch: int = 10_000
+    system: System, ssp: SystemStreamPartition, start: int, end: int, batch: int = 10_000,
+    *, consumer: Consumer | None = None,
 ) -> AsyncIterator[Sequence[Record]]:
     """Yield batches of the records of ``ssp`` with ``start <= offset < end``.
 
     Stops at ``end`` even while producers keep writing; offsets dropped by compaction
-    are simply absent.
+    are simply absent. ``consumer``: read on it (reassigned; left open for the next read
+    of a long-lived reader) instead of a consumer of its own.
     """
     partition = ssp.partition
-    async for fetched in _read_fetched(system, ssp, start, end, batch, raw=False):
+    async for fetched in _read_fetched(system, ssp, start, end, batch, raw=False,
+                                       consumer=consumer):
         yield [as_record(partition, record) for record in fetched]
 
 
@@ -54,13 +58,14 @@ async def read_columns_range(
 
 async def _read_fetched(
     system: System, ssp: SystemStreamPartition, start: int, end: int, batch: int, *,
-    raw: bool,
+    raw: bool, consumer: Consumer | None = None,
 ) -> AsyncIterator[Sequence[FetchedRecord]]:
     """The fetched records of ``ssp`` in ``[start, end)``; with ``raw`` as the consumer's
     ``fetch_raw`` returns them where it has one (Kafka: aiokafka's own records, no copy)."""
     if start >= end:
         return
-    consumer = system.consumer()
+    owned = consumer is None
+    consumer = system.consumer() if consumer is None else consumer
     fetch: Callable[[int, int], Awaitable[Mapping[SystemStreamPartition,
                                                   Sequence[FetchedRecord]]]]
     fetch = consumer.fetch_raw if raw and isinstance(consumer, RawFetcher) else consumer.fetch
@@ -86,4 +91,5 @@ async def _read_fetched(
                 return
             position = last + 1
     finally:
-        await consumer.close()
+        if owned:
+            await consumer.close()

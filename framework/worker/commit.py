@@ -93,6 +93,8 @@ class PreparedCommit:
     """Task → (outputs sent, dead letters and other raw records), for the metrics."""
     other_written: bool = False
     """Records to systems other than the metadata system were written (at-least-once)."""
+    number: int = 0
+    """The how-manieth commit this committer prepared (`Committer.landed`)."""
     landed: list[RecordPosition] | None = None
     """Without atomic commits or transactions: the metadata system's records were written
     (at these positions) and only the checkpoints are left."""
@@ -128,6 +130,11 @@ class Committer:
         self._changelog_partition = changelog_partition
         self.positions = changelog_positions  # (task, store) -> changelog position
         self.commits = 0
+        self.prepared = 0
+        """Commits prepared so far (the last one's `PreparedCommit.number`)."""
+        self.landed = 0
+        """The number of the last commit that landed: commits land in the order they were
+        prepared (one in flight; a refused one is written again before the next)."""
         meta = self._meta
         self._transactions = (meta if config.guarantee == "exactly-once"
                               and not meta.atomic_commit and isinstance(meta, Transactional)
@@ -176,16 +183,19 @@ class Committer:
         """The epoch this worker's commits are written at (checked against the fence)."""
         return self._epoch
 
-    async def retry_at(self, epoch: int) -> None:
+    async def retry_at(self, epoch: int, *, wait: bool = True) -> None:
         """Commit at ``epoch`` from now on (a newer model this worker took in place),
         writing again the commit the fence refused, if any: a refusal comes before the
-        checkpoints are written, so nothing of it is lost or written twice."""
+        checkpoints are written, so nothing of it is lost or written twice. ``wait``
+        False: the rewrite is the commit in flight (`settle` waits for it)."""
         await self.settle()
         self._epoch = epoch
         refused, self.refused = self.refused, None
         if refused is not None:
             log.info("writing again at epoch %d the commit the fence refused", epoch)
-            await self.write(refused)
+            self._inflight = asyncio.ensure_future(self.write(refused))
+            if wait or self._meta.atomic_commit:
+                await self.settle()
 
     async def abandon(self) -> None:
         """Let a commit in flight finish without raising (the worker is leaving anyway)."""
@@ -208,7 +218,8 @@ class Committer:
         positions are needed (``CommitRequest.positions``), not one per output.
         """
         meta = self._config.metadata_system
-        commit = PreparedCommit(list(instances))
+        self.prepared += 1
+        commit = PreparedCommit(list(instances), number=self.prepared)
         outputs: list[Outgoing] = []
         rows = self._row_systems
         for instance in instances:
@@ -311,6 +322,7 @@ class Committer:
         for instance in commit.instances:
             instance.committed()
         self.commits += 1
+        self.landed = max(self.landed, commit.number)
 
     def _predict(self, writes: list[_StoreWrites]) -> dict[tuple[str, str], int]:
         return {(w.instance.name, w.store): self.positions.get((w.instance.name, w.store), 0)

@@ -24,10 +24,10 @@ from framework.errors import (
 from framework.inputs_check import start_positions
 from framework.jobmodel import BarrierStage, JobModel, TaskModel
 from framework.metadata import (
+    CoordinatorReader,
     RestoreStop,
     WorkerReport,
     publish_worker_report,
-    read_latest_model,
 )
 from framework.metrics import WorkerMetrics
 from framework.stores.buffer import TaskStore
@@ -155,6 +155,17 @@ class Worker:
         self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
         self._adding: dict[str, asyncio.Future[tuple[Checkpoint | None, OpenedStores]]] = {}
         """Tasks added in place whose stores are being opened and restored."""
+        self._coordinator: CoordinatorReader | None = None
+        self._newer: asyncio.Future[InPlaceChange | str] | None = None
+        """The newer model a fence announced, read aside while the tasks go on (no commit
+        until it is taken: `_take_newer_model`)."""
+        self._fenced: FencedError | None = None
+        self._releasing: dict[str, TaskInstance] = {}
+        """Tasks a newer model let go: closed and no longer read, their stores open until
+        the commit carrying their last writes lands (`_finish_releases`)."""
+        self._release_ticket: int | None = None
+        """The number of that commit once started (`Committer.landed`)."""
+        """Follows the coordinator stream for newer models (opened with the systems)."""
         self._closed = False
         self.busy: Busy | None = None
         """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
@@ -233,6 +244,8 @@ class Worker:
             system = open_system(self.config.system(name))
             await system.start()
             self.systems[name] = system
+        self._coordinator = CoordinatorReader(self.systems[self.config.metadata_system],
+                                              self.config)
 
     async def _wait_for_go(self) -> bool:
         """Whether the prepared worker is to run: ``go()``, unless stopped first."""
@@ -249,8 +262,8 @@ class Worker:
         return told.result()
 
     async def _load(self) -> JobModel:
-        meta = self.systems[self.config.metadata_system]
-        model = self.model or await read_latest_model(meta, self.config)
+        assert self._coordinator is not None
+        model = self.model or await self._coordinator.latest_model()
         if model is None:
             raise JobModelError(
                 f"job {self.config.name!r} has no job model yet in "
@@ -405,6 +418,9 @@ class Worker:
             for future in prefetched.values():
                 future.cancel()
             await asyncio.gather(*prefetched.values(), return_exceptions=True)
+            if self._newer is not None:
+                self._newer.cancel()
+                await asyncio.gather(self._newer, return_exceptions=True)
 
     async def _run_loop(
         self,
@@ -454,9 +470,15 @@ class Worker:
                 self._route()
             if self._stages and self._release_barriers():
                 dirty = True
+            if self._newer is not None and (self._newer.done() or self.stop.is_set() or any(
+                    i.commit_requested or i.buffers_full() or i.shutdown_requested
+                    for i in self.instances)):  # read aside; a commit due waits for it
+                await self._take_newer_model(committer, prefetched)
             now = time.monotonic()
-            if now >= next_fence_check or (  # a stale worker stops without having to commit
-                    not read and now >= next_fence_check - FENCE_CHECK_S + FENCE_CHECK_IDLE_S):
+            fenced = self._newer is not None  # no commit or fence check until it is taken
+            if not fenced and (now >= next_fence_check or (  # a stale worker stops without
+                    not read  # having to commit
+                    and now >= next_fence_check - FENCE_CHECK_S + FENCE_CHECK_IDLE_S)):
                 await self._unless_newer(self._check_fence(), committer, prefetched)
                 next_fence_check = now + FENCE_CHECK_S
             if now >= next_window:
@@ -469,14 +491,22 @@ class Worker:
                                      for i in self.instances)
             wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
             stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
-            if (dirty and (now >= next_commit or wanted)) or (stopping and dirty):
-                dirty = not await self._unless_newer(committer.start(self.instances),
-                                                     committer, prefetched)
+            if self._newer is not None:
+                continue  # fenced: commits wait until the newer model is taken
+            releasing = bool(self._releasing) and self._release_ticket is None
+            if (dirty and (now >= next_commit or wanted)) or (stopping and dirty) or releasing:
+                dirty = not await self._start_commit(committer, prefetched)
                 next_commit = time.monotonic() + interval
             elif committer.written:  # a failed commit stops the worker now
                 await self._unless_newer(committer.settle(), committer, prefetched)
+            if self._releasing:
+                await self._finish_releases(committer)
             if stopping:
                 await self._unless_newer(committer.settle(), committer, prefetched)
+                if self._newer is not None:  # the last commit was refused: write it again
+                    await self._take_newer_model(committer, prefetched)
+                    await committer.settle()
+                await self._finish_releases(committer)
                 for instance in self.instances:
                     await instance.close()
                 return "stopped" if self.stop.is_set() else "task requested shutdown"
@@ -495,29 +525,44 @@ class Worker:
     async def _unless_newer(self, step: Awaitable[None], committer: Committer,
                             prefetched: dict[str, asyncio.Future[Batch]]) -> bool:
         """Run ``step`` (a fence check or a commit); when a newer job model fenced it,
-        take that model in place (`_take_newer_model`) or stop. True when the step went
-        through without a fence."""
+        start reading that model aside (the loop takes it once read: `_take_newer_model`)
+        or, for a worker that runs only the model it was given, stop. True when the step
+        went through without a fence."""
+        assert self.model is not None
         try:
             await step
         except FencedError as fenced:
-            await self._take_newer_model(committer, fenced, prefetched)
+            if not self.in_place:
+                log.warning("worker %d of epoch %d fenced: a newer job model exists; "
+                            "stopping without committing (it runs the model it was given: "
+                            "it restarts on the new one)", self.worker_id, self.model.epoch)
+                raise
+            self._fenced = fenced
+            if self._newer is None:
+                self._newer = asyncio.ensure_future(self._newer_change())
             return False
         return True
 
-    async def _take_newer_model(self, committer: Committer, fenced: FencedError,
+    async def _take_newer_model(self, committer: Committer,
                                 prefetched: dict[str, asyncio.Future[Batch]]) -> None:
-        """Go on under the job's newer model when it only adds partitions to this worker's
-        tasks: a commit the fence refused is written again at the new epoch, tasks that
-        gain partitions are committed and initialised again seeing them (stores stay
-        open), the rest never stop. Otherwise ``fenced`` is raised: the worker stops
-        without committing and its supervisor starts it on the new model."""
+        """Go on under the newer model a fence announced (`_newer`) when the worker can
+        take it in place (`in_place_change`): a commit the fence refused is written again
+        at the new epoch, tasks let go are closed and committed, tasks that gain
+        partitions are committed and initialised again seeing them (stores stay open),
+        tasks added start restoring; the rest never stop. Otherwise the fence's error is
+        raised: the worker stops without committing and its supervisor starts it on the
+        new model."""
         assert self.model is not None and self._task_class is not None
+        assert self._newer is not None and self._fenced is not None
+        newer, fenced = self._newer, self._fenced
+        self._newer = self._fenced = None
         began = time.monotonic()
-        meta = self.systems[self.config.metadata_system]
         closed: set[str] = set()
-        for _ in range(3):  # the model may move on again while this one is taken
-            change = await self._newer_change(meta) if self.in_place else (
-                "it runs the model it was given: it restarts on the new one")
+        reading = committing = 0.0  # seconds: how long each step held the loop (the log)
+        for attempt in range(3):  # the model may move on again while this one is taken
+            step = time.monotonic()
+            change = await (newer if attempt == 0 else self._newer_change())
+            reading += time.monotonic() - step
             if isinstance(change, str):
                 log.warning("worker %d of epoch %d fenced: a newer job model exists; "
                             "stopping without committing (%s)", self.worker_id,
@@ -527,47 +572,75 @@ class Worker:
                 if instance.name in change.dropped and instance.name not in closed:
                     closed.add(instance.name)  # writes and outputs are committed
                     await instance.close()
-            try:
-                await committer.retry_at(change.model.epoch)
-                if change.gained or change.dropped:  # commit what is renewed or let go
-                    await committer.start(self.instances)
+            step = time.monotonic()
+            renews = bool(change.gained)
+            try:  # what is renewed is committed now; tasks let go at the next commit
+                await committer.retry_at(change.model.epoch, wait=renews)
+                if renews:
+                    instances = self._to_commit()
+                    await committer.start(instances)
+                    if len(instances) > len(self.instances):
+                        self._release_ticket = committer.prepared
                     await committer.settle()
             except FencedError as again:
                 fenced = again
                 continue
+            finally:
+                committing += time.monotonic() - step
             break
         else:
             raise fenced
         for instance in self.instances:  # closed for a model that moved on again
             if instance.name in closed - set(change.dropped):
                 await instance.renew(self._task_class(), {})
-        for future in prefetched.values():  # read at the old assignment: read again
-            future.cancel()
-        await asyncio.gather(*prefetched.values(), return_exceptions=True)
-        prefetched.clear()
-        await self._apply_in_place(change, began, committer)
+        if not self._reads_as_before(change):
+            for future in prefetched.values():  # read at the old assignment: read again
+                future.cancel()
+            await asyncio.gather(*prefetched.values(), return_exceptions=True)
+            prefetched.clear()
+        await self._apply_in_place(change, began, committer,
+                                   f"model read {reading * 1000:.0f} ms, commits "
+                                   f"{committing * 1000:.0f} ms")
 
-    async def _newer_change(self, meta: System) -> InPlaceChange | str:
+    def _reads_as_before(self, change: InPlaceChange) -> bool:
+        """Whether this worker reads its inputs under ``change.model`` exactly as now:
+        the same tasks, partitions, barriers, limits and expected partition counts (a
+        rebalance moving tasks of other workers only): no consumer is reassigned."""
+        assert self.model is not None
+        model, current = change.model, self.model
+        return not (change.gained or change.added or change.dropped) and (
+            model.partition_counts == current.partition_counts
+            and model.read_limits() == self._limits and dict(model.holds) == dict(current.holds)
+            and all(model.tasks[i.name].stages == current.tasks[i.name].stages
+                    for i in self.instances))
+
+    async def _newer_change(self) -> InPlaceChange | str:
         """`in_place_change` to the latest model; the fence moves before the model is
         written, so a model not there yet is waited for (up to `MODEL_WAIT_S`)."""
-        assert self.model is not None
+        assert self.model is not None and self._coordinator is not None
         deadline = time.monotonic() + MODEL_WAIT_S
         while True:
-            latest = await read_latest_model(meta, self.config)
+            latest = await self._coordinator.latest_model()
             if (latest is not None and latest.epoch > self.model.epoch) or (
                     time.monotonic() > deadline):
                 return in_place_change(self.model, latest, self.worker_id, self.config.digest)
             await asyncio.sleep(0.1)
 
     async def _apply_in_place(self, change: InPlaceChange, began: float,
-                              committer: Committer) -> None:
+                              committer: Committer, steps: str) -> None:
         """Run ``change.model`` from now on: tasks let go, new partitions, barriers and
         counts; tasks added start restoring aside (`_admit_tasks` runs them); report."""
         assert self._task_class is not None and self._report_base is not None
+        reads_as_before = self._reads_as_before(change)
         model = change.model
         previous, self.model = self.model, model
         for name in change.dropped:
-            await self._drop_task(name, committer)
+            if change.gained:  # committed with the tasks renewed
+                await self._drop_task(name, committer)
+            else:
+                await self._release(name)
+        if self._releasing.keys() & set(change.added):  # given back before it was let go
+            await self._release_now(committer)
         for instance in self.instances:
             gained = change.gained.get(instance.name)
             if gained:
@@ -590,16 +663,16 @@ class Worker:
             if name not in self._adding:
                 self._adding[name] = asyncio.ensure_future(self._open_added(model.tasks[name]))
         self._limits = model.read_limits()
-        self._release_barriers()
-        self._route()
+        if not reads_as_before:
+            self._release_barriers()
+            self._route()
         self.in_place_changes += 1
-        await self.metrics.new_epoch(model.epoch)
         took_ms = int((time.monotonic() - began) * 1000)
         done = [f"task {t} +{len(s)} partitions" for t, s in sorted(change.gained.items())]
         done += [f"task {t} let go" for t in change.dropped]
         done += [f"task {t} added" for t in change.added]
-        log.info("worker %d took job model epoch %d in place (was %d) in %d ms: %s",
-                 self.worker_id, model.epoch, previous and previous.epoch, took_ms,
+        log.info("worker %d took job model epoch %d in place (was %d) in %d ms (%s): %s",
+                 self.worker_id, model.epoch, previous and previous.epoch, took_ms, steps,
                  ", ".join(done) or "nothing changes here")
         self._report_base = replace(  # resumed once the added tasks run (`_admit_tasks`)
             self._report_base, epoch=model.epoch,
@@ -607,10 +680,73 @@ class Worker:
             in_place_changes=self.in_place_changes,
             tasks=[i.name for i in self.instances],
             store_positions=_store_positions(committer))
+        if self._releasing:  # reported once let go: the host hands them over then
+            await self.metrics.new_epoch(model.epoch)
+        else:
+            await asyncio.gather(self.metrics.new_epoch(model.epoch),
+                                 self._report(self._report_base))
+
+    async def _release(self, name: str) -> None:
+        """Stop running task ``name`` (closed by the caller) but keep its stores open
+        until the next commit, which carries its last writes, lands."""
+        await self._cancel_adding(name)
+        instance = next((i for i in self.instances if i.name == name), None)
+        if instance is None:
+            return
+        self.instances.remove(instance)
+        self._journals.pop(name, None)
+        self._stages.pop(name, None)
+        self._releasing[name] = instance
+        self._release_ticket = None  # the next commit carries it
+
+    def _to_commit(self) -> list[TaskInstance]:
+        """The instances the next commit takes: the running ones, and the tasks let go
+        until one commit carrying them started (no later commit may write them)."""
+        if self._releasing and self._release_ticket is None:
+            return [*self.instances, *self._releasing.values()]
+        return self.instances
+
+    async def _start_commit(self, committer: Committer,
+                            prefetched: dict[str, asyncio.Future[Batch]]) -> bool:
+        """`Committer.start` of `_to_commit` (through `_unless_newer`): True when it went
+        through without a fence; a commit that carries tasks let go is their ticket."""
+        instances = self._to_commit()
+        before = committer.prepared
+        went = await self._unless_newer(committer.start(instances), committer, prefetched)
+        if len(instances) > len(self.instances) and committer.prepared > before:
+            self._release_ticket = committer.prepared
+        return went
+
+    async def _finish_releases(self, committer: Committer) -> None:
+        """Close the stores of the tasks let go once their last commit landed; then report
+        the model (the host hands those tasks over once every worker reported it)."""
+        if not self._releasing or self._release_ticket is None or (
+                committer.landed < self._release_ticket):
+            return
+        for name, instance in self._releasing.items():
+            for key in [k for k in committer.positions if k[0] == name]:
+                del committer.positions[key]
+            _close_stores(instance)
+        log.info("worker %d let go of %s (committed)", self.worker_id,
+                 ", ".join(f"task {n}" for n in sorted(self._releasing)))
+        self._releasing, self._release_ticket = {}, None
+        assert self._report_base is not None
+        self._report_base = replace(
+            self._report_base, resumed_ms=None if self._adding else _now_ms(),
+            tasks=[i.name for i in self.instances],
+            store_positions=_store_positions(committer))
         await self._report(self._report_base)
 
-    async def _drop_task(self, name: str, committer: Committer) -> None:
-        """Let task ``name`` go (closed and committed by the caller): close its stores."""
+    async def _release_now(self, committer: Committer) -> None:
+        """Commit the tasks let go now and close their stores (one is taken back)."""
+        if self._release_ticket is None:
+            await committer.start(self._to_commit())
+            self._release_ticket = committer.prepared
+        await committer.settle()
+        await self._finish_releases(committer)
+
+    async def _cancel_adding(self, name: str) -> None:
+        """Stop adding task ``name`` if it is being added; close what it opened."""
         adding = self._adding.pop(name, None)
         if adding is not None:  # still restoring: its stores close as it is cancelled
             adding.cancel()
@@ -618,6 +754,10 @@ class Worker:
                 opened = await adding  # it had finished: close what it opened
                 for store in opened[1].stores.values():
                     store.close()
+
+    async def _drop_task(self, name: str, committer: Committer) -> None:
+        """Let task ``name`` go (closed and committed by the caller): close its stores."""
+        await self._cancel_adding(name)
         instance = next((i for i in self.instances if i.name == name), None)
         if instance is None:
             return
@@ -654,7 +794,8 @@ class Worker:
             admitted = True
         if admitted:
             self._route()
-        if admitted and not self._adding and self._report_base is not None:
+        if admitted and not self._adding and not self._releasing and (
+                self._report_base is not None):
             self._report_base = replace(
                 self._report_base, resumed_ms=_now_ms(), restored=self.restored,
                 restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
@@ -683,9 +824,11 @@ class Worker:
             return
         self._closed = True
         await self.metrics.close()
+        if self._coordinator is not None:
+            await _closing(self._coordinator.close(), "the coordinator stream's reader")
         for consumer in self._consumers.values():
             await _closing(consumer.close(), "a consumer")
-        for instance in self.instances:
+        for instance in [*self.instances, *self._releasing.values()]:
             _close_stores(instance)
         for system in self.systems.values():
             await _closing(system.close(), f"system {system.name!r}")
