@@ -689,13 +689,9 @@ class Worker:
     async def _release(self, name: str) -> None:
         """Stop running task ``name`` (closed by the caller) but keep its stores open
         until the next commit, which carries its last writes, lands."""
-        await self._cancel_adding(name)
-        instance = next((i for i in self.instances if i.name == name), None)
+        instance = await self._unroute(name)
         if instance is None:
             return
-        self.instances.remove(instance)
-        self._journals.pop(name, None)
-        self._stages.pop(name, None)
         self._releasing[name] = instance
         self._release_ticket = None  # the next commit carries it
 
@@ -755,15 +751,22 @@ class Worker:
                 for store in opened[1].stores.values():
                     store.close()
 
-    async def _drop_task(self, name: str, committer: Committer) -> None:
-        """Let task ``name`` go (closed and committed by the caller): close its stores."""
+    async def _unroute(self, name: str) -> TaskInstance | None:
+        """Stop running task ``name`` here (an addition in progress is cancelled): its
+        instance, no longer routed or committed, if it ran."""
         await self._cancel_adding(name)
         instance = next((i for i in self.instances if i.name == name), None)
+        if instance is not None:
+            self.instances.remove(instance)
+            self._journals.pop(name, None)
+            self._stages.pop(name, None)
+        return instance
+
+    async def _drop_task(self, name: str, committer: Committer) -> None:
+        """Let task ``name`` go (closed and committed by the caller): close its stores."""
+        instance = await self._unroute(name)
         if instance is None:
             return
-        self.instances.remove(instance)
-        self._journals.pop(name, None)
-        self._stages.pop(name, None)
         for key in [k for k in committer.positions if k[0] == name]:
             del committer.positions[key]
         _close_stores(instance)

@@ -73,7 +73,8 @@ def test_a_host_joining_and_one_leaving_restart_no_worker_of_the_hosts_that_stay
             # Each moved task was parked by a model of its own before d ran it.
             log = hosts.log("d")
             assert bool(re.search(r"took job model epoch \d+ in place \(was \d+\) in \d+ "
-                                  r"ms \([^)]*\): (task Partition \d+ added(, )?)+", log)) == incremental
+                                  r"ms \([^)]*\): (task Partition \d+ added(, )?)+",
+                                  log)) == incremental
             staying = {w: p for w, p in _pids(joined, "abd").items()}
             assert hosts.terminate("c") == 0  # commits, then leaves the group
             left = wait_for(lambda: (s := settled(state(config), set("abd"),

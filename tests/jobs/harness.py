@@ -285,3 +285,37 @@ def replay_problems(found: dict[str, list[dict[str, int]]], work: Workload) -> l
         if len(first) != len(amounts):
             problems.append(f"{key}: {len(first)} of {len(amounts)} records have an output")
     return problems
+
+
+async def stamped_job(folder: Path, prefix: str, system: str, bootstrap: str | None
+                      ) -> tuple[JobConfig, System, Workload]:
+    """A fresh sum job with stamped outputs (`StampedSumTask`) on ``system``, its metadata
+    system opened, and the workload of its input."""
+    name = f"{prefix}-{system}-{int(time.time() * 1000)}"
+    config = load(write_job(folder, name=name, system=system, bootstrap=bootstrap,
+                            events=name, task="sum_task:StampedSumTask"))
+    return config, await open_meta(config), Workload(keys=40, stream=name)
+
+
+class SteadyFeed:
+    """Steady input to every partition (20 records every 50 ms) until `stop`."""
+
+    def __init__(self, system: System, work: Workload) -> None:
+        self._feeding = True
+        self._task = asyncio.create_task(self._feed(system, work))
+
+    async def _feed(self, system: System, work: Workload) -> None:
+        while self._feeding:
+            await produce(system, work.records(20))
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        self._feeding = False
+        await self._task
+
+
+def processed(worker: Worker, count: int) -> Callable[[], Awaitable[bool]]:
+    """A `wait_until` condition: ``worker`` processed at least ``count`` records."""
+    async def enough() -> bool:
+        return sum(i.processed for i in worker.instances) >= count
+    return enough

@@ -10,7 +10,6 @@ import contextlib
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 from jobs import harness as h
@@ -25,39 +24,16 @@ MODEL_LATE_S = 5.0
 """How long after the fence the newer model is written."""
 
 
-@pytest.fixture(params=["local", "kafka"])
-def where(request: pytest.FixtureRequest) -> tuple[str, str | None]:
-    """The metadata system and, for Kafka, the session broker (sync: it starts its own
-    event loop)."""
-    if request.param == "local":
-        return "local", None
-    return "kafka", request.getfixturevalue("kafka_broker").bootstrap
-
-
 async def test_a_fenced_worker_processes_on_until_the_newer_model_is_written(
         tmp_path: Path, where: tuple[str, str | None]) -> None:
-    system, bootstrap = where
-    name = f"goes-on-{system}-{int(time.time() * 1000)}"
-    config = h.load(h.write_job(tmp_path / "job", name=name, system=system,
-                                bootstrap=bootstrap, events=name,
-                                task="sum_task:StampedSumTask"))
-    meta = await h.open_meta(config)
-    work = h.Workload(keys=40, stream=name)
-    feeding = asyncio.Event()
-    feeding.set()
-
-    async def feed() -> None:  # steady input: 20 records every 50 ms until told to stop
-        while feeding.is_set():
-            await h.produce(meta, work.records(20))
-            await asyncio.sleep(0.05)
-
+    config, meta, work = await h.stamped_job(tmp_path / "job", "goes-on", *where)
     try:
         model = await h.prepare(config, meta)
         worker = Worker(config, 0, in_place=True)
         running = asyncio.create_task(worker.run())
-        producer = asyncio.create_task(feed())
+        feed = h.SteadyFeed(meta, work)
         try:
-            await h.wait_until(_processed(worker, 200), 60, "the worker's first records")
+            await h.wait_until(h.processed(worker, 200), 60, "the worker's first records")
             newer = build_job_model(config, dict(model.partition_counts), model)
             newer = replace(newer, epoch=model.epoch + 1, in_place_since=model.epoch)
             await meta.advance_fence(config.name, newer.epoch, in_place=True)
@@ -71,14 +47,12 @@ async def test_a_fenced_worker_processes_on_until_the_newer_model_is_written(
 
             await h.wait_until(took_it, 60, "the worker taking epoch 2 in place")
             await asyncio.sleep(0.5)
-            feeding.clear()
-            await producer
-            await h.wait_until(_processed(worker, work.count), 60, "every record")
+            await feed.stop()
+            await h.wait_until(h.processed(worker, work.count), 60, "every record")
         finally:
-            feeding.clear()
             worker.stop.set()
             with contextlib.suppress(Exception):
-                await producer
+                await feed.stop()
         result = await running
         assert result.epoch == newer.epoch and worker.in_place_changes == 1
 
@@ -95,8 +69,3 @@ async def test_a_fenced_worker_processes_on_until_the_newer_model_is_written(
     finally:
         await meta.close()
 
-
-def _processed(worker: Worker, count: int) -> Any:
-    async def enough() -> bool:
-        return sum(i.processed for i in worker.instances) >= count
-    return enough

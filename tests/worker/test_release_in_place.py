@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,32 +30,9 @@ pytestmark = pytest.mark.slow
 LET_GO = "Partition 1"
 
 
-@pytest.fixture(params=["local", "kafka"])
-def where(request: pytest.FixtureRequest) -> tuple[str, str | None]:
-    """The metadata system and, for Kafka, the session broker (sync: it starts its own
-    event loop)."""
-    if request.param == "local":
-        return "local", None
-    return "kafka", request.getfixturevalue("kafka_broker").bootstrap
-
-
 async def test_a_task_let_go_is_committed_closed_and_then_reported(
         tmp_path: Path, where: tuple[str, str | None], monkeypatch: pytest.MonkeyPatch) -> None:
-    system, bootstrap = where
-    name = f"let-go-{system}-{int(time.time() * 1000)}"
-    config = h.load(h.write_job(tmp_path / "job", name=name, system=system,
-                                bootstrap=bootstrap, events=name,
-                                task="sum_task:StampedSumTask"))
-    meta = await h.open_meta(config)
-    work = h.Workload(keys=40, stream=name)
-    feeding = asyncio.Event()
-    feeding.set()
-
-    async def feed() -> None:  # steady input to every partition until told to stop
-        while feeding.is_set():
-            await h.produce(meta, work.records(20))
-            await asyncio.sleep(0.05)
-
+    config, meta, work = await h.stamped_job(tmp_path / "job", "let-go", *where)
     try:
         first = await h.prepare(config, meta)
         counts = dict(first.partition_counts)
@@ -81,9 +57,9 @@ async def test_a_task_let_go_is_committed_closed_and_then_reported(
         monkeypatch.setattr(runner, "publish_worker_report", spy)
         worker = Worker(config, 0, in_place=True)
         running = asyncio.create_task(worker.run())
-        producer = asyncio.create_task(feed())
+        feed = h.SteadyFeed(meta, work)
         try:
-            await h.wait_until(_processed(worker, 300), 60, "the worker's first records")
+            await h.wait_until(h.processed(worker, 300), 60, "the worker's first records")
             parked: JobModel = replace(
                 one_host, epoch=one_host.epoch + 1, in_place_since=one_host.epoch,
                 tasks={**one_host.tasks,
@@ -106,10 +82,9 @@ async def test_a_task_let_go_is_committed_closed_and_then_reported(
             reported_at = time.time()
             await asyncio.sleep(2)  # the other tasks go on; the task let go stays let go
         finally:
-            feeding.clear()
             worker.stop.set()
             with contextlib.suppress(Exception):
-                await producer
+                await feed.stop()
         result = await running
         assert result.epoch == parked.epoch and worker.in_place_changes == 1
         assert (await meta.read_checkpoints(config.name))[LET_GO] == checkpoint
@@ -128,8 +103,3 @@ async def test_a_task_let_go_is_committed_closed_and_then_reported(
     finally:
         await meta.close()
 
-
-def _processed(worker: Worker, count: int) -> Callable[[], Awaitable[bool]]:
-    async def enough() -> bool:
-        return sum(i.processed for i in worker.instances) >= count
-    return enough
