@@ -132,10 +132,13 @@ class HostReporter:
             return
         modes: dict[str, str] = {}
         after: dict[str, dict[str, int]] = {}
+        counted: dict[str, int] = {}
         for report in current.values():
             modes.update(report.restore_modes)
             after.update(report.store_positions)
-        restored = {task: await self._restored(task, after.get(task, {}), modes)
+            counted.update(report.restored_tasks)
+        restored = {task: counted[task] if task in counted else
+                    await self._restored(task, after.get(task, {}), modes)
                     for task in self.report.active}
         self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
                               restored=restored, unavailable_ms=self.report.unavailable_ms
@@ -206,7 +209,8 @@ class HostReporter:
 
     async def _restored(self, task: str, after: Mapping[str, int],
                         modes: Mapping[str, str]) -> int:
-        """Changelog records restored for ``task``: from where its copy stood to the end."""
+        """Changelog records restored for ``task``: from where its copy stood to the end
+        (a worker that did not count them itself: `WorkerReport.restored_tasks`)."""
         assert self._model is not None
         partition = self._model.tasks[task].changelog_partition
         total = 0

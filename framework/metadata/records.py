@@ -227,6 +227,8 @@ class WorkerReport(_Record):
     """Newer job models this worker took without restarting (``epoch`` is the last)."""
     in_place_ms: int | None = None
     """How long taking the last of them held this worker's loop (commit, new partitions)."""
+    restored_tasks: dict[str, int] = field(default_factory=dict)
+    """Task → changelog records restored for it at this epoch (started or added here)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

@@ -149,6 +149,7 @@ class Worker:
         self._codec = RecordCodec(config)
         self._policies = ErrorPolicies(config, self._codec)
         self.restored = 0
+        self._restored_tasks: dict[str, int] = {}  # this epoch's, `WorkerReport.restored_tasks`
         self.restore_modes: dict[str, str] = {}  # "task/store" -> none | delta | full
         # errors.process_policy skip/dead-letter: per task, the journal that undoes a
         # failed process() call's store writes.
@@ -190,6 +191,7 @@ class Worker:
             report = WorkerReport(
                 epoch=model.epoch, pid=os.getpid(), started_ms=started_ms,
                 resumed_ms=_now_ms(), restored=self.restored,
+                restored_tasks=dict(self._restored_tasks),
                 restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
                 store_positions=_store_positions(committer))
             self._report_base = report
@@ -306,6 +308,7 @@ class Worker:
         """Add ``task_model``'s instance over its opened stores, initialised (the caller
         routes its input)."""
         self.restored += opened.restored
+        self._restored_tasks[task_model.name] = opened.restored
         self.restore_modes.update({f"{task_model.name}/{s}": m
                                    for s, m in opened.modes.items()})
         instance = TaskInstance(
@@ -674,9 +677,11 @@ class Worker:
         log.info("worker %d took job model epoch %d in place (was %d) in %d ms (%s): %s",
                  self.worker_id, model.epoch, previous and previous.epoch, took_ms, steps,
                  ", ".join(done) or "nothing changes here")
+        self._restored_tasks = {}  # the tasks added now count from here
         self._report_base = replace(  # resumed once the added tasks run (`_admit_tasks`)
             self._report_base, epoch=model.epoch,
-            resumed_ms=None if self._adding else _now_ms(), restored=0, in_place_ms=took_ms,
+            resumed_ms=None if self._adding else _now_ms(), restored=0, restored_tasks={},
+            in_place_ms=took_ms,
             in_place_changes=self.in_place_changes,
             tasks=[i.name for i in self.instances],
             store_positions=_store_positions(committer))
@@ -801,6 +806,7 @@ class Worker:
                 self._report_base is not None):
             self._report_base = replace(
                 self._report_base, resumed_ms=_now_ms(), restored=self.restored,
+                restored_tasks=dict(self._restored_tasks),
                 restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
                 store_positions=_store_positions(committer))
             await self._report(self._report_base)
