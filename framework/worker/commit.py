@@ -187,8 +187,14 @@ class Committer:
         """Commit at ``epoch`` from now on (a newer model this worker took in place),
         writing again the commit the fence refused, if any: a refusal comes before the
         checkpoints are written, so nothing of it is lost or written twice. ``wait``
-        False: the rewrite is the commit in flight (`settle` waits for it)."""
-        await self.settle()
+        False: the rewrite is the commit in flight (`settle` waits for it). A commit still
+        in flight at the old epoch is refused by the same fence: kept and written again."""
+        kept = self.refused is not None
+        try:
+            await self.settle()
+        except FencedError:
+            if kept or self.refused is None:
+                raise  # not this commit's own refusal: the model moved on again
         self._epoch = epoch
         refused, self.refused = self.refused, None
         if refused is not None:

@@ -45,11 +45,20 @@ async def test_a_refused_commit_is_written_again_once_on_kafka(
     await refused_then_written_again(tmp_path, "kafka", kafka_broker.bootstrap, guarantee)
 
 
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+async def test_a_commit_in_flight_when_the_model_is_taken_is_written_again_once(
+        tmp_path: Path, kafka_broker: Any, guarantee: str) -> None:
+    """`retry_at` while the refused commit is still in flight (a worker that noticed the
+    fence at its fence check): the refusal is its own, kept and written again."""
+    await refused_then_written_again(tmp_path, "kafka", kafka_broker.bootstrap, guarantee,
+                                     settled=False)
+
+
 async def refused_then_written_again(tmp_path: Path, system: str, bootstrap: str | None,
-                                     guarantee: str) -> None:
+                                     guarantee: str, *, settled: bool = True) -> None:
     """A commit at epoch 1 refused by epoch 2 (published in place), then `retry_at(2)`."""
     extra = f'guarantee = "{guarantee}"\n'
-    name = f"retry-{system}-{guarantee[:5]}-{os.getpid()}"
+    name = f"retry-{system}-{guarantee[:5]}-{settled:d}-{os.getpid()}"
     config = h.load(h.write_job(tmp_path / "job", name=name, system=system,
                                 bootstrap=bootstrap, job_extra=extra, events=name))
     meta = await h.open_meta(config)
@@ -72,10 +81,13 @@ async def refused_then_written_again(tmp_path: Path, system: str, bootstrap: str
         newer = await publish_model(meta, config, newer, previous=model, in_place=True)
         assert (newer.epoch, newer.in_place_since) == (2, 1)
 
-        with pytest.raises(FencedError, match="commit of epoch 1 refused"):
-            await committer.start([instance])
-            await committer.settle()
-        assert committer.refused is not None
+        if settled:
+            with pytest.raises(FencedError, match="commit of epoch 1 refused"):
+                await committer.start([instance])
+                await committer.settle()
+            assert committer.refused is not None
+        else:
+            await committer.start([instance])  # in flight: the fence refuses it as it lands
         await committer.retry_at(newer.epoch)
         assert committer.refused is None and committer.epoch == 2
 
