@@ -10,12 +10,20 @@ mode (``coordinator.rebalances = "incremental"``, then ``"eager"``, on a fresh j
 hosts × ``--workers`` workers run tests/jobs' per-key running sum over ``--tasks``
 partitions, every output stamped with the time its record was processed; a producer
 writes ``--rate`` records/s throughout. Host d joins (warmups, probing rebalances, then
-tasks move to it); once settled, host c is stopped with SIGTERM. Printed per mode:
+tasks move to it); once settled, host c is stopped with SIGTERM; once settled, host b is
+SIGKILLed with its workers (a failover: its tasks move once its session times out, 10 s).
+Printed per mode:
 
 - the longest gap in the progress of a task that stayed on its host and of one that moved,
-  during the join (d's start → settled with d running tasks, + 1 s) and the leave
-  (SIGTERM → settled, + 1 s) — a task's unavailability plus the producer's spacing;
-- worker processes of a, b (and c, d) restarted (pids that changed).
+  during the join (d's start → settled with d running tasks, + 1 s), the leave
+  (SIGTERM → settled, + 1 s) and the failover (SIGKILL → settled, + 1 s) — a task's
+  unavailability plus the producer's spacing;
+- the longest wait of a record (from its write to its first processing) of a task that
+  stayed and of one that moved, over records first processed in the same span: a task's
+  unavailability plus the normal latency, blind to pauses of the producer (which the gaps
+  count); where the worst stayed wait happened (partition, host, seconds into the span);
+- worker processes of a, b restarted by the join and the leave, and of a by the failover
+  (pids that changed).
 
 Every run is checked record by record (one output per record, running sums in order,
 at-least-once replays only) before it counts.
@@ -86,6 +94,25 @@ def _gap_starts(found: list[dict[str, Any]], since: float, until: float
     return starts
 
 
+def _waits(found: list[dict[str, Any]], since: float, until: float
+           ) -> dict[int, tuple[float, float]]:
+    """Task (its input partition) → the longest wait from a record's write to its first
+    processing, over records first processed in [``since``, ``until``], and when that
+    record was processed (replays after a move are not counted again)."""
+    first: dict[tuple[str, int], dict[str, Any]] = {}
+    for output in found:
+        seen = first.get((output["key"], output["n"]))
+        if seen is None or output["t"] < seen["t"]:
+            first[(output["key"], output["n"])] = output
+    waits: dict[int, tuple[float, float]] = {}
+    for output in first.values():
+        if since <= output["t"] <= until:
+            wait = output["t"] - output["w"] / 1000
+            if wait > waits.get(output["p"], (-1.0, 0.0))[0]:
+                waits[output["p"]] = (wait, output["t"])
+    return waits
+
+
 def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
     return {w: current.workers[w].pid for h in names for w in current.hosts[h].workers}
 
@@ -126,6 +153,11 @@ def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, worke
             left = until("abd", joined.model.epoch if joined.model else 0, lambda s: True)
             time.sleep(1)
             leave_end = time.time()
+            fail_at = time.time()
+            hosts.kill("b")  # its whole process group: host b and its workers at once
+            failed = until("ad", left.model.epoch if left.model else 0, lambda s: True)
+            time.sleep(1)
+            fail_end = time.time()
         wait_for(lambda: len(_outputs(hosts)) >= work.count, 600, "every output", hosts)
         found = _outputs(hosts)
         by_key: dict[str, list[dict[str, int]]] = defaultdict(list)
@@ -137,7 +169,8 @@ def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, worke
         hosts.stop_all()
     figures: dict[str, float] = {}
     for case, since, end, old, new in (("join", join_at, join_end, three, joined),
-                                       ("leave", leave_at, leave_end, joined, left)):
+                                       ("leave", leave_at, leave_end, joined, left),
+                                       ("failover", fail_at, fail_end, left, failed)):
         gaps = _gaps(found, since, end)
         starts = _gap_starts(found, since, end)
         was, now = _owners(old), _owners(new)
@@ -145,11 +178,23 @@ def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, worke
         moved = [g for p, g in gaps.items() if was.get(p) != now.get(p)]
         figures[f"{case} stayed gap ms"] = max(stayed, default=0) * 1000
         figures[f"{case} moved gap ms"] = max(moved, default=0) * 1000
+        waits = _waits(found, since, end)
+        stayed_waits = {p: w for p, w in waits.items() if was.get(p) == now.get(p)}
+        figures[f"{case} stayed wait ms"] = max(
+            (w for w, _ in stayed_waits.values()), default=0) * 1000
+        figures[f"{case} moved wait ms"] = max(
+            (w for p, (w, _) in waits.items() if p not in stayed_waits), default=0) * 1000
+        if stayed_waits:
+            p = max(stayed_waits, key=lambda q: stayed_waits[q][0])
+            print(f"  {case}: worst stayed wait: partition {p} on host {now.get(p)}, "
+                  f"processed at +{stayed_waits[p][1] - since:.1f} s", flush=True)
         worst = max(gaps, key=lambda p: gaps[p]) if gaps else None
         if worst is not None:
             figures[f"{case} worst gap at +ms"] = (starts[worst] - since) * 1000
     figures["a,b workers restarted"] = sum(
         1 for w, pid in _pids(left, "ab").items() if before.get(w) != pid)
+    figures["a workers restarted at the failover"] = sum(
+        1 for w, pid in _pids(failed, "a").items() if before.get(w) != pid)
     return figures
 
 

@@ -72,6 +72,10 @@ FENCE_CHECK_IDLE_S = 0.2
 """How often it asks while its fetches find nothing: where an input grew, reading stops
 until the model of the new count arrives, and a model taken in place ends that wait."""
 
+Adding = tuple[Checkpoint | None, OpenedStores, dict[SystemStreamPartition, int]]
+"""A task added in place, made ready aside: its checkpoint, restored stores and where its
+inputs start (`Worker._open_added`)."""
+
 
 def _close_stores(instance: TaskInstance) -> None:
     """Close every store of ``instance``; a failure is logged, never raised (it must not
@@ -154,13 +158,16 @@ class Worker:
         # errors.process_policy skip/dead-letter: per task, the journal that undoes a
         # failed process() call's store writes.
         self._journals: dict[str, list[tuple[TaskStore, bytes, object, object]]] = {}
-        self._adding: dict[str, asyncio.Future[tuple[Checkpoint | None, OpenedStores]]] = {}
+        self._adding: dict[str, asyncio.Future[Adding]] = {}
         """Tasks added in place whose stores are being opened and restored."""
         self._coordinator: CoordinatorReader | None = None
         self._newer: asyncio.Future[InPlaceChange | str] | None = None
         """The newer model a fence announced, read aside while the tasks go on (no commit
         until it is taken: `_take_newer_model`)."""
         self._fenced: FencedError | None = None
+        self._fence_check: tuple[int, asyncio.Future[None]] | None = None
+        """The loop's fence check in flight (`FENCE_CHECK_S`), answered aside, and the epoch
+        it asks about (an answer for an epoch the worker has left since is dropped)."""
         self._releasing: dict[str, TaskInstance] = {}
         """Tasks a newer model let go: closed and no longer read, their stores open until
         the commit carrying their last writes lands (`_finish_releases`)."""
@@ -304,9 +311,10 @@ class Worker:
             {t.name: t.changelog_partition for t in model.tasks.values()}, changelog_positions)
 
     async def _run_task(self, task_model: TaskModel, checkpoint: Checkpoint | None,
-                        opened: OpenedStores, task_class: type[StreamTask]) -> None:
+                        opened: OpenedStores, task_class: type[StreamTask],
+                        start: dict[SystemStreamPartition, int] | None = None) -> None:
         """Add ``task_model``'s instance over its opened stores, initialised (the caller
-        routes its input)."""
+        routes its input); ``start``: its inputs' start positions when already read."""
         self.restored += opened.restored
         self._restored_tasks[task_model.name] = opened.restored
         self.restore_modes.update({f"{task_model.name}/{s}": m
@@ -314,7 +322,8 @@ class Worker:
         instance = TaskInstance(
             task_model.name, task_class(), task_model.ssps | task_model.broadcast,
             opened.stores, self.config,
-            await start_positions(self.config, self.systems, task_model, checkpoint))
+            start if start is not None else await start_positions(
+                self.config, self.systems, task_model, checkpoint))
         self.instances.append(instance)  # closed with the worker even if init fails
         try:
             await instance.init()
@@ -421,9 +430,11 @@ class Worker:
             for future in prefetched.values():
                 future.cancel()
             await asyncio.gather(*prefetched.values(), return_exceptions=True)
-            if self._newer is not None:
-                self._newer.cancel()
-                await asyncio.gather(self._newer, return_exceptions=True)
+            for aside in (self._newer, self._fence_check and self._fence_check[1]):
+                if aside is not None:
+                    aside.cancel()
+                    await asyncio.gather(aside, return_exceptions=True)
+            self._fence_check = None
 
     async def _run_loop(
         self,
@@ -479,11 +490,20 @@ class Worker:
                 await self._take_newer_model(committer, prefetched)
             now = time.monotonic()
             fenced = self._newer is not None  # no commit or fence check until it is taken
-            if not fenced and (now >= next_fence_check or (  # a stale worker stops without
-                    not read  # having to commit
+            if not fenced and self._fence_check is None and (now >= next_fence_check or (
+                    not read  # a stale worker stops without having to commit
                     and now >= next_fence_check - FENCE_CHECK_S + FENCE_CHECK_IDLE_S)):
-                await self._unless_newer(self._check_fence(), committer, prefetched)
+                # asked aside: the tasks go on while the metadata system answers
+                assert self.model is not None
+                self._fence_check = (self.model.epoch,
+                                     asyncio.ensure_future(self._check_fence()))
                 next_fence_check = now + FENCE_CHECK_S
+            if self._fence_check is not None and self._fence_check[1].done():
+                (asked_at, answered), self._fence_check = self._fence_check, None
+                if self.model is None or asked_at == self.model.epoch:  # else: moot, the
+                    await self._unless_newer(answered, committer, prefetched)  # model moved
+                elif not answered.cancelled():
+                    answered.exception()  # retrieved: asyncio would log it as never read
             if now >= next_window:
                 for instance in self.instances:
                     self.busy = Busy("window", (instance,))
@@ -776,14 +796,20 @@ class Worker:
             del committer.positions[key]
         _close_stores(instance)
 
-    async def _open_added(self, task_model: TaskModel
-                          ) -> tuple[Checkpoint | None, OpenedStores]:
-        """Open and restore the stores of a task added in place, beside the running ones."""
+    async def _open_added(self, task_model: TaskModel) -> Adding:
+        """Open and restore the stores of a task added in place, and read where its inputs
+        start, beside the running tasks (whose loop then only initialises and routes it)."""
         meta = self.systems[self.config.metadata_system]
         checkpoint = (await meta.read_checkpoints(self.config.name)).get(task_model.name)
         opened = await open_task_stores(self.config, task_model, checkpoint, meta,
                                         stop=self.stop.is_set)
-        return checkpoint, opened
+        try:
+            start = await start_positions(self.config, self.systems, task_model, checkpoint)
+        except BaseException:
+            for store in opened.stores.values():
+                store.close()
+            raise
+        return checkpoint, opened, start
 
     async def _admit_tasks(self, committer: Committer) -> None:
         """Run the added tasks whose stores are restored; report once none is left."""
@@ -793,10 +819,10 @@ class Worker:
             if not opening.done():
                 continue
             del self._adding[name]
-            checkpoint, opened = opening.result()
+            checkpoint, opened, start = opening.result()
             committer.positions.update({(name, s): p for s, p in opened.positions.items()})
             await self._run_task(self.model.tasks[name], checkpoint, opened,
-                                 self._task_class)
+                                 self._task_class, start)
             log.info("worker %d runs task %s (added in epoch %d; %d changelog records "
                      "restored)", self.worker_id, name, self.model.epoch, opened.restored)
             admitted = True

@@ -22,8 +22,9 @@ class SumTask(StreamTask):
 
 class StampedSumTask(SumTask):
     """Also stamps each output with when (``t``) and from which input partition (``p``)
-    its record was processed (`bench.rebalance_gaps`: gaps in each task's progress)."""
+    its record was processed, and when it was written (``w``, ms: the record's timestamp)
+    (`bench.rebalance_gaps`: gaps in each task's progress, and how long records waited)."""
 
     def output(self, envelope, total):
         return {"sum": total, "n": envelope.value["n"], "t": time.time(),
-                "p": envelope.ssp.partition}
+                "p": envelope.ssp.partition, "w": envelope.timestamp}

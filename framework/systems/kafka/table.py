@@ -7,6 +7,7 @@ open are left for a later refresh (read_committed).
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from aiokafka import TopicPartition
@@ -30,9 +31,16 @@ class TopicTable:
         self._position = 0
         self._consumer: KafkaConsumer | None = None
         self._exists = False
+        self._reading = asyncio.Lock()
+        """One refresh at a time: a worker's fence check and its commit in flight share
+        the table, and two reads on one consumer could apply an older record last."""
 
     async def refresh(self) -> dict[bytes, bytes | None]:
         """Read the topic up to its current end; a missing topic reads as empty."""
+        async with self._reading:
+            return await self._refresh()
+
+    async def _refresh(self) -> dict[bytes, bytes | None]:
         if not self._exists:
             if self.topic not in await self._admin.topic_counts():
                 return {}
