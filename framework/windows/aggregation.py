@@ -200,7 +200,10 @@ class Windows:
                 closes = keyed.index.note(text, closes)
             if self._next_close is None or closes < self._next_close:
                 self._next_close = closes
-        event_time.record(envelope.ssp, ts)
+        ssp = envelope.ssp
+        quiet = event_time.quiet.get(ssp)
+        if quiet is None or ts > quiet:  # else `record` would change nothing
+            event_time.record(ssp, ts)
         results = self._updates(text, state, ts, collector) if self.emit_updates else []
         watermark, next_close = event_time.watermark, self._next_close
         if watermark is None or next_close is None or watermark - self._grace < next_close:
@@ -265,16 +268,16 @@ class Windows:
         keyed = self._keyed
         taken = keyed.start_close(bound)
         layout, finish, closed_before = self.layout, self.reducer.result, keyed.closed
-        split = layout.split
+        close = layout.close
         load = keyed.load if keyed.hot is None else keyed.hot.get
         lag = layout.lag  # closing time - end
         result, new = WindowResult, tuple.__new__  # a NamedTuple without its Python __new__
         closed: list[tuple[int, str, WindowResult]] = []
-        kept: list[tuple[str, list[Any]]] = []
+        kept: list[tuple[str, list[Any], int]] = []
         gone: list[str] = []
         try:
             for _, text in taken:
-                emitted, remaining = split(load(text) or [], closed_before, bound)
+                emitted, remaining, due = close(load(text) or [], closed_before, bound)
                 if emitted:
                     key = text[1:] if text[0] == "s" else key_from_text(text)
                     for start, end, aggregate in emitted:
@@ -282,7 +285,7 @@ class Windows:
                             key, start, end,
                             aggregate if finish is None else finish(aggregate), True))))
                 if remaining:
-                    kept.append((text, remaining))
+                    kept.append((text, remaining, due))
                 else:
                     gone.append(text)
             # By closing time, then key (a key closes one window per time): two stable

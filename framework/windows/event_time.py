@@ -154,6 +154,11 @@ class EventTime:
         self._dirty: set[SystemStreamPartition] = set()  # times not yet in the store
         self._mark_dirty = False
         self._idle: set[SystemStreamPartition] = set()  # not holding the watermark back
+        self.quiet: dict[SystemStreamPartition, int] = {}
+        """Partition → a time up to which its records change nothing here (its time,
+        while no partition is idle and the source is records): a record at or before it
+        needs no `record` call. Read it, never change it."""
+        self._requiet()
         self._idle_ms: Callable[[SystemStreamPartition], int | None] | None = (
             context.input_idle_ms if source == "records" and idle_timeout_ms
             and isinstance(context, IdleInputs) else None)
@@ -180,6 +185,11 @@ class EventTime:
             return None
         return self._advance(ssp, time)
 
+    def _requiet(self) -> None:
+        """`quiet` from the partition times, or empty while it cannot be used."""
+        self.quiet = {} if self._idle or self._by_markers else {
+            ssp: t for ssp, t in self._times.items() if t is not None}
+
     def record(self, ssp: SystemStreamPartition, timestamp: int) -> None:
         """`observe` a data record (not a watermark record) whose event time is known;
         the hot path of `framework.windows.Windows`."""
@@ -196,6 +206,8 @@ class EventTime:
         old = times[ssp]
         if old is None or time > old:
             times[ssp] = time
+            if not self._idle and not self._by_markers:
+                self.quiet[ssp] = time
             self._dirty.add(ssp)
             if old is None:
                 self._unseen -= 1
@@ -230,6 +242,7 @@ class EventTime:
         timeout = self.idle_timeout_ms
         self._idle = {ssp for ssp in self._times
                       if (ms := idle_ms(ssp)) is not None and ms >= timeout}
+        self._requiet()
         low = self._idle_low() if self._idle else (None if self._unseen else self._low)
         if low is not None and (self.watermark is None or low > self.watermark):
             self.watermark = low
@@ -244,6 +257,7 @@ class EventTime:
         assert idle_ms is not None
         self._idle = {ssp for ssp in self._idle
                       if (ms := idle_ms(ssp)) is not None and ms >= self.idle_timeout_ms}
+        self._requiet()
 
     @property
     def idle(self) -> frozenset[SystemStreamPartition]:

@@ -210,7 +210,9 @@ class IntervalJoin:
         due = keyed.index.note(text, due)
         if self._next is None or due < self._next:
             self._next = due
-        event_time.record(ssp, ts)
+        quiet = event_time.quiet.get(ssp)
+        if quiet is None or ts > quiet:  # else `record` would change nothing
+            event_time.record(ssp, ts)
         if results and self.output is not None:
             self._send(collector, results)
         watermark = event_time.watermark
@@ -285,7 +287,7 @@ class IntervalJoin:
         unjoined: list[tuple[int, str, JoinResult]] = []
         load = keyed.load if keyed.hot is None else keyed.hot.get
         after, before, left_join = self.after_ms, self.before_ms, self.how == "left"
-        kept: list[tuple[str, list[Any]]] = []
+        kept: list[tuple[str, list[Any], int]] = []
         gone: list[str] = []
         new = tuple.__new__  # a NamedTuple without its Python __new__
         try:
@@ -306,7 +308,10 @@ class IntervalJoin:
                     j = 0
                     while j < len(rights) and rights[j] + before < bound:
                         j += 2
-                    kept.append((text, [lefts[i:], rights[j:]]))
+                    left, right = lefts[i:], rights[j:]
+                    kept.append((text, [left, right], min(
+                        left[0] + after if left else MAX_TIME,
+                        right[0] + before if right else MAX_TIME) + 1))
                 if left_join and i:
                     key = text[1:] if text[0] == "s" else key_from_text(text)
                     for n in range(0, i, 3):

@@ -17,7 +17,9 @@ the changelog. A state JSON cannot hold then fails that commit, naming the key.
 Closing is lazy in the store: a close writes ``a~closed`` (its bound) and deletes the
 keys it emptied — at the next close, unless a record wrote the key again first — but
 does not rewrite the others; whatever only the closed windows needed is dropped
-whenever a state is read from the store (``open_part``).
+whenever a state is read from the store (``open_part``). A key whose state never
+reached the store (made and emptied between two flushes: most keys of short windows and
+joins) is not deleted: its delete would only add a tombstone to the changelog.
 
 Under the ``skip`` and ``dead-letter`` process policies a failed record's store writes
 are undone behind these copies, so then nothing is cached, every record's state is
@@ -73,6 +75,10 @@ class KeyedStates:
         """The bound of the last close."""
         self.dirty: set[str] = set()
         """Keys whose state changed since the last `flush` (write-back only)."""
+        self.in_store: set[str] | None = None
+        """Keys whose state is in the store (put and not deleted since), while states are
+        written back and every key's is cached; None: not known (a key is then deleted
+        as if it were)."""
         self.hot: dict[str, State] | None = None
         """`cache` while states are written back and it holds every open state (else
         None): a caller may read a state there (missing: none) and, having changed that
@@ -95,6 +101,8 @@ class KeyedStates:
         self.cache.clear()
         self.emptied.clear()
         self.complete = len(states) <= self.max_cached
+        undecided = self._cached is None  # `cached` decides, at the first record
+        self.in_store = set() if self.complete and (undecided or self._write_back) else None
         self._heat()
         gone = []
         for text, state in states:
@@ -103,6 +111,7 @@ class KeyedStates:
                 self.index.note(text, self.first_due(open_part, self.closed))
                 if self.complete:
                     self.cache[text] = open_part
+                    self.in_store.add(text)  # type: ignore[union-attr]
             else:
                 gone.append(self.prefix + text)
         for prefix in self._legacy:
@@ -117,6 +126,8 @@ class KeyedStates:
             store = self.store
             self._cached = not isinstance(store, TaskStore) or store.journal is None
             self._write_back = isinstance(store, TaskStore) and self._cached
+            if not self._write_back:
+                self.in_store = None  # written at once, maybe undone behind it: unknown
             self._heat()
         return self.cache if self._cached else None
 
@@ -142,6 +153,7 @@ class KeyedStates:
                 self.flush()  # the dirty states are only in the cache
                 cache.clear()
                 self.complete = False
+                self.in_store = None
                 self._heat()
             cache[text] = state
             self.dirty.add(text)
@@ -163,6 +175,7 @@ class KeyedStates:
         if not dirty:
             return
         cache, put, prefix = self.cache, self.store.put, self.prefix
+        stored = self.in_store
         for text in dirty:
             state = cache.get(text)
             if state:
@@ -172,46 +185,59 @@ class KeyedStates:
                     raise WindowError(f"store {getattr(self.store, 'name', '?')!r}, key "
                                       f"{key_from_text(text)!r}: {error}") from None
                 put(prefix + text, text_state)
+                if stored is not None:
+                    stored.add(text)
         dirty.clear()
+
+    def _delete(self, texts: Iterable[str]) -> None:
+        """Delete the states of ``texts`` from the store (those it holds, where known)."""
+        delete, prefix, stored = self.store.delete, self.prefix, self.in_store
+        if stored is None:
+            for text in texts:
+                delete(prefix + text)
+            return
+        for text in texts:
+            if text in stored:
+                stored.discard(text)
+                delete(prefix + text)
 
     def start_close(self, bound: int) -> list[tuple[int, str]]:
         """The keys due at ``bound`` (`DueIndex.due`), after deleting the keys the last
         close emptied (no record wrote them since)."""
         if self.cached() is None:
             self.rebuild()
-        for text in self.emptied:
-            self.store.delete(self.prefix + text)
+        self._delete(self.emptied)
         self.emptied.clear()
         return self.index.due(bound)
 
-    def finish_close(self, bound: int, kept: list[tuple[str, State]],
+    def finish_close(self, bound: int, kept: list[tuple[str, State, int]],
                      gone: Iterable[str] = ()) -> None:
         """Record a close at ``bound`` after its results were sent: ``kept`` is what each
-        key taken by `start_close` keeps open (empty: nothing), ``gone`` the keys taken
-        that keep nothing."""
+        key taken by `start_close` keeps open and when it is next due (``(key, remaining,
+        due)``; remaining empty: nothing), ``gone`` the keys taken that keep nothing."""
         self.store.put(CLOSED_KEY, bound)
         self.closed = bound
         cache = self.cached()
-        note, first_due, emptied = self.index.note, self.first_due, self.emptied
-        for text, remaining in kept:
+        emptied = self.emptied
+        due: list[tuple[str, int]] = []
+        for text, remaining, at in kept:
             if remaining:
                 if cache is not None:
                     cache[text] = remaining  # the store keeps the closed part until a write
-                note(text, first_due(remaining, bound))
+                due.append((text, at))
             elif cache is None:
-                self.store.delete(self.prefix + text)
+                self._delete((text,))
             else:
                 cache.pop(text, None)
                 emptied.add(text)
+        self.index.note_all(due)
         if cache is None:
-            for text in gone:
-                self.store.delete(self.prefix + text)
+            self._delete(gone)
         else:
             pop = cache.pop
             for text in gone:
                 pop(text, None)
             emptied.update(gone)
         if not len(self.index):  # nothing open any more: no record is coming soon
-            for text in emptied:
-                self.store.delete(self.prefix + text)
+            self._delete(emptied)
             emptied.clear()

@@ -57,6 +57,7 @@ class Panes:
         self.size, self.advance = kind.size_ms, kind.advance_ms
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
         self.pure = reducer.merge in PURE_MERGES  # leaves its arguments as they are
+        self.merge_all = reducer.merge_all if self.pure else None
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
         """``state`` (changed in place) with the record at ``ts`` folded in, and whether
@@ -96,6 +97,7 @@ class Panes:
         holding no pane is skipped to the first that holds the next one.
         """
         size, advance, merge, pure = self.size, self.advance, self.merge, self.pure
+        merge_all = self.merge_all
         found: Closed = []
         n = len(state)
         if not n:
@@ -118,6 +120,8 @@ class Panes:
                 aggregate = state[low + 1]
                 if type(aggregate) not in _SCALARS:
                     aggregate = snapshot(aggregate)
+            elif merge_all is not None:  # pure, in one call
+                aggregate = merge_all(state[low + 1:j:2])
             elif pure:  # a new aggregate: nothing to copy
                 aggregate = reduce(merge, state[low + 1:j:2])
             else:  # merged into: the first pane stays as it is
@@ -135,18 +139,32 @@ class Panes:
     def split(self, state: list[Any], closed: int, bound: int) -> tuple[Closed, list[Any]]:
         """The windows a close at ``bound`` emits (the last close was at ``closed``), and
         the panes still needed."""
-        size, n, i = self.size, len(state), 0
-        if size == self.advance:  # tumbling: a pane is a window, and it leaves the state
+        emitted, remaining, _ = self.close(state, closed, bound)
+        return emitted, remaining
+
+    def close(self, state: list[Any], closed: int, bound: int
+              ) -> tuple[Closed, list[Any], int]:
+        """`split`, and when what it leaves is next due (`first_close` after ``bound``;
+        0 when it leaves nothing): one call per key a close takes."""
+        size, advance, n, i = self.size, self.advance, len(state), 0
+        if size == advance:  # tumbling: a pane is a window, and it leaves the state
             emitted: Closed = []
             while i < n and state[i] + size <= bound:
-                if state[i] + size > closed:
-                    emitted.append((state[i], state[i] + size, state[i + 1]))
+                start = state[i]
+                if start + size > closed:
+                    emitted.append((start, start + size, state[i + 1]))
                 i += 2
-            return emitted, state[i:]
-        emitted = self.windows(state, closed, bound)
-        while i < n and state[i] + size <= bound:
-            i += 2
-        return emitted, state[i:]
+        else:
+            emitted = self.windows(state, closed, bound)
+            while i < n and state[i] + size <= bound:
+                i += 2
+        if i == n:
+            return emitted, [], 0
+        first = state[i]
+        end = max(0, first - size + advance) + size
+        if end <= bound:
+            end = bound - bound % advance + advance
+        return emitted, state[i:], end
 
 
 class PerWindow:
@@ -205,6 +223,11 @@ class PerWindow:
         while i < len(state) and state[i] + size <= bound:
             i += 2
         return [(state[j], state[j] + size, state[j + 1]) for j in range(0, i, 2)], state[i:]
+
+    def close(self, state: list[Any], closed: int, bound: int
+              ) -> tuple[Closed, list[Any], int]:
+        emitted, remaining = self.split(state, closed, bound)
+        return emitted, remaining, remaining[0] + self.size if remaining else 0
 
 
 class Sessions:
@@ -276,10 +299,23 @@ class Sessions:
         return state[i + 1] + self.gap + 1  # type: ignore[no-any-return]
 
     def split(self, state: list[Any], closed: int, bound: int) -> tuple[Closed, list[Any]]:
-        i, gap = 0, self.gap
-        while i < len(state) and state[i + 1] + gap + 1 <= bound:
+        emitted, remaining, _ = self.close(state, closed, bound)
+        return emitted, remaining
+
+    def close(self, state: list[Any], closed: int, bound: int
+              ) -> tuple[Closed, list[Any], int]:
+        n, last = len(state), bound - self.gap - 1  # a session closes when its end <= last
+        if not n:
+            return [], [], 0
+        if state[1] > last:
+            return [], state[:], state[1] + self.gap + 1
+        if n == 3:  # the common case: the key's one session closes
+            return [(state[0], state[1] + 1, state[2])], [], 0
+        i = 0
+        while i < n and state[i + 1] <= last:
             i += 3
-        return [(state[j], state[j + 1] + 1, state[j + 2]) for j in range(0, i, 3)], state[i:]
+        emitted = [(state[j], state[j + 1] + 1, state[j + 2]) for j in range(0, i, 3)]
+        return emitted, state[i:], state[i + 1] + self.gap + 1 if i < n else 0
 
 
 Layout = Panes | PerWindow | Sessions

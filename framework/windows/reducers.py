@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from framework.windows.kinds import WindowError
@@ -50,6 +50,10 @@ class Reducer:
     inline: Inline | None = field(default=None, compare=False, repr=False)
     """A built-in reducer's expressions, which `aggregate` writes into one function each
     for start, add, merge and result instead of calling one function per reducer."""
+    merge_all: Callable[[list[Any]], Any] | None = field(default=None, compare=False,
+                                                         repr=False)
+    """``merge`` over a list of two or more aggregates, left to right, in one call (what
+    ``functools.reduce(merge, aggregates)`` returns); None: use that."""
 
 
 @dataclass(frozen=True)
@@ -74,29 +78,33 @@ def _getter(of: Of) -> Callable[[Any], Any]:
 
 def count() -> Reducer:
     """The number of records in the window."""
-    return Reducer("count", lambda value: 1, lambda total, value: total + 1, operator.add,
-                   inline=Inline("1", "{a} + 1", "{a} + {b}", None, None))
+    return _with_merge_all(Reducer(
+        "count", lambda value: 1, lambda total, value: total + 1, operator.add,
+        inline=Inline("1", "{a} + 1", "{a} + {b}", None, None)))
 
 
 def sum_of(of: Of = None) -> Reducer:
     """The sum of ``of`` over the window's records."""
     get = _getter(of)
-    return Reducer("sum", get, lambda total, value: total + get(value), operator.add,
-                   inline=Inline("{x}", "{a} + {x}", "{a} + {b}", None, of))
+    return _with_merge_all(Reducer(
+        "sum", get, lambda total, value: total + get(value), operator.add,
+        inline=Inline("{x}", "{a} + {x}", "{a} + {b}", None, of)))
 
 
 def min_of(of: Of = None) -> Reducer:
     """The least ``of`` among the window's records."""
     get = _getter(of)
-    return Reducer("min", get, lambda low, value: min(low, get(value)), min,
-                   inline=Inline("{x}", "min({a}, {x})", "min({a}, {b})", None, of))
+    return _with_merge_all(Reducer(
+        "min", get, lambda low, value: min(low, get(value)), min,
+        inline=Inline("{x}", "min({a}, {x})", "min({a}, {b})", None, of)))
 
 
 def max_of(of: Of = None) -> Reducer:
     """The greatest ``of`` among the window's records."""
     get = _getter(of)
-    return Reducer("max", get, lambda high, value: max(high, get(value)), max,
-                   inline=Inline("{x}", "max({a}, {x})", "max({a}, {b})", None, of))
+    return _with_merge_all(Reducer(
+        "max", get, lambda high, value: max(high, get(value)), max,
+        inline=Inline("{x}", "max({a}, {x})", "max({a}, {b})", None, of)))
 
 
 def fold(initial: Any, add: Callable[[Any, Any], Any],
@@ -115,11 +123,12 @@ def fold(initial: Any, add: Callable[[Any, Any], Any],
 def mean_of(of: Of = None) -> Reducer:
     """The mean of ``of`` over the window's records (kept as ``[sum, count]``)."""
     get = _getter(of)
-    return Reducer("mean", lambda value: [get(value), 1],
-                   lambda acc, value: [acc[0] + get(value), acc[1] + 1],
-                   _merge_means, lambda acc: acc[0] / acc[1],
-                   inline=Inline("[{x}, 1]", "[{a}[0] + {x}, {a}[1] + 1]",
-                                 "[{a}[0] + {b}[0], {a}[1] + {b}[1]]", "{a}[0] / {a}[1]", of))
+    return _with_merge_all(Reducer(
+        "mean", lambda value: [get(value), 1],
+        lambda acc, value: [acc[0] + get(value), acc[1] + 1],
+        _merge_means, lambda acc: acc[0] / acc[1],
+        inline=Inline("[{x}, 1]", "[{a}[0] + {x}, {a}[1] + 1]",
+                      "[{a}[0] + {b}[0], {a}[1] + {b}[1]]", "{a}[0] / {a}[1]", of)))
 
 
 def _merge_means(a: list[Any], b: list[Any]) -> list[Any]:
@@ -127,6 +136,26 @@ def _merge_means(a: list[Any], b: list[Any]) -> list[Any]:
 
 
 PURE_MERGES.add(_merge_means)
+
+
+def _with_merge_all(reducer: Reducer) -> Reducer:
+    """``reducer`` with a `Reducer.merge_all` written from its inline merge.
+
+    >>> count().merge_all([1, 2, 4]), mean_of().merge_all([[3, 1], [5, 2]])
+    (7, [8, 3])
+    """
+    assert reducer.inline is not None
+    merge = reducer.inline.merge.format(a="a", b="b")
+    return replace(reducer, merge_all=_compile_merge_all(
+        ["a = P[0]", "for b in P[1:]:", f"    a = {merge}", "return a"]))
+
+
+def _compile_merge_all(lines: list[str]) -> Callable[[list[Any]], Any]:
+    """``def merge_all(P)`` with ``lines`` as its body."""
+    scope: dict[str, Any] = {"min": min, "max": max}
+    body = "".join(f"\n    {line}" for line in lines)
+    exec(compile(f"def merge_all(P):{body}\n", "<merge_all>", "exec"), scope)
+    return scope["merge_all"]  # type: ignore[no-any-return]
 
 
 def aggregate(**reducers: Reducer) -> Reducer:
@@ -156,8 +185,29 @@ def aggregate(**reducers: Reducer) -> Reducer:
     if all(m in PURE_MERGES for m in merges):
         PURE_MERGES.add(merge)
     label = ", ".join(f"{name}={r.name}" for name, r in reducers.items())
+    inlines = [r.inline for r in parts]
     return Reducer(f"aggregate({label})", start, add,
-                   merge if all(m is not None for m in merges) else None, result)
+                   merge if all(m is not None for m in merges) else None, result,
+                   merge_all=_aggregate_merge_all(
+                       [i.merge for i in inlines if i is not None]) if all(inlines) else None)
+
+
+def _aggregate_merge_all(merges: list[str]) -> Callable[[list[Any]], Any]:
+    """`Reducer.merge_all` of an `aggregate` of built-in reducers (their inline merges):
+    one accumulator per reducer, one list at the end. Built-in merges have no side
+    effects, so merging each reducer's column in turn equals merging pane by pane.
+
+    >>> merge_all = _aggregate_merge_all(["{a} + {b}", "max({a}, {b})"])
+    >>> merge_all([[1, 5], [2, 9], [3, 4]])
+    [6, 9]
+    """
+    n = len(merges)
+    lines = [f"a{i} = P[0][{i}]" for i in range(n)]
+    lines.append("for B in P[1:]:")
+    lines += [f"    a{i} = {merge.format(a=f'a{i}', b=f'B[{i}]')}"
+              for i, merge in enumerate(merges)]
+    lines.append(f"return [{', '.join(f'a{i}' for i in range(n))}]")
+    return _compile_merge_all(lines)
 
 
 def _compiled(names: tuple[str, ...], parts: tuple[Reducer, ...]) -> tuple[Any, Any, Any, Any]:

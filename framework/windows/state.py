@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -117,6 +118,29 @@ class DueIndex:
             return was
         self._place(text, at)
         return at
+
+    def note_all(self, due: Iterable[tuple[str, int]]) -> None:
+        """`note` for each ``(key, time)`` of ``due``, in one call (a close's kept keys).
+
+        >>> index = DueIndex(granule=10); index.note("sa", 5)
+        10
+        >>> index.note_all([("sa", 30), ("sb", 21), ("sc", 30)]); index.due(30)
+        [(10, 'sa'), (30, 'sb'), (30, 'sc')]
+        """
+        granule, at, buckets, times = self.granule, self.at, self._buckets, self._times
+        for text, time in due:
+            if granule > 1:
+                time += -time % granule
+            was = at.get(text)
+            if was is not None and was <= time:
+                continue
+            at[text] = time
+            bucket = buckets.get(time)
+            if bucket is None:
+                buckets[time] = [text]
+                heapq.heappush(times, time)
+            else:
+                bucket.append(text)
 
     def move(self, text: str, at: int) -> int:
         """Key ``text`` has nothing due before ``at`` any more: its time becomes ``at``,

@@ -10,7 +10,7 @@ import pytest
 from framework.api import Envelope
 from framework.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
-from framework.windows import EventTime, WindowError
+from framework.windows import EventTime, Tumbling, WindowError, Windows, count
 from groupers import SystemStreamPartition as SSP
 
 
@@ -173,3 +173,36 @@ def test_the_job_file_sets_the_idle_timeout() -> None:
     assert EventTime(ctx, "w").idle_timeout_ms == 0  # this stand-in config has none
     ctx.config_idle = 250
     assert EventTime(ctx, "x").idle_timeout_ms == 250
+
+
+def test_quiet_times_are_the_partition_times_and_none_while_a_partition_is_idle() -> None:
+    # A record at or before its partition's quiet time needs no `record` call; while a
+    # partition is idle every record needs one (it may end the idle spell).
+    ctx = idle_context(0, 1)
+    clock = EventTime(ctx, "w", idle_timeout_ms=1_000)
+    clock.observe(record(0, 50))
+    clock.observe(record(1, 40))
+    assert clock.quiet == {SSP("local", "views", 0): 50, SSP("local", "views", 1): 40}
+    ctx.idle = {1: 5_000}
+    ctx.tick()
+    assert clock.quiet == {}
+    ctx.idle = {}
+    clock.record(SSP("local", "views", 1), 30)  # a fetch brought records from 1
+    assert clock.idle == frozenset()
+    assert clock.quiet == {SSP("local", "views", 0): 50, SSP("local", "views", 1): 40}
+    markers = EventTime(context(0), "m", source="markers")
+    markers.observe(marker(0, "p0", 70))
+    assert markers.quiet == {}
+
+
+def test_windows_an_older_record_ending_an_idle_spell_moves_the_watermark_at_once() -> None:
+    ctx = IdleContext(frozenset(SSP("local", "views", p) for p in (0, 1)), config_idle=1_000)
+    windows = Windows(ctx, "w", Tumbling(size_ms=100, grace_ms=100), count())  # type: ignore[arg-type]
+    windows.process(record(0, 50), None)  # type: ignore[arg-type]
+    windows.process(record(1, 40), None)  # type: ignore[arg-type]
+    ctx.idle = {0: 5_000, 1: 5_000}
+    ctx.tick()
+    assert windows.watermark == 40  # every partition idle: the least time delivered
+    ctx.idle = {1: 5_000}  # a fetch brought records from 0
+    windows.process(record(0, 45), None)  # type: ignore[arg-type]
+    assert windows.watermark == 50  # partition 0 alone holds it

@@ -206,3 +206,20 @@ def test_windows_made_anew_over_the_same_store_take_over_the_states_in_memory() 
     assert gone() is None
     assert [(key, load_state(value)) for key, value in context.state.prefix("k|")] == [
         ("k|sa", [0, 6])]
+
+
+def test_a_key_made_and_emptied_between_two_commits_writes_nothing() -> None:
+    # Its state never reached the store, so deleting it would only write a tombstone;
+    # a key whose state was committed is deleted as before.
+    context, sent = Context(), Sent()
+    windows = Windows(context, "w", Tumbling(size_ms=100), count())  # type: ignore[arg-type]
+    store = context.state
+    windows.process(envelope("a", 10, 0), sent)
+    store.apply(store.drain(), None)  # a's state is committed
+    windows.process(envelope("b", 20, 1), sent)  # b's is only in memory
+    windows.process(envelope("c", 250, 2), sent)  # closes [0, 100) of a and b
+    windows.process(envelope("c", 380, 3), sent)  # the next close deletes what it emptied
+    items = store.drain()
+    assert {key: value for key, value in items.items() if key.startswith(b"k|")} == {
+        b"k|sa": None, b"k|sc": JsonSerde().to_bytes("[300,1]")}
+    assert [key for key, _ in store.prefix("k|")] == ["k|sc"]

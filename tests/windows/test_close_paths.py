@@ -1,0 +1,95 @@
+"""The one-call paths of a close equal what they replace: `merge_all` merges like
+`functools.reduce` over `merge`, and a layout's `close` splits like `split` and says
+when the rest is due as `first_close` does."""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.windows import Hopping, Session, Tumbling, count, max_of, mean_of, min_of, sum_of
+from framework.windows.layouts import Panes, PerWindow, Sessions
+from framework.windows.reducers import Reducer, aggregate
+
+numbers = st.one_of(st.integers(-10**6, 10**6), st.sampled_from([0.0, -0.0, 0.1, 1e16, -2.5]),
+                    st.floats(allow_nan=False, allow_infinity=False, width=32))
+BUILT_INS = {"count": count(), "sum": sum_of(), "min": min_of(), "max": max_of(),
+             "mean": mean_of()}
+EVERY = aggregate(**BUILT_INS)
+
+
+def aggregates(reducer: Reducer, groups: list[list[Any]]) -> list[Any]:
+    """One aggregate per non-empty group of values, as the reducer folds them."""
+    return [reduce(reducer.add, group[1:], reducer.start(group[0])) for group in groups]
+
+
+@settings(max_examples=100, deadline=None)
+@given(groups=st.lists(st.lists(numbers, min_size=1, max_size=4), min_size=2, max_size=7))
+def test_merge_all_of_each_built_in_and_of_their_aggregate_equals_merging_one_by_one(
+        groups: list[list[Any]]) -> None:
+    for reducer in (*BUILT_INS.values(), EVERY):
+        panes = aggregates(reducer, groups)
+        assert reducer.merge is not None and reducer.merge_all is not None
+        assert repr(reducer.merge_all(panes)) == repr(reduce(reducer.merge, panes))
+
+
+def test_merge_all_leaves_its_aggregates_as_they_were() -> None:
+    panes = [[1, 2, 2, 2, [2, 1]], [1, 5, 5, 5, [5, 1]], [2, 7, 3, 4, [7, 2]]]
+    assert EVERY.merge_all is not None
+    assert EVERY.merge_all(panes) == [4, 14, 2, 5, [14, 4]]
+    assert panes == [[1, 2, 2, 2, [2, 1]], [1, 5, 5, 5, [5, 1]], [2, 7, 3, 4, [7, 2]]]
+
+
+def test_an_aggregate_with_a_reducer_of_its_own_merges_one_by_one() -> None:
+    assert aggregate(n=count(), top=max_of()).merge_all is not None
+    assert aggregate(n=count(), own=Reducer("own", int, max, max)).merge_all is None
+
+
+LAYOUTS = [Panes(Tumbling(size_ms=10), count()), Panes(Hopping(size_ms=30, advance_ms=10),
+           EVERY), PerWindow(Hopping(size_ms=25, advance_ms=10), count()),
+           Sessions(Session(gap_ms=7), count())]
+
+
+def expected_close(layout: Any, state: list[Any], closed: int, bound: int
+                   ) -> tuple[list[Any], list[Any]]:
+    """What a close at ``bound`` emits and leaves, from the layouts' definitions."""
+    if isinstance(layout, Sessions):
+        entries = [state[i:i + 3] for i in range(0, len(state), 3)]
+        done = [e for e in entries if e[1] + layout.gap + 1 <= bound]
+        return ([(first, last + 1, a) for first, last, a in done],
+                [x for e in entries if e not in done for x in e])
+    entries = [state[i:i + 2] for i in range(0, len(state), 2)]
+    left = [x for start, a in entries if start + layout.size > bound for x in (start, a)]
+    if isinstance(layout, PerWindow):
+        return ([(start, start + layout.size, a) for start, a in entries
+                 if start + layout.size <= bound], left)
+    return layout.windows(state, closed, bound), left
+
+
+@settings(max_examples=300, deadline=None)
+@given(times=st.lists(st.integers(0, 200), min_size=1, max_size=12),
+       closed=st.integers(-1, 150), ahead=st.integers(0, 80), which=st.integers(0, 3))
+def test_close_emits_and_leaves_what_the_layout_defines_due_when_first_close_says(
+        times: list[int], closed: int, ahead: int, which: int) -> None:
+    """``ahead`` 0: the close runs exactly when the first window is due."""
+    layout: Any = LAYOUTS[which]
+    state = None
+    for ts in sorted(times) if which < 3 else times:
+        state, _ = layout.fold(state, ts, ts)
+    assert state is not None
+    if isinstance(layout, Panes | PerWindow):  # what a close at ``closed`` left
+        state = [x for i in range(0, len(state), 2) if state[i] + layout.size > closed
+                 for x in state[i:i + 2]]
+    else:
+        state = [x for i in range(0, len(state), 3)
+                 if state[i + 1] + layout.gap + 1 > closed for x in state[i:i + 3]]
+    if not state:
+        return
+    bound = closed + ahead if ahead else layout.first_close(state, closed)
+    emitted, remaining, due = layout.close(list(state), closed, bound)
+    assert (emitted, remaining) == expected_close(layout, state, closed, bound)
+    assert (emitted, remaining) == layout.split(list(state), closed, bound)
+    assert due == (layout.first_close(remaining, bound) if remaining else 0)
