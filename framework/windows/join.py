@@ -31,7 +31,13 @@ from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
 from framework.windows.aggregation import LatePolicy
-from framework.windows.event_time import EventTime, Timestamp, WindowTicks, open_window_store
+from framework.windows.event_time import (
+    EventTime,
+    Timestamp,
+    WindowTicks,
+    envelope_timestamp,
+    open_window_store,
+)
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, WindowError
 from framework.windows.state import key_from_text, key_text
@@ -149,7 +155,8 @@ class IntervalJoin:
         is_left = self._sides.get(ssp)
         if is_left is None:
             is_left = self._side(envelope)
-        ts = event_time.timestamp(envelope)
+        timestamp = event_time.timestamp
+        ts = envelope.timestamp if timestamp is envelope_timestamp else timestamp(envelope)
         if type(ts) is not int or ts < 0 or ts > MAX_TIME:
             raise WindowError(
                 f"{envelope.ssp} offset {envelope.offset}: event time {ts!r} is not a number "

@@ -70,7 +70,8 @@ class KeyedStates:
         self.complete = False
         """`cache` holds every key with open state: a key missing there has none."""
         self.emptied: set[str] = set()
-        """Keys the last close emptied, deleted at the next one unless written before."""
+        """Keys the last close emptied (of those the store may hold), deleted at the next
+        one unless written before."""
         self.closed: int = store.get(CLOSED_KEY) or -1
         """The bound of the last close."""
         self.dirty: set[str] = set()
@@ -229,7 +230,8 @@ class KeyedStates:
                 self._delete((text,))
             else:
                 cache.pop(text, None)
-                emptied.add(text)
+                if self.in_store is None or text in self.in_store:
+                    emptied.add(text)
         self.index.note_all(due)
         if cache is None:
             self._delete(gone)
@@ -237,7 +239,8 @@ class KeyedStates:
             pop = cache.pop
             for text in gone:
                 pop(text, None)
-            emptied.update(gone)
+            stored = self.in_store  # a key the store does not hold needs no delete
+            emptied.update(gone if stored is None else stored.intersection(gone))
         if not len(self.index):  # nothing open any more: no record is coming soon
             self._delete(emptied)
             emptied.clear()

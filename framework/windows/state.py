@@ -113,10 +113,17 @@ class DueIndex:
         the time it is due now."""
         if self.granule > 1:
             at += -at % self.granule
-        was = self.at.get(text)
+        due = self.at
+        was = due.get(text)
         if was is not None and was <= at:
             return was
-        self._place(text, at)
+        due[text] = at  # filed under ``at`` (written out here: a join notes per record)
+        bucket = self._buckets.get(at)
+        if bucket is None:
+            self._buckets[at] = [text]
+            heapq.heappush(self._times, at)
+        else:
+            bucket.append(text)
         return at
 
     def note_all(self, due: Iterable[tuple[str, int]]) -> None:
@@ -153,19 +160,16 @@ class DueIndex:
         """
         if self.granule > 1:
             at += -at % self.granule
-        if at != self.at.get(text):
-            self._place(text, at)
+        due = self.at
+        if at != due.get(text):
+            due[text] = at  # filed under ``at``; the bucket it leaves skips it from now on
+            bucket = self._buckets.get(at)
+            if bucket is None:
+                self._buckets[at] = [text]
+                heapq.heappush(self._times, at)
+            else:
+                bucket.append(text)
         return at
-
-    def _place(self, text: str, at: int) -> None:
-        """File ``text`` under ``at`` (its earlier bucket, if any, skips it from now on)."""
-        self.at[text] = at
-        bucket = self._buckets.get(at)
-        if bucket is None:
-            self._buckets[at] = [text]
-            heapq.heappush(self._times, at)
-        else:
-            bucket.append(text)
 
     def next(self) -> int | None:
         """The earliest time anything is due, or None."""
