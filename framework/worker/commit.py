@@ -168,6 +168,11 @@ class Committer:
             await self.settle()
 
     @property
+    def in_flight(self) -> bool:
+        """A commit is being written (`start` of the next one would wait for it)."""
+        return self._inflight is not None and not self._inflight.done()
+
+    @property
     def written(self) -> bool:
         """A commit in flight has finished (or failed): `settle` returns at once."""
         return self._inflight is not None and self._inflight.done()

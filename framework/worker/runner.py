@@ -512,12 +512,16 @@ class Worker:
                 next_window = now + window_interval
                 dirty = dirty or any(i.outputs or i.raw_outputs or i.buffered_writes()
                                      for i in self.instances)
-            wanted = any(i.commit_requested or i.buffers_full() for i in self.instances)
+            full = any(i.buffers_full() for i in self.instances)
+            wanted = full or any(i.commit_requested for i in self.instances)
             stopping = self.stop.is_set() or any(i.shutdown_requested for i in self.instances)
             if self._newer is not None:
                 continue  # fenced: commits wait until the newer model is taken
             releasing = bool(self._releasing) and self._release_ticket is None
-            if (dirty and (now >= next_commit or wanted)) or (stopping and dirty) or releasing:
+            due = (dirty and (now >= next_commit or wanted)) or releasing
+            if due and committer.in_flight and not (stopping or full):
+                pass  # the next commit is prepared once this one landed: the tasks go on
+            elif due or (stopping and dirty):
                 dirty = not await self._start_commit(committer, prefetched)
                 next_commit = time.monotonic() + interval
             elif committer.written:  # a failed commit stops the worker now
