@@ -1,8 +1,9 @@
 """Incremental rebalancing on real Apache Kafka: 3 hosts × 2 workers over 8 tasks under
-steady input; a fourth host joins (warmups, probing rebalances, then tasks move to it) and
-one host leaves with SIGTERM. No worker process of a host that stays is restarted (same
-pids throughout), tasks move only once let go, and every output record is checked: one per
-input record with its running sum, in order per key, at-least-once replays only."""
+steady input; a fourth host joins (warmups, probing rebalances, then tasks move to it),
+one host leaves with SIGTERM, then one is SIGKILLed with its workers (a failover). No
+worker process of a host that stays is restarted (same pids throughout), tasks move only
+once let go, and every output record is checked: one per input record with its running
+sum, in order per key, at-least-once replays only."""
 
 from __future__ import annotations
 
@@ -83,6 +84,14 @@ def test_a_host_joining_and_one_leaving_restart_no_worker_of_the_hosts_that_stay
             assert (_pids(left, "abd") == staying) == incremental or _dropped(hosts)
             assert sorted(t for h in "abd" for t in left.hosts[h].active) == sorted(
                 left.model.tasks if left.model else ())
+            surviving = {w: p for w, p in _pids(left, "ad").items()}
+            hosts.kill("b")  # host and workers at once: dropped after its session timeout
+            failed = wait_for(lambda: (s := settled(state(config), set("ad"),
+                                                   left.model.epoch if left.model else 0))
+                              and s, 120, "b's tasks on a and d", hosts)
+            assert (_pids(failed, "ad") == surviving) == incremental or _dropped(hosts)
+            assert sorted(t for h in "ad" for t in failed.hosts[h].active) == sorted(
+                failed.model.tasks if failed.model else ())
         wait_for(lambda: sum(map(len, _outputs(config).values())) >= work.count, 120,
                  "an output for every record", hosts)
         problems = replay_problems(_outputs(config), work)
