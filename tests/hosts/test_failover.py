@@ -1,6 +1,7 @@
-"""A job on 3 hosts over tansu: a host SIGKILLed mid-run fails over with exact results;
-with standbys the takeover restores only the standby's gap, without them all of it; a new
-empty host warms up before it gets active tasks."""
+"""A job on 3 hosts, on Apache Kafka and on tansu: a host SIGKILLed mid-run fails over with
+exact results; with standbys the takeover restores only the standby's gap, without them all
+of it; a new empty host warms up before it gets active tasks; a duplicate host name is
+refused."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import re
 import subprocess
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
+import pytest
 from hostjobs import (
     CLI,
     Hosts,
@@ -47,7 +48,9 @@ def _run_and_kill(hosts: Hosts) -> tuple[Counter[str], list[str], dict[str, Host
     for host in "abc":
         hosts.start(host)
     config = hosts.config
-    before = wait_for(lambda: _settled(hosts, {"a", "b", "c"}), 90, "3 hosts running", hosts)
+    # each host runs tasks (they move to b and c once their warmups caught up)
+    before = wait_for(lambda: (s := _settled(hosts, {"a", "b", "c"})) and all(
+        s.hosts[h].active for h in "abc") and s, 90, "3 hosts running tasks", hosts)
     assert before.model is not None
     assert sorted(t for r in before.hosts.values() for t in r.active) == sorted(
         before.model.tasks)  # every task active on exactly one host
@@ -90,9 +93,13 @@ def _moved(reports: dict[str, HostReport], tasks: list[str]) -> dict[str, HostRe
     return {t: owner[t] for t in tasks}
 
 
+BROKERS = pytest.mark.parametrize("broker", ["kafka_broker", "tansu_broker"])
+
+
+@BROKERS
 def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
-        kafka_broker: Any, tmp_path: Path) -> None:
-    hosts = _hosts(tmp_path, kafka_broker.bootstrap, 1)
+        broker: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    hosts = _hosts(tmp_path, request.getfixturevalue(broker).bootstrap, 1)
     with hosts.logs_kept_on_failure("failover-standbys"):
         truth, killed, reports, epoch = _run_and_kill(hosts)
         config = hosts.config
@@ -148,9 +155,10 @@ def _check_status(hosts: Hosts) -> None:
     assert "tasks unavailable in the last rebalance: " in text
 
 
+@BROKERS
 def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
-        kafka_broker: Any, tmp_path: Path) -> None:
-    hosts = _hosts(tmp_path, kafka_broker.bootstrap, 0)
+        broker: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    hosts = _hosts(tmp_path, request.getfixturevalue(broker).bootstrap, 0)
     with hosts.logs_kept_on_failure("failover-no-standbys"):
         truth, killed, reports, epoch = _run_and_kill(hosts)
         config = hosts.config
