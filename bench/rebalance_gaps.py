@@ -14,7 +14,8 @@ tasks move to it); once settled, host c is stopped with SIGTERM; once settled, h
 SIGKILLed with its workers (a failover: its tasks move once its session times out, 10 s).
 Printed per mode:
 
-- the longest gap in the progress of a task that stayed on its host and of one that moved,
+- the longest gap in the progress of a task that stayed on its host (in every model the
+  case published: a task parked, or moved and moved back, did not) and of one that moved,
   during the join (d's start → settled with d running tasks, + 1 s), the leave
   (SIGTERM → settled, + 1 s) and the failover (SIGKILL → settled, + 1 s) — a task's
   unavailability plus the producer's spacing;
@@ -52,7 +53,9 @@ from kafka_broker import start_kafka  # noqa: E402
 
 from framework.drill.hosts import settled  # noqa: E402
 from framework.drill.verify import read_stream  # noqa: E402
+from framework.jobmodel import JobModel  # noqa: E402
 from framework.metadata import CoordinatorState  # noqa: E402
+from framework.metadata.stream import MODEL_KEY  # noqa: E402
 from framework.systems.base import System  # noqa: E402
 
 MODES = ("incremental", "eager")
@@ -117,11 +120,29 @@ def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
     return {w: current.workers[w].pid for h in names for w in current.hosts[h].workers}
 
 
-def _owners(current: CoordinatorState) -> dict[int, str]:
-    """Input partition → host running its task."""
-    assert current.model is not None
-    return {ssp.partition: current.model.host_of(t.name) or "" for t in
-            current.model.tasks.values() for ssp in t.ssps}
+def _owners(model: JobModel) -> dict[int, str]:
+    """Input partition → host running its task in ``model`` ("" while parked)."""
+    return {ssp.partition: model.host_of(t.name) or "" for t in model.tasks.values()
+            for ssp in t.ssps}
+
+
+def _models(hosts: Hosts) -> list[JobModel]:
+    """Every job model published so far, in order (the coordinator stream is not compacted
+    within a run)."""
+    config = hosts.config
+
+    async def read(system: System) -> list[JobModel]:
+        rows = await read_stream(system, config.coordinator_ref[1])
+        return [JobModel.from_bytes(v) for part in rows.values() for k, v in part
+                if k == MODEL_KEY and v is not None]
+    return read_on(config, read)
+
+
+def _stayed(models: list[JobModel], since: int, until: int) -> set[int]:
+    """Input partitions whose task ran on the same host in every model of epochs
+    ``since``..``until`` (a task parked or moved and moved back in between did not)."""
+    span = [_owners(m) for m in models if since <= m.epoch <= until]
+    return {p for p, host in span[0].items() if host and all(o.get(p) == host for o in span)}
 
 
 def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, workers: int
@@ -160,6 +181,7 @@ def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, worke
             fail_end = time.time()
         wait_for(lambda: len(_outputs(hosts)) >= work.count, 600, "every output", hosts)
         found = _outputs(hosts)
+        models = _models(hosts)
         by_key: dict[str, list[dict[str, int]]] = defaultdict(list)
         for output in found:
             by_key[output["key"]].append(output)
@@ -173,20 +195,22 @@ def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, worke
                                        ("failover", fail_at, fail_end, left, failed)):
         gaps = _gaps(found, since, end)
         starts = _gap_starts(found, since, end)
-        was, now = _owners(old), _owners(new)
-        stayed = [g for p, g in gaps.items() if was.get(p) == now.get(p)]
-        moved = [g for p, g in gaps.items() if was.get(p) != now.get(p)]
+        assert old.model is not None and new.model is not None
+        kept = _stayed(models, old.model.epoch, new.model.epoch)
+        stayed = [g for p, g in gaps.items() if p in kept]
+        moved = [g for p, g in gaps.items() if p not in kept]
         figures[f"{case} stayed gap ms"] = max(stayed, default=0) * 1000
         figures[f"{case} moved gap ms"] = max(moved, default=0) * 1000
         waits = _waits(found, since, end)
-        stayed_waits = {p: w for p, w in waits.items() if was.get(p) == now.get(p)}
+        stayed_waits = {p: w for p, w in waits.items() if p in kept}
         figures[f"{case} stayed wait ms"] = max(
             (w for w, _ in stayed_waits.values()), default=0) * 1000
         figures[f"{case} moved wait ms"] = max(
             (w for p, (w, _) in waits.items() if p not in stayed_waits), default=0) * 1000
         if stayed_waits:
             p = max(stayed_waits, key=lambda q: stayed_waits[q][0])
-            print(f"  {case}: worst stayed wait: partition {p} on host {now.get(p)}, "
+            print(f"  {case}: worst stayed wait: partition {p} on host "
+                  f"{_owners(new.model).get(p)}, "
                   f"processed at +{stayed_waits[p][1] - since:.1f} s", flush=True)
         worst = max(gaps, key=lambda p: gaps[p]) if gaps else None
         if worst is not None:
