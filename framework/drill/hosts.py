@@ -245,8 +245,15 @@ async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillRe
     try:
         for host in sorted(names):
             hosts.start(host)
-        before = await _wait(f"{options.hosts} hosts running", _settled(config, names, 0),
-                             hosts, limit)
+        spread = min(options.hosts, options.partitions)
+
+        async def running() -> CoordinatorState | None:
+            """Settled with tasks on as many hosts as can have them: a new host takes
+            tasks once its warmups caught up, so a host killed before that held none."""
+            found = settled(await _state(config), names, 0)
+            return found if found is not None and sum(
+                1 for n in names if found.hosts[n].active) >= spread else None
+        before = await _wait(f"{options.hosts} hosts running tasks", running, hosts, limit)
         assert before.model is not None
         truth: Counter[str] = Counter()
         half = options.records // 2

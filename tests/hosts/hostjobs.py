@@ -20,7 +20,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobs.harness import Workload
+from jobs.harness import Workload, outputs
+from jobs.harness import produce as produce_records
 from polling import poll
 
 from framework.config import JobConfig, load_config
@@ -42,18 +43,21 @@ def job_file(folder: Path, bootstrap: str, name: str, *, partitions: int = 6,
 
 
 def outputs_job(folder: Path, bootstrap: str, name: str, *, tasks: int, workers: int = 2,
-                task: str = "sum_task:SumTask", rebalances: str = "incremental") -> Path:
+                task: str = "sum_task:SumTask", rebalances: str = "incremental",
+                standbys: int = 0, session_timeout_ms: int = 10000,
+                recovery_lag: int | None = None) -> Path:
     """tests/jobs' per-key running sum (an output per record: its running sum and the
     key's record number ``n``) over ``kafka.<name>-in`` with ``tasks`` partitions,
-    ``workers`` per host, session timeout 10 s, the default recovery lag; the task module
-    is copied next to the job file."""
-    path = write_job(folder, bootstrap, name, partitions=tasks, standbys=0,
-                     session_timeout_ms=10000)
+    ``workers`` per host, the default recovery lag unless ``recovery_lag``; the task
+    module is copied next to the job file."""
+    path = write_job(folder, bootstrap, name, partitions=tasks, standbys=standbys,
+                     session_timeout_ms=session_timeout_ms)
     shutil.copy(HERE.parent / "jobs" / "sum_task.py", folder / "sum_task.py")
+    lag = "" if recovery_lag is None else f"acceptable_recovery_lag = {recovery_lag}\n"
     text = path.read_text().replace(
         'task = "framework.drill.sum_task:SumTask"', f'task = "{task}"').replace(
         "workers = 1\n", f"workers = {workers}\n").replace(
-        "acceptable_recovery_lag = 0\n", f'rebalances = "{rebalances}"\n')
+        "acceptable_recovery_lag = 0\n", f'rebalances = "{rebalances}"\n{lag}')
     path.write_text(text + f"""
 [streams."kafka.{name}-in-sums"]
 partitions = 4
@@ -165,6 +169,22 @@ def read_on(config: JobConfig, read: Callable[[System], Awaitable[T]]) -> T:
         finally:
             await system.close()
     return asyncio.run(run())
+
+
+def write_records(config: JobConfig, work: Workload, count: int) -> None:
+    """The workload's next ``count`` records, written to the job's input."""
+    records = work.records(count)
+    read_on(config, lambda system: produce_records(system, records))
+
+
+def outputs_of(config: JobConfig) -> dict[str, list[dict[str, int]]]:
+    """Every output of the tests/jobs sum job per key, in order."""
+    return read_on(config, lambda system: outputs(system, config))
+
+
+def every_output(config: JobConfig, work: Workload) -> bool:
+    """Whether there is an output for every record written (replays add more)."""
+    return sum(map(len, outputs_of(config).values())) >= work.count
 
 
 def state(config: JobConfig) -> CoordinatorState:

@@ -9,19 +9,20 @@ import json
 import os
 import re
 import subprocess
-from collections import Counter
 from pathlib import Path
 
 import pytest
 from hostjobs import (
     CLI,
     Hosts,
-    final_state,
-    job_file,
-    produce,
+    every_output,
+    outputs_job,
+    outputs_of,
     state,
     wait_for,
+    write_records,
 )
+from jobs.harness import Workload, replay_problems
 
 from framework.drill.hosts import settled
 from framework.metadata import CoordinatorState, HostReport
@@ -35,15 +36,30 @@ def _settled(hosts: Hosts, names: set[str], after_epoch: int = 0) -> Coordinator
     return settled(state(hosts.config), names, after_epoch)
 
 
-def _hosts(tmp_path: Path, bootstrap: str, standbys: int) -> Hosts:
+def _hosts(tmp_path: Path, bootstrap: str, standbys: int) -> tuple[Hosts, Workload]:
+    """tests/jobs' sum job (an output per record) on 6 partitions, 1 worker per host,
+    session timeout 6 s, warmups for any lag; and the workload of its input."""
     name = f"fo{standbys}-{os.getpid()}"
-    return Hosts(job_file(tmp_path / "job", bootstrap, name, standbys=standbys), tmp_path)
+    path = outputs_job(tmp_path / "job", bootstrap, name, tasks=6, workers=1,
+                       standbys=standbys, session_timeout_ms=6000, recovery_lag=0)
+    return Hosts(path, tmp_path), Workload(keys=KEYS, stream=f"{name}-in")
 
 
-def _run_and_kill(hosts: Hosts) -> tuple[Counter[str], list[str], dict[str, HostReport], int]:
+def _exact(hosts: Hosts, work: Workload, what: str) -> None:
+    """Wait for an output of every record written; check every output (one per record
+    with its running sum, in order per key, at-least-once replays only)."""
+    config = hosts.config
+    wait_for(lambda: every_output(config, work), 60, what, hosts)
+    found = outputs_of(config)
+    assert len(found) == KEYS  # no key missing
+    problems = replay_problems(found, work)
+    assert problems == [], problems[:10]
+
+
+def _run_and_kill(hosts: Hosts, work: Workload
+                  ) -> tuple[list[str], dict[str, HostReport], int]:
     """3 hosts; 3,000 records processed; 3,000 more, and host b killed while they run.
-    Returns the truth, b's tasks, the survivors' reports after failover and the failover
-    epoch."""
+    Returns b's tasks, the survivors' reports after failover and the failover epoch."""
     standbys = hosts.config.standby_replicas
     for host in "abc":
         hosts.start(host)
@@ -54,23 +70,20 @@ def _run_and_kill(hosts: Hosts) -> tuple[Counter[str], list[str], dict[str, Host
     assert before.model is not None
     assert sorted(t for r in before.hosts.values() for t in r.active) == sorted(
         before.model.tasks)  # every task active on exactly one host
-    truth: Counter[str] = Counter()
-    produce(config, truth, 3000, KEYS)
-    wait_for(lambda: final_state(config) == dict(truth), 60, "the first 3,000 records", hosts)
+    write_records(config, work, 3000)
+    _exact(hosts, work, "the first 3,000 records")
     if standbys:  # the standbys caught up with every checkpoint
         wait_for(lambda: all(not any(r.replica_gaps.values()) for r in
                              state(config).hosts.values()), 30, "standbys current", hosts)
     running = state(config)
     killed = list(running.hosts["b"].active)
     pids = {w: running.workers[w].pid for h in "ac" for w in running.hosts[h].workers}
-    produce(config, truth, 3000, KEYS, start=3000)
+    write_records(config, work, 3000)
     hosts.kill("b")
     after = wait_for(lambda: _settled(hosts, {"a", "c"}, before.model.epoch), 90,
                      "failover to a and c", hosts)
     assert after.model is not None
-    wait_for(lambda: final_state(config) == dict(truth), 60, "all 6,000 records", hosts)
-    assert final_state(config) == dict(truth)  # exact: no key missing, none double counted
-    assert len(truth) == KEYS
+    _exact(hosts, work, "all 6,000 records")
     survivors = {n: after.hosts[n] for n in "ac"}
     # Incremental: the survivors' workers took b's tasks in place (same processes), and
     # only the tasks they gained stood still.
@@ -84,7 +97,7 @@ def _run_and_kill(hosts: Hosts) -> tuple[Counter[str], list[str], dict[str, Host
         # a survivor lost only what the other gained from it (a warmup's move in flight)
         assert set(report.lost) <= {t for t, h in moved.items() if h == name}
         assert set(report.unavailable_ms) == set(report.gained)
-    return truth, sorted(moved), survivors, after.model.epoch
+    return sorted(moved), survivors, after.model.epoch
 
 
 def _moved(reports: dict[str, HostReport], tasks: list[str]) -> dict[str, HostReport]:
@@ -99,9 +112,9 @@ BROKERS = pytest.mark.parametrize("broker", ["kafka_broker", "tansu_broker"])
 @BROKERS
 def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
         broker: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    hosts = _hosts(tmp_path, request.getfixturevalue(broker).bootstrap, 1)
+    hosts, work = _hosts(tmp_path, request.getfixturevalue(broker).bootstrap, 1)
     with hosts.logs_kept_on_failure("failover-standbys"):
-        truth, killed, reports, epoch = _run_and_kill(hosts)
+        killed, reports, epoch = _run_and_kill(hosts, work)
         config = hosts.config
         for task, report in _moved(reports, killed).items():
             assert report.restore_modes[f"{task}/totals"] in ("none", "delta")
@@ -122,8 +135,8 @@ def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
         for task in done.hosts["d"].active:  # caught up before it moved: nothing to restore
             assert done.hosts["d"].restored[task] == 0
             assert done.hosts["d"].restore_modes[f"{task}/totals"] == "none"
-        produce(config, truth, 600, KEYS, start=6000)
-        wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
+        write_records(config, work, 600)
+        _exact(hosts, work, "600 more records")
         _check_status(hosts)
         _no_rebalance_wait_bound_hit(hosts)
 
@@ -158,9 +171,9 @@ def _check_status(hosts: Hosts) -> None:
 @BROKERS
 def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
         broker: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    hosts = _hosts(tmp_path, request.getfixturevalue(broker).bootstrap, 0)
+    hosts, work = _hosts(tmp_path, request.getfixturevalue(broker).bootstrap, 0)
     with hosts.logs_kept_on_failure("failover-no-standbys"):
-        truth, killed, reports, epoch = _run_and_kill(hosts)
+        killed, reports, epoch = _run_and_kill(hosts, work)
         config = hosts.config
         for task, report in _moved(reports, killed).items():
             # no standby: a full restore, or one from a copy the survivor kept of the task
@@ -212,6 +225,6 @@ def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
             assert taken.unavailable_ms[task] == resumed - stopped.revoked_ms
         print(f"SIGTERM → next model: {after.model.created_ms - stopped.updated_ms} ms "
               f"(session timeout {config.coordinator.session_timeout_ms} ms)")
-        produce(config, truth, 600, KEYS, start=6000)
-        wait_for(lambda: final_state(config) == dict(truth), 60, "600 more records", hosts)
+        write_records(config, work, 600)
+        _exact(hosts, work, "600 more records")
         _no_rebalance_wait_bound_hit(hosts)

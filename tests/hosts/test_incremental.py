@@ -13,10 +13,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hostjobs import CLI, Hosts, SteadyInput, outputs_job, read_on, state, wait_for
-from jobs.harness import Workload, outputs, replay_problems
+from hostjobs import (
+    CLI,
+    Hosts,
+    SteadyInput,
+    every_output,
+    outputs_job,
+    outputs_of,
+    state,
+    wait_for,
+)
+from jobs.harness import Workload, replay_problems
 
-from framework.config import JobConfig
 from framework.drill.hosts import settled
 from framework.metadata import CoordinatorState
 
@@ -31,10 +39,6 @@ def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
 def _dropped(hosts: Hosts) -> bool:
     """Whether the group dropped a host whose session expired (it rejoins as new)."""
     return any("local member_id was not recognized" in hosts.log(h) for h in hosts.processes)
-
-
-def _outputs(config: JobConfig) -> dict[str, list[dict[str, int]]]:
-    return read_on(config, lambda system: outputs(system, config))
 
 
 @pytest.mark.parametrize(("broker", "rebalances"), [
@@ -92,9 +96,8 @@ def test_a_host_joining_and_one_leaving_restart_no_worker_of_the_hosts_that_stay
             assert (_pids(failed, "ad") == surviving) == incremental or _dropped(hosts)
             assert sorted(t for h in "ad" for t in failed.hosts[h].active) == sorted(
                 failed.model.tasks if failed.model else ())
-        wait_for(lambda: sum(map(len, _outputs(config).values())) >= work.count, 120,
-                 "an output for every record", hosts)
-        problems = replay_problems(_outputs(config), work)
+        wait_for(lambda: every_output(config, work), 120, "an output for every record", hosts)
+        problems = replay_problems(outputs_of(config), work)
         assert problems == [], problems[:10]
         text = subprocess.run([*CLI, "status", str(hosts.path)], check=True,
                               capture_output=True, text=True).stdout

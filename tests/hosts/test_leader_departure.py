@@ -17,27 +17,13 @@ import signal
 from pathlib import Path
 
 import pytest
-from hostjobs import Hosts, outputs_job, read_on, wait_for
-from jobs.harness import Workload, outputs, produce, replay_problems
+from hostjobs import Hosts, every_output, outputs_job, outputs_of, wait_for, write_records
+from jobs.harness import Workload, replay_problems
 from test_failover import _settled
 
-from framework.config import JobConfig
 from framework.hosts.fault import ENV
 
 TASKS = 4
-
-
-def _write(config: JobConfig, work: Workload, count: int) -> None:
-    records = work.records(count)
-    read_on(config, lambda system: produce(system, records))
-
-
-def _outputs(config: JobConfig) -> dict[str, list[dict[str, int]]]:
-    return read_on(config, lambda system: outputs(system, config))
-
-
-def _every_output(config: JobConfig, work: Workload) -> bool:
-    return sum(map(len, _outputs(config).values())) >= work.count
 
 
 @pytest.mark.parametrize("broker", ["kafka_broker", "tansu_broker"])
@@ -52,8 +38,8 @@ def test_sigterm_of_the_leader_holding_a_forming_round(
         config = hosts.config
         hosts.start("a", env={ENV: "30000"})
         first = wait_for(lambda: _settled(hosts, {"a"}), 60, "a running alone", hosts)
-        _write(config, work, 1200)
-        wait_for(lambda: _every_output(config, work), 60, "a's first records", hosts)
+        write_records(config, work, 1200)
+        wait_for(lambda: every_output(config, work), 60, "a's first records", hosts)
 
         hosts.start("b")  # a round of a and b, led by a: a holds it unanswered
         wait_for(lambda: "holds this round of 2 hosts" in hosts.log("a"), 60,
@@ -64,13 +50,13 @@ def test_sigterm_of_the_leader_holding_a_forming_round(
         assert "abandoning it unanswered" in left and "no LeaveGroup" in left
         assert "left the group of job" not in left
 
-        _write(config, work, 1200)
+        write_records(config, work, 1200)
         after = wait_for(lambda: _settled(hosts, {"b"}, first.model.epoch), 90,
                          "b running every task alone", hosts)
         assert after.model is not None
         assert sorted(after.hosts["b"].active) == sorted(after.model.tasks)
-        wait_for(lambda: _every_output(config, work), 60, "every record", hosts)
-        found = _outputs(config)
+        wait_for(lambda: every_output(config, work), 60, "every record", hosts)
+        found = outputs_of(config)
         assert len(found) == 40  # no key missing
         problems = replay_problems(found, work)
         assert problems == [], problems[:10]

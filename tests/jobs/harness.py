@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -312,6 +313,41 @@ class SteadyFeed:
     async def stop(self) -> None:
         self._feeding = False
         await self._task
+
+
+class FedWorker:
+    """An in-process worker run under a `SteadyFeed` (``async with``); leaving the block
+    stops the feed and the worker, whose result `result` then gives."""
+
+    def __init__(self, worker: Worker, system: System, work: Workload) -> None:
+        self.worker = worker
+        self._system = system
+        self._work = work
+
+    async def __aenter__(self) -> FedWorker:
+        self.running = asyncio.create_task(self.worker.run())
+        self.feed = SteadyFeed(self._system, self._work)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.worker.stop.set()
+        with contextlib.suppress(Exception):  # stopped already, or failed: said elsewhere
+            await self.feed.stop()
+
+    async def drain(self) -> None:
+        """Stop the feed and wait until every record written was processed."""
+        await self.feed.stop()
+        await wait_until(processed(self.worker, self._work.count), 60, "every record")
+
+    async def result(self) -> WorkerResult:
+        return await self.running
+
+
+def at_epoch(worker: Worker, epoch: int) -> Callable[[], Awaitable[bool]]:
+    """A `wait_until` condition: ``worker`` runs the model of ``epoch``."""
+    async def there() -> bool:
+        return worker.model is not None and worker.model.epoch == epoch
+    return there
 
 
 def processed(worker: Worker, count: int) -> Callable[[], Awaitable[bool]]:

@@ -6,7 +6,6 @@ loop. Only a stop or a full store write buffer waits for it there. Every output 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +43,10 @@ async def test_a_commit_in_flight_does_not_hold_the_loop(
     try:
         await h.prepare(config, meta)
         worker = Worker(config, 0)
-        running = asyncio.create_task(worker.run())
-        feed = h.SteadyFeed(meta, work)
-        try:
+        async with h.FedWorker(worker, meta, work) as fed:
             await h.wait_until(h.processed(worker, 1000), 60, "records flowing")
-            await feed.stop()
-            await h.wait_until(h.processed(worker, work.count), 60, "every record")
-        finally:
-            worker.stop.set()
-            with contextlib.suppress(Exception):
-                await feed.stop()
-        result = await running
+            await fed.drain()
+        result = await fed.result()
         assert result.commits >= 3  # several commits, each in flight for WRITE_S
         assert started_in_flight == []
         assert h.replay_problems(await h.outputs(meta, config), work) == []

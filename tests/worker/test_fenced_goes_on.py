@@ -6,7 +6,6 @@ written: on the local log and on Apache Kafka, every output checked."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -30,9 +29,7 @@ async def test_a_fenced_worker_processes_on_until_the_newer_model_is_written(
     try:
         model = await h.prepare(config, meta)
         worker = Worker(config, 0, in_place=True)
-        running = asyncio.create_task(worker.run())
-        feed = h.SteadyFeed(meta, work)
-        try:
+        async with h.FedWorker(worker, meta, work) as fed:
             await h.wait_until(h.processed(worker, 200), 60, "the worker's first records")
             newer = build_job_model(config, dict(model.partition_counts), model)
             newer = replace(newer, epoch=model.epoch + 1, in_place_since=model.epoch)
@@ -41,19 +38,11 @@ async def test_a_fenced_worker_processes_on_until_the_newer_model_is_written(
             await asyncio.sleep(MODEL_LATE_S)
             written_at = time.time()
             await publish_model(meta, config, newer, fenced=True)
-
-            async def took_it() -> bool:
-                return worker.model is not None and worker.model.epoch == newer.epoch
-
-            await h.wait_until(took_it, 60, "the worker taking epoch 2 in place")
+            await h.wait_until(h.at_epoch(worker, newer.epoch), 60, "the worker taking "
+                               "epoch 2 in place")
             await asyncio.sleep(0.5)
-            await feed.stop()
-            await h.wait_until(h.processed(worker, work.count), 60, "every record")
-        finally:
-            worker.stop.set()
-            with contextlib.suppress(Exception):
-                await feed.stop()
-        result = await running
+            await fed.drain()
+        result = await fed.result()
         assert result.epoch == newer.epoch and worker.in_place_changes == 1
 
         found = await h.outputs(meta, config)

@@ -5,7 +5,6 @@ answer fenced it again: it waited for a model newer still, found none and restar
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,9 +41,7 @@ async def test_a_fence_answer_for_the_epoch_the_worker_left_does_not_stop_it(
     try:
         model = await h.prepare(config, meta)
         worker = SlowFenceWorker(config, 0, in_place=True)
-        running = asyncio.create_task(worker.run())
-        feed = h.SteadyFeed(meta, work)
-        try:
+        async with h.FedWorker(worker, meta, work) as fed:
             await h.wait_until(h.processed(worker, 200), 60, "the worker's first records")
 
             async def asking() -> bool:  # from then on one is always in flight
@@ -54,22 +51,14 @@ async def test_a_fence_answer_for_the_epoch_the_worker_left_does_not_stop_it(
             newer = build_job_model(config, dict(model.partition_counts), model)
             newer = await publish_model(meta, config, replace(newer, epoch=model.epoch + 1),
                                         previous=model, in_place=True)
-
-            async def took_it() -> bool:
-                return worker.model is not None and worker.model.epoch == newer.epoch
-
-            await h.wait_until(took_it, 60, "the worker taking epoch 2 in place")
+            await h.wait_until(h.at_epoch(worker, newer.epoch), 60, "the worker taking "
+                               "epoch 2 in place")
             # every check asked at epoch 1 is answered (fenced) within SLOW_S; a worker
             # that heeded one would have stopped MODEL_WAIT_S later
             await asyncio.sleep(SLOW_S + runner.MODEL_WAIT_S + 1.5)
-            assert not running.done(), running.exception()
-            await feed.stop()
-            await h.wait_until(h.processed(worker, work.count), 60, "every record")
-        finally:
-            worker.stop.set()
-            with contextlib.suppress(Exception):
-                await feed.stop()
-        result = await running
+            assert not fed.running.done(), fed.running.exception()
+            await fed.drain()
+        result = await fed.result()
         assert result.epoch == newer.epoch and worker.in_place_changes == 1
         assert h.replay_problems(await h.outputs(meta, config), work) == []
         checkpoints = await meta.read_checkpoints(config.name)
