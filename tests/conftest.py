@@ -15,19 +15,25 @@ SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", 
         "hosts", "faults"}
 """Test folders whose tests run real processes, brokers or Spark."""
 KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "kafka_own_broker", "tansu_broker"}
+MODULE_FIXTURES = {"_module_broker", "_module_cluster"}
+"""Module-scoped fixtures: a module using one runs on one pytest process."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `slow` by folder and `kafka` by fixture, so `-m 'not slow'` is a quick loop.
 
-    Under ``--dist loadgroup`` (the README's test command) a module's tests run on one
-    pytest process (its module fixtures start once), and every test that uses the Spark
-    session runs on the same one: each process starting a Spark JVM of its own cost a
-    second session's start and its memory and CPU for the rest of the run.
+    Under ``--dist loadgroup`` (the README's test command) every test that uses the Spark
+    session runs on one pytest process (each process starting a Spark JVM of its own cost a
+    second session's start and its memory and CPU for the rest of the run), and a module
+    whose tests share a module-scoped broker or cluster runs on one process (it starts
+    once); any other test goes wherever a process is free, so that no process ends the run
+    alone on a long module.
     """
     for item in items:
-        group = "spark" if "spark" in getattr(item, "fixturenames", ()) else str(item.path)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        group = ("spark" if "spark" in fixtures else
+                 str(item.path) if MODULE_FIXTURES & fixtures else item.nodeid)
         item.add_marker(pytest.mark.xdist_group(group))
         parts = item.path.parts
         if "tests" in parts and SLOW & set(parts[parts.index("tests") + 1:-1]):

@@ -36,6 +36,19 @@ def _pids(current: CoordinatorState, names: str) -> dict[int, int]:
     return {w: current.workers[w].pid for h in names for w in current.hosts[h].workers}
 
 
+def _without(hosts: Hosts, names: str, before: CoordinatorState, pids: dict[int, int],
+             incremental: bool) -> CoordinatorState:
+    """Once a host left or failed: the state settled on hosts ``names`` after ``before``,
+    every task active on one of them, and (incremental) their workers' pids unchanged."""
+    after = wait_for(lambda: (s := settled(state(hosts.config), set(names),
+                                          before.model.epoch if before.model else 0)) and s,
+                     120, f"every task on hosts {', '.join(names)}", hosts)
+    assert (_pids(after, names) == pids) == incremental or _dropped(hosts)
+    assert sorted(t for h in names for t in after.hosts[h].active) == sorted(
+        after.model.tasks if after.model else ())
+    return after
+
+
 def _dropped(hosts: Hosts) -> bool:
     """Whether the group dropped a host whose session expired (it rejoins as new)."""
     return any("local member_id was not recognized" in hosts.log(h) for h in hosts.processes)
@@ -80,22 +93,12 @@ def test_a_host_joining_and_one_leaving_restart_no_worker_of_the_hosts_that_stay
             assert bool(re.search(r"took job model epoch \d+ in place \(was \d+\) in \d+ "
                                   r"ms \([^)]*\): (task Partition \d+ added(, )?)+",
                                   log)) == incremental
-            staying = {w: p for w, p in _pids(joined, "abd").items()}
+            staying = _pids(joined, "abd")
             assert hosts.terminate("c") == 0  # commits, then leaves the group
-            left = wait_for(lambda: (s := settled(state(config), set("abd"),
-                                                 joined.model.epoch if joined.model else 0))
-                            and s, 120, "c's tasks on a, b and d", hosts)
-            assert (_pids(left, "abd") == staying) == incremental or _dropped(hosts)
-            assert sorted(t for h in "abd" for t in left.hosts[h].active) == sorted(
-                left.model.tasks if left.model else ())
-            surviving = {w: p for w, p in _pids(left, "ad").items()}
+            left = _without(hosts, "abd", joined, staying, incremental)
+            surviving = _pids(left, "ad")
             hosts.kill("b")  # host and workers at once: dropped after its session timeout
-            failed = wait_for(lambda: (s := settled(state(config), set("ad"),
-                                                   left.model.epoch if left.model else 0))
-                              and s, 120, "b's tasks on a and d", hosts)
-            assert (_pids(failed, "ad") == surviving) == incremental or _dropped(hosts)
-            assert sorted(t for h in "ad" for t in failed.hosts[h].active) == sorted(
-                failed.model.tasks if failed.model else ())
+            _without(hosts, "ad", left, surviving, incremental)
         wait_for(lambda: every_output(config, work), 120, "an output for every record", hosts)
         problems = replay_problems(outputs_of(config), work)
         assert problems == [], problems[:10]
