@@ -21,7 +21,14 @@ from dataclasses import dataclass, replace
 from framework.commands.offsets import refuse_if_running
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.holds import Held, InputNow, input_now, plan_holds
+from framework.coordinator.holds import (
+    Held,
+    InputNow,
+    input_now,
+    plan_holds,
+    read_positions,
+    stops_at,
+)
 from framework.errors import ConfigError, SampanError
 from framework.jobmodel import JobModel
 from framework.metadata import publish_model, publish_status, read_state
@@ -102,7 +109,9 @@ async def discard_held(config: JobConfig, qualified: str) -> Discarded:
                               f"discard (`sampan status {config.path}` names a held input)")
         now = await input_now(source, stream.stream)
         counts = {**model.partition_counts, qualified: now.count}
-        plan = plan_holds(config, model, counts, {qualified: now})
+        checkpoints = await meta.read_checkpoints(config.name)
+        read = read_positions(checkpoints.values())
+        plan = plan_holds(config, model, counts, {qualified: now}, read=read)
         held = plan.held.get(qualified)
         if held is None:
             raise SampanError(f"{qualified} is no longer held: nothing was written under a "
@@ -114,7 +123,6 @@ async def discard_held(config: JobConfig, qualified: str) -> Discarded:
                 f"map: grow it first to a count they map (`sampan streams expand {qualified} "
                 f"--partitions N --job {config.path}`, N a multiple of {held.tasks}), then "
                 f"discard (records written before that are discarded too)")
-        checkpoints = await meta.read_checkpoints(config.name)
         _check_caught_up(config, qualified, model, held, checkpoints)
         skip_to = _discard_to(held, now)
         ends = {SystemStreamPartition(stream.system, stream.stream, p): end
@@ -141,8 +149,9 @@ async def discard_held(config: JobConfig, qualified: str) -> Discarded:
         await publish_model(meta, config, next_model, fenced=True)
         if not released and state.status.refusal is not None:
             await publish_status(meta, config, replace(state.status, refusal=None))
+        first = held.hold.ends if held.hold.exact else stops_at(qualified, held.hold, read)
         return Discarded(
-            qualified, {p: (held.hold.ends.get(p, 0), end) for p, end in sorted(
+            qualified, {p: (first.get(p, 0), max(first.get(p, 0), end)) for p, end in sorted(
                 skip_to.items())}, held.change, next_model.epoch, now.count)
     finally:
         if lease is not None:

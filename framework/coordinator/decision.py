@@ -17,7 +17,7 @@ import groupers as G
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import describe_change
-from framework.coordinator.holds import InputNow, plan_holds
+from framework.coordinator.holds import InputNow, ReadPositions, plan_holds
 from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import ExpansionRecord, Refusal
 
@@ -66,14 +66,15 @@ class PartitionDecision:
 
 
 def decide_partition_change(config: JobConfig, model: JobModel, counts: Mapping[str, int],
-                            inputs: Mapping[str, InputNow], *, now_ms: int
-                            ) -> PartitionDecision:
+                            inputs: Mapping[str, InputNow], *, now_ms: int,
+                            read: ReadPositions | None = None) -> PartitionDecision:
     """The next model's counts and holds against ``model`` (pure).
 
     ``counts`` are every input's counts now and ``inputs`` what the systems show of those
-    whose count differs from ``model``'s or that it holds (`Coordinator.inputs_now`).
+    whose count differs from ``model``'s or that it holds (`Coordinator.inputs_now`);
+    ``read`` where the job's checkpoints say it read them (`holds.read_positions`).
     """
-    plan = plan_holds(config, model, counts, inputs, now_ms=now_ms)
+    plan = plan_holds(config, model, counts, inputs, now_ms=now_ms, read=read)
     refusal = (Refusal(change=plan.change, error=plan.explain(config.path),
                        detected_ms=now_ms, counts=dict(counts)) if plan.held else None)
     expansion = describe_change(model.partition_counts, plan.counts)

@@ -12,6 +12,11 @@ Otherwise only the operator releases it, with the job stopped: `sampan rekey` (k
 records, read under the count they were written for) or `sampan streams discard-held`
 (skips them).
 
+A hold seen at detection (Kafka) is taken by running workers in place: one that had read
+past it when it took the model stops where it was, so the job's reads of a held input
+end at the hold or at its tasks' checkpoints, whichever is further (`read_positions`):
+records past that are the ones past the hold.
+
 `plan_holds` is pure: the coordinators (one host, and the group leader of several) call
 it through `framework.coordinator.decision.decide_partition_change`; the remedies read
 the inputs (`input_now`) and call it directly.
@@ -19,7 +24,7 @@ the inputs (`input_now`) and call it directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,10 +32,29 @@ import groupers as G
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
 from framework.jobmodel import JobModel, StreamHold
-from framework.systems.base import GrowthRecorder, System
+from framework.systems.base import Checkpoint, GrowthRecorder, System
 
-__all__ = ["Growth", "Held", "HoldPlan", "InputNow", "input_now", "plan_holds",
-           "records_past"]
+__all__ = ["Growth", "Held", "HoldPlan", "InputNow", "ReadPositions", "input_now",
+           "plan_holds", "read_positions", "records_past", "stops_at"]
+
+ReadPositions = Mapping[tuple[str, int], int]
+"""(input ``system.stream``, partition) → the furthest position a checkpoint holds."""
+
+
+def read_positions(checkpoints: Iterable[Checkpoint]) -> dict[tuple[str, int], int]:
+    """Where the job's checkpoints say each input partition was read up to."""
+    read: dict[tuple[str, int], int] = {}
+    for checkpoint in checkpoints:
+        for ssp, position in checkpoint.inputs.items():
+            slot = (f"{ssp.system}.{ssp.stream}", ssp.partition)
+            read[slot] = max(read.get(slot, 0), position)
+    return read
+
+
+def stops_at(stream: str, hold: StreamHold, read: ReadPositions) -> dict[int, int]:
+    """Where the job's reads of held ``stream`` end, per partition: the hold, or further
+    where a worker had read past it when it took the hold in place (Kafka)."""
+    return {p: max(end, read.get((stream, p), 0)) for p, end in hold.ends.items()}
 
 
 @dataclass(frozen=True)
@@ -203,13 +227,16 @@ def _tasks_of(model: JobModel, stream: str) -> int:
 
 
 def plan_holds(config: JobConfig, model: JobModel, counts: Mapping[str, int],
-               inputs: Mapping[str, InputNow], *, now_ms: int = 0) -> HoldPlan:
+               inputs: Mapping[str, InputNow], *, now_ms: int = 0,
+               read: ReadPositions | None = None) -> HoldPlan:
     """The next model's counts and holds, from ``model`` and the inputs now.
 
     ``counts`` are every input's counts now; ``inputs`` what the systems show of the inputs
     whose count differs from ``model``'s or that ``model`` holds (others stay as they are).
     A held input keeps ``model``'s count; an input that changed to a count its tasks map,
-    with nothing written under an unmappable count since, takes its new count.
+    with nothing written under an unmappable count since, takes its new count. ``read``
+    (`read_positions`): records a hold seen at detection counts past it start where the
+    job stopped reading (`stops_at`).
     """
     errors: dict[tuple[str, int], str | None] = {}
 
@@ -247,8 +274,9 @@ def plan_holds(config: JobConfig, model: JobModel, counts: Mapping[str, int],
             ends = now.grown[count] if exact and now.grown is not None else now.ends
             hold = StreamHold(count=count, ends={p: ends.get(p, 0) for p in range(count)},
                               exact=exact, refused=refused, since_ms=now_ms)
+        stop = hold.ends if hold.exact else stops_at(stream, hold, read or {})
         found = Held(stream, hold, _tasks_of(model, stream), growths,
-                     records_past(now.ends, hold.ends, now.count))
+                     records_past(now.ends, stop, now.count))
         if not growths[-1].error and found.released_by_growth:
             next_counts[stream] = now.count
             continue

@@ -24,7 +24,7 @@ from framework.config.snapshot import job_file_change, snapshot_config
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.decision import PartitionDecision, decide_partition_change
 from framework.coordinator.expansion import ExpansionBook
-from framework.coordinator.holds import InputNow, input_now
+from framework.coordinator.holds import InputNow, input_now, read_positions, stops_at
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.modes import refuse_other_mode
@@ -212,8 +212,12 @@ class Coordinator:
                      ) -> PartitionDecision:
         """The decision about the inputs' counts now against ``model``
         (`framework.coordinator.decision`), with what the systems show of them."""
+        read = None
+        if any(not h.exact for h in model.holds.values()):  # where running workers stopped
+            read = read_positions((await self.meta.read_checkpoints(self.config.name)).values())
         return decide_partition_change(self.config, model, counts,
-                                       await self.inputs_now(model, counts), now_ms=now_ms)
+                                       await self.inputs_now(model, counts), now_ms=now_ms,
+                                       read=read)
 
     async def inputs_now(self, model: JobModel, counts: Mapping[str, int]
                          ) -> dict[str, InputNow]:
@@ -231,21 +235,14 @@ class Coordinator:
 
     async def settle_holds(self, holds: Mapping[str, StreamHold], previous: JobModel
                            ) -> dict[str, StreamHold]:
-        """New holds seen at detection (Kafka), raised to where the stopped workers read:
-        a checkpoint is never past its hold."""
+        """New holds seen at detection (Kafka), raised to where the workers' checkpoints
+        say they read (stopped workers: exactly where they stopped; running ones take the
+        hold in place and stop where they are if past it: `holds.stops_at`)."""
         new = {s: h for s, h in holds.items() if not h.exact and s not in previous.holds}
         if not new:
             return dict(holds)
-        read: dict[tuple[str, int], int] = {}
-        for checkpoint in (await self.meta.read_checkpoints(self.config.name)).values():
-            for ssp, position in checkpoint.inputs.items():
-                slot = (f"{ssp.system}.{ssp.stream}", ssp.partition)
-                read[slot] = max(read.get(slot, 0), position)
-        settled = dict(holds)
-        for stream, hold in new.items():
-            settled[stream] = replace(hold, ends={
-                p: max(end, read.get((stream, p), 0)) for p, end in hold.ends.items()})
-        return settled
+        read = read_positions((await self.meta.read_checkpoints(self.config.name)).values())
+        return {**holds, **{s: replace(h, ends=stops_at(s, h, read)) for s, h in new.items()}}
 
     async def open_systems(self) -> None:
         """Start a client of the metadata system and of every input's system."""
@@ -474,6 +471,7 @@ class Coordinator:
 
     async def _on_change(self, counts: dict[str, int]) -> None:
         """Apply an expansion its tasks map, or hold (or release) inputs: each a new model,
+        taken by the running workers in place (`model_changes = "in-place"`), else
         published with the workers stopped."""
         assert self.model is not None
         detected = _now_ms()
@@ -489,8 +487,9 @@ class Coordinator:
         if self._in_place(decision):
             log.info("%s; the workers take it where they run (model_changes = in-place)",
                      decision.what)
+            holds = await self.settle_holds(decision.holds, self.model)
             self.model = await self._publish(decision.counts, self.model, in_place=True,
-                                             reason=decision.what, holds=decision.holds)
+                                             reason=decision.what, holds=holds)
             self.expansions.applied(decision.expansion_record(
                 self.model.epoch, detected, published_ms=_now_ms(), in_place=True))
             await self._report(state="running")
@@ -513,11 +512,9 @@ class Coordinator:
 
     def _in_place(self, decision: PartitionDecision) -> bool:
         """Whether the running workers take ``decision``'s model without a restart: an
-        expansion that places or releases no hold (`framework.worker.in_place` checks the
-        rest, task by task, and restarts a worker it does not fit)."""
-        assert self.model is not None
-        return (self.config.coordinator.model_changes == "in-place" and bool(decision.expansion)
-                and not decision.toggled and decision.holds == dict(self.model.holds))
+        expansion, a hold placed or released (`framework.worker.in_place` checks the rest,
+        task by task, and restarts a worker it does not fit)."""
+        return self.config.coordinator.model_changes == "in-place" and decision.changed
 
     async def _report(self, *, state: RunState) -> None:
         """Publish the status; while the metadata system is unreachable it is published

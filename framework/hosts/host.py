@@ -31,7 +31,7 @@ from framework.hosts.config import lead_timeout_ms, rebalance_timeout_ms, rebala
 from framework.hosts.errors import DuplicateHostError
 from framework.hosts.fault import LeaderHold, RoundAbandoned
 from framework.hosts.handover import pending_releases
-from framework.hosts.leader import expand_in_place, incremental_rebalances, lead
+from framework.hosts.leader import change_in_place, incremental_rebalances, lead
 from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
 from framework.hosts.membership import Membership
@@ -576,7 +576,7 @@ class Host:
             held = all(s in self.model.holds for s in counts if counts[s] != known[s])
             if counts == known:
                 self._counts_seen = None
-            elif counts and await self._expanded_in_place():
+            elif counts and await self._changed_in_place(held):
                 return
             if counts and counts != known and not (held and counts == self._asked):
                 log.info("input partition counts changed (%s → %s): rebalancing",
@@ -631,24 +631,27 @@ class Host:
                  first.epoch)
         await self._follow_in_place()
 
-    async def _expanded_in_place(self) -> bool:
-        """The leader of the last rebalance applies an expansion in place (no rebalance:
-        `leader.expand_in_place`); True when it did. Other hosts wait a while for it
-        (the leader's monitor sees the change too) before asking for a rebalance."""
+    async def _changed_in_place(self, held: bool) -> bool:
+        """The leader of the last rebalance applies a change of the inputs' counts in place
+        (no rebalance: `leader.change_in_place`); True when it did, or found the model
+        already right (a held input grew on and stays held). Other hosts wait a while for
+        it (the leader's monitor sees the change too) before asking for a rebalance; a
+        change of inputs the model holds is always left to the leader (``held``)."""
         assert self._membership is not None and self.model is not None
         if self.model.parked:  # the follow-up placing them comes first
             return True
         if not self._membership.leader:
             if self._counts_seen is None:
                 self._counts_seen = time.monotonic()
-            return time.monotonic() - self._counts_seen < IN_PLACE_GRACE_S
-        model = await expand_in_place(self.config, self.model)
+            return held or time.monotonic() - self._counts_seen < IN_PLACE_GRACE_S
+        model = await change_in_place(self.config, self.model)
         if model is None:
             return False
         if model.in_place_since is None:  # published for a restart: hosts need a rebalance
             self._membership.rejoin()
             return True
-        await self._follow_in_place()
+        if model.epoch != self.model.epoch:
+            await self._follow_in_place()
         return True
 
 

@@ -29,7 +29,7 @@ from framework.jobmodel import JobModel
 from framework.metadata import publish_model, publish_status, read_state
 from framework.systems.base import Checkpoint
 
-__all__ = ["Led", "expand_in_place", "incremental_rebalances", "lead"]
+__all__ = ["Led", "change_in_place", "incremental_rebalances", "lead"]
 
 log = logging.getLogger(__name__)
 
@@ -150,13 +150,16 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str,
         await coordinator.close_systems()
 
 
-async def expand_in_place(config: JobConfig, running: JobModel) -> JobModel | None:
-    """The leader of the last rebalance applies an input expansion without a rebalance:
-    the same placement (hosts, workers, standbys, warmups), the new partitions with their
-    barriers, published for the running workers of every host to take in place
-    (`framework.worker.in_place`). None — nothing published — when the counts do not
-    change ``running``'s, when the change places or releases a hold (a rebalance decides
-    it), or when another model became current meanwhile."""
+async def change_in_place(config: JobConfig, running: JobModel) -> JobModel | None:
+    """The leader of the last rebalance applies a partition change of the inputs without a
+    rebalance — an expansion, a hold placed or released: the same placement (hosts,
+    workers, standbys, warmups), new partitions with their barriers, holds, published for
+    the running workers of every host to take in place (`framework.worker.in_place`).
+    ``running`` itself when the change leaves the model as it is (a held input growing on
+    while it stays held); None — nothing published, a rebalance decides — when
+    ``model_changes`` is not in-place, or another model became current meanwhile."""
+    if config.coordinator.model_changes != "in-place":
+        return None
     coordinator = Coordinator(config, start_workers=False)
     try:
         await coordinator.open_systems()
@@ -167,20 +170,18 @@ async def expand_in_place(config: JobConfig, running: JobModel) -> JobModel | No
         counts = await coordinator.partition_counts()
         detected = int(time.time() * 1000)
         decision = await coordinator.decide(previous, counts, detected)
-        if not (decision.changed and decision.expansion and not decision.toggled
-                and decision.holds == dict(previous.holds)
-                and config.coordinator.model_changes == "in-place"):
-            return None
         book = ExpansionBook(state.status)
-        book.note(decision, previous.epoch)
+        if book.note(decision, previous.epoch):  # before the model, as on one host
+            await publish_status(coordinator.meta, config, book.status)
+        if not decision.changed:
+            return running
         checkpoints = await coordinator.meta.read_checkpoints(config.name)
         model = build_job_model(
             config, decision.counts, previous, now_ms=detected,
-            reason=f"expansion {decision.expansion} (in place, hosts "
-                   f"{', '.join(sorted(previous.hosts))})",
+            reason=f"{decision.what} (in place, hosts {', '.join(sorted(previous.hosts))})",
             end_offsets=await coordinator.end_offsets(), checkpoints=checkpoints,
             placement=lambda changelogs: {t: previous.tasks[t].worker for t in changelogs},
-            holds=decision.holds)
+            holds=await coordinator.settle_holds(decision.holds, previous))
         model = replace(model, workers=previous.workers, hosts=previous.hosts,
                         standbys=previous.standbys, warmups=previous.warmups)
         await coordinator.ensure_changelogs(model)
@@ -189,8 +190,8 @@ async def expand_in_place(config: JobConfig, running: JobModel) -> JobModel | No
         if model.in_place_since is None:  # the fence moved on: a rebalance published first
             log.warning("leader: epoch %d was published for a restart (another model came "
                         "first)", model.epoch)
-        log.info("leader published job model epoch %d (expansion %s) for the running workers "
-                 "of every host to take in place", model.epoch, decision.expansion)
+        log.info("leader published job model epoch %d (%s) for the running workers of every "
+                 "host to take in place", model.epoch, decision.what)
         book.applied(decision.expansion_record(model.epoch, detected,
                                                published_ms=int(time.time() * 1000),
                                                in_place=model.in_place_since is not None))

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from framework.config import JobConfig, load_config
-from framework.coordinator.holds import input_now, plan_holds
+from framework.coordinator.holds import input_now, plan_holds, read_positions
 from framework.metadata import publish_model, read_state
 from framework.serdes import get_serde
 from framework.spark.aio import with_system
@@ -141,14 +141,14 @@ def rekey_job(job_path: str | os.PathLike[str], tasks: int, *, key_fn: str | Non
             counts[qualified] = (await meta.partition_counts([stream.stream]))[stream.stream]
         existing = await meta.list_streams()
         changelog_now = max((existing.get(s, 0) for s in changelogs.values()), default=0)
+        checkpoints = await meta.read_checkpoints(config.name)
         held = {}  # the inputs the model holds, and why (`framework.coordinator.holds`)
         if state.model.holds:
             now = {q: await input_now(meta, config.stream(q).stream)
                    for q in state.model.holds if q in counts}
             held = plan_holds(config, state.model, {**state.model.partition_counts, **counts},
-                              now).held
-        return (state.model, counts, await meta.read_checkpoints(config.name), changelog_now,
-                held)
+                              now, read=read_positions(checkpoints.values())).held
+        return state.model, counts, checkpoints, changelog_now, held
 
     model, counts, checkpoints, changelog_now, held = with_system(config, meta_name, inspect)
     plan = plan_rekey(config, model, counts, checkpoints, tasks, changelog_now,

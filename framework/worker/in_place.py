@@ -2,12 +2,14 @@
 
 A worker takes a newer model in place when its coordinator published it so, from this
 worker's epoch on (`JobModel.in_place_since`: never a model of another coordinator run,
-so a zombie worker stays fenced), with the same configuration and holds, the worker on
-the same host, and every task it keeps with the same changelog partition and broadcast
-inputs, at most gaining partitions (an expansion). With several hosts a model may also
-take tasks from this worker (an incremental rebalance parks them: `framework.hosts.
-handover`) or give it tasks (the follow-up places them); one host keeps its tasks on its
-workers. Anything else — a configuration edit, a hold placed or released — is taken by
+so a zombie worker stays fenced), with the same configuration, the worker on the same
+host, and every task it keeps with the same changelog partition and broadcast inputs, at
+most gaining partitions (an expansion, or a hold released on a count its tasks map). Holds
+placed or released change only where reads stop (`JobModel.read_limits`): a worker that
+read past a new hold stops where it is (`framework.coordinator.holds.stops_at`). With
+several hosts a model may also take tasks from this worker (an incremental rebalance
+parks them: `framework.hosts.handover`) or give it tasks (the follow-up places them); one
+host keeps its tasks on its workers. Anything else — a configuration edit — is taken by
 a restart (the worker exits fenced and its supervisor starts it on the new model).
 """
 
@@ -50,8 +52,6 @@ def in_place_change(current: JobModel, latest: JobModel | None, worker: int,
         return f"epoch {latest.epoch} was built from another version of the job file"
     if not latest.hosts and latest.workers != current.workers:
         return f"epoch {latest.epoch} runs {latest.workers} workers, not {current.workers}"
-    if dict(latest.holds) != dict(current.holds):
-        return f"epoch {latest.epoch} holds or releases an input"
     if _host_of(current, worker) != _host_of(latest, worker):
         return f"epoch {latest.epoch} runs worker {worker} on another host"
     mine = {t.name: t for t in current.tasks_of(worker)}

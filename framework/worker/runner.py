@@ -689,7 +689,8 @@ class Worker:
         for name in change.added:
             if name not in self._adding:
                 self._adding[name] = asyncio.ensure_future(self._open_added(model.tasks[name]))
-        self._limits = model.read_limits()
+        limits, self._limits = self._limits, model.read_limits()
+        self._at_limit = {s for s in self._at_limit if limits.get(s) == self._limits.get(s)}
         if not reads_as_before:
             self._release_barriers()
             self._route()
@@ -698,6 +699,8 @@ class Worker:
         done = [f"task {t} +{len(s)} partitions" for t, s in sorted(change.gained.items())]
         done += [f"task {t} let go" for t in change.dropped]
         done += [f"task {t} added" for t in change.added]
+        done += [f"{'hold' if s in model.holds else 'release'} {s}"
+                 for s in sorted(set(model.holds) ^ set(previous.holds if previous else {}))]
         log.info("worker %d took job model epoch %d in place (was %d) in %d ms (%s): %s",
                  self.worker_id, model.epoch, previous and previous.epoch, took_ms, steps,
                  ", ".join(done) or "nothing changes here")

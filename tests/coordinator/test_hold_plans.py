@@ -98,6 +98,27 @@ def test_on_kafka_the_hold_is_where_the_change_was_seen(config: JobConfig) -> No
     assert at_3.rekey_counts() == (3, (1, 3))  # counts only grow: all written at 3
 
 
+def test_on_kafka_records_past_the_hold_start_where_the_job_stopped_reading(
+        config: JobConfig) -> None:
+    """A worker that had read past the hold seen at detection when it took the hold in
+    place stopped where it was: its checkpoint, not the hold, starts what is past it."""
+    kafka = StreamHold(count=2, ends={0: 14, 1: 12}, exact=False, refused=3, since_ms=5)
+    held = model_at_2(config, kafka)
+    now = InputNow(4, {0: 16, 1: 12, 2: 0, 3: 0})
+
+    def decided(read: dict[tuple[str, int], int]) -> HoldPlan:
+        return plan_holds(config, held, {WORDS: 4}, {WORDS: now}, now_ms=5, read=read)
+    assert decided({}).held[WORDS].past_hold == 2
+    assert decided({(WORDS, 0): 15}).held[WORDS].past_hold == 1
+    released = decided({(WORDS, 0): 16, (WORDS, 1): 12})
+    assert (released.counts, released.holds) == ({WORDS: 4}, {})
+    assert decided({("local.other", 0): 16}).held[WORDS].past_hold == 2
+    exact = model_at_2(config, StreamHold(2, {0: 14, 1: 12}, True, 3, 5))
+    grown = InputNow(3, {0: 16, 1: 12, 2: 0}, {2: {0: 14, 1: 12}})
+    assert plan_holds(config, exact, {WORDS: 3}, {WORDS: grown}, now_ms=5,
+                      read={(WORDS, 0): 16}).held[WORDS].past_hold == 2  # exact: the hold
+
+
 def test_a_stream_that_shrank_is_held_while_records_are_past_the_hold(
         config: JobConfig) -> None:
     """The growth records no longer tell a record's count (4 → 6 → 4 by re-creation)."""

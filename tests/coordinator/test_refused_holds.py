@@ -58,17 +58,30 @@ async def held_exactly(job: Job, hold: dict[int, int],
 async def started_held(make_job: Callable[..., Job], name: str
                        ) -> tuple[Job, dict[int, int], dict[str, list[tuple[int, int]]]]:
     """A running 2-partition job that counted everything, then words grew to 3 (refused);
-    the hold and the outputs expected while held."""
+    the hold and the outputs expected while held. The running workers took the hold in
+    place: the same processes, a worker restarted by none."""
     job = make_job(name, {"words": 2})
     await job.create("words", 2)
     await job.produce("words", KEYS, 3)
     job.start()
-    await job.wait_epoch(1)
+    pids = (await job.wait_epoch(1)).status.worker_pids
     await job.wait_outputs()
     hold, before = await ends(job), job.truth.expected_outputs()
     await job.expand("words", 3)  # what `sampan streams expand --force` does
-    await refused(job, "local.words 2→3")
+    state = await refused(job, "local.words 2→3")
+    await same_workers(job, pids, state.model.epoch if state.model else 0)
     return job, hold, before
+
+
+async def same_workers(job: Job, pids: dict[int, int], epoch: int) -> None:
+    """Every worker of ``pids`` runs ``epoch``, in the same process: taken in place."""
+    async def there() -> bool:
+        workers = (await job.state()).workers
+        return all(w in workers and workers[w].epoch == epoch for w in pids)
+    await job.wait(there, f"every worker on epoch {epoch}")
+    state = await job.state()
+    assert state.status.worker_pids == pids and state.status.restarts == 0
+    assert {w: state.workers[w].pid for w in pids} == pids
 
 
 async def discard_and_finish(job: Job, change: str, skipped: int, count: int) -> None:
@@ -138,6 +151,7 @@ async def test_a_direct_2_to_6_with_writes_in_between_is_exact(
 async def test_growing_on_to_a_multiple_with_nothing_written_under_3_releases_the_hold(
         make_job: Callable[..., Job]) -> None:
     job, hold, before = await started_held(make_job, "r234")
+    pids = (await job.state()).status.worker_pids
     await held_exactly(job, hold, before)
     await job.expand("words", 4)  # nothing was written while it had 3 partitions
     await job.produce("words", KEYS, 3)
@@ -151,6 +165,9 @@ async def test_growing_on_to_a_multiple_with_nothing_written_under_3_releases_th
     await job.wait_outputs()
     state = await job.state()
     assert [e.change for e in state.status.expansions] == ["local.words 2→4"]
+    assert state.model is not None
+    await same_workers(job, pids, state.model.epoch)
+    assert all(state.workers[w].in_place_changes == 2 for w in pids)
     assert await job.stop() == 0
     await job.assert_exact()
     assert "no input is held any more" in job.coordinator_log()

@@ -1,7 +1,8 @@
 """A refused partition change on real Apache Kafka, one host: Kafka records no growth, so
 the coordinator holds the topic where it saw it at detection (docs/coordinator.md says
-what that leaves open); the workers read it up to there and no further, on every later
-count, until `sampan streams discard-held` skips what was written past it."""
+what that leaves open); the running workers take the hold in place (same processes) and
+read it up to there and no further, on every later count, until `sampan streams
+discard-held` skips what was written past it."""
 
 from __future__ import annotations
 
@@ -102,7 +103,8 @@ def test_a_refused_change_on_kafka_holds_the_topic_until_discard_held(
     log = tmp_path / "run.log"
     process = _start(path, log)
     try:
-        wait_for(lambda: "started worker 1" in log.read_text(), "the workers", process, log)
+        wait_for(lambda: len(state(path).status.worker_pids) == 2, "the workers", process, log)
+        pids = state(path).status.worker_pids
         words.produce(5)
         wait_for(lambda: asyncio.run(_outputs(path, counts)) == words.expected(),
                  "the first records counted", process, log)
@@ -116,7 +118,8 @@ def test_a_refused_change_on_kafka_holds_the_topic_until_discard_held(
         model = state(path).model
         assert model is not None and model.partition_counts[f"kafka.{topic}"] == 2
         hold = dict(model.holds[f"kafka.{topic}"].ends)
-        assert hold == read(path, topic)  # everything written before it was read
+        wait_for(lambda: read(path, topic) == hold, "everything before the hold read",
+                 process, log)
         before = words.expected()
         skipped = words.produce(3)  # placed for 3 partitions, after detection: held
         asyncio.run(on_kafka(path, lambda s: s.expand_stream(topic, 4)))
@@ -133,6 +136,10 @@ def test_a_refused_change_on_kafka_holds_the_topic_until_discard_held(
             f"stopped reading it when its change to 3 partitions was detected")
         assert read(path, topic) == hold
         assert asyncio.run(_outputs(path, counts)) == before
+        taken = state(path)  # the hold placed and kept in place: no worker restarted
+        assert (taken.status.worker_pids, taken.status.restarts) == (pids, 0)
+        assert taken.model is not None and all(
+            (r.pid, r.epoch) == (pids[w], taken.model.epoch) for w, r in taken.workers.items())
         stop(process)
 
         discard = subprocess.run(

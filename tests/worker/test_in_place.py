@@ -52,13 +52,25 @@ def test_the_same_tasks_again_are_taken_with_nothing_gained() -> None:
     (model(1, 2), model(2, 4, since=1, workers=3), "epoch 2 runs 3 workers, not 2"),
     (model(1, 2), model(2, 4, since=1, swap=True),
      "moves tasks Partition 0, Partition 1 to or from this worker"),
-    (model(1, 4), replace(model(2, 4, since=1), holds={
-        "local.words": StreamHold(4, {0: 5}, True, 5)}), "holds or releases an input"),
 ])
 def test_what_is_not_taken_in_place_says_why(current: JobModel, latest: JobModel,
                                               why: str) -> None:
     change = in_place_change(current, latest, 0, "d1")
     assert isinstance(change, str) and why in change
+
+
+def test_a_hold_placed_or_released_is_taken_in_place() -> None:
+    """A hold changes only where reads stop: placed at the same count (nothing gained),
+    released on a count the tasks map (the tasks gain the new partitions)."""
+    hold = {"local.words": StreamHold(4, {0: 5, 1: 5, 2: 5, 3: 5}, True, 5)}
+    placed = in_place_change(model(1, 4), replace(model(2, 4, since=1), holds=hold), 0, "d1")
+    assert isinstance(placed, InPlaceChange) and placed.gained == {}
+    assert placed.model.read_limits()[ssp(0)] == 5
+    released = in_place_change(replace(model(2, 4, since=1), holds=hold), model(3, 8, since=1),
+                               0, "d1")
+    assert isinstance(released, InPlaceChange)
+    assert released.gained == {"Partition 0": frozenset({ssp(4), ssp(6)})}
+    assert released.model.read_limits() == {}
 
 
 def test_a_worker_id_moved_to_another_host_is_not_taken_in_place() -> None:
