@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 from coordjobs import Job, keys, placement
+from freeze import freeze
 
 from framework.errors import FencedError
 from framework.metadata import CoordinatorState
 from framework.stores.restore import FAULT_BATCH_DELAY_ENV
 from framework.stores.rocksdb import store_path
+from framework.systems.local.schema import database_file
 from framework.worker.runner import Worker
 
 PADDING = 4_000  # changelog records of keys the task never sees: a long full restore
@@ -128,7 +130,7 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
         return log.exists() and "(25%)" in log.read_text(errors="replace")
     await job.wait(quarter_restored, "worker 1 a quarter into restoring Partition 1")
     pid = (await job.state()).status.worker_pids[1]
-    os.kill(pid, signal.SIGSTOP)
+    freeze(pid, database_file(job.folder / "data"))
     assert "restore applied" not in log.read_text(errors="replace"), (
         "the restore finished before the test could freeze it")
     await job.expand("words", 4)

@@ -14,6 +14,9 @@ import signal
 from collections.abc import Callable
 
 from coordjobs import Job, keys
+from freeze import freeze
+
+from framework.systems.local.schema import database_file
 
 
 async def produce_until(job: Job, stop: asyncio.Event, stream: str = "words") -> int:
@@ -88,7 +91,7 @@ async def test_a_worker_frozen_through_an_expansion_takes_it_when_it_thaws(
     async def some_read() -> bool:
         return await job.output_total() > 400
     await job.wait(some_read, "the new records being processed")
-    os.kill(pid, signal.SIGSTOP)
+    freeze(pid, database_file(job.folder / "data"))
     try:
         await job.expand("words", 4)
         await job.produce("words", keys(40), 5)

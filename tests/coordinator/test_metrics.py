@@ -11,12 +11,14 @@ import urllib.parse
 from collections.abc import Callable
 
 from coordjobs import Job, keys
+from freeze import freeze
 from metricsjobs import endpoints, scrape, total, values
 
 from framework.commands.status import collect_status
 from framework.metrics.targets import targets_dir
 from framework.stores.restore import FAULT_BATCH_DELAY_ENV
 from framework.stores.rocksdb import store_path
+from framework.systems.local.schema import database_file
 
 PADDING = 4_000  # changelog records the task never reads: a restore long enough to watch
 SLOW_RESTORE = {FAULT_BATCH_DELAY_ENV: "5"}  # ≥ 5 ms per record: ≥ 20 s on any machine
@@ -125,7 +127,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
             progress.restoring[0].restored > 0)
     await job.wait(reported, "worker 1's restore progress in the coordinator stream")
     pid = (await job.state()).status.worker_pids[1]
-    os.kill(pid, signal.SIGSTOP)  # frozen mid-restore: status must show it with an ETA
+    freeze(pid, database_file(job.folder / "data"))  # mid-restore: status shows an ETA
     try:
         assert "restore applied" not in log.read_text(errors="replace")
         restoring = (await collect_status(job.config)).to_json()["restoring"]
