@@ -267,32 +267,15 @@ class Windows:
         self.event_time.save()  # the closes below are committed with this watermark
         keyed = self._keyed
         taken = keyed.start_close(bound)
-        layout, finish, closed_before = self.layout, self.reducer.result, keyed.closed
-        close = layout.close
-        load = keyed.load if keyed.hot is None else keyed.hot.get
-        lag = layout.lag  # closing time - end
-        result, new = WindowResult, tuple.__new__  # a NamedTuple without its Python __new__
-        closed: list[tuple[int, str, WindowResult]] = []
-        kept: list[tuple[str, list[Any], int]] = []
-        gone: list[str] = []
         try:
-            for _, text in taken:
-                emitted, remaining, due = close(load(text) or [], closed_before, bound)
-                if emitted:
-                    key = text[1:] if text[0] == "s" else key_from_text(text)
-                    for start, end, aggregate in emitted:
-                        closed.append((end + lag, text, new(result, (
-                            key, start, end,
-                            aggregate if finish is None else finish(aggregate), True))))
-                if remaining:
-                    kept.append((text, remaining, due))
-                else:
-                    gone.append(text)
-            # By closing time, then key (a key closes one window per time): two stable
-            # sorts on one field each, much cheaper than comparing the tuples.
-            closed.sort(key=_second)
-            closed.sort(key=_first)
-            results = [result for _, _, result in closed]
+            # By closing time, then key (a key closes one window per time): the keys in
+            # order, then one stable sort by end (closing time - `Layout.lag`), which
+            # costs one pass where a close has one closing time, the common case.
+            taken.sort(key=_second)
+            results, kept, gone = self.layout.close_all(
+                taken, keyed.load if keyed.hot is None else keyed.hot.get, keyed.closed,
+                bound, self.reducer.result, WindowResult)
+            results.sort(key=_end)
             if self.output is not None:
                 self._send(collector, results)
         except BaseException:
@@ -329,4 +312,4 @@ def _same(aggregate: Any) -> Any:
     return aggregate
 
 
-_first, _second = operator.itemgetter(0), operator.itemgetter(1)
+_second, _end = operator.itemgetter(1), operator.itemgetter(2)

@@ -291,23 +291,27 @@ class IntervalJoin:
         self.event_time.save()  # the expiries below are committed with this watermark
         keyed = self._keyed
         taken = keyed.start_close(bound)
-        unjoined: list[tuple[int, str, JoinResult]] = []
+        results: list[JoinResult] = []
         load = keyed.load if keyed.hot is None else keyed.hot.get
         after, before, left_join = self.after_ms, self.before_ms, self.how == "left"
         kept: list[tuple[str, list[Any], int]] = []
         gone: list[str] = []
+        emit, leave = results.append, gone.append
         new = tuple.__new__  # a NamedTuple without its Python __new__
         try:
+            # By expiry time, then key, then arrival: the keys in order, then one stable
+            # sort by left time (expiry time - after_ms) over each key's lefts in order.
+            taken.sort(key=_second)
             for _, text in taken:
                 state = load(text)
                 if not state:
-                    gone.append(text)
+                    leave(text)
                     continue
                 lefts, rights = state
                 if ((not lefts or lefts[-3] + after < bound)
                         and (not rights or rights[-2] + before < bound)):
                     i = len(lefts)  # the common case: all of it goes
-                    gone.append(text)
+                    leave(text)
                 else:
                     i = 0
                     while i < len(lefts) and lefts[i] + after < bound:
@@ -320,14 +324,13 @@ class IntervalJoin:
                         left[0] + after if left else MAX_TIME,
                         right[0] + before if right else MAX_TIME) + 1))
                 if left_join and i:
-                    key = text[1:] if text[0] == "s" else key_from_text(text)
+                    key = None
                     for n in range(0, i, 3):
                         if not lefts[n + 1]:
-                            unjoined.append((lefts[n] + after, text, new(JoinResult, (
-                                key, lefts[n + 2], None, lefts[n], None))))
-            unjoined.sort(key=_second)  # by expiry time, then key, then arrival:
-            unjoined.sort(key=_first)   # two stable sorts on one field each
-            results = [result for _, _, result in unjoined]
+                            if key is None:
+                                key = (text[1:],) if text[0] == "s" else (key_from_text(text),)
+                            emit(new(JoinResult, (key[0], lefts[n + 2], None, lefts[n], None)))
+            results.sort(key=_left_ts)
             if self.output is not None:
                 self._send(collector, results)
         except BaseException:
@@ -360,7 +363,7 @@ class IntervalJoin:
             collector.send(output, key=result.key, value=result.as_value())  # type: ignore
 
 
-_first, _second = operator.itemgetter(0), operator.itemgetter(1)
+_second, _left_ts = operator.itemgetter(1), operator.itemgetter(3)
 
 
 def _insert(side: list[Any], width: int, ts: int, entry: tuple[Any, ...]) -> None:

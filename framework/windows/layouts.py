@@ -28,11 +28,13 @@ state is read (`open_part`).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
 from framework.windows.kinds import Hopping, Session, WindowKind
 from framework.windows.reducers import PURE_MERGES, Reducer
+from framework.windows.state import key_from_text
 
 __all__ = ["LATER", "Layout", "Panes", "PerWindow", "Sessions", "describe", "layout_for",
            "snapshot"]
@@ -42,6 +44,14 @@ Closed = list[tuple[int, int, Any]]
 LATER = 2
 """What `Sessions.fold` returns (instead of True or False) when a state's first window
 now closes later than before: its due time may move later (`DueIndex.move`)."""
+Taken = list[tuple[int, str]]
+"""The keys a close takes (`DueIndex.due`): ``(due time, key text)``."""
+Load = Callable[[str], "list[Any] | None"]
+"""A key's open state (None: none)."""
+Finish = Callable[[Any], Any] | None
+"""`Reducer.result` (None: the aggregate is the result)."""
+Kept = list[tuple[str, list[Any], int]]
+"""What keys keep after a close: ``(key text, remaining state, next due time)``."""
 
 
 class Panes:
@@ -166,6 +176,64 @@ class Panes:
             end = bound - bound % advance + advance
         return emitted, state[i:], end
 
+    def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
+                  result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
+        """`close` of every key ``taken``, in one call: the results — ``result((key,
+        start, end, finish(aggregate), True))`` per window emitted, key by key in the
+        order of ``taken`` —, what the keys keep (`Kept`) and the keys that keep
+        nothing."""
+        size, advance, windows = self.size, self.advance, self.windows
+        new = tuple.__new__  # a NamedTuple without its Python __new__
+        results: list[Any] = []
+        kept: Kept = []
+        gone: list[str] = []
+        emit, leave = results.append, gone.append
+        tumbling = size == advance
+        for _, text in taken:
+            state = load(text)
+            if not state:
+                leave(text)
+                continue
+            n, i = len(state), 0
+            if tumbling:
+                start = state[0]
+                if n == 2 and start + size <= bound:  # the common case: its one window
+                    if start + size > closed:
+                        aggregate = state[1]
+                        emit(new(result, (text[1:] if text[0] == "s" else key_from_text(text),
+                                          start, start + size, aggregate if finish is None
+                                          else finish(aggregate), True)))
+                    leave(text)
+                    continue
+                key = None
+                while i < n and state[i] + size <= bound:
+                    start = state[i]
+                    if start + size > closed:
+                        if key is None:
+                            key = (text[1:],) if text[0] == "s" else (key_from_text(text),)
+                        aggregate = state[i + 1]
+                        emit(new(result, (key[0], start, start + size, aggregate
+                                          if finish is None else finish(aggregate), True)))
+                    i += 2
+            else:
+                emitted = windows(state, closed, bound)
+                if emitted:
+                    name = text[1:] if text[0] == "s" else key_from_text(text)
+                    for start, end, aggregate in emitted:
+                        emit(new(result, (name, start, end, aggregate if finish is None
+                                          else finish(aggregate), True)))
+                while i < n and state[i] + size <= bound:
+                    i += 2
+            if i == n:
+                leave(text)
+            else:
+                first = state[i]
+                end = max(0, first - size + advance) + size
+                if end <= bound:
+                    end = bound - bound % advance + advance
+                kept.append((text, state[i:], end))
+        return results, kept, gone
+
 
 class PerWindow:
     """Tumbling and hopping windows, each with its own aggregate (see the module)."""
@@ -228,6 +296,11 @@ class PerWindow:
               ) -> tuple[Closed, list[Any], int]:
         emitted, remaining = self.split(state, closed, bound)
         return emitted, remaining, remaining[0] + self.size if remaining else 0
+
+    def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
+                  result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
+        """`Panes.close_all`: `close` per key."""
+        return _close_each(self, taken, load, closed, bound, finish, result)
 
 
 class Sessions:
@@ -317,8 +390,67 @@ class Sessions:
         emitted = [(state[j], state[j + 1] + 1, state[j + 2]) for j in range(0, i, 3)]
         return emitted, state[i:], state[i + 1] + self.gap + 1 if i < n else 0
 
+    def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
+                  result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
+        """`Panes.close_all` for sessions: a key's one session closing inline, `close`
+        for the others."""
+        gap = self.gap
+        last = bound - gap - 1
+        close = self.close
+        new = tuple.__new__  # a NamedTuple without its Python __new__
+        results: list[Any] = []
+        kept: Kept = []
+        gone: list[str] = []
+        emit, leave = results.append, gone.append
+        for _, text in taken:
+            state = load(text)
+            if not state:
+                leave(text)
+                continue
+            if len(state) == 3 and state[1] <= last:  # the common case
+                aggregate = state[2]
+                emit(new(result, (text[1:] if text[0] == "s" else key_from_text(text),
+                                  state[0], state[1] + 1,
+                                  aggregate if finish is None else finish(aggregate), True)))
+                leave(text)
+                continue
+            emitted, remaining, due = close(state, closed, bound)
+            if emitted:
+                key = text[1:] if text[0] == "s" else key_from_text(text)
+                for start, end, aggregate in emitted:
+                    emit(new(result, (key, start, end,
+                                      aggregate if finish is None else finish(aggregate),
+                                      True)))
+            if remaining:
+                kept.append((text, remaining, due))
+            else:
+                leave(text)
+        return results, kept, gone
+
 
 Layout = Panes | PerWindow | Sessions
+
+
+def _close_each(layout: Layout, taken: Taken, load: Load, closed: int, bound: int,
+                finish: Finish, result: type[tuple[Any, ...]]
+                ) -> tuple[list[Any], Kept, list[str]]:
+    """`Panes.close_all` by one `close` call per key."""
+    new = tuple.__new__
+    results: list[Any] = []
+    kept: Kept = []
+    gone: list[str] = []
+    for _, text in taken:
+        emitted, remaining, due = layout.close(load(text) or [], closed, bound)
+        if emitted:
+            key = text[1:] if text[0] == "s" else key_from_text(text)
+            for start, end, aggregate in emitted:
+                results.append(new(result, (key, start, end, aggregate if finish is None
+                                            else finish(aggregate), True)))
+        if remaining:
+            kept.append((text, remaining, due))
+        else:
+            gone.append(text)
+    return results, kept, gone
 
 _SCALARS = frozenset({int, float, str, bool, type(None)})
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 from functools import reduce
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from framework.windows import Hopping, Session, Tumbling, count, max_of, mean_of, min_of, sum_of
-from framework.windows.layouts import Panes, PerWindow, Sessions
+from framework.windows.layouts import Panes, PerWindow, Sessions, _close_each
 from framework.windows.reducers import Reducer, aggregate
+from framework.windows.state import key_from_text
 
 numbers = st.one_of(st.integers(-10**6, 10**6), st.sampled_from([0.0, -0.0, 0.1, 1e16, -2.5]),
                     st.floats(allow_nan=False, allow_infinity=False, width=32))
@@ -93,3 +94,44 @@ def test_close_emits_and_leaves_what_the_layout_defines_due_when_first_close_say
     assert (emitted, remaining) == expected_close(layout, state, closed, bound)
     assert (emitted, remaining) == layout.split(list(state), closed, bound)
     assert due == (layout.first_close(remaining, bound) if remaining else 0)
+
+
+@settings(max_examples=400, deadline=None)
+@given(states=st.lists(st.lists(st.integers(0, 60), min_size=0, max_size=8), min_size=1,
+                       max_size=5),
+       closed=st.integers(-1, 40), ahead=st.one_of(st.integers(-1, 1), st.integers(2, 40)),
+       which=st.integers(0, 3),
+       finish=st.booleans(), trim=st.booleans())
+@example(states=[[5]], closed=10, ahead=5, which=0, finish=False, trim=False)  # closed pane
+@example(states=[[50]], closed=-1, ahead=-1, which=3, finish=False, trim=True)  # not yet
+def test_close_all_equals_close_key_by_key(states: list[list[int]], closed: int, ahead: int,
+                                           which: int, finish: bool, trim: bool) -> None:
+    """A layout's one-call `close_all` emits, keeps and drops what `close` says per key,
+    also for states that still hold closed windows (read from the store before a trim);
+    ``ahead`` -1, 0, 1: the close runs around the first key's first closing time."""
+    layout: Any = LAYOUTS[which]
+    stored: dict[str, list[Any] | None] = {}
+    for n, times in enumerate(states):
+        state = None
+        for ts in sorted(times) if which < 3 else times:
+            state, _ = layout.fold(state, ts, ts)
+        if state is not None and trim:  # what a close at ``closed`` left
+            width = 3 if which == 3 else 2
+            state = [x for i in range(0, len(state), width)
+                     if layout.needed_until(state, i) > closed for x in state[i:i + width]]
+        stored["s" + "abcde"[n] if n % 2 else "j" + str(n)] = state or None
+    taken = [(0, text) for text in stored]
+    result = (lambda a: ("done", a)) if finish else None
+    first = next((state for state in stored.values() if state), None)
+    bound = closed + ahead if ahead > 1 or first is None else max(
+        closed + 1, layout.first_close(first, closed) + ahead)
+    got = layout.close_all(taken, stored.get, closed, bound, result, tuple)
+    want = _close_each(layout, taken, stored.get, closed, bound, result, tuple)
+    assert got == want
+    results, kept, gone = want
+    for text in stored:
+        emitted, remaining, due = layout.close(list(stored[text] or []), closed, bound)
+        assert [r[1:4] for r in results if r[0] == key_from_text(text)] == [
+            (start, end, result(a) if result else a) for start, end, a in emitted]
+        assert ((text, remaining, due) in kept) == bool(remaining)
+        assert (text in gone) == (not remaining)
