@@ -214,9 +214,12 @@ class IntervalJoin:
                 keyed.dirty.add(text)  # changed in place
             else:
                 keyed.save(text, state)
-        due = keyed.index.note(text, due)
-        if self._next is None or due < self._next:
-            self._next = due
+        index = keyed.index
+        was = index.at.get(text)
+        if was is None or was > due:  # else `note` would change nothing (was >= _next)
+            due = index.note(text, due)
+            if self._next is None or due < self._next:
+                self._next = due
         quiet = event_time.quiet.get(ssp)
         if quiet is None or ts > quiet:  # else `record` would change nothing
             event_time.record(ssp, ts)

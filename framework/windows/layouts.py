@@ -68,6 +68,8 @@ class Panes:
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
         self.pure = reducer.merge in PURE_MERGES  # leaves its arguments as they are
         self.merge_all = reducer.merge_all if self.pure else None
+        self.finish = reducer.result
+        self.merge_result = reducer.merge_result if self.pure else None
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
         """``state`` (changed in place) with the record at ``ts`` folded in, and whether
@@ -189,6 +191,8 @@ class Panes:
         gone: list[str] = []
         emit, leave = results.append, gone.append
         tumbling = size == advance
+        fused = self._results if self.merge_result is not None and finish is self.finish \
+            else None
         for _, text in taken:
             state = load(text)
             if not state:
@@ -215,6 +219,14 @@ class Panes:
                         emit(new(result, (key[0], start, start + size, aggregate
                                           if finish is None else finish(aggregate), True)))
                     i += 2
+            elif fused is not None:
+                emitted = fused(state, closed, bound)
+                if emitted:
+                    name = text[1:] if text[0] == "s" else key_from_text(text)
+                    for start, end, value in emitted:
+                        emit(new(result, (name, start, end, value, True)))
+                while i < n and state[i] + size <= bound:
+                    i += 2
             else:
                 emitted = windows(state, closed, bound)
                 if emitted:
@@ -231,8 +243,40 @@ class Panes:
                 end = max(0, first - size + advance) + size
                 if end <= bound:
                     end = bound - bound % advance + advance
-                kept.append((text, state[i:], end))
+                kept.append((text, state[i:] if i else state, end))
         return results, kept, gone
+
+    def _results(self, state: list[Any], after: int, until: int) -> Closed:
+        """`windows`, each with its result (`Reducer.merge_result`; a window of one pane
+        needs no copy: built-in aggregates are never changed in place)."""
+        size, advance, merge_result, finish = (self.size, self.advance, self.merge_result,
+                                               self.finish)
+        assert merge_result is not None
+        found: Closed = []
+        n = len(state)
+        if not n:
+            return found
+        end = max(state[0] + advance, size, after - after % advance + advance)
+        low = 0  # the first pane the window ending at ``end`` can hold
+        while end <= until:
+            start = end - size
+            while low < n and state[low] < start:
+                low += 2
+            if low == n:
+                break
+            if state[low] >= end:  # no pane in this window: on to the next pane's first
+                end = state[low] + advance
+                continue
+            j = low + 2
+            while j < n and state[j] < end:
+                j += 2
+            if j == low + 2:
+                aggregate = state[low + 1]
+                found.append((start, end, aggregate if finish is None else finish(aggregate)))
+            else:
+                found.append((start, end, merge_result(state[low + 1:j:2])))
+            end += advance
+        return found
 
 
 class PerWindow:

@@ -54,6 +54,10 @@ class Reducer:
                                                          repr=False)
     """``merge`` over a list of two or more aggregates, left to right, in one call (what
     ``functools.reduce(merge, aggregates)`` returns); None: use that."""
+    merge_result: Callable[[list[Any]], Any] | None = field(default=None, compare=False,
+                                                            repr=False)
+    """``result(merge_all(aggregates))`` in one call, for built-in reducers and their
+    `aggregate`, whose aggregates are never changed in place; None: not known."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class Inline:
     merge: str
     result: str | None
     of: Of
+    columns: int = 0
+    """The aggregate is a list of this many numbers, merged by adding column by column
+    (``merge`` says the same): merged over many panes in that many locals."""
 
 
 def _getter(of: Of) -> Callable[[Any], Any]:
@@ -128,7 +135,8 @@ def mean_of(of: Of = None) -> Reducer:
         lambda acc, value: [acc[0] + get(value), acc[1] + 1],
         _merge_means, lambda acc: acc[0] / acc[1],
         inline=Inline("[{x}, 1]", "[{a}[0] + {x}, {a}[1] + 1]",
-                      "[{a}[0] + {b}[0], {a}[1] + {b}[1]]", "{a}[0] / {a}[1]", of)))
+                      "[{a}[0] + {b}[0], {a}[1] + {b}[1]]", "{a}[0] / {a}[1]", of,
+                      columns=2)))
 
 
 def _merge_means(a: list[Any], b: list[Any]) -> list[Any]:
@@ -139,15 +147,17 @@ PURE_MERGES.add(_merge_means)
 
 
 def _with_merge_all(reducer: Reducer) -> Reducer:
-    """``reducer`` with a `Reducer.merge_all` written from its inline merge.
+    """``reducer`` with a `Reducer.merge_all` and a `Reducer.merge_result` written from
+    its inline merge and result.
 
     >>> count().merge_all([1, 2, 4]), mean_of().merge_all([[3, 1], [5, 2]])
     (7, [8, 3])
+    >>> mean_of().merge_result([[3, 1], [5, 2], [1, 1]])
+    2.25
     """
     assert reducer.inline is not None
-    merge = reducer.inline.merge.format(a="a", b="b")
-    return replace(reducer, merge_all=_compile_merge_all(
-        ["a = P[0]", "for b in P[1:]:", f"    a = {merge}", "return a"]))
+    merge_all, merge_result = _aggregate_merge_all([reducer.inline], single=True)
+    return replace(reducer, merge_all=merge_all, merge_result=merge_result)
 
 
 def _compile_merge_all(lines: list[str]) -> Callable[[list[Any]], Any]:
@@ -186,28 +196,53 @@ def aggregate(**reducers: Reducer) -> Reducer:
         PURE_MERGES.add(merge)
     label = ", ".join(f"{name}={r.name}" for name, r in reducers.items())
     inlines = [r.inline for r in parts]
+    merge_all, merge_result = _aggregate_merge_all(
+        [i for i in inlines if i is not None], names) if all(inlines) else (None, None)
     return Reducer(f"aggregate({label})", start, add,
                    merge if all(m is not None for m in merges) else None, result,
-                   merge_all=_aggregate_merge_all(
-                       [i.merge for i in inlines if i is not None]) if all(inlines) else None)
+                   merge_all=merge_all, merge_result=merge_result)
 
 
-def _aggregate_merge_all(merges: list[str]) -> Callable[[list[Any]], Any]:
-    """`Reducer.merge_all` of an `aggregate` of built-in reducers (their inline merges):
-    one accumulator per reducer, one list at the end. Built-in merges have no side
-    effects, so merging each reducer's column in turn equals merging pane by pane.
+def _aggregate_merge_all(inlines: list[Inline], names: tuple[str, ...] = (), *,
+                         single: bool = False
+                         ) -> tuple[Callable[[list[Any]], Any], Callable[[list[Any]], Any]]:
+    """`Reducer.merge_all` and `Reducer.merge_result` of built-in reducers (their inline
+    merges and results) — of one (``single``) or of their `aggregate` by ``names``: one
+    accumulator per reducer (per column, for a list of numbers), one value at the end.
+    Built-in merges have no side effects, so merging each reducer's column in turn
+    equals merging pane by pane, and the additions are the same, in the same order.
 
-    >>> merge_all = _aggregate_merge_all(["{a} + {b}", "max({a}, {b})"])
-    >>> merge_all([[1, 5], [2, 9], [3, 4]])
-    [6, 9]
+    >>> merge_all, merge_result = _aggregate_merge_all(
+    ...     [count().inline, max_of().inline, mean_of().inline], ("n", "top", "avg"))
+    >>> panes = [[1, 5, [5, 1]], [2, 9, [10, 2]], [3, 4, [9, 3]]]
+    >>> merge_all(panes), merge_result(panes)
+    ([6, 9, [24, 6]], {'n': 6, 'top': 9, 'avg': 4.0})
     """
-    n = len(merges)
-    lines = [f"a{i} = P[0][{i}]" for i in range(n)]
-    lines.append("for B in P[1:]:")
-    lines += [f"    a{i} = {merge.format(a=f'a{i}', b=f'B[{i}]')}"
-              for i, merge in enumerate(merges)]
-    lines.append(f"return [{', '.join(f'a{i}' for i in range(n))}]")
-    return _compile_merge_all(lines)
+    first, merged, values, results = [], [], [], []
+    for i, inline in enumerate(inlines):
+        column = "P[0]" if single else f"P[0][{i}]"
+        pane = "B" if single else f"B[{i}]"
+        if inline.columns:
+            parts = [f"a{i}_{c}" for c in range(inline.columns)]
+            first += [f"{part} = {column}[{c}]" for c, part in enumerate(parts)]
+            merged += [f"    {part} = {part} + {pane}[{c}]" for c, part in enumerate(parts)]
+            values.append(f"[{', '.join(parts)}]")
+            result = inline.result.format(a="\0") if inline.result else values[-1]
+            for c, part in enumerate(parts):  # "{a}[0] / {a}[1]": the locals themselves
+                result = result.replace(f"\0[{c}]", part)
+            results.append(result.replace("\0", f"({values[-1]})"))
+        else:
+            first.append(f"a{i} = {column}")
+            merged.append(f"    a{i} = {inline.merge.format(a=f'a{i}', b=pane)}")
+            values.append(f"a{i}")
+            results.append(f"a{i}" if inline.result is None else inline.result.format(a=f"a{i}"))
+    body = [*first, "for B in P[1:]:", *merged]
+    if single:
+        return (_compile_merge_all([*body, f"return {values[0]}"]),
+                _compile_merge_all([*body, f"return {results[0]}"]))
+    fields = ", ".join(f"{name!r}: {r}" for name, r in zip(names, results, strict=True))
+    return (_compile_merge_all([*body, f"return [{', '.join(values)}]"]),
+            _compile_merge_all([*body, f"return {{{fields}}}"]))
 
 
 def _compiled(names: tuple[str, ...], parts: tuple[Reducer, ...]) -> tuple[Any, Any, Any, Any]:

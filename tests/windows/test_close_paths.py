@@ -35,6 +35,9 @@ def test_merge_all_of_each_built_in_and_of_their_aggregate_equals_merging_one_by
         panes = aggregates(reducer, groups)
         assert reducer.merge is not None and reducer.merge_all is not None
         assert repr(reducer.merge_all(panes)) == repr(reduce(reducer.merge, panes))
+        finish = reducer.result or (lambda a: a)
+        assert reducer.merge_result is not None
+        assert repr(reducer.merge_result(panes)) == repr(finish(reduce(reducer.merge, panes)))
 
 
 def test_merge_all_leaves_its_aggregates_as_they_were() -> None:
@@ -101,14 +104,15 @@ def test_close_emits_and_leaves_what_the_layout_defines_due_when_first_close_say
                        max_size=5),
        closed=st.integers(-1, 40), ahead=st.one_of(st.integers(-1, 1), st.integers(2, 40)),
        which=st.integers(0, 3),
-       finish=st.booleans(), trim=st.booleans())
-@example(states=[[5]], closed=10, ahead=5, which=0, finish=False, trim=False)  # closed pane
-@example(states=[[50]], closed=-1, ahead=-1, which=3, finish=False, trim=True)  # not yet
+       finish=st.integers(0, 2), trim=st.booleans())
+@example(states=[[5]], closed=10, ahead=5, which=0, finish=0, trim=False)  # closed pane
+@example(states=[[50]], closed=-1, ahead=-1, which=3, finish=0, trim=True)  # not yet
 def test_close_all_equals_close_key_by_key(states: list[list[int]], closed: int, ahead: int,
-                                           which: int, finish: bool, trim: bool) -> None:
+                                           which: int, finish: int, trim: bool) -> None:
     """A layout's one-call `close_all` emits, keeps and drops what `close` says per key,
     also for states that still hold closed windows (read from the store before a trim);
-    ``ahead`` -1, 0, 1: the close runs around the first key's first closing time."""
+    ``ahead`` -1, 0, 1: the close runs around the first key's first closing time;
+    ``finish`` 2: the reducer's own result (`Reducer.merge_result` for merged panes)."""
     layout: Any = LAYOUTS[which]
     stored: dict[str, list[Any] | None] = {}
     for n, times in enumerate(states):
@@ -121,7 +125,7 @@ def test_close_all_equals_close_key_by_key(states: list[list[int]], closed: int,
                      if layout.needed_until(state, i) > closed for x in state[i:i + width]]
         stored["s" + "abcde"[n] if n % 2 else "j" + str(n)] = state or None
     taken = [(0, text) for text in stored]
-    result = (lambda a: ("done", a)) if finish else None
+    result = [None, lambda a: ("done", a), getattr(layout, "finish", None)][finish]
     first = next((state for state in stored.values() if state), None)
     bound = closed + ahead if ahead > 1 or first is None else max(
         closed + 1, layout.first_close(first, closed) + ahead)
