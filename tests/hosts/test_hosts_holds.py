@@ -8,8 +8,8 @@ records are exact."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -48,23 +48,31 @@ def running(config: JobConfig) -> dict[int, int] | None:
     return {w: r.pid for w, r in found.items()}
 
 
+def counted_on_two_hosts(hosts: Hosts, kept: Counter[str]) -> dict[int, int]:
+    """Hosts a and b run the job and summed 1,000 records exactly; their workers' pids."""
+    hosts.start("a")
+    hosts.start("b")
+    config = hosts.config
+    wait_for(lambda: (m := state(config).model) and set(m.hosts) == {"a", "b"}, 120,
+             "two hosts", hosts)
+    produce(config, kept, 1000, 40)
+    wait_for(lambda: final_state(config) == dict(kept), 120, "exact sums", hosts)
+    pids: dict[int, int] = wait_for(lambda: running(config), 120, "every worker on the model",
+                                    hosts)
+    return pids
+
+
 def test_the_leader_holds_a_refused_input_until_discard_held(kafka_broker: Any,
                                                               tmp_path: Path) -> None:
-    name = f"hh-{os.getpid()}"
+    name = f"hold-{uuid.uuid4().hex[:8]}"
     topic, stream = f"{name}-in", f"kafka.{name}-in"
     hosts = Hosts(job_file(tmp_path / "job", kafka_broker.bootstrap, name, partitions=2),
                   tmp_path)
     with hosts.logs_kept_on_failure("holds"):
-        hosts.start("a")
-        hosts.start("b")
         config = hosts.config
-        wait_for(lambda: (m := state(config).model) and set(m.hosts) == {"a", "b"}, 120,
-                 "two hosts", hosts)
         kept: Counter[str] = Counter()
         skipped: Counter[str] = Counter()
-        produce(config, kept, 1000, 40)
-        wait_for(lambda: final_state(config) == dict(kept), 120, "exact sums", hosts)
-        pids = wait_for(lambda: running(config), 120, "every worker on the model", hosts)
+        pids = counted_on_two_hosts(hosts, kept)
 
         expand(hosts, topic, 3)
         held = wait_for(lambda: (m := state(config).model) and stream in m.holds and m, 120,
@@ -112,20 +120,14 @@ def test_a_hold_released_by_growing_on_to_4_is_taken_in_place_on_both_hosts(
     """Nothing is written while the topic has 3 partitions: growing it on to 4 releases the
     hold in place — the same worker processes on both hosts read the 4 partitions (the
     tasks gain one each, behind the expansion barrier) and the sums stay exact."""
-    name = f"hr-{os.getpid()}"
+    name = f"hold-release-{uuid.uuid4().hex[:8]}"
     topic, stream = f"{name}-in", f"kafka.{name}-in"
     hosts = Hosts(job_file(tmp_path / "job", kafka_broker.bootstrap, name, partitions=2),
                   tmp_path)
     with hosts.logs_kept_on_failure("hold-release"):
-        hosts.start("a")
-        hosts.start("b")
         config = hosts.config
-        wait_for(lambda: (m := state(config).model) and set(m.hosts) == {"a", "b"}, 120,
-                 "two hosts", hosts)
         kept: Counter[str] = Counter()
-        produce(config, kept, 1000, 40)
-        wait_for(lambda: final_state(config) == dict(kept), 120, "exact sums", hosts)
-        pids = wait_for(lambda: running(config), 120, "every worker on the model", hosts)
+        pids = counted_on_two_hosts(hosts, kept)
         expand(hosts, topic, 3)
         wait_for(lambda: (m := state(config).model) and stream in m.holds, 120,
                  "the leader's hold of 2→3", hosts)

@@ -41,11 +41,14 @@ async def test_a_hold_placed_and_released_in_place_stops_reads_where_it_says(
         worker = Worker(config, 0, in_place=True)
         async with h.FedWorker(worker, meta, work) as fed:
             await h.wait_until(h.processed(worker, 300), 60, "the worker's first records")
+            await fed.feed.stop()  # nothing is written while the hold is taken
             now = positions(worker)
-            assert set(now) == set(range(h.PARTITIONS))
+            written = {p: r.end for p, r in (await meta.offsets(name)).items()}
+            assert set(now) == set(written) == set(range(h.PARTITIONS))
             # partition 0: a hold behind what the worker read (it stops where it is);
-            # the others: ahead of it (it reads up to the hold, not one record further)
-            ends = {p: at // 2 if p == 0 else at + 30 for p, at in now.items()}
+            # the others: past what is written (it reads up to the hold once it is, and
+            # not one record further)
+            ends = {p: at // 2 if p == 0 else written[p] + 30 for p, at in now.items()}
             hold = StreamHold(count=h.PARTITIONS, ends=ends, exact=False,
                               refused=h.PARTITIONS + 1)
             held = build_job_model(config, dict(model.partition_counts), model,
@@ -55,6 +58,7 @@ async def test_a_hold_placed_and_released_in_place_stops_reads_where_it_says(
             await h.wait_until(h.at_epoch(worker, held.epoch), 60, "the hold taken in place")
             stopped = positions(worker)[0]
             assert stopped >= now[0] > ends[0]
+            fed.feed = h.SteadyFeed(meta, work)
 
             async def at_the_hold() -> bool:
                 return all(positions(worker)[p] == ends[p] for p in ends if p)
