@@ -294,17 +294,14 @@ class IntervalJoin:
         self.event_time.save()  # the expiries below are committed with this watermark
         keyed = self._keyed
         taken = keyed.start_close(bound)
-        results: list[JoinResult] = []
+        unjoined: list[tuple[int, str, JoinResult]] = []
         load = keyed.load if keyed.hot is None else keyed.hot.get
         after, before, left_join = self.after_ms, self.before_ms, self.how == "left"
         kept: list[tuple[str, list[Any], int]] = []
         gone: list[str] = []
-        emit, leave = results.append, gone.append
+        emit, leave = unjoined.append, gone.append
         new = tuple.__new__  # a NamedTuple without its Python __new__
         try:
-            # By expiry time, then key, then arrival: the keys in order, then one stable
-            # sort by left time (expiry time - after_ms) over each key's lefts in order.
-            taken.sort(key=_second)
             for _, text in taken:
                 state = load(text)
                 if not state:
@@ -332,8 +329,14 @@ class IntervalJoin:
                         if not lefts[n + 1]:
                             if key is None:
                                 key = (text[1:],) if text[0] == "s" else (key_from_text(text),)
-                            emit(new(JoinResult, (key[0], lefts[n + 2], None, lefts[n], None)))
-            results.sort(key=_left_ts)
+                            emit((lefts[n], text, new(JoinResult, (
+                                key[0], lefts[n + 2], None, lefts[n], None))))
+            # By expiry time (left time + after_ms), then key, then arrival: two stable
+            # sorts on one field each, over the unjoined records only (most keys an
+            # expiry takes emit nothing, so sorting the keys would sort more).
+            unjoined.sort(key=_second)
+            unjoined.sort(key=_first)
+            results = [result for _, _, result in unjoined]
             if self.output is not None:
                 self._send(collector, results)
         except BaseException:
@@ -366,7 +369,7 @@ class IntervalJoin:
             collector.send(output, key=result.key, value=result.as_value())  # type: ignore
 
 
-_second, _left_ts = operator.itemgetter(1), operator.itemgetter(3)
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _insert(side: list[Any], width: int, ts: int, entry: tuple[Any, ...]) -> None:
