@@ -322,10 +322,7 @@ class Host:
                     await self._reporter.revoked(bool(self.supervisor.pids()))
                 await self._stop_running()
                 log.info("host %r: stopped; rejoining", self.name)
-            positions = self._positions(running)
-            if self._reporter is not None:
-                self._reporter.before_restore(positions)
-            return self._member(positions)
+            return self._member(self._positions(running))
 
     def _running_tasks(self) -> set[str]:
         """Tasks this host's running workers process (incremental: current copies)."""

@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from framework.config import JobConfig
 from framework.hosts.handover import previous_host
-from framework.hosts.member import StorePosition
 from framework.jobmodel import JobModel
 from framework.metadata import (
     CoordinatorReader,
@@ -54,7 +53,6 @@ class HostReporter:
         self.meta = meta
         self.coordinator = coordinator
         self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining")
-        self._before: dict[str, dict[str, StorePosition]] = {}
         self._model: JobModel | None = None
         self._stopped: dict[str, int] = {}
         """Gained task → when its previous host stopped it (that host's `revoked_ms`)."""
@@ -67,10 +65,6 @@ class HostReporter:
         self._published = 0.0
         self._polled = 0.0
         self._dirty = True
-
-    def before_restore(self, positions: Mapping[str, Mapping[str, StorePosition]]) -> None:
-        """Where the local copies stood when the workers stopped (restores start there)."""
-        self._before = {t: dict(s) for t, s in positions.items()}
 
     async def revoked(self, running: bool) -> None:
         """The rebalance stops this host's tasks now (``running``: it had some); published
@@ -103,9 +97,10 @@ class HostReporter:
         self.report = replace(
             self.report, epoch=model.epoch, state="running", leader=leader,
             workers=list(workers), active=active, standby=standby, warmup=warmup,
-            replica_gaps={}, restored={}, restore_modes={}, restore_ends={},
+            replica_gaps={},
             assigned_ms=_now_ms(), resumed_ms=None if workers else _now_ms(), error=None)
         self._moved(gained, lost)
+        self._restores_started()
         await self._publish()
 
     async def tick(self, gaps: Mapping[str, int]) -> None:
@@ -130,6 +125,13 @@ class HostReporter:
             if w in self.report.workers and r.epoch == self._model.epoch and r.resumed_ms}
         if len(current) < len(self.report.workers):
             return
+        resumed = max(r.resumed_ms or 0 for r in current.values())
+        self._dirty = True
+        if self._quiet:  # nothing moved here: the last move's restores stay reported
+            self.report = replace(self.report, resumed_ms=resumed)
+            log.info("host %r resumed epoch %d (no task moved here)", self.report.host,
+                     self._model.epoch)
+            return
         modes: dict[str, str] = {}
         after: dict[str, dict[str, int]] = {}
         counted: dict[str, int] = {}
@@ -137,19 +139,25 @@ class HostReporter:
             modes.update(report.restore_modes)
             after.update(report.store_positions)
             counted.update(report.restored_tasks)
-        restored = {task: counted[task] if task in counted else
-                    await self._restored(task, after.get(task, {}), modes)
-                    for task in self.report.active}
+        # a worker counts what it restored for each task it started or added at this
+        # epoch (its modes also name tasks restored before); a task it kept restored none
+        restored = {task: counted.get(task, 0) for task in self.report.active}
+        modes = {k: m for k, m in modes.items() if k.split("/", 1)[0] in counted}
         self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
-                              restored=restored, unavailable_ms=self.report.unavailable_ms
-                              if self._quiet else {**self._carried,
-                                                   **self._unavailable(current)},
+                              restored=restored,
+                              unavailable_ms={**self._carried, **self._unavailable(current)},
                               restore_ends={t: sum(after.get(t, {}).values())
                                             for t in self.report.active},
-                              resumed_ms=max(r.resumed_ms or 0 for r in current.values()))
-        self._dirty = True
+                              resumed_ms=resumed)
         log.info("host %r resumed epoch %d: restored %s (%s)", self.report.host,
                  self._model.epoch, restored, modes)
+
+    def _restores_started(self) -> None:
+        """A new model's report keeps the restores of the last model that moved a task
+        here when this one moved none (`_quiet`); otherwise its restores are to come."""
+        if not self._quiet:
+            self.report = replace(self.report, restored={}, restore_modes={},
+                                  restore_ends={})
 
     async def in_place(self, model: JobModel, previous: JobModel | None,
                        active: list[str]) -> None:
@@ -174,10 +182,11 @@ class HostReporter:
         standby = sorted(t for t, h in model.standbys.items() if self.report.host in h)
         warmup = sorted(t for t, h in model.warmups.items() if self.report.host in h)
         self.report = replace(
-            self.report, epoch=model.epoch, restored={}, restore_modes={}, restore_ends={},
+            self.report, epoch=model.epoch,
             assigned_ms=_now_ms(), active=active, standby=standby, warmup=warmup,
             revoked_ms=None, resumed_ms=None if self.report.workers else _now_ms())
         self._moved(gained, lost)
+        self._restores_started()
         await self._publish()
 
     def _moved(self, gained: dict[str, str], lost: list[str]) -> None:
@@ -206,23 +215,6 @@ class HostReporter:
                 if stopped is not None and report.resumed_ms is not None:
                     result[task] = max(0, report.resumed_ms - stopped)
         return dict(sorted(result.items()))
-
-    async def _restored(self, task: str, after: Mapping[str, int],
-                        modes: Mapping[str, str]) -> int:
-        """Changelog records restored for ``task``: from where its copy stood to the end
-        (a worker that did not count them itself: `WorkerReport.restored_tasks`)."""
-        assert self._model is not None
-        partition = self._model.tasks[task].changelog_partition
-        total = 0
-        for store, end in after.items():
-            mode = modes.get(f"{task}/{store}", "none")
-            if mode == "delta":
-                total += end - self._before.get(task, {}).get(store, (partition, end))[1]
-            elif mode == "full":
-                span = (await self.meta.offsets(self.config.changelog_ref(store).stream)).get(
-                    partition)
-                total += end - (span.oldest if span else 0)
-        return total
 
     async def _publish(self) -> None:
         self.report = replace(self.report, updated_ms=_now_ms())

@@ -97,6 +97,10 @@ def _run_and_kill(hosts: Hosts, work: Workload
         # a survivor lost only what the other gained from it (a warmup's move in flight)
         assert set(report.lost) <= {t for t, h in moved.items() if h == name}
         assert set(report.unavailable_ms) == set(report.gained)
+        # a task that stayed (added in place in an earlier epoch, maybe by a delta
+        # restore) restored nothing at this one
+        stayed = set(report.active) - set(report.gained)
+        assert {t: report.restored[t] for t in stayed} == dict.fromkeys(stayed, 0)
     return sorted(moved), survivors, after.model.epoch
 
 
