@@ -15,6 +15,7 @@ import pytest
 from hostjobs import (
     CLI,
     Hosts,
+    checkpointed,
     every_output,
     outputs_job,
     outputs_of,
@@ -72,6 +73,11 @@ def _run_and_kill(hosts: Hosts, work: Workload
         before.model.tasks)  # every task active on exactly one host
     write_records(config, work, 3000)
     _exact(hosts, work, "the first 3,000 records")
+    # ... and checkpointed: a task whose host dies before its first commit has nothing to
+    # restore (its inputs are read again from the start), which would say nothing here
+    wait_for(lambda: sum(p for inputs in checkpointed(config).values()
+                         for p in inputs.values()) == 3000, 60,
+             "the first 3,000 records checkpointed", hosts)
     if standbys:  # the standbys caught up with every checkpoint
         wait_for(lambda: all(not any(r.replica_gaps.values()) for r in
                              state(config).hosts.values()), 30, "standbys current", hosts)
