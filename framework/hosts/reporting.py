@@ -127,11 +127,6 @@ class HostReporter:
             return
         resumed = max(r.resumed_ms or 0 for r in current.values())
         self._dirty = True
-        if self._quiet:  # nothing moved here: the last move's restores stay reported
-            self.report = replace(self.report, resumed_ms=resumed)
-            log.info("host %r resumed epoch %d (no task moved here)", self.report.host,
-                     self._model.epoch)
-            return
         modes: dict[str, str] = {}
         after: dict[str, dict[str, int]] = {}
         counted: dict[str, int] = {}
@@ -143,14 +138,20 @@ class HostReporter:
         # epoch (its modes also name tasks restored before); a task it kept restored none
         restored = {task: counted.get(task, 0) for task in self.report.active}
         modes = {k: m for k, m in modes.items() if k.split("/", 1)[0] in counted}
+        ends = {t: sum(after.get(t, {}).values()) for t in self.report.active}
+        unavailable = self.report.unavailable_ms if self._quiet else {
+            **self._carried, **self._unavailable(current)}
+        if self._quiet:  # nothing moved here: the last move's restores stay reported (a
+            # task whose move was followed before they were collected: this epoch's)
+            restored.update((t, n) for t, n in self.report.restored.items() if t in restored)
+            modes.update(self.report.restore_modes)
+            ends.update((t, n) for t, n in self.report.restore_ends.items() if t in ends)
         self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
-                              restored=restored,
-                              unavailable_ms={**self._carried, **self._unavailable(current)},
-                              restore_ends={t: sum(after.get(t, {}).values())
-                                            for t in self.report.active},
-                              resumed_ms=resumed)
-        log.info("host %r resumed epoch %d: restored %s (%s)", self.report.host,
-                 self._model.epoch, restored, modes)
+                              restored=restored, unavailable_ms=unavailable,
+                              restore_ends=ends, resumed_ms=resumed)
+        log.info("host %r resumed epoch %d: restored %s (%s)%s", self.report.host,
+                 self._model.epoch, restored, modes,
+                 " (no task moved here)" if self._quiet else "")
 
     def _restores_started(self) -> None:
         """A new model's report keeps the restores of the last model that moved a task
