@@ -62,6 +62,8 @@ class HostReporter:
         self._quiet = False
         """The last model moved no task to or from this host: what moved before (and how
         long it was unavailable) stays in the report."""
+        self._moved_epoch: int | None = None
+        """The epoch whose moves the report's gained, lost and unavailability are."""
         self._published = 0.0
         self._polled = 0.0
         self._dirty = True
@@ -172,8 +174,11 @@ class HostReporter:
         lost = sorted(before - set(active))
         self._quiet = not gained and not lost
         self._carried = {}
-        if previous is not None and previous.parked and not self._quiet:
+        if previous is not None and previous.parked and not self._quiet and (
+                self._moved_epoch == previous.epoch):
             # the follow-up of the rebalance that parked them: one rebalance, one report
+            # (unless the parking model moved nothing here: the report still shows an
+            # older move, which is not this rebalance's)
             self._carried = dict(self.report.unavailable_ms)
             gained = {**self.report.gained, **gained}
             lost = sorted(set(self.report.lost) | set(lost))
@@ -194,6 +199,7 @@ class HostReporter:
         """Record what this model moved (unless it moved nothing: see `_quiet`)."""
         if not self._quiet:
             self.report = replace(self.report, gained=gained, lost=lost, unavailable_ms={})
+            self._moved_epoch = self.report.epoch
 
     def _unavailable(self, current: Mapping[int, WorkerReport]) -> dict[str, int]:
         """Active task → from when it stopped until its worker resumed here: stopped here

@@ -26,10 +26,13 @@ def test_expansion_on_two_hosts_keeps_tasks_and_exact_sums(kafka_broker: Any,
         hosts.start("a")
         hosts.start("b")
         config = hosts.config
-        # Settled: a's warmup caught up and its task moved (no probing rebalance is left
-        # to coincide with the expansion and take a model of its own).
+        # Settled: one task on each host (a's warmup, or its standby, caught up and its
+        # task moved), so no probing rebalance is left to coincide with the expansion and
+        # take a model of its own — "no warmup" alone is not that: a task whose only copy
+        # elsewhere is a standby still behind stays put with a probing rebalance scheduled.
         settled = wait_for(lambda: (s := state(config)).model and set(s.model.hosts) == {
-            "a", "b"} and not s.model.warmups and not s.model.parked and all(
+            "a", "b"} and {s.model.host_of(t) for t in s.model.tasks} == {"a", "b"} and
+            not s.model.warmups and not s.model.parked and all(
                 r.epoch == s.model.epoch and r.resumed_ms for w, r in s.workers.items()
                 if w < s.model.workers) and s, 90, "two hosts, balanced", hosts)
         first = settled.model

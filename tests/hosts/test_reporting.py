@@ -1,0 +1,113 @@
+"""A host's report through the models of incremental rebalances, without a broker: what it
+says moved, and the restores it names for those tasks."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from test_handover import placed
+
+from framework.hosts import reporting
+from framework.hosts.reporting import HostReporter
+from framework.jobmodel import PARKED, JobModel
+from framework.metadata import WorkerReport
+
+HOSTS: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
+
+
+class _Coordinator:
+    """The coordinator stream as the reporter reads it: no other host, these workers."""
+
+    def __init__(self) -> None:
+        self.workers: dict[int, WorkerReport] = {}
+
+    async def read(self) -> Any:
+        return SimpleNamespace(hosts={}, workers=dict(self.workers))
+
+
+def _parked(model: JobModel, task: str, host: str) -> JobModel:
+    """``model`` with ``task`` parked until ``host`` lets it go."""
+    return replace(model, tasks={**model.tasks, task: replace(model.tasks[task], worker=PARKED)},
+                   parked={task: host})
+
+
+@pytest.fixture
+def reporter(monkeypatch: pytest.MonkeyPatch) -> tuple[HostReporter, _Coordinator]:
+    async def publish(*_: object) -> None:
+        return None
+
+    monkeypatch.setattr(reporting, "publish_host_report", publish)
+    monkeypatch.setattr(reporting, "POLL_S", 0.0)  # each tick looks for the workers' reports
+    coordinator = _Coordinator()
+    return HostReporter(SimpleNamespace(), SimpleNamespace(), coordinator,  # type: ignore[arg-type]
+                        "a", "m"), coordinator
+
+
+def _resume(reporter: HostReporter, coordinator: _Coordinator, epoch: int,
+            tasks: list[str], restored: dict[str, int]) -> None:
+    """Worker 0 resumed ``epoch`` running ``tasks``, restoring ``restored`` (delta)."""
+    coordinator.workers[0] = WorkerReport(
+        epoch=epoch, pid=1, started_ms=1, resumed_ms=2, tasks=tasks,
+        restore_modes={f"{t}/totals": "delta" for t in restored},
+        store_positions={t: {"totals": 10} for t in tasks}, restored_tasks=restored)
+    asyncio.run(reporter.tick({}))
+
+
+def test_a_follow_up_after_a_quiet_first_model_reports_only_its_own_moves(
+        reporter: tuple[HostReporter, _Coordinator]) -> None:
+    """Host a gains Partition 0 in one rebalance, then Partition 1 in the next; that one's
+    first model (parking Partition 1 on c) moves nothing to or from a. Its follow-up
+    reports Partition 1 gained — not Partition 0 too, the older move the quiet first model
+    kept in the report (a fresh-clone run saw the old move reported, without its restore)."""
+    report, coordinator = reporter
+    on_c = placed(2, HOSTS, {"Partition 0": 1, "Partition 1": 1})
+    asyncio.run(report.assigned(on_c, None, [0], [], [], [], leader=False))
+    first = _parked(replace(on_c, epoch=3), "Partition 0", "c")
+    asyncio.run(report.assigned(first, on_c, [0], [], [], [], leader=False, kept=True))
+    follow = placed(4, HOSTS, {"Partition 0": 0, "Partition 1": 1})
+    asyncio.run(report.in_place(follow, first, ["Partition 0"]))
+    _resume(report, coordinator, 4, ["Partition 0"], {"Partition 0": 10})
+    assert report.report.gained == {"Partition 0": "c"}
+    assert report.report.restore_modes == {"Partition 0/totals": "delta"}
+
+    quiet = _parked(replace(follow, epoch=5), "Partition 1", "c")
+    asyncio.run(report.assigned(quiet, follow, [0], ["Partition 0"], [], [], leader=False,
+                                kept=True))
+    _resume(report, coordinator, 5, ["Partition 0"], {})
+    assert report.report.gained == {"Partition 0": "c"}  # the last move stays reported
+    assert report.report.restored == {"Partition 0": 10}
+
+    both = placed(6, HOSTS, {"Partition 0": 0, "Partition 1": 0})
+    asyncio.run(report.in_place(both, quiet, ["Partition 0", "Partition 1"]))
+    _resume(report, coordinator, 6, ["Partition 0", "Partition 1"], {"Partition 1": 10})
+    assert report.report.gained == {"Partition 1": "c"}
+    assert report.report.lost == []
+    assert report.report.restored == {"Partition 0": 0, "Partition 1": 10}
+    # every task the report says moved here has its restore named
+    assert {k.split("/")[0] for k in report.report.restore_modes} == set(
+        report.report.gained)
+
+
+def test_a_follow_up_merges_what_its_first_model_moved(
+        reporter: tuple[HostReporter, _Coordinator]) -> None:
+    """One rebalance, one report: a first model that takes Partition 0 from a (parked for
+    c) and the follow-up that gives a Partition 1 report both."""
+    report, coordinator = reporter
+    on_a = placed(2, HOSTS, {"Partition 0": 0, "Partition 1": 1})
+    asyncio.run(report.assigned(on_a, None, [0], ["Partition 0"], [], [], leader=False))
+    _resume(report, coordinator, 2, ["Partition 0"], {"Partition 0": 0})
+    first = replace(_parked(replace(on_a, epoch=3), "Partition 0", "a"), parked={
+        "Partition 0": "a", "Partition 1": "c"}, tasks={
+        **on_a.tasks, **{t: replace(on_a.tasks[t], worker=PARKED) for t in on_a.tasks}})
+    asyncio.run(report.assigned(first, on_a, [0], [], [], [], leader=False, kept=True))
+    assert report.report.lost == ["Partition 0"]
+    follow = placed(4, HOSTS, {"Partition 0": 1, "Partition 1": 0})
+    asyncio.run(report.in_place(follow, first, ["Partition 1"]))
+    _resume(report, coordinator, 4, ["Partition 1"], {"Partition 1": 10})
+    assert report.report.gained == {"Partition 1": "c"}
+    assert report.report.lost == ["Partition 0"]
+    assert report.report.restored == {"Partition 1": 10}
