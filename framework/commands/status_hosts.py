@@ -60,7 +60,8 @@ def print_hosts(figures: JobFigures, out: TextIO) -> None:
               f"{host.pid} on {host.machine}, workers {host.workers})", file=out)
         moved = [f"{t} (from {h})" if h else t for t, h in sorted(host.gained.items())]
         if moved or host.lost:
-            print(f"    last rebalance: gained {', '.join(moved) or 'none'}; lost "
+            epoch = f" (epoch {host.moved_epoch})" if host.moved_epoch is not None else ""
+            print(f"    last rebalance{epoch}: gained {', '.join(moved) or 'none'}; lost "
                   f"{', '.join(host.lost) or 'none'}", file=out)
         if host.unavailable_ms:
             spans = host.unavailable_ms.values()

@@ -62,8 +62,6 @@ class HostReporter:
         self._quiet = False
         """The last model moved no task to or from this host: what moved before (and how
         long it was unavailable) stays in the report."""
-        self._moved_epoch: int | None = None
-        """The epoch whose moves the report's gained, lost and unavailability are."""
         self._published = 0.0
         self._polled = 0.0
         self._dirty = True
@@ -101,7 +99,7 @@ class HostReporter:
             workers=list(workers), active=active, standby=standby, warmup=warmup,
             replica_gaps={},
             assigned_ms=_now_ms(), resumed_ms=None if workers else _now_ms(), error=None)
-        self._moved(gained, lost)
+        self._moved(gained, lost, model.epoch)
         self._restores_started()
         await self._publish()
 
@@ -174,8 +172,8 @@ class HostReporter:
         lost = sorted(before - set(active))
         self._quiet = not gained and not lost
         self._carried = {}
-        if previous is not None and previous.parked and not self._quiet and (
-                self._moved_epoch == previous.epoch):
+        parked_at = previous.epoch if previous is not None and previous.parked else None
+        if parked_at is not None and not self._quiet and self.report.moved_epoch == parked_at:
             # the follow-up of the rebalance that parked them: one rebalance, one report
             # (unless the parking model moved nothing here: the report still shows an
             # older move, which is not this rebalance's)
@@ -191,15 +189,16 @@ class HostReporter:
             self.report, epoch=model.epoch,
             assigned_ms=_now_ms(), active=active, standby=standby, warmup=warmup,
             revoked_ms=None, resumed_ms=None if self.report.workers else _now_ms())
-        self._moved(gained, lost)
+        self._moved(gained, lost, model.epoch if parked_at is None else parked_at)
         self._restores_started()
         await self._publish()
 
-    def _moved(self, gained: dict[str, str], lost: list[str]) -> None:
-        """Record what this model moved (unless it moved nothing: see `_quiet`)."""
+    def _moved(self, gained: dict[str, str], lost: list[str], epoch: int) -> None:
+        """Record what the rebalance of ``epoch`` moved (unless this model moved nothing:
+        see `_quiet`)."""
         if not self._quiet:
-            self.report = replace(self.report, gained=gained, lost=lost, unavailable_ms={})
-            self._moved_epoch = self.report.epoch
+            self.report = replace(self.report, gained=gained, lost=lost, unavailable_ms={},
+                                  moved_epoch=epoch)
 
     def _unavailable(self, current: Mapping[int, WorkerReport]) -> dict[str, int]:
         """Active task → from when it stopped until its worker resumed here: stopped here

@@ -279,6 +279,10 @@ class HostReport(_Record):
     """Active task → how long it did not run here in the rebalance: from `revoked_ms` (or,
     for a task gained from another host, that host's stop when it reported one) until
     its worker resumed; set once every worker of this host resumed."""
+    moved_epoch: int | None = None
+    """The epoch of the rebalance that `gained`, `lost`, `unavailable_ms` and the restores
+    describe: the last one that moved a task to or from this host (for an incremental
+    rebalance, its first model's epoch, which its follow-up shares)."""
 
 
 @dataclass

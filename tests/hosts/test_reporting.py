@@ -72,6 +72,7 @@ def test_a_follow_up_after_a_quiet_first_model_reports_only_its_own_moves(
     asyncio.run(report.in_place(follow, first, ["Partition 0"]))
     _resume(report, coordinator, 4, ["Partition 0"], {"Partition 0": 10})
     assert report.report.gained == {"Partition 0": "c"}
+    assert report.report.moved_epoch == 3  # the rebalance's first model
     assert report.report.restore_modes == {"Partition 0/totals": "delta"}
 
     quiet = _parked(replace(follow, epoch=5), "Partition 1", "c")
@@ -79,13 +80,14 @@ def test_a_follow_up_after_a_quiet_first_model_reports_only_its_own_moves(
                                 kept=True))
     _resume(report, coordinator, 5, ["Partition 0"], {})
     assert report.report.gained == {"Partition 0": "c"}  # the last move stays reported
+    assert report.report.moved_epoch == 3
     assert report.report.restored == {"Partition 0": 10}
 
     both = placed(6, HOSTS, {"Partition 0": 0, "Partition 1": 0})
     asyncio.run(report.in_place(both, quiet, ["Partition 0", "Partition 1"]))
     _resume(report, coordinator, 6, ["Partition 0", "Partition 1"], {"Partition 1": 10})
     assert report.report.gained == {"Partition 1": "c"}
-    assert report.report.lost == []
+    assert report.report.lost == [] and report.report.moved_epoch == 5
     assert report.report.restored == {"Partition 0": 0, "Partition 1": 10}
     # every task the report says moved here has its restore named
     assert {k.split("/")[0] for k in report.report.restore_modes} == set(
@@ -109,5 +111,5 @@ def test_a_follow_up_merges_what_its_first_model_moved(
     asyncio.run(report.in_place(follow, first, ["Partition 1"]))
     _resume(report, coordinator, 4, ["Partition 1"], {"Partition 1": 10})
     assert report.report.gained == {"Partition 1": "c"}
-    assert report.report.lost == ["Partition 0"]
+    assert report.report.lost == ["Partition 0"] and report.report.moved_epoch == 3
     assert report.report.restored == {"Partition 1": 10}
