@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -131,6 +131,26 @@ async def read_state(system: System, config: JobConfig) -> CoordinatorState:
     return _decode(latest)
 
 
+async def first_state(system: System, config: JobConfig,
+                      wanted: Callable[[CoordinatorState], bool]) -> CoordinatorState | None:
+    """Replay the coordinator stream record by record: the first state (the latest value
+    of every key up to a record) for which ``wanted`` holds, or None. For a check about one
+    moment — the reports once a failover settled — that must not depend on how soon its
+    reader looked: by then a later model may have replaced what it wants to see."""
+    ssp = _coordinator_ssp(config)
+    if ssp.stream not in await system.list_streams():
+        return None
+    offsets = (await system.offsets(ssp.stream))[0]
+    state = CoordinatorState()
+    async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
+        for record in batch:
+            if record.key is not None and record.value is not None:
+                _decode_into(state, record.key, record.value)
+                if wanted(state):
+                    return state
+    return None
+
+
 def _apply(latest: dict[bytes, bytes], batch: Sequence[Record]) -> None:
     for record in batch:
         if record.key is not None and record.value is not None:
@@ -141,21 +161,27 @@ def _decode(latest: Mapping[bytes, bytes], model: JobModel | None = None) -> Coo
     """The state of the coordinator stream's latest values (fresh objects: callers may
     change them); ``model``: ``latest``'s model already decoded."""
     state = CoordinatorState()
-    if MODEL_KEY in latest:
-        state.model = model or JobModel.from_bytes(latest[MODEL_KEY])
-    if STATUS_KEY in latest:
-        state.status = CoordinatorStatus.from_dict(json.loads(latest[STATUS_KEY]))
+    if model is not None:
+        state.model = model
     for key, value in latest.items():
-        if key.startswith(WORKER_PREFIX):
-            state.workers[int(key[len(WORKER_PREFIX):])] = WorkerReport.from_dict(
-                json.loads(value))
-        elif key.startswith(HOST_PREFIX):
-            state.hosts[key[len(HOST_PREFIX):].decode()] = HostReport.from_dict(
-                json.loads(value))
-        elif key.startswith(PROGRESS_PREFIX):
-            state.progress[int(key[len(PROGRESS_PREFIX):])] = WorkerProgress.from_dict(
-                json.loads(value))
+        if key != MODEL_KEY or model is None:
+            _decode_into(state, key, value)
     return state
+
+
+def _decode_into(state: CoordinatorState, key: bytes, value: bytes) -> None:
+    """Set the part of ``state`` that key ``key`` of the stream holds to ``value``."""
+    if key == MODEL_KEY:
+        state.model = JobModel.from_bytes(value)
+    elif key == STATUS_KEY:
+        state.status = CoordinatorStatus.from_dict(json.loads(value))
+    elif key.startswith(WORKER_PREFIX):
+        state.workers[int(key[len(WORKER_PREFIX):])] = WorkerReport.from_dict(json.loads(value))
+    elif key.startswith(HOST_PREFIX):
+        state.hosts[key[len(HOST_PREFIX):].decode()] = HostReport.from_dict(json.loads(value))
+    elif key.startswith(PROGRESS_PREFIX):
+        state.progress[int(key[len(PROGRESS_PREFIX):])] = WorkerProgress.from_dict(
+            json.loads(value))
 
 
 class CoordinatorReader:

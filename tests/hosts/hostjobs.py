@@ -25,8 +25,9 @@ from jobs.harness import produce as produce_records
 from polling import poll
 
 from framework.config import JobConfig, load_config
+from framework.drill.hosts import settled
 from framework.drill.hosts_job import HostProcesses, write_job
-from framework.metadata import CoordinatorState, read_state
+from framework.metadata import CoordinatorState, first_state, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
 
@@ -189,6 +190,18 @@ def every_output(config: JobConfig, work: Workload) -> bool:
 
 def state(config: JobConfig) -> CoordinatorState:
     return read_on(config, lambda meta: read_state(meta, config))
+
+
+def first_settled(config: JobConfig, names: set[str], after: int = 0,
+                  also: Callable[[CoordinatorState], object] = bool
+                  ) -> CoordinatorState | None:
+    """The job's state at the first moment it was `settled` on hosts ``names`` after epoch
+    ``after`` (and ``also`` held), replayed from the coordinator stream: what a reader
+    polling at once would have seen, even when a later model (a probing rebalance) has
+    replaced it since; None before that moment came."""
+    def wanted(current: CoordinatorState) -> bool:
+        return settled(current, names, after) is not None and bool(also(current))
+    return read_on(config, lambda meta: first_state(meta, config, wanted))
 
 
 def produce(config: JobConfig, truth: Counter[str], count: int, keys: int, start: int = 0

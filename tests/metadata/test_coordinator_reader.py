@@ -15,6 +15,7 @@ from framework.metadata import (
     CoordinatorReader,
     CoordinatorState,
     WorkerReport,
+    first_state,
     publish_model,
     publish_worker_report,
     read_state,
@@ -92,3 +93,23 @@ async def test_a_new_reader_starts_from_the_beginning_and_a_closed_one_opens_aga
     newer = await publish_model(meta, config, _model(2))
     assert await reader.latest_model() == newer  # a read after close opens a consumer
     await reader.close()
+
+
+async def test_first_state_is_the_stream_at_the_first_moment_a_condition_held(
+        config: JobConfig, meta: System) -> None:
+    """Replayed record by record: the state when worker 0 first reported epoch 2 — its
+    pid then, the model of that moment — not the latest, which moved on to epoch 3."""
+    assert await first_state(meta, config, lambda s: True) is None  # no stream yet
+    for epoch in range(1, 4):
+        await publish_model(meta, config, _model(epoch))
+        for worker in range(2):
+            await publish_worker_report(meta, config, worker, WorkerReport(
+                epoch=epoch, pid=100 * epoch + worker, started_ms=epoch))
+    found = await first_state(meta, config, lambda s: 0 in s.workers and (
+        s.workers[0].epoch == 2))
+    assert found is not None and found.model == _model(2)
+    assert {w: r.pid for w, r in found.workers.items()} == {0: 200, 1: 101}  # 1 not yet
+    assert await first_state(meta, config, lambda s: 0 in s.workers and (
+        s.workers[0].epoch == 4)) is None  # never
+    assert _facts(await first_state(meta, config, lambda s: s.workers.get(1) is not None and (
+        s.workers[1].epoch == 3))) == _facts(await read_state(meta, config))  # the last
