@@ -130,22 +130,27 @@ class HostReporter:
         modes: dict[str, str] = {}
         after: dict[str, dict[str, int]] = {}
         counted: dict[str, int] = {}
+        epochs: dict[str, int] = {}
         for report in current.values():
             modes.update(report.restore_modes)
             after.update(report.store_positions)
             counted.update(report.restored_tasks)
-        # a worker counts what it restored for each task it started or added at this
-        # epoch (its modes also name tasks restored before); a task it kept restored none
-        restored = {task: counted.get(task, 0) for task in self.report.active}
-        modes = {k: m for k, m in modes.items() if k.split("/", 1)[0] in counted}
+            epochs.update(report.task_epochs)
+        # What a worker restored for each task when it last started or added it counts for
+        # the tasks started in the rebalance the report describes (`moved_epoch`: its first
+        # model, so a follow-up keeps what its first model restored, and a model moving
+        # nothing here the last move's); a task that stayed through it restored none. (A
+        # worker without `task_epochs` counts this epoch's tasks only.)
+        since = self.report.moved_epoch
+        fresh = {t for t in counted if epochs.get(t, self._model.epoch) >= (since or 0)}
+        restored = {task: counted[task] if task in fresh else 0 for task in self.report.active}
+        modes = {k: m for k, m in modes.items() if k.split("/", 1)[0] in fresh}
         ends = {t: sum(after.get(t, {}).values()) for t in self.report.active}
         unavailable = self.report.unavailable_ms if self._quiet else {
             **self._carried, **self._unavailable(current)}
-        if self._quiet:  # nothing moved here: the last move's restores stay reported (a
-            # task whose move was followed before they were collected: this epoch's)
-            restored.update((t, n) for t, n in self.report.restored.items() if t in restored)
-            modes.update(self.report.restore_modes)
-            ends.update((t, n) for t, n in self.report.restore_ends.items() if t in ends)
+        if self._quiet:  # nothing moved here: the last move's restore ends stay reported
+            ends.update((t, n) for t, n in self.report.restore_ends.items()
+                        if t in ends and t in fresh)
         self.report = replace(self.report, restore_modes=dict(sorted(modes.items())),
                               restored=restored, unavailable_ms=unavailable,
                               restore_ends=ends, resumed_ms=resumed)

@@ -228,7 +228,11 @@ class WorkerReport(_Record):
     in_place_ms: int | None = None
     """How long taking the last of them held this worker's loop (commit, new partitions)."""
     restored_tasks: dict[str, int] = field(default_factory=dict)
-    """Task → changelog records restored for it at this epoch (started or added here)."""
+    """Task → changelog records restored when this process last started or added it (the
+    tasks it runs)."""
+    task_epochs: dict[str, int] = field(default_factory=dict)
+    """Task → the epoch at which this process last started or added it (empty from a
+    worker older than this field: its `restored_tasks` were then this epoch's only)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

@@ -153,7 +153,8 @@ class Worker:
         self._codec = RecordCodec(config)
         self._policies = ErrorPolicies(config, self._codec)
         self.restored = 0
-        self._restored_tasks: dict[str, int] = {}  # this epoch's, `WorkerReport.restored_tasks`
+        self._restored_tasks: dict[str, int] = {}  # `WorkerReport.restored_tasks`
+        self._task_epochs: dict[str, int] = {}  # `WorkerReport.task_epochs`
         self.restore_modes: dict[str, str] = {}  # "task/store" -> none | delta | full
         # errors.process_policy skip/dead-letter: per task, the journal that undoes a
         # failed process() call's store writes.
@@ -195,12 +196,11 @@ class Worker:
             except RestoreStopped as stopped:
                 return await self._stopped_restoring(model, started_ms, stopped)
             await self.metrics.resumed()
-            report = WorkerReport(
+            report = self._task_restores(WorkerReport(
                 epoch=model.epoch, pid=os.getpid(), started_ms=started_ms,
                 resumed_ms=_now_ms(), restored=self.restored,
-                restored_tasks=dict(self._restored_tasks),
                 restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
-                store_positions=_store_positions(committer))
+                store_positions=_store_positions(committer)))
             self._report_base = report
             await self._report(report)
             with tuned_collector():
@@ -234,6 +234,14 @@ class Worker:
             restore_stopped=RestoreStop(stopped.label, stopped.position, stopped.end),
             tasks=[i.name for i in self.instances]))
         return WorkerResult(model.epoch, 0, 0, 0, self.restored, reason)
+
+    def _task_restores(self, report: WorkerReport) -> WorkerReport:
+        """``report`` with `WorkerReport.restored_tasks` and `task_epochs` of the tasks this
+        worker runs."""
+        running = {i.name for i in self.instances}
+        return replace(report, restored_tasks={
+            t: n for t, n in self._restored_tasks.items() if t in running}, task_epochs={
+            t: e for t, e in self._task_epochs.items() if t in running})
 
     async def _check_fence(self) -> None:
         """`FencedError` once this worker's epoch is no longer the job's current one."""
@@ -317,6 +325,7 @@ class Worker:
         routes its input); ``start``: its inputs' start positions when already read."""
         self.restored += opened.restored
         self._restored_tasks[task_model.name] = opened.restored
+        self._task_epochs[task_model.name] = self.model.epoch if self.model else 0
         self.restore_modes.update({f"{task_model.name}/{s}": m
                                    for s, m in opened.modes.items()})
         instance = TaskInstance(
@@ -704,14 +713,14 @@ class Worker:
         log.info("worker %d took job model epoch %d in place (was %d) in %d ms (%s): %s",
                  self.worker_id, model.epoch, previous and previous.epoch, took_ms, steps,
                  ", ".join(done) or "nothing changes here")
-        self._restored_tasks = {}  # the tasks added now count from here
-        self._report_base = replace(  # resumed once the added tasks run (`_admit_tasks`)
+        # resumed once the added tasks run (`_admit_tasks`)
+        self._report_base = self._task_restores(replace(
             self._report_base, epoch=model.epoch,
-            resumed_ms=None if self._adding else _now_ms(), restored=0, restored_tasks={},
+            resumed_ms=None if self._adding else _now_ms(), restored=0,
             in_place_ms=took_ms,
             in_place_changes=self.in_place_changes,
             tasks=[i.name for i in self.instances],
-            store_positions=_store_positions(committer))
+            store_positions=_store_positions(committer)))
         if self._releasing:  # reported once let go: the host hands them over then
             await self.metrics.new_epoch(model.epoch)
         else:
@@ -759,10 +768,10 @@ class Worker:
                  ", ".join(f"task {n}" for n in sorted(self._releasing)))
         self._releasing, self._release_ticket = {}, None
         assert self._report_base is not None
-        self._report_base = replace(
+        self._report_base = self._task_restores(replace(
             self._report_base, resumed_ms=None if self._adding else _now_ms(),
             tasks=[i.name for i in self.instances],
-            store_positions=_store_positions(committer))
+            store_positions=_store_positions(committer)))
         await self._report(self._report_base)
 
     async def _release_now(self, committer: Committer) -> None:
@@ -837,11 +846,10 @@ class Worker:
             self._route()
         if admitted and not self._adding and not self._releasing and (
                 self._report_base is not None):
-            self._report_base = replace(
+            self._report_base = self._task_restores(replace(
                 self._report_base, resumed_ms=_now_ms(), restored=self.restored,
-                restored_tasks=dict(self._restored_tasks),
                 restore_modes=self.restore_modes, tasks=[i.name for i in self.instances],
-                store_positions=_store_positions(committer))
+                store_positions=_store_positions(committer)))
             await self._report(self._report_base)
 
     async def _dispatch(self, ssp: SystemStreamPartition,

@@ -20,10 +20,13 @@ HOSTS: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
 
 
 class _Coordinator:
-    """The coordinator stream as the reporter reads it: no other host, these workers."""
+    """The coordinator stream as the reporter reads it: no other host, worker 0's report;
+    and what worker 0 restored for each task when it last added it (task → (records,
+    epoch)), which a worker reports for every task it runs."""
 
     def __init__(self) -> None:
         self.workers: dict[int, WorkerReport] = {}
+        self.restores: dict[str, tuple[int, int]] = {}
 
     async def read(self) -> Any:
         return SimpleNamespace(hosts={}, workers=dict(self.workers))
@@ -48,13 +51,19 @@ def reporter(monkeypatch: pytest.MonkeyPatch) -> tuple[HostReporter, _Coordinato
 
 
 def _resume(reporter: HostReporter, coordinator: _Coordinator, epoch: int,
-            tasks: list[str], restored: dict[str, int]) -> None:
-    """Worker 0 resumed ``epoch`` running ``tasks``, restoring ``restored`` (delta)."""
+            tasks: list[str], added: dict[str, int], *, collected: bool = True) -> None:
+    """Worker 0 resumed ``epoch`` running ``tasks``, having added ``added`` now (records
+    restored, delta); the host looks at its report unless not ``collected`` yet."""
+    coordinator.restores.update((t, (n, epoch)) for t, n in added.items())
+    mine = {t: coordinator.restores[t] for t in tasks if t in coordinator.restores}
     coordinator.workers[0] = WorkerReport(
         epoch=epoch, pid=1, started_ms=1, resumed_ms=2, tasks=tasks,
-        restore_modes={f"{t}/totals": "delta" for t in restored},
-        store_positions={t: {"totals": 10} for t in tasks}, restored_tasks=restored)
-    asyncio.run(reporter.tick({}))
+        restore_modes={f"{t}/totals": "delta" for t in coordinator.restores},
+        store_positions={t: {"totals": 10} for t in tasks},
+        restored_tasks={t: n for t, (n, _) in mine.items()},
+        task_epochs={t: e for t, (_, e) in mine.items()})
+    if collected:
+        asyncio.run(reporter.tick({}))
 
 
 def test_a_follow_up_after_a_quiet_first_model_reports_only_its_own_moves(
@@ -113,3 +122,34 @@ def test_a_follow_up_merges_what_its_first_model_moved(
     assert report.report.gained == {"Partition 1": "c"}
     assert report.report.lost == ["Partition 0"] and report.report.moved_epoch == 3
     assert report.report.restored == {"Partition 1": 10}
+
+
+@pytest.mark.parametrize("collected", [True, False])
+def test_a_follow_up_keeps_what_its_first_model_restored(
+        reporter: tuple[HostReporter, _Coordinator], collected: bool) -> None:
+    """A failover's first model gives a the dead host b's Partition 3 at once (restored
+    fully: 12 records) and parks Partition 4 until c lets it go; the follow-up gives a
+    Partition 4. The follow-up's report names both moves with their restores — whether
+    or not the host had read its worker's report of the first model before the follow-up
+    came (a fresh-clone run saw Partition 3 reported restored 0, without a mode)."""
+    report, coordinator = reporter
+    three: dict[str, tuple[int, ...]] = {"a": (0,), "b": (2,), "c": (1,)}
+    two: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
+    running = placed(5, three, {"Partition 2": 0, "Partition 3": 2, "Partition 4": 1})
+    asyncio.run(report.assigned(running, None, [0], ["Partition 2"], [], [], leader=False))
+    _resume(report, coordinator, 5, ["Partition 2"], {"Partition 2": 0})
+    first = _parked(placed(6, two, {"Partition 2": 0, "Partition 3": 0, "Partition 4": 1}),
+                    "Partition 4", "c")
+    asyncio.run(report.assigned(first, running, [0], ["Partition 2", "Partition 3"], [], [],
+                                leader=False, kept=True))
+    _resume(report, coordinator, 6, ["Partition 2", "Partition 3"], {"Partition 3": 12},
+            collected=collected)
+    follow = placed(7, two, {"Partition 2": 0, "Partition 3": 0, "Partition 4": 0})
+    asyncio.run(report.in_place(follow, first, ["Partition 2", "Partition 3", "Partition 4"]))
+    _resume(report, coordinator, 7, ["Partition 2", "Partition 3", "Partition 4"],
+            {"Partition 4": 0})
+    assert report.report.gained == {"Partition 3": "b", "Partition 4": "c"}
+    assert report.report.moved_epoch == 6
+    assert report.report.restored == {"Partition 2": 0, "Partition 3": 12, "Partition 4": 0}
+    assert report.report.restore_modes == {"Partition 3/totals": "delta",
+                                           "Partition 4/totals": "delta"}
