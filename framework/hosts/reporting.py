@@ -1,6 +1,6 @@
-"""A host's `HostReport` on the coordinator stream: what it runs, how its tasks' stores were
-restored at this epoch (per task, from its workers' reports and the positions its local
-copies had before), and how far behind its standby and warmup copies are."""
+"""A host's `HostReport` on the coordinator stream: what it runs, what its last rebalance
+moved and how the tasks that rebalance started here were restored (from its workers'
+reports), and how far behind its standby and warmup copies are."""
 
 from __future__ import annotations
 
