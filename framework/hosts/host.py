@@ -493,6 +493,10 @@ class Host:
         """Run ``model``, the model of a rebalance (``probing``: this host schedules the
         probing rebalance that follows)."""
         interval = self.config.coordinator.probing_rebalance_interval_ms / 1000
+        if self.stop.is_set():  # stopped inside the round: its workers stopped, none start
+            log.info("host %r is stopping: epoch %d starts no worker here (its tasks move "
+                     "in the next rebalance)", self.name, model.epoch)
+            return
         if self.model is not None and model.epoch <= self.model.epoch:  # followed already
             log.info("host %r: epoch %d of the rebalance is running here already (taken in "
                      "place)", self.name, model.epoch)

@@ -13,6 +13,7 @@ round's id, and the leader then builds and publishes the model carrying that id
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -26,7 +27,7 @@ from framework.hosts.handover import first_model
 from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
 from framework.jobmodel import JobModel
-from framework.metadata import publish_model, publish_status, read_state
+from framework.metadata import CoordinatorState, publish_model, publish_status, read_state
 from framework.systems.base import Checkpoint
 
 __all__ = ["Led", "change_in_place", "incremental_rebalances", "lead"]
@@ -77,77 +78,120 @@ def incremental_rebalances(config: JobConfig) -> bool:
     return coordinator.rebalances == "incremental" and coordinator.model_changes == "in-place"
 
 
+STALE_BUILDS = 3
+"""How many times a leader builds its model: another leader may publish one while it builds
+(rounds overlapping), and a model built on an older one would restart every worker; the
+last build is published for a restart all the same (the fence decides)."""
+FENCE_WAIT_S = 2.0
+"""How long a leader waits for the model of an epoch already fenced (another leader
+publishing it) before it builds on the last readable one (that leader died between)."""
+
+
 async def lead(config: JobConfig, members: Mapping[str, Member], reason: str,
                round_id: str = "") -> Led:
     """Read the job's state, build the model placing tasks on ``members``, publish it (which
     fences every older epoch's workers; incrementally, its first step parks the tasks that
-    change host)."""
+    change host). Built again on the newer model when another one became current while it
+    was built (`STALE_BUILDS`)."""
     coordinator = Coordinator(config, start_workers=False)
     try:
         await coordinator.open_systems()  # the coordinator's own readers: one of each
-        state = await read_state(coordinator.meta, config)
-        previous = state.model
-        counts = await coordinator.partition_counts()
-        await coordinator.create_declared_streams()
-        book = ExpansionBook(state.status)  # `sampan status` shows what happened to inputs
-        detected = int(time.time() * 1000)
-        decision = None
-        holds = None
-        if previous is not None:  # the one-host decision: expand, hold or release inputs
-            decision = await coordinator.decide(previous, counts, detected)
-            if book.note(decision, previous.epoch):  # before the model, as on one host
-                await publish_status(coordinator.meta, config, book.status)
-            if decision.error:
-                log.error("REFUSED %s; the job keeps the counts of epoch %d", decision.error,
-                          previous.epoch)
-            counts = decision.counts
-            holds = await coordinator.settle_holds(decision.holds, previous)
-            if decision.expansion:
-                reason = f"{reason}, expansion {decision.expansion}"
-        checkpoints = await coordinator.meta.read_checkpoints(config.name)
-        ends = await coordinator.end_offsets() if previous else {}
-        # The ranges need the new tasks' changelog partitions: a draft build (pure) tells.
-        draft = build_job_model(config, counts, previous, end_offsets=ends,
-                                checkpoints=checkpoints, placement=lambda c: dict.fromkeys(c, 0),
-                                holds=holds)
-        ranges = await _restore_ranges(
-            coordinator, config, {t.name: t.changelog_partition for t in draft.tasks.values()},
-            checkpoints)
-        decided: list[HostPlacement] = []
-
-        def placement(changelogs: Mapping[str, int]) -> Mapping[str, int]:
-            placed = place_on_hosts(
-                members, changelogs, previous, ranges, stateful=config.stateful,
-                standbys=config.standby_replicas,
-                acceptable_recovery_lag=config.coordinator.acceptable_recovery_lag,
-                max_warmups=config.coordinator.max_warmup_replicas)
-            decided.append(placed)
-            return placed.workers
-
-        model = build_job_model(config, counts, previous, now_ms=int(time.time() * 1000),
-                                reason=reason, end_offsets=ends, checkpoints=checkpoints,
-                                placement=placement, holds=holds)
-        placed = decided[-1]
-        model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
-                        standbys=placed.standbys, warmups=placed.warmups, round_id=round_id)
-        await coordinator.ensure_changelogs(model)
-        incremental = previous is not None and incremental_rebalances(config)
-        first = first_model(previous, model, members) if incremental else None
-        gone = sorted(set(previous.worker_ids()) - set(model.worker_ids())) if (
-            previous is not None and previous.hosts) else []
-        published = await publish_model(coordinator.meta, config, first or model,
-                                        previous=previous, in_place=incremental, gone=gone)
-        log.info("leader published job model epoch %d (%s): %d tasks on hosts %s%s",
-                 published.epoch, reason, len(model.tasks), ", ".join(sorted(placed.hosts)),
-                 f"; {len(published.parked)} task(s) parked until their hosts let them go"
-                 if published.parked else "")
-        if decision is not None and book.applied(decision.expansion_record(
-                published.epoch, detected, published_ms=int(time.time() * 1000),
-                in_place=published.in_place_since is not None)):
-            await publish_status(coordinator.meta, config, book.status)
-        return Led(published, placed.probing, model if first is not None else None)
+        for build in range(1, STALE_BUILDS + 1):
+            led = await _build_and_publish(coordinator, config, members, reason, round_id,
+                                           last=build == STALE_BUILDS)
+            if led is not None:
+                return led
+        raise AssertionError("the last build always publishes")
     finally:
         await coordinator.close_systems()
+
+
+async def _current_state(coordinator: Coordinator, config: JobConfig) -> CoordinatorState:
+    """The job's state once its model is the fenced epoch's (waiting up to `FENCE_WAIT_S`
+    for a model being published by another leader)."""
+    deadline = time.monotonic() + FENCE_WAIT_S
+    while True:
+        state = await read_state(coordinator.meta, config)
+        fenced = await coordinator.meta.fenced_epoch(config.name)
+        readable = state.model.epoch if state.model is not None else None
+        if fenced is None or readable == fenced or time.monotonic() >= deadline:
+            return state
+        await asyncio.sleep(0.1)
+
+
+async def _build_and_publish(coordinator: Coordinator, config: JobConfig,
+                             members: Mapping[str, Member], reason: str, round_id: str,
+                             *, last: bool) -> Led | None:
+    """One build of `lead`; None (nothing published) when another model became current
+    while it was built, unless ``last``."""
+    state = await _current_state(coordinator, config)
+    previous = state.model
+    counts = await coordinator.partition_counts()
+    await coordinator.create_declared_streams()
+    book = ExpansionBook(state.status)  # `sampan status` shows what happened to inputs
+    detected = int(time.time() * 1000)
+    decision = None
+    holds = None
+    if previous is not None:  # the one-host decision: expand, hold or release inputs
+        decision = await coordinator.decide(previous, counts, detected)
+        if book.note(decision, previous.epoch):  # before the model, as on one host
+            await publish_status(coordinator.meta, config, book.status)
+        if decision.error:
+            log.error("REFUSED %s; the job keeps the counts of epoch %d", decision.error,
+                      previous.epoch)
+        counts = decision.counts
+        holds = await coordinator.settle_holds(decision.holds, previous)
+        if decision.expansion:
+            reason = f"{reason}, expansion {decision.expansion}"
+    checkpoints = await coordinator.meta.read_checkpoints(config.name)
+    ends = await coordinator.end_offsets() if previous else {}
+    # The ranges need the new tasks' changelog partitions: a draft build (pure) tells.
+    draft = build_job_model(config, counts, previous, end_offsets=ends,
+                            checkpoints=checkpoints, placement=lambda c: dict.fromkeys(c, 0),
+                            holds=holds)
+    ranges = await _restore_ranges(
+        coordinator, config, {t.name: t.changelog_partition for t in draft.tasks.values()},
+        checkpoints)
+    decided: list[HostPlacement] = []
+
+    def placement(changelogs: Mapping[str, int]) -> Mapping[str, int]:
+        placed = place_on_hosts(
+            members, changelogs, previous, ranges, stateful=config.stateful,
+            standbys=config.standby_replicas,
+            acceptable_recovery_lag=config.coordinator.acceptable_recovery_lag,
+            max_warmups=config.coordinator.max_warmup_replicas)
+        decided.append(placed)
+        return placed.workers
+
+    model = build_job_model(config, counts, previous, now_ms=int(time.time() * 1000),
+                            reason=reason, end_offsets=ends, checkpoints=checkpoints,
+                            placement=placement, holds=holds)
+    placed = decided[-1]
+    model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
+                    standbys=placed.standbys, warmups=placed.warmups, round_id=round_id)
+    await coordinator.ensure_changelogs(model)
+    if previous is not None and not last:
+        fenced = await coordinator.meta.fenced_epoch(config.name)
+        if fenced != previous.epoch:
+            log.info("leader: epoch %s became current while this model was built on epoch "
+                     "%d (another leader's round overlapped); building it again on that one",
+                     fenced, previous.epoch)
+            return None
+    incremental = previous is not None and incremental_rebalances(config)
+    first = first_model(previous, model, members) if incremental else None
+    gone = sorted(set(previous.worker_ids()) - set(model.worker_ids())) if (
+        previous is not None and previous.hosts) else []
+    published = await publish_model(coordinator.meta, config, first or model,
+                                    previous=previous, in_place=incremental, gone=gone)
+    log.info("leader published job model epoch %d (%s): %d tasks on hosts %s%s",
+             published.epoch, reason, len(model.tasks), ", ".join(sorted(placed.hosts)),
+             f"; {len(published.parked)} task(s) parked until their hosts let them go"
+             if published.parked else "")
+    if decision is not None and book.applied(decision.expansion_record(
+            published.epoch, detected, published_ms=int(time.time() * 1000),
+            in_place=published.in_place_since is not None)):
+        await publish_status(coordinator.meta, config, book.status)
+    return Led(published, placed.probing, model if first is not None else None)
 
 
 async def change_in_place(config: JobConfig, running: JobModel) -> JobModel | None:

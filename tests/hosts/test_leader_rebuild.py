@@ -1,0 +1,134 @@
+"""A leader whose model was built on an epoch that stopped being current before it
+published (another leader's round overlapped) builds it again on the newer model and
+publishes it in place — it does not publish a stale model that restarts every worker; a
+host stopped inside a round starts no worker for the round's model. On the local log."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from jobs.harness import write_job
+
+from framework.config import JobConfig, load_config
+from framework.coordinator.process import Coordinator
+from framework.hosts import leader
+from framework.hosts.host import Host
+from framework.hosts.member import Member
+from framework.jobmodel import JobModel
+from framework.metadata import publish_model, read_state
+from framework.systems import open_system
+
+
+def _config(tmp_path: Path) -> JobConfig:
+    return load_config(write_job(tmp_path / "job", name="rebuild"))
+
+
+def _members(*hosts: str) -> dict[str, Member]:
+    return {host: Member(host, 1, 1, "m", index, {}) for index, host in enumerate(hosts)}
+
+
+async def _publish_next(config: JobConfig, reason: str) -> JobModel:
+    """Another leader's model: the current one, moved on an epoch, taken in place."""
+    meta = open_system(config.system(config.metadata_system))
+    await meta.start()
+    try:
+        current = (await read_state(meta, config)).model
+        assert current is not None
+        return await publish_model(meta, config, replace(current, epoch=current.epoch + 1,
+                                                         reason=reason),
+                                   previous=current, in_place=True)
+    finally:
+        await meta.close()
+
+
+def test_a_model_built_on_an_epoch_no_longer_current_is_built_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config(tmp_path)
+    first = asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b")).model
+    assert first.epoch == 1 and first.in_place_since is None
+
+    ensure = Coordinator.ensure_changelogs
+    overlapping: list[JobModel] = []
+
+    async def published_meanwhile(self: Coordinator, model: JobModel) -> None:
+        """Right before the leader publishes, the other leader's model lands (once)."""
+        await ensure(self, model)
+        if not overlapping:
+            overlapping.append(await _publish_next(config, "the other leader's round"))
+
+    monkeypatch.setattr(Coordinator, "ensure_changelogs", published_meanwhile)
+    led = asyncio.run(leader.lead(config, _members("a"), "hosts a"))
+    other = overlapping[0]
+    assert other.epoch == 2 and other.in_place_since == 1
+    # built again on epoch 2: the next epoch, taken in place by epoch 2's workers
+    assert led.model.epoch == 3
+    assert led.model.in_place_since == 1
+    assert set(led.model.hosts) == {"a"}
+
+
+def test_a_leader_waits_for_the_model_of_an_epoch_already_fenced(tmp_path: Path) -> None:
+    """Another leader fenced epoch 2 and writes its model a moment later: the leader reads
+    again until it is there and builds on it."""
+    config = _config(tmp_path)
+    asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b"))
+
+    async def overlap() -> tuple[JobModel, JobModel]:
+        meta = open_system(config.system(config.metadata_system))
+        await meta.start()
+        try:
+            current = (await read_state(meta, config)).model
+            assert current is not None
+            await meta.advance_fence(config.name, 2, in_place=True)
+
+            async def write_late() -> JobModel:
+                await asyncio.sleep(0.5)
+                return await publish_model(meta, config, replace(
+                    current, epoch=2, in_place_since=1, reason="the other leader's round"),
+                    fenced=True)
+
+            other, led = await asyncio.gather(
+                write_late(), leader.lead(config, _members("a"), "hosts a"))
+            return other, led.model
+        finally:
+            await meta.close()
+
+    other, model = asyncio.run(overlap())
+    assert other.epoch == 2
+    assert model.epoch == 3 and model.in_place_since == 1  # built on epoch 2, in place
+
+
+def test_without_the_rebuild_the_stale_model_restarts_every_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last build publishes whatever the fence says (for a restart): what happens to
+    every build when another model lands before each publish."""
+    config = _config(tmp_path)
+    asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b"))
+    ensure = Coordinator.ensure_changelogs
+
+    async def always_overtaken(self: Coordinator, model: JobModel) -> None:
+        await ensure(self, model)
+        await _publish_next(config, "another leader's round")
+
+    monkeypatch.setattr(Coordinator, "ensure_changelogs", always_overtaken)
+    led = asyncio.run(leader.lead(config, _members("a"), "hosts a"))
+    assert led.model.epoch == 1 + leader.STALE_BUILDS + 1  # one more model per build
+    assert led.model.in_place_since is None  # fenced past its previous: a restart
+
+
+def test_a_host_stopped_inside_a_round_starts_no_worker_for_its_model(
+        tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    model = asyncio.run(leader.lead(config, _members("a"), "hosts a")).model
+    host = Host(config, "a")
+    started: list[object] = []
+
+    async def start_ids(ids: object) -> None:
+        started.append(ids)
+
+    host.supervisor.start_ids = start_ids  # type: ignore[method-assign]
+    host.stop.set()
+    asyncio.run(host._run_model(model, False))
+    assert started == [] and host.model is None
