@@ -10,8 +10,9 @@ json      compact JSON (``,`` ``:``), UTF-8, non-ASCII kept as is, NaN/Infinity 
           keys keep insertion order (no ``sort_keys``): equal dicts built in a different
           order give different bytes, so prefer ``string`` keys over ``json`` keys;
           decoded with orjson where it gives the stdlib's result, else with the stdlib;
-          flat dicts and lists (of ints, strs, bools, None) encoded with orjson, which
-          writes them byte for byte as the stdlib does
+          dicts and lists of ints, strs, bools, None, floats of magnitude 0 or ≥ 1e-4
+          and such dicts and lists (3 levels) encoded with orjson, which writes them
+          byte for byte as the stdlib does
 msgpack   MessagePack (``use_bin_type``; map keys may be any msgpack type)
 int64     8-byte big-endian signed; byte order matches numeric order for non-negative
           ints only — negatives sort *after* positives (two's complement), so a store
@@ -38,6 +39,7 @@ from __future__ import annotations
 import json
 import re
 import struct
+import sys
 from collections.abc import Callable
 from difflib import get_close_matches
 from pathlib import Path
@@ -119,19 +121,45 @@ _FLAT = frozenset({int, str, bool, type(None)})
 _encode_text: Callable[[str], str] = json.encoder.encode_basestring
 
 
-def _flat(obj: dict[Any, Any] | list[Any]) -> bool:
-    """True for a dict with str keys, or a list, whose values are ints, strs, bools or
-    None (exactly those types): orjson writes them as the stdlib does, byte for byte
-    (every code point, escapes included), and refuses the ints past 64 bits it cannot."""
+def _flat(obj: dict[Any, Any] | list[Any], depth: int = 3) -> bool:
+    """True for a dict with str keys, or a list, whose values are ints, strs, bools, None
+    (exactly those types), floats orjson writes as the stdlib does, or such dicts and lists
+    (``depth`` levels in all): orjson writes them byte for byte as the stdlib does (every
+    code point, escapes included), and refuses the ints past 64 bits it cannot. A float
+    qualifies when it is 0 or finite with a magnitude of at least 1e-4: orjson writes
+    smaller ones without the exponent `repr` uses, and NaN and infinities as null."""
+    flat, low, high = _FLAT, _SMALLEST_EXACT, _LARGEST
     if type(obj) is dict:
         for key, value in obj.items():
-            if type(key) is not str or type(value) not in _FLAT:
+            if type(key) is not str:
                 return False
+            kind = type(value)
+            if kind in flat:
+                continue
+            if kind is float:
+                if value == 0.0 or low <= (value if value > 0 else -value) <= high:
+                    continue
+                return False
+            if (kind is dict or kind is list) and depth > 1 and _flat(value, depth - 1):
+                continue
+            return False
         return True
-    flat = _FLAT
-    return all(type(value) in flat for value in obj)
+    for value in obj:
+        kind = type(value)
+        if kind in flat:
+            continue
+        if kind is float:
+            if value == 0.0 or low <= (value if value > 0 else -value) <= high:
+                continue
+            return False
+        if (kind is dict or kind is list) and depth > 1 and _flat(value, depth - 1):
+            continue
+        return False
+    return True
 
 
+_SMALLEST_EXACT = 1e-4
+_LARGEST = sys.float_info.max
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 

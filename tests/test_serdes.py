@@ -150,6 +150,8 @@ def test_json_serde_encodes_exactly_what_the_stdlib_encodes(document: Any) -> No
     {"start": 60_000, "value": 3, "final": True, "note": None},
     {"n": 2**64 - 1, "m": -(2**63)}, {"n": 2**64}, [2**70, -(2**70)],
     {"s": "\x00\x1f\x7f\"\\/\n\t\u2028é😀"}, ["\x08\x0c\r"], {}, [],
+    {"start": 0, "value": {"views": 3, "avg": 2.5, "top": [1e22, -0.0, 0.0001, 1e-05]}},
+    [[[[1.5, 9.99e-05, 5e-324, 1.7976931348623157e308]]]], {"v": {"n": 2**64}},
 ])
 def test_json_serde_encodes_flat_documents_as_the_stdlib_does(document: Any) -> None:
     assert get_serde("json").to_bytes(document) == json.dumps(
