@@ -229,6 +229,10 @@ async def change_in_place(config: JobConfig, running: JobModel) -> JobModel | No
         model = replace(model, workers=previous.workers, hosts=previous.hosts,
                         standbys=previous.standbys, warmups=previous.warmups)
         await coordinator.ensure_changelogs(model)
+        if await coordinator.meta.fenced_epoch(config.name) != previous.epoch:
+            log.info("leader: another model became current while the change of epoch %d was "
+                     "built; a rebalance applies it", previous.epoch)
+            return None  # a model over it would restart every worker (see `lead`)
         model = await publish_model(coordinator.meta, config, model, previous=previous,
                                     in_place=True)
         if model.in_place_since is None:  # the fence moved on: a rebalance published first

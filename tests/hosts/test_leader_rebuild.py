@@ -1,7 +1,8 @@
 """A leader whose model was built on an epoch that stopped being current before it
 published (another leader's round overlapped) builds it again on the newer model and
-publishes it in place — it does not publish a stale model that restarts every worker; a
-host stopped inside a round starts no worker for the round's model. On the local log."""
+publishes it in place — it does not publish a stale model that restarts every worker; an
+in-place change overtaken the same way is left to a rebalance; a host stopped inside a
+round starts no worker for the round's model. On the local log."""
 
 from __future__ import annotations
 
@@ -132,3 +133,36 @@ def test_a_host_stopped_inside_a_round_starts_no_worker_for_its_model(
     host.stop.set()
     asyncio.run(host._run_model(model, False))
     assert started == [] and host.model is None
+
+
+def test_an_in_place_change_overtaken_by_another_model_is_left_to_a_rebalance(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader applying an expansion in place publishes nothing when another model
+    became current while it built the change (None: a rebalance applies it) — a model over
+    the newer one would restart every worker."""
+    config = _config(tmp_path)
+    running = asyncio.run(leader.lead(config, _members("a"), "hosts a")).model
+
+    async def grow() -> None:
+        meta = open_system(config.system(config.metadata_system))
+        await meta.start()
+        try:
+            await meta.expand_stream("events", 2 * running.partition_counts["local.events"])
+        finally:
+            await meta.close()
+
+    asyncio.run(grow())
+    ensure = Coordinator.ensure_changelogs
+
+    async def published_meanwhile(self: Coordinator, model: JobModel) -> None:
+        await ensure(self, model)
+        await _publish_next(config, "another leader's round")
+
+    monkeypatch.setattr(Coordinator, "ensure_changelogs", published_meanwhile)
+    assert asyncio.run(leader.change_in_place(config, running)) is None
+    monkeypatch.setattr(Coordinator, "ensure_changelogs", ensure)
+    current = asyncio.run(leader.change_in_place(config, replace(running, epoch=2)))
+    assert current is not None and current.epoch == 3  # not overtaken: applied in place
+    assert current.in_place_since == 1
+    assert current.partition_counts["local.events"] == 2 * running.partition_counts[
+        "local.events"]
