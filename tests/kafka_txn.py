@@ -3,6 +3,8 @@ open transactional records at known offsets."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -36,6 +38,9 @@ async def transaction_cases(bootstrap: str, prefix: str
         await producer.begin_transaction()
         await producer.send_and_wait(topic, b"aborted", partition=0)
         await producer.abort_transaction()
+        # The ABORT marker is written after abort_transaction returns: a plain record sent
+        # before it would take its offset (seen in a full run: "plain" at 3).
+        await _until_end(bootstrap, topic, 4)
         await plain.send_and_wait(topic, b"plain", partition=0)
         await producer.begin_transaction()
         await producer.send_and_wait(topic, b"open", partition=0)
@@ -43,3 +48,20 @@ async def transaction_cases(bootstrap: str, prefix: str
     finally:
         await plain.stop()
         await producer.stop()
+
+
+async def _until_end(bootstrap: str, topic: str, end: int, timeout_s: float = 30) -> None:
+    """Wait until partition 0 of ``topic`` ends at ``end`` or later (high watermark)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    partition = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while (await consumer.end_offsets([partition]))[partition] < end:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}[0] did not reach offset {end} in {timeout_s} s")
+            await asyncio.sleep(0.05)
+    finally:
+        await consumer.stop()
