@@ -106,16 +106,17 @@ async def lead(config: JobConfig, members: Mapping[str, Member], reason: str,
         await coordinator.close_systems()
 
 
-async def _current_state(coordinator: Coordinator, config: JobConfig) -> CoordinatorState:
+async def _current_state(coordinator: Coordinator, config: JobConfig
+                         ) -> tuple[CoordinatorState, int | None]:
     """The job's state once its model is the fenced epoch's (waiting up to `FENCE_WAIT_S`
-    for a model being published by another leader)."""
+    for a model being published by another leader), and the fenced epoch."""
     deadline = time.monotonic() + FENCE_WAIT_S
     while True:
-        state = await read_state(coordinator.meta, config)
         fenced = await coordinator.meta.fenced_epoch(config.name)
+        state = await read_state(coordinator.meta, config)
         readable = state.model.epoch if state.model is not None else None
         if fenced is None or readable == fenced or time.monotonic() >= deadline:
-            return state
+            return state, fenced
         await asyncio.sleep(0.1)
 
 
@@ -124,7 +125,7 @@ async def _build_and_publish(coordinator: Coordinator, config: JobConfig,
                              *, last: bool) -> Led | None:
     """One build of `lead`; None (nothing published) when another model became current
     while it was built, unless ``last``."""
-    state = await _current_state(coordinator, config)
+    state, fenced = await _current_state(coordinator, config)
     previous = state.model
     counts = await coordinator.partition_counts()
     await coordinator.create_declared_streams()
@@ -170,13 +171,11 @@ async def _build_and_publish(coordinator: Coordinator, config: JobConfig,
     model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
                     standbys=placed.standbys, warmups=placed.warmups, round_id=round_id)
     await coordinator.ensure_changelogs(model)
-    if previous is not None and not last:
-        fenced = await coordinator.meta.fenced_epoch(config.name)
-        if fenced != previous.epoch:
-            log.info("leader: epoch %s became current while this model was built on epoch "
-                     "%d (another leader's round overlapped); building it again on that one",
-                     fenced, previous.epoch)
-            return None
+    if not last and (now := await coordinator.meta.fenced_epoch(config.name)) != fenced:
+        log.info("leader: epoch %s became current while this model was built on epoch %s "
+                 "(another leader's round overlapped); building it again on that one", now,
+                 fenced)
+        return None
     incremental = previous is not None and incremental_rebalances(config)
     first = first_model(previous, model, members) if incremental else None
     gone = sorted(set(previous.worker_ids()) - set(model.worker_ids())) if (

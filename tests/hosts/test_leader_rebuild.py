@@ -101,6 +101,37 @@ def test_a_leader_waits_for_the_model_of_an_epoch_already_fenced(tmp_path: Path)
     assert model.epoch == 3 and model.in_place_since == 1  # built on epoch 2, in place
 
 
+def test_an_epoch_fenced_by_a_leader_that_died_before_its_model_is_built_over_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fence with no model behind it (its leader died between the two writes): after
+    `FENCE_WAIT_S` the leader builds on the last model it can read, once, and publishes
+    past the fence (for a restart: that leader's workers may have been fenced)."""
+    config = _config(tmp_path)
+    asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b"))
+
+    async def fence() -> None:
+        meta = open_system(config.system(config.metadata_system))
+        await meta.start()
+        try:
+            await meta.advance_fence(config.name, 2, in_place=True)
+        finally:
+            await meta.close()
+
+    asyncio.run(fence())
+    monkeypatch.setattr(leader, "FENCE_WAIT_S", 0.3)
+    ensure = Coordinator.ensure_changelogs
+    builds: list[int] = []
+
+    async def counted(self: Coordinator, model: JobModel) -> None:
+        builds.append(model.epoch)
+        await ensure(self, model)
+
+    monkeypatch.setattr(Coordinator, "ensure_changelogs", counted)
+    model = asyncio.run(leader.lead(config, _members("a"), "hosts a")).model
+    assert len(builds) == 1
+    assert model.epoch == 3 and model.in_place_since is None
+
+
 def test_without_the_rebuild_the_stale_model_restarts_every_worker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The last build publishes whatever the fence says (for a restart): what happens to
