@@ -70,9 +70,12 @@ def test_a_model_built_on_an_epoch_no_longer_current_is_built_again(
     assert set(led.model.hosts) == {"a"}
 
 
-def test_a_leader_waits_for_the_model_of_an_epoch_already_fenced(tmp_path: Path) -> None:
+def test_a_leader_waits_for_the_model_of_an_epoch_already_fenced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another leader fenced epoch 2 and writes its model a moment later: the leader reads
-    again until it is there and builds on it."""
+    again until it is there and builds on it (the wait ends when the model is readable;
+    its bound is raised so that a stalled machine cannot end it first)."""
+    monkeypatch.setattr(leader, "FENCE_WAIT_S", 60.0)
     config = _config(tmp_path)
     asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b"))
 
