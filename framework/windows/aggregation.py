@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
+from framework.windows import accel
 from framework.windows.event_time import (
     EventTime,
     Timestamp,
@@ -36,7 +38,7 @@ from framework.windows.event_time import (
 )
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
-from framework.windows.layouts import LATER, Layout, describe, layout_for
+from framework.windows.layouts import LATER, Layout, Panes, Sessions, describe, layout_for
 from framework.windows.reducers import Reducer, aggregate
 from framework.windows.state import key_from_text, key_text
 
@@ -139,6 +141,7 @@ class Windows:
         self._open_layout(where)
         self._keyed.first_due = self.layout.first_close
         self._next_close = self._keyed.index.next()
+        self._step = self._native_step()
         if isinstance(context, WindowTicks):
             context.on_window(self._close_due)  # windows close on a tick too (idle partitions)
 
@@ -155,6 +158,17 @@ class Windows:
     def process(self, envelope: Envelope, collector: MessageCollector) -> list[WindowResult]:
         """Fold one record in (or account for a watermark record); return, and send to
         ``output`` if set, the windows it closed and — with ``emit="update"`` — changed."""
+        step = self._step
+        if step is not None:  # the common case in C (`_accel.record_step`)
+            done = step(envelope)
+            if done is None:
+                return []
+            if done is True:
+                return self._close_due(collector)
+            if done is not False:
+                text, state, sooner = done
+                return self._after_fold(envelope, envelope.timestamp, text, state, sooner,
+                                        collector)
         value = envelope.value
         event_time = self.event_time
         if type(value) is dict and "watermark" in value:
@@ -192,6 +206,14 @@ class Windows:
         else:
             state, sooner = self.layout.fold(keyed.load(text), value, ts)
             keyed.save(text, state)
+        return self._after_fold(envelope, ts, text, state, sooner, collector)
+
+    def _after_fold(self, envelope: Envelope, ts: int, text: str, state: list[Any],
+                    sooner: int, collector: MessageCollector) -> list[WindowResult]:
+        """`process` after the record at ``ts`` was folded into key ``text``'s ``state``:
+        the key's due time (``sooner``: its first window may close sooner, or later), the
+        event time, updates and the closes due."""
+        keyed = self._keyed
         if sooner:
             closes = self.layout.first_close(state, keyed.closed)
             if sooner == LATER:
@@ -200,6 +222,7 @@ class Windows:
                 closes = keyed.index.note(text, closes)
             if self._next_close is None or closes < self._next_close:
                 self._next_close = closes
+        event_time = self.event_time
         ssp = envelope.ssp
         quiet = event_time.quiet.get(ssp)
         if quiet is None or ts > quiet:  # else `record` would change nothing
@@ -215,6 +238,23 @@ class Windows:
         watermark moves, and the worker's window tick when it moves without records —
         e.g. past an idle partition)."""
         return self._close_due(collector)
+
+    def _native_step(self) -> Callable[[Envelope], Any] | None:
+        """`_accel.record_step` bound to this aggregation, or None: its layout, reducer,
+        event time or emission need the Python path for every record."""
+        native, spec = accel.native(), accel.spec(self.reducer)
+        layout, event_time = self.layout, self.event_time
+        if (native is None or spec is None or self.emit_updates
+                or event_time.timestamp is not envelope_timestamp
+                or not isinstance(layout, Panes | Sessions)):
+            return None
+        general: Any = None
+        if isinstance(layout, Panes):
+            kind, param = 0, layout.advance
+        else:
+            kind, param, general = 1, layout.gap, layout.fold_python
+        return partial(native.record_step, self, event_time, self._keyed, self._grace, kind,
+                       param, spec, general)
 
     # -- state ----------------------------------------------------------------------------
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
+from framework.windows import accel
 from framework.windows.kinds import Hopping, Session, WindowKind
 from framework.windows.reducers import PURE_MERGES, Reducer
 from framework.windows.state import key_from_text
@@ -70,8 +71,18 @@ class Panes:
         self.merge_all = reducer.merge_all if self.pure else None
         self.finish = reducer.result
         self.merge_result = reducer.merge_result if self.pure else None
+        self.fold: Callable[[list[Any] | None, Any, int], tuple[list[Any], bool]] = \
+            self.fold_python
+        """`fold_python`, or the same in C (`framework.windows.accel`)."""
+        self._close_native: Callable[..., tuple[list[Any], Kept, list[str]]] | None = None
+        native, spec = accel.native(), accel.spec(reducer)
+        if native is not None and spec is not None:
+            self.fold = partial(native.panes_fold, self.advance, spec)
+            self._close_native = partial(native.panes_close_all, self.size, self.advance,
+                                         spec, accel.names(reducer), key_from_text)
 
-    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
+    def fold_python(self, state: list[Any] | None, value: Any, ts: int
+                    ) -> tuple[list[Any], bool]:
         """``state`` (changed in place) with the record at ``ts`` folded in, and whether
         it gained an older pane than it had (its first window may close sooner)."""
         pane = ts - ts % self.advance
@@ -183,7 +194,9 @@ class Panes:
         """`close` of every key ``taken``, in one call: the results — ``result((key,
         start, end, finish(aggregate), True))`` per window emitted, key by key in the
         order of ``taken`` —, what the keys keep (`Kept`) and the keys that keep
-        nothing."""
+        nothing. In C for the built-in reducers (`framework.windows.accel`)."""
+        if self._close_native is not None and finish is self.finish:
+            return self._close_native(taken, load, closed, bound, result)
         size, advance, windows = self.size, self.advance, self.windows
         new = tuple.__new__  # a NamedTuple without its Python __new__
         results: list[Any] = []
@@ -357,8 +370,19 @@ class Sessions:
         assert reducer.merge is not None
         self.gap = self.lag = kind.gap_ms
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
+        self.finish = reducer.result
+        self.fold: Callable[[list[Any] | None, Any, int], tuple[list[Any], int]] = \
+            self.fold_python
+        """`fold_python`, or its in-place cases in C (`framework.windows.accel`)."""
+        self._close_native: Callable[..., tuple[list[Any], Kept, list[str]]] | None = None
+        native, spec = accel.native(), accel.spec(reducer)
+        if native is not None and spec is not None:
+            self.fold = partial(native.sessions_fold, self.gap, spec, self.fold_python)
+            self._close_native = partial(native.sessions_close_all, self.gap, spec,
+                                         accel.names(reducer), key_from_text, self.close)
 
-    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], int]:
+    def fold_python(self, state: list[Any] | None, value: Any, ts: int
+                    ) -> tuple[list[Any], int]:
         """The state with the record's session (merging every session within ``gap`` of
         it), and whether its first session may now close sooner (`LATER`: it closes
         later, and no sooner). Sessions are more than
@@ -437,7 +461,9 @@ class Sessions:
     def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
                   result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
         """`Panes.close_all` for sessions: a key's one session closing inline, `close`
-        for the others."""
+        for the others. In C for the built-in reducers (`framework.windows.accel`)."""
+        if self._close_native is not None and finish is self.finish:
+            return self._close_native(taken, load, closed, bound, result)
         gap = self.gap
         last = bound - gap - 1
         close = self.close

@@ -58,6 +58,8 @@ class Reducer:
                                                             repr=False)
     """``result(merge_all(aggregates))`` in one call, for built-in reducers and their
     `aggregate`, whose aggregates are never changed in place; None: not known."""
+    parts: tuple[tuple[str, Reducer], ...] = field(default=(), compare=False, repr=False)
+    """An `aggregate`'s reducers by name (empty for any other reducer)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class Inline:
     columns: int = 0
     """The aggregate is a list of this many numbers, merged by adding column by column
     (``merge`` says the same): merged over many panes in that many locals."""
+    kind: str = ""
+    """Which built-in it is (``count``, ``sum``, ``min``, ``max``, ``mean``): what
+    `framework.windows.accel` runs in C."""
 
 
 def _getter(of: Of) -> Callable[[Any], Any]:
@@ -87,7 +92,7 @@ def count() -> Reducer:
     """The number of records in the window."""
     return _with_merge_all(Reducer(
         "count", lambda value: 1, lambda total, value: total + 1, operator.add,
-        inline=Inline("1", "{a} + 1", "{a} + {b}", None, None)))
+        inline=Inline("1", "{a} + 1", "{a} + {b}", None, None, kind="count")))
 
 
 def sum_of(of: Of = None) -> Reducer:
@@ -95,7 +100,7 @@ def sum_of(of: Of = None) -> Reducer:
     get = _getter(of)
     return _with_merge_all(Reducer(
         "sum", get, lambda total, value: total + get(value), operator.add,
-        inline=Inline("{x}", "{a} + {x}", "{a} + {b}", None, of)))
+        inline=Inline("{x}", "{a} + {x}", "{a} + {b}", None, of, kind="sum")))
 
 
 def min_of(of: Of = None) -> Reducer:
@@ -103,7 +108,7 @@ def min_of(of: Of = None) -> Reducer:
     get = _getter(of)
     return _with_merge_all(Reducer(
         "min", get, lambda low, value: min(low, get(value)), min,
-        inline=Inline("{x}", "min({a}, {x})", "min({a}, {b})", None, of)))
+        inline=Inline("{x}", "min({a}, {x})", "min({a}, {b})", None, of, kind="min")))
 
 
 def max_of(of: Of = None) -> Reducer:
@@ -111,7 +116,7 @@ def max_of(of: Of = None) -> Reducer:
     get = _getter(of)
     return _with_merge_all(Reducer(
         "max", get, lambda high, value: max(high, get(value)), max,
-        inline=Inline("{x}", "max({a}, {x})", "max({a}, {b})", None, of)))
+        inline=Inline("{x}", "max({a}, {x})", "max({a}, {b})", None, of, kind="max")))
 
 
 def fold(initial: Any, add: Callable[[Any, Any], Any],
@@ -136,7 +141,7 @@ def mean_of(of: Of = None) -> Reducer:
         _merge_means, lambda acc: acc[0] / acc[1],
         inline=Inline("[{x}, 1]", "[{a}[0] + {x}, {a}[1] + 1]",
                       "[{a}[0] + {b}[0], {a}[1] + {b}[1]]", "{a}[0] / {a}[1]", of,
-                      columns=2)))
+                      columns=2, kind="mean")))
 
 
 def _merge_means(a: list[Any], b: list[Any]) -> list[Any]:
@@ -200,7 +205,8 @@ def aggregate(**reducers: Reducer) -> Reducer:
         [i for i in inlines if i is not None], names) if all(inlines) else (None, None)
     return Reducer(f"aggregate({label})", start, add,
                    merge if all(m is not None for m in merges) else None, result,
-                   merge_all=merge_all, merge_result=merge_result)
+                   merge_all=merge_all, merge_result=merge_result,
+                   parts=tuple(reducers.items()))
 
 
 def _aggregate_merge_all(inlines: list[Inline], names: tuple[str, ...] = (), *,

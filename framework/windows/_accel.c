@@ -1,0 +1,1143 @@
+/* framework.windows._accel: the pane and session layouts' fold and close for the built-in reducers
+ * (count, sum_of, min_of, max_of, mean_of and their `aggregate`), in C.
+ *
+ * Each function does what its Python twin in framework/windows/layouts.py and
+ * framework/windows/reducers.py does, object for object: the same Python additions and
+ * comparisons (through the abstract object API, so big integers, floats and errors
+ * behave as there), in the same order, on the same lists. tests/windows/test_accel.py
+ * checks that record by record against the Python path.
+ *
+ * Sessions: the in-place cases of Sessions.fold and a key's one closing session of
+ * Sessions.close_all; the rest through the Python functions passed in.
+ *
+ * A reducer is described by a "spec" tuple: (single, kind0, of0, kind1, of1, ...), where
+ * single is 1 for one reducer (its aggregate is the part itself) and 0 for an
+ * `aggregate` (a list, one part per reducer), kind is one of the K_* codes below and of
+ * is None (the record's value itself) or the key read from it (value[of]).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+enum { K_COUNT = 0, K_SUM = 1, K_MIN = 2, K_MAX = 3, K_MEAN = 4 };
+
+static PyObject *ONE;
+
+/* Python's a % b for b > 0. */
+static inline long long
+floor_mod(long long a, long long b)
+{
+    long long r = a % b;
+    return r < 0 ? r + b : r;
+}
+
+static int
+as_time(PyObject *item, long long *out)
+{
+    long long v = PyLong_AsLongLong(item);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int
+item_time(PyObject *list, Py_ssize_t i, long long *out)
+{
+    return as_time(PyList_GET_ITEM(list, i), out);
+}
+
+/* What a reducer reads of a record's value: the value, or value[of]. New reference. */
+static PyObject *
+read_of(PyObject *of, PyObject *value)
+{
+    if (of == Py_None) {
+        Py_INCREF(value);
+        return value;
+    }
+    return PyObject_GetItem(value, of);
+}
+
+/* obj[index] as BINARY_SUBSCR does it; an exact list's item read directly. New reference. */
+static PyObject *
+subscript(PyObject *obj, Py_ssize_t index)
+{
+    if (PyList_CheckExact(obj) && index < PyList_GET_SIZE(obj)) {
+        PyObject *item = PyList_GET_ITEM(obj, index);
+        Py_INCREF(item);
+        return item;
+    }
+    PyObject *i = PyLong_FromSsize_t(index);
+    if (i == NULL)
+        return NULL;
+    PyObject *item = PyObject_GetItem(obj, i);
+    Py_DECREF(i);
+    return item;
+}
+
+static int
+parse_spec(PyObject *spec, int *single, Py_ssize_t *parts)
+{
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) < 3
+            || PyTuple_GET_SIZE(spec) % 2 != 1) {
+        PyErr_SetString(PyExc_TypeError, "_accel: malformed reducer spec");
+        return -1;
+    }
+    *single = PyObject_IsTrue(PyTuple_GET_ITEM(spec, 0));
+    *parts = (PyTuple_GET_SIZE(spec) - 1) / 2;
+    return *single < 0 ? -1 : 0;
+}
+
+static inline int
+spec_kind(PyObject *spec, Py_ssize_t p)
+{
+    return (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 1 + 2 * p));
+}
+
+static inline PyObject *
+spec_of(PyObject *spec, Py_ssize_t p)
+{
+    return PyTuple_GET_ITEM(spec, 2 + 2 * p);
+}
+
+/* -- start and add: reducers.py's Inline start and add expressions ------------------- */
+
+static PyObject *
+start_part(int kind, PyObject *of, PyObject *value)
+{
+    PyObject *x, *pair;
+    switch (kind) {
+    case K_COUNT:
+        Py_INCREF(ONE);
+        return ONE;
+    case K_SUM: case K_MIN: case K_MAX:
+        return read_of(of, value);
+    case K_MEAN:  /* [x, 1] */
+        x = read_of(of, value);
+        if (x == NULL)
+            return NULL;
+        pair = PyList_New(2);
+        if (pair == NULL) {
+            Py_DECREF(x);
+            return NULL;
+        }
+        PyList_SET_ITEM(pair, 0, x);
+        Py_INCREF(ONE);
+        PyList_SET_ITEM(pair, 1, ONE);
+        return pair;
+    }
+    PyErr_SetString(PyExc_ValueError, "_accel: unknown reducer kind");
+    return NULL;
+}
+
+/* min(a, x) / max(a, x) as the builtins: x only when strictly less / greater. */
+static PyObject *
+pick(PyObject *a, PyObject *x, int op)
+{
+    int better = PyObject_RichCompareBool(x, a, op);
+    if (better < 0)
+        return NULL;
+    PyObject *r = better ? x : a;
+    Py_INCREF(r);
+    return r;
+}
+
+static PyObject *
+add_part(int kind, PyObject *of, PyObject *a, PyObject *value)
+{
+    PyObject *x, *r, *s0, *c0, *s, *c, *pair;
+    switch (kind) {
+    case K_COUNT:  /* a + 1 */
+        return PyNumber_Add(a, ONE);
+    case K_SUM:  /* a + x */
+        x = read_of(of, value);
+        if (x == NULL)
+            return NULL;
+        r = PyNumber_Add(a, x);
+        Py_DECREF(x);
+        return r;
+    case K_MIN: case K_MAX:  /* min(a, x), max(a, x) */
+        x = read_of(of, value);
+        if (x == NULL)
+            return NULL;
+        r = pick(a, x, kind == K_MIN ? Py_LT : Py_GT);
+        Py_DECREF(x);
+        return r;
+    case K_MEAN:  /* [a[0] + x, a[1] + 1] */
+        s0 = subscript(a, 0);
+        if (s0 == NULL)
+            return NULL;
+        x = read_of(of, value);
+        if (x == NULL) {
+            Py_DECREF(s0);
+            return NULL;
+        }
+        s = PyNumber_Add(s0, x);
+        Py_DECREF(s0);
+        Py_DECREF(x);
+        if (s == NULL)
+            return NULL;
+        c0 = subscript(a, 1);
+        if (c0 == NULL) {
+            Py_DECREF(s);
+            return NULL;
+        }
+        c = PyNumber_Add(c0, ONE);
+        Py_DECREF(c0);
+        if (c == NULL) {
+            Py_DECREF(s);
+            return NULL;
+        }
+        pair = PyList_New(2);
+        if (pair == NULL) {
+            Py_DECREF(s);
+            Py_DECREF(c);
+            return NULL;
+        }
+        PyList_SET_ITEM(pair, 0, s);
+        PyList_SET_ITEM(pair, 1, c);
+        return pair;
+    }
+    PyErr_SetString(PyExc_ValueError, "_accel: unknown reducer kind");
+    return NULL;
+}
+
+/* The reducer's start(value). */
+static PyObject *
+start_all(PyObject *spec, int single, Py_ssize_t parts, PyObject *value)
+{
+    if (single)
+        return start_part(spec_kind(spec, 0), spec_of(spec, 0), value);
+    PyObject *list = PyList_New(parts);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t p = 0; p < parts; p++) {
+        PyObject *part = start_part(spec_kind(spec, p), spec_of(spec, p), value);
+        if (part == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, p, part);
+    }
+    return list;
+}
+
+/* The reducer's add(aggregate, value): a new aggregate (aggregate's list is new too). */
+static PyObject *
+add_all(PyObject *spec, int single, Py_ssize_t parts, PyObject *agg, PyObject *value)
+{
+    if (single)
+        return add_part(spec_kind(spec, 0), spec_of(spec, 0), agg, value);
+    PyObject *list = PyList_New(parts);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t p = 0; p < parts; p++) {
+        PyObject *a = subscript(agg, p);
+        if (a == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyObject *part = add_part(spec_kind(spec, p), spec_of(spec, p), a, value);
+        Py_DECREF(a);
+        if (part == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, p, part);
+    }
+    return list;
+}
+
+/* -- results: merge_result and result of reducers.py ---------------------------------- */
+
+/* A part's result from its aggregate: itself, or a mean's sum / count. */
+static PyObject *
+finish_part(int kind, PyObject *a)
+{
+    if (kind != K_MEAN) {
+        Py_INCREF(a);
+        return a;
+    }
+    PyObject *s = subscript(a, 0);
+    if (s == NULL)
+        return NULL;
+    PyObject *c = subscript(a, 1);
+    if (c == NULL) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    PyObject *r = PyNumber_TrueDivide(s, c);
+    Py_DECREF(s);
+    Py_DECREF(c);
+    return r;
+}
+
+/* part p of an aggregate (the aggregate itself when single). New reference. */
+static PyObject *
+part_of(PyObject *agg, int single, Py_ssize_t p)
+{
+    if (single) {
+        Py_INCREF(agg);
+        return agg;
+    }
+    return subscript(agg, p);
+}
+
+/* Merge part p over the aggregates state[first], state[first + 2], ... (count >= 1), left
+ * to right, then finish it: a pure merge's result over those panes. */
+static PyObject *
+merged_part(PyObject *spec, int single, Py_ssize_t p, PyObject *state, Py_ssize_t first,
+            Py_ssize_t count)
+{
+    int kind = spec_kind(spec, p);
+    PyObject *acc = part_of(PyList_GET_ITEM(state, first), single, p);
+    if (acc == NULL)
+        return NULL;
+    if (kind == K_MEAN) {  /* two columns: sum and count, each added left to right */
+        PyObject *s = subscript(acc, 0), *c = NULL, *r = NULL;
+        if (s != NULL)
+            c = subscript(acc, 1);
+        Py_DECREF(acc);
+        if (c == NULL) {
+            Py_XDECREF(s);
+            return NULL;
+        }
+        for (Py_ssize_t k = 1; k < count; k++) {
+            PyObject *b = part_of(PyList_GET_ITEM(state, first + 2 * k), single, p);
+            if (b == NULL)
+                goto mean_fail;
+            PyObject *bs = subscript(b, 0);
+            PyObject *t = bs == NULL ? NULL : PyNumber_Add(s, bs);
+            Py_XDECREF(bs);
+            if (t == NULL) {
+                Py_DECREF(b);
+                goto mean_fail;
+            }
+            Py_SETREF(s, t);
+            PyObject *bc = subscript(b, 1);
+            Py_DECREF(b);
+            t = bc == NULL ? NULL : PyNumber_Add(c, bc);
+            Py_XDECREF(bc);
+            if (t == NULL)
+                goto mean_fail;
+            Py_SETREF(c, t);
+        }
+        r = PyNumber_TrueDivide(s, c);
+    mean_fail:
+        Py_DECREF(s);
+        Py_DECREF(c);
+        return r;
+    }
+    for (Py_ssize_t k = 1; k < count; k++) {
+        PyObject *b = part_of(PyList_GET_ITEM(state, first + 2 * k), single, p);
+        if (b == NULL) {
+            Py_DECREF(acc);
+            return NULL;
+        }
+        PyObject *t;
+        if (kind == K_MIN || kind == K_MAX)
+            t = pick(acc, b, kind == K_MIN ? Py_LT : Py_GT);
+        else
+            t = PyNumber_Add(acc, b);
+        Py_DECREF(b);
+        Py_DECREF(acc);
+        if (t == NULL)
+            return NULL;
+        acc = t;
+    }
+    return acc;
+}
+
+/* A window's result over ``count`` panes' aggregates starting at state[first] (count 0:
+ * over ``agg`` alone): one finished as it is, several merged; an aggregate's as
+ * {name: result}. */
+static PyObject *
+window_result(PyObject *spec, int single, Py_ssize_t parts, PyObject *names,
+              PyObject *state, Py_ssize_t first, Py_ssize_t count, PyObject *agg)
+{
+    if (count == 1) {
+        agg = PyList_GET_ITEM(state, first);
+        count = 0;
+    }
+    if (single) {
+        if (count == 0)
+            return finish_part(spec_kind(spec, 0), agg);
+        return merged_part(spec, 1, 0, state, first, count);
+    }
+    PyObject *dict = PyDict_New();
+    if (dict == NULL)
+        return NULL;
+    for (Py_ssize_t p = 0; p < parts; p++) {
+        PyObject *r;
+        if (count == 0) {
+            PyObject *a = part_of(agg, 0, p);
+            if (a == NULL) {
+                Py_DECREF(dict);
+                return NULL;
+            }
+            r = finish_part(spec_kind(spec, p), a);
+            Py_DECREF(a);
+        } else {
+            r = merged_part(spec, 0, p, state, first, count);
+        }
+        if (r == NULL || PyDict_SetItem(dict, PyTuple_GET_ITEM(names, p), r) < 0) {
+            Py_XDECREF(r);
+            Py_DECREF(dict);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    return dict;
+}
+
+/* -- fold ------------------------------------------------------------------------------ */
+
+/* Panes.fold of a record into ``state`` (None: a new one): the state (a new reference;
+ * ``state`` itself, changed in place, unless it was None) and in *sooner whether it
+ * gained an older pane than it had. NULL on an error, the state then untouched. */
+static PyObject *
+panes_fold_core(long long advance, PyObject *spec, int single, Py_ssize_t parts,
+                PyObject *state, PyObject *value, long long ts, int *sooner)
+{
+    long long pane = ts - floor_mod(ts, advance), at;
+    PyObject *pane_obj, *agg;
+    if (state == Py_None) {
+        agg = start_all(spec, single, parts, value);
+        if (agg == NULL)
+            return NULL;
+        pane_obj = PyLong_FromLongLong(pane);
+        PyObject *list = pane_obj == NULL ? NULL : PyList_New(2);
+        if (list == NULL) {
+            Py_DECREF(agg);
+            Py_XDECREF(pane_obj);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, 0, pane_obj);
+        PyList_SET_ITEM(list, 1, agg);
+        *sooner = 1;
+        return list;
+    }
+    if (!PyList_CheckExact(state) || PyList_GET_SIZE(state) < 2) {
+        PyErr_SetString(PyExc_TypeError, "panes_fold: a state must be a non-empty list");
+        return NULL;
+    }
+    Py_ssize_t i = PyList_GET_SIZE(state) - 2;
+    if (item_time(state, i, &at) < 0)
+        return NULL;
+    if (at != pane) {
+        while (i >= 0) {
+            if (item_time(state, i, &at) < 0)
+                return NULL;
+            if (at <= pane)
+                break;
+            i -= 2;
+        }
+    }
+    if (i >= 0 && at == pane) {  /* the pane exists: its aggregate replaced */
+        agg = add_all(spec, single, parts, PyList_GET_ITEM(state, i + 1), value);
+        if (agg == NULL)
+            return NULL;
+        if (PyList_SetItem(state, i + 1, agg) < 0)  /* steals agg */
+            return NULL;
+        *sooner = 0;
+        Py_INCREF(state);
+        return state;
+    }
+    agg = start_all(spec, single, parts, value);  /* a new pane after state[i] */
+    if (agg == NULL)
+        return NULL;
+    pane_obj = PyLong_FromLongLong(pane);
+    if (pane_obj == NULL || PyList_Insert(state, i + 2, pane_obj) < 0) {
+        Py_XDECREF(pane_obj);
+        Py_DECREF(agg);
+        return NULL;
+    }
+    Py_DECREF(pane_obj);
+    int failed = PyList_Insert(state, i + 3, agg);
+    Py_DECREF(agg);
+    if (failed < 0)
+        return NULL;
+    *sooner = i < 0;
+    Py_INCREF(state);
+    return state;
+}
+
+/* (state, sooner) of a fold core's result; steals state. */
+static PyObject *
+folded(PyObject *state, int sooner)
+{
+    if (state == NULL)
+        return NULL;
+    PyObject *flag = sooner == 2 ? PyLong_FromLong(2) : PyBool_FromLong(sooner);
+    PyObject *out = flag == NULL ? NULL : PyTuple_Pack(2, state, flag);
+    Py_XDECREF(flag);
+    Py_DECREF(state);
+    return out;
+}
+
+/* panes_fold(advance, spec, state, value, ts) -> (state, sooner): Panes.fold. */
+static PyObject *
+panes_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "panes_fold takes 5 arguments");
+        return NULL;
+    }
+    long long advance, ts;
+    int single, sooner = 0;
+    Py_ssize_t parts;
+    if (as_time(args[0], &advance) < 0 || as_time(args[4], &ts) < 0
+            || parse_spec(args[1], &single, &parts) < 0)
+        return NULL;
+    PyObject *state = panes_fold_core(advance, args[1], single, parts, args[2], args[3], ts,
+                                      &sooner);
+    return folded(state, sooner);
+}
+
+/* -- close ----------------------------------------------------------------------------- */
+
+typedef struct {
+    long long size, advance, closed, bound;
+    PyObject *spec, *names, *result_type, *key_from_text;
+    int single;
+    Py_ssize_t parts;
+} Close;
+
+/* The record key of a key text: text[1:] for "s" keys, else key_from_text(text). */
+static PyObject *
+key_of(Close *c, PyObject *text)
+{
+    if (PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > 0
+            && PyUnicode_READ_CHAR(text, 0) == 's')
+        return PyUnicode_Substring(text, 1, PyUnicode_GET_LENGTH(text));
+    return PyObject_CallOneArg(c->key_from_text, text);
+}
+
+/* Append result_type((key, start, end, value, True)) to results; steals value. */
+static int
+emit(Close *c, PyObject *results, PyObject *key, long long start, long long end,
+     PyObject *value)
+{
+    if (value == NULL)
+        return -1;
+    PyTypeObject *type = (PyTypeObject *)c->result_type;
+    PyObject *row = type->tp_alloc(type, 5);
+    PyObject *s = PyLong_FromLongLong(start), *e = PyLong_FromLongLong(end);
+    if (row == NULL || s == NULL || e == NULL) {
+        Py_XDECREF(row);
+        Py_XDECREF(s);
+        Py_XDECREF(e);
+        Py_DECREF(value);
+        return -1;
+    }
+    Py_INCREF(key);
+    PyTuple_SET_ITEM(row, 0, key);
+    PyTuple_SET_ITEM(row, 1, s);
+    PyTuple_SET_ITEM(row, 2, e);
+    PyTuple_SET_ITEM(row, 3, value);
+    Py_INCREF(Py_True);
+    PyTuple_SET_ITEM(row, 4, Py_True);
+    int failed = PyList_Append(results, row);
+    Py_DECREF(row);
+    return failed;
+}
+
+/* Panes._results for one key, appended to results; *key made on the first window. */
+static int
+close_windows(Close *c, PyObject *results, PyObject *text, PyObject *state,
+              const long long *starts, Py_ssize_t panes, PyObject **key)
+{
+    long long size = c->size, advance = c->advance, after = c->closed;
+    long long end = starts[0] + advance;
+    if (end < size)
+        end = size;
+    long long later = after - floor_mod(after, advance) + advance;
+    if (end < later)
+        end = later;
+    Py_ssize_t low = 0;
+    while (end <= c->bound) {
+        long long start = end - size;
+        while (low < panes && starts[low] < start)
+            low++;
+        if (low == panes)
+            break;
+        if (starts[low] >= end) {  /* no pane in this window: on to the next pane's first */
+            end = starts[low] + advance;
+            continue;
+        }
+        Py_ssize_t j = low + 1;
+        while (j < panes && starts[j] < end)
+            j++;
+        if (*key == NULL && (*key = key_of(c, text)) == NULL)
+            return -1;
+        PyObject *value = window_result(c->spec, c->single, c->parts, c->names, state,
+                                        2 * low + 1, j - low, NULL);
+        if (emit(c, results, *key, start, end, value) < 0)
+            return -1;
+        end += advance;
+    }
+    return 0;
+}
+
+#define STACK_PANES 64
+
+/* panes_close_all(size, advance, spec, names, key_from_text, taken, load, closed, bound,
+ * result) -> (results, kept, gone): Panes.close_all for a built-in reducer. */
+static PyObject *
+panes_close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "panes_close_all takes 10 arguments");
+        return NULL;
+    }
+    Close c;
+    if (as_time(args[0], &c.size) < 0 || as_time(args[1], &c.advance) < 0
+            || as_time(args[7], &c.closed) < 0 || as_time(args[8], &c.bound) < 0
+            || parse_spec(args[2], &c.single, &c.parts) < 0)
+        return NULL;
+    c.spec = args[2];
+    c.names = args[3];
+    c.key_from_text = args[4];
+    c.result_type = args[9];
+    PyObject *taken = args[5], *load = args[6];
+    if (!PyList_Check(taken) || !PyType_Check(c.result_type)
+            || !PyType_IsSubtype((PyTypeObject *)c.result_type, &PyTuple_Type)
+            || (!c.single && !PyTuple_Check(c.names))) {
+        PyErr_SetString(PyExc_TypeError, "panes_close_all: bad arguments");
+        return NULL;
+    }
+    PyObject *results = PyList_New(0), *kept = PyList_New(0), *gone = PyList_New(0);
+    long long stack[STACK_PANES];
+    long long *starts = stack;
+    Py_ssize_t room = STACK_PANES;
+    int tumbling = c.size == c.advance;
+    if (results == NULL || kept == NULL || gone == NULL)
+        goto fail;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(taken); t++) {
+        PyObject *entry = PyList_GET_ITEM(taken, t);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+            PyErr_SetString(PyExc_TypeError, "panes_close_all: taken holds (time, key)");
+            goto fail;
+        }
+        PyObject *text = PyTuple_GET_ITEM(entry, 1);
+        PyObject *state = PyObject_CallOneArg(load, text);
+        if (state == NULL)
+            goto fail;
+        int empty = state == Py_None || (PyList_Check(state) && PyList_GET_SIZE(state) == 0);
+        if (!empty && !PyList_CheckExact(state)) {
+            Py_DECREF(state);
+            PyErr_SetString(PyExc_TypeError, "panes_close_all: a state must be a list");
+            goto fail;
+        }
+        if (empty) {
+            Py_DECREF(state);
+            if (PyList_Append(gone, text) < 0)
+                goto fail;
+            continue;
+        }
+        Py_ssize_t n = PyList_GET_SIZE(state), panes = n / 2, i = 0;
+        if (panes > room) {
+            long long *more = PyMem_Malloc(sizeof(long long) * (size_t)panes);
+            if (more == NULL) {
+                Py_DECREF(state);
+                PyErr_NoMemory();
+                goto fail;
+            }
+            if (starts != stack)
+                PyMem_Free(starts);
+            starts = more;
+            room = panes;
+        }
+        for (Py_ssize_t p = 0; p < panes; p++) {
+            if (item_time(state, 2 * p, &starts[p]) < 0) {
+                Py_DECREF(state);
+                goto fail;
+            }
+        }
+        PyObject *key = NULL;
+        if (tumbling) {  /* a pane is a window, emitted as it is */
+            while (i < panes && starts[i] + c.size <= c.bound) {
+                if (starts[i] + c.size > c.closed) {
+                    if (key == NULL && (key = key_of(&c, text)) == NULL) {
+                        Py_DECREF(state);
+                        goto fail;
+                    }
+                    PyObject *value = window_result(c.spec, c.single, c.parts, c.names,
+                                                    state, 2 * i + 1, 1, NULL);
+                    if (emit(&c, results, key, starts[i], starts[i] + c.size, value) < 0) {
+                        Py_DECREF(key);
+                        Py_DECREF(state);
+                        goto fail;
+                    }
+                }
+                i++;
+            }
+        } else {
+            if (panes && close_windows(&c, results, text, state, starts, panes, &key) < 0) {
+                Py_XDECREF(key);
+                Py_DECREF(state);
+                goto fail;
+            }
+            while (i < panes && starts[i] + c.size <= c.bound)
+                i++;
+        }
+        Py_XDECREF(key);
+        if (i == panes) {
+            Py_DECREF(state);
+            if (PyList_Append(gone, text) < 0)
+                goto fail;
+            continue;
+        }
+        long long first = starts[i], end = first - c.size + c.advance;
+        end = (end > 0 ? end : 0) + c.size;
+        if (end <= c.bound)
+            end = c.bound - floor_mod(c.bound, c.advance) + c.advance;
+        PyObject *rest = i ? PyList_GetSlice(state, 2 * i, n) : (Py_INCREF(state), state);
+        Py_DECREF(state);
+        PyObject *due = PyLong_FromLongLong(end);
+        PyObject *row = (rest && due) ? PyTuple_Pack(3, text, rest, due) : NULL;
+        Py_XDECREF(rest);
+        Py_XDECREF(due);
+        if (row == NULL)
+            goto fail;
+        int failed = PyList_Append(kept, row);
+        Py_DECREF(row);
+        if (failed < 0)
+            goto fail;
+    }
+    if (starts != stack)
+        PyMem_Free(starts);
+    PyObject *out = PyTuple_Pack(3, results, kept, gone);
+    Py_DECREF(results);
+    Py_DECREF(kept);
+    Py_DECREF(gone);
+    return out;
+fail:
+    if (starts != stack)
+        PyMem_Free(starts);
+    Py_XDECREF(results);
+    Py_XDECREF(kept);
+    Py_XDECREF(gone);
+    return NULL;
+}
+
+/* -- sessions -------------------------------------------------------------------------- */
+
+/* Sessions.fold of a record into ``state``: the state (a new reference: ``state``
+ * changed in place, or a new list) and in *sooner False (0), True (1) or LATER (2). Its
+ * two in-place cases here — a record after the newest session's end + gap, or only
+ * within gap of the newest session — and every other case through ``general`` (the
+ * Python fold, which makes a new state). NULL on an error, the state then untouched. */
+static PyObject *
+sessions_fold_core(long long gap, PyObject *spec, int single, Py_ssize_t parts,
+                   PyObject *general, PyObject *state, PyObject *value, long long ts,
+                   PyObject *ts_obj, int *sooner)
+{
+    long long start, end, before;
+    Py_ssize_t n = PyList_CheckExact(state) ? PyList_GET_SIZE(state) : 0;
+    if (n >= 3 && n % 3 == 0) {
+        if (item_time(state, n - 3, &start) < 0 || item_time(state, n - 2, &end) < 0)
+            return NULL;
+        if (ts > end + gap) {  /* a new session after the newest */
+            PyObject *agg = start_all(spec, single, parts, value);
+            if (agg == NULL)
+                return NULL;
+            int failed = PyList_Append(state, ts_obj) < 0 || PyList_Append(state, ts_obj) < 0
+                         || PyList_Append(state, agg) < 0;
+            Py_DECREF(agg);
+            if (failed)
+                return NULL;
+            *sooner = 0;
+            Py_INCREF(state);
+            return state;
+        }
+        int alone = n == 3;
+        if (!alone) {
+            if (item_time(state, n - 5, &before) < 0)
+                return NULL;
+            alone = ts > before + gap;
+        }
+        if (ts >= start - gap && alone) {  /* only in the newest session */
+            PyObject *agg = add_all(spec, single, parts, PyList_GET_ITEM(state, n - 1), value);
+            if (agg == NULL || PyList_SetItem(state, n - 1, agg) < 0)
+                return NULL;
+            *sooner = 0;
+            if (ts < start || ts > end) {
+                Py_INCREF(ts_obj);
+                if (PyList_SetItem(state, ts < start ? n - 3 : n - 2, ts_obj) < 0)
+                    return NULL;
+                if (ts > end && n == 3)
+                    *sooner = 2;  /* LATER: its one session closes later */
+            }
+            Py_INCREF(state);
+            return state;
+        }
+    }
+    PyObject *call[3] = {state, value, ts_obj};
+    PyObject *out = PyObject_Vectorcall(general, call, 3, NULL);
+    if (out == NULL)
+        return NULL;
+    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 2) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_TypeError, "sessions_fold: the general fold gave no pair");
+        return NULL;
+    }
+    PyObject *flag = PyTuple_GET_ITEM(out, 1);
+    long code = PyLong_AsLong(flag);  /* False, True or LATER */
+    if (code == -1 && PyErr_Occurred()) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    *sooner = (int)code;
+    PyObject *result = PyTuple_GET_ITEM(out, 0);
+    Py_INCREF(result);
+    Py_DECREF(out);
+    return result;
+}
+
+/* sessions_fold(gap, spec, general, state, value, ts) -> (state, sooner): Sessions.fold. */
+static PyObject *
+sessions_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "sessions_fold takes 6 arguments");
+        return NULL;
+    }
+    long long gap, ts;
+    int single, sooner = 0;
+    Py_ssize_t parts;
+    if (as_time(args[0], &gap) < 0 || as_time(args[5], &ts) < 0
+            || parse_spec(args[1], &single, &parts) < 0)
+        return NULL;
+    PyObject *state = sessions_fold_core(gap, args[1], single, parts, args[2], args[3],
+                                         args[4], ts, args[5], &sooner);
+    return folded(state, sooner);
+}
+
+/* sessions_close_all(gap, spec, names, key_from_text, close, taken, load, closed, bound,
+ * result) -> (results, kept, gone): Sessions.close_all; a key's one closing session here,
+ * anything else through ``close`` (Sessions.close). */
+static PyObject *
+sessions_close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "sessions_close_all takes 10 arguments");
+        return NULL;
+    }
+    Close c;
+    long long gap;
+    if (as_time(args[0], &gap) < 0 || as_time(args[7], &c.closed) < 0
+            || as_time(args[8], &c.bound) < 0 || parse_spec(args[1], &c.single, &c.parts) < 0)
+        return NULL;
+    c.spec = args[1];
+    c.names = args[2];
+    c.key_from_text = args[3];
+    c.result_type = args[9];
+    PyObject *close = args[4], *taken = args[5], *load = args[6];
+    if (!PyList_Check(taken) || !PyType_Check(c.result_type)
+            || !PyType_IsSubtype((PyTypeObject *)c.result_type, &PyTuple_Type)
+            || (!c.single && !PyTuple_Check(c.names))) {
+        PyErr_SetString(PyExc_TypeError, "sessions_close_all: bad arguments");
+        return NULL;
+    }
+    long long last = c.bound - gap - 1;  /* a session closes when its end <= last */
+    PyObject *results = PyList_New(0), *kept = PyList_New(0), *gone = PyList_New(0);
+    if (results == NULL || kept == NULL || gone == NULL)
+        goto fail;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(taken); t++) {
+        PyObject *entry = PyList_GET_ITEM(taken, t);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+            PyErr_SetString(PyExc_TypeError, "sessions_close_all: taken holds (time, key)");
+            goto fail;
+        }
+        PyObject *text = PyTuple_GET_ITEM(entry, 1);
+        PyObject *state = PyObject_CallOneArg(load, text);
+        if (state == NULL)
+            goto fail;
+        int empty = state == Py_None || (PyList_Check(state) && PyList_GET_SIZE(state) == 0);
+        if (empty) {
+            Py_DECREF(state);
+            if (PyList_Append(gone, text) < 0)
+                goto fail;
+            continue;
+        }
+        long long first, end;
+        if (PyList_CheckExact(state) && PyList_GET_SIZE(state) == 3) {
+            if (item_time(state, 0, &first) < 0 || item_time(state, 1, &end) < 0) {
+                Py_DECREF(state);
+                goto fail;
+            }
+            if (end <= last) {  /* the common case: the key's one session closes */
+                PyObject *key = key_of(&c, text);
+                PyObject *value = key == NULL ? NULL : window_result(
+                    c.spec, c.single, c.parts, c.names, state, 2, 1, NULL);
+                int failed = key == NULL || emit(&c, results, key, first, end + 1, value) < 0;
+                Py_XDECREF(key);
+                Py_DECREF(state);
+                if (failed || PyList_Append(gone, text) < 0)
+                    goto fail;
+                continue;
+            }
+        }
+        PyObject *out = PyObject_CallFunctionObjArgs(close, state, args[7], args[8], NULL);
+        Py_DECREF(state);
+        if (out == NULL)
+            goto fail;
+        if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 3
+                || !PyList_Check(PyTuple_GET_ITEM(out, 0))) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "sessions_close_all: close gave no triple");
+            goto fail;
+        }
+        PyObject *emitted = PyTuple_GET_ITEM(out, 0), *remaining = PyTuple_GET_ITEM(out, 1);
+        PyObject *key = NULL;
+        for (Py_ssize_t e = 0; e < PyList_GET_SIZE(emitted); e++) {
+            PyObject *window = PyList_GET_ITEM(emitted, e);
+            long long wstart, wend;
+            if (!PyTuple_Check(window) || PyTuple_GET_SIZE(window) != 3
+                    || as_time(PyTuple_GET_ITEM(window, 0), &wstart) < 0
+                    || as_time(PyTuple_GET_ITEM(window, 1), &wend) < 0
+                    || (key == NULL && (key = key_of(&c, text)) == NULL)) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "sessions_close_all: bad window");
+                Py_XDECREF(key);
+                Py_DECREF(out);
+                goto fail;
+            }
+            PyObject *value = window_result(c.spec, c.single, c.parts, c.names, NULL, 0, 0,
+                                            PyTuple_GET_ITEM(window, 2));
+            if (emit(&c, results, key, wstart, wend, value) < 0) {
+                Py_DECREF(key);
+                Py_DECREF(out);
+                goto fail;
+            }
+        }
+        Py_XDECREF(key);
+        int has = PyObject_IsTrue(remaining);
+        int failed = has < 0;
+        if (has > 0) {
+            PyObject *row = PyTuple_Pack(3, text, remaining, PyTuple_GET_ITEM(out, 2));
+            failed = row == NULL || PyList_Append(kept, row) < 0;
+            Py_XDECREF(row);
+        } else if (has == 0) {
+            failed = PyList_Append(gone, text) < 0;
+        }
+        Py_DECREF(out);
+        if (failed)
+            goto fail;
+    }
+    PyObject *out = PyTuple_Pack(3, results, kept, gone);
+    Py_DECREF(results);
+    Py_DECREF(kept);
+    Py_DECREF(gone);
+    return out;
+fail:
+    Py_XDECREF(results);
+    Py_XDECREF(kept);
+    Py_XDECREF(gone);
+    return NULL;
+}
+
+/* -- a record's whole step ------------------------------------------------------------- */
+
+static PyObject *S_value, *S_timestamp, *S_key, *S_ssp, *S_watermark, *S_hot, *S_dirty,
+                *S_quiet, *S_next_close, *S_record, *S_s;
+
+#define MAX_TIME 9999999999999999LL  /* framework.windows.kinds.MAX_TIME */
+#define NOT_HANDLED (Py_INCREF(Py_False), Py_False)
+
+/* An attribute as a long long into *out; 1 when it is None, -1 on an error. */
+static int
+time_attr(PyObject *obj, PyObject *name, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    int none = v == Py_None;
+    int failed = !none && as_time(v, out) < 0;
+    Py_DECREF(v);
+    return failed ? -1 : none;
+}
+
+/* record_step(windows, event_time, keyed, grace, layout, param, spec, general, envelope):
+ * Windows.process of one record in its common case — a data record with an int event
+ * time, on time, a str key that already has open windows in the cache — up to the fold
+ * (layout 0: panes of ``param`` = advance; 1: sessions of ``param`` = gap, ``general``
+ * their Python fold). Returns False having done nothing when the record is not such a
+ * case (the Python path then takes it); once folded: None (nothing to close), True (a
+ * close is due), or (text, state, sooner) when the fold may have moved the key's due
+ * time, for Windows._after_fold. */
+static PyObject *
+record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "record_step takes 9 arguments");
+        return NULL;
+    }
+    PyObject *windows = args[0], *event_time = args[1], *keyed = args[2], *spec = args[6];
+    PyObject *general = args[7], *envelope = args[8];
+    long long grace, param, layout, ts, watermark, next_close, quiet_time;
+    int single, sooner = 0, none;
+    Py_ssize_t parts;
+    if (as_time(args[3], &grace) < 0 || as_time(args[4], &layout) < 0
+            || as_time(args[5], &param) < 0 || parse_spec(spec, &single, &parts) < 0)
+        return NULL;
+    PyObject *value = PyObject_GetAttr(envelope, S_value);
+    if (value == NULL)
+        return NULL;
+    if (PyDict_CheckExact(value)) {  /* a watermark record? */
+        int marker = PyDict_Contains(value, S_watermark);
+        if (marker != 0) {
+            Py_DECREF(value);
+            return marker < 0 ? NULL : NOT_HANDLED;
+        }
+    }
+    PyObject *ts_obj = PyObject_GetAttr(envelope, S_timestamp);
+    if (ts_obj == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    int overflow = 0;
+    ts = PyLong_CheckExact(ts_obj) ? PyLong_AsLongLongAndOverflow(ts_obj, &overflow) : -1;
+    if (!PyLong_CheckExact(ts_obj) || overflow || ts < 0 || ts > MAX_TIME) {
+        Py_DECREF(value);
+        Py_DECREF(ts_obj);
+        return NOT_HANDLED;  /* Windows.process names the bad event time */
+    }
+    none = time_attr(event_time, S_watermark, &watermark);
+    if (none < 0 || (!none && ts < watermark - grace)) {  /* late: the Python path's */
+        Py_DECREF(value);
+        Py_DECREF(ts_obj);
+        return none < 0 ? NULL : NOT_HANDLED;
+    }
+    PyObject *key = PyObject_GetAttr(envelope, S_key), *hot = NULL, *text = NULL;
+    PyObject *old = NULL, *state = NULL, *dirty = NULL, *out = NULL;
+    if (key == NULL)
+        goto done;
+    if (!PyUnicode_CheckExact(key)) {
+        out = NOT_HANDLED;
+        goto done;
+    }
+    hot = PyObject_GetAttr(keyed, S_hot);
+    if (hot == NULL)
+        goto done;
+    if (!PyDict_CheckExact(hot)) {  /* None: states are not cached and written back */
+        out = NOT_HANDLED;
+        goto done;
+    }
+    text = PyUnicode_Concat(S_s, key);
+    if (text == NULL)
+        goto done;
+    old = PyDict_GetItemWithError(hot, text);
+    if (old == NULL) {  /* a new key (or an error): the Python path's */
+        if (!PyErr_Occurred())
+            out = NOT_HANDLED;
+        goto done;
+    }
+    Py_INCREF(old);
+    state = layout == 0
+        ? panes_fold_core(param, spec, single, parts, old, value, ts, &sooner)
+        : sessions_fold_core(param, spec, single, parts, general, old, value, ts, ts_obj,
+                             &sooner);
+    if (state == NULL)
+        goto done;
+    if (state != old && PyDict_SetItem(hot, text, state) < 0)
+        goto done;
+    dirty = PyObject_GetAttr(keyed, S_dirty);
+    if (dirty == NULL || PySet_Add(dirty, text) < 0)
+        goto done;
+    if (sooner) {
+        PyObject *flag = sooner == 2 ? PyLong_FromLong(2) : PyBool_FromLong(1);
+        out = flag == NULL ? NULL : PyTuple_Pack(3, text, state, flag);
+        Py_XDECREF(flag);
+        goto done;
+    }
+    {
+        PyObject *ssp = PyObject_GetAttr(envelope, S_ssp);
+        PyObject *quiet = ssp == NULL ? NULL : PyObject_GetAttr(event_time, S_quiet);
+        if (quiet == NULL) {
+            Py_XDECREF(ssp);
+            goto done;
+        }
+        PyObject *at = PyDict_CheckExact(quiet) ? PyDict_GetItemWithError(quiet, ssp) : NULL;
+        int failed = PyErr_Occurred() != NULL;
+        int call = !failed && (at == NULL || !PyLong_CheckExact(at)
+                               || (as_time(at, &quiet_time) == 0 && ts > quiet_time));
+        failed = failed || PyErr_Occurred() != NULL;
+        if (call) {  /* else EventTime.record would change nothing */
+            PyObject *moved = PyObject_CallMethodObjArgs(event_time, S_record, ssp, ts_obj, NULL);
+            failed = moved == NULL;
+            Py_XDECREF(moved);
+        }
+        Py_DECREF(quiet);
+        Py_DECREF(ssp);
+        if (failed)
+            goto done;
+    }
+    none = time_attr(event_time, S_watermark, &watermark);
+    if (none < 0)
+        goto done;
+    if (none) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    none = time_attr(windows, S_next_close, &next_close);
+    if (none < 0)
+        goto done;
+    out = (none || watermark - grace < next_close) ? Py_None : Py_True;
+    Py_INCREF(out);
+done:
+    Py_DECREF(value);
+    Py_DECREF(ts_obj);
+    Py_XDECREF(key);
+    Py_XDECREF(hot);
+    Py_XDECREF(text);
+    Py_XDECREF(old);
+    Py_XDECREF(state);
+    Py_XDECREF(dirty);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"panes_fold", (PyCFunction)(void (*)(void))panes_fold, METH_FASTCALL,
+     "panes_fold(advance, spec, state, value, ts) -> (state, sooner): Panes.fold."},
+    {"panes_close_all", (PyCFunction)(void (*)(void))panes_close_all, METH_FASTCALL,
+     "panes_close_all(size, advance, spec, names, key_from_text, taken, load, closed, "
+     "bound, result) -> (results, kept, gone): Panes.close_all."},
+    {"sessions_fold", (PyCFunction)(void (*)(void))sessions_fold, METH_FASTCALL,
+     "sessions_fold(gap, spec, general, state, value, ts) -> (state, sooner): "
+     "Sessions.fold."},
+    {"sessions_close_all", (PyCFunction)(void (*)(void))sessions_close_all, METH_FASTCALL,
+     "sessions_close_all(gap, spec, names, key_from_text, close, taken, load, closed, "
+     "bound, result) -> (results, kept, gone): Sessions.close_all."},
+    {"record_step", (PyCFunction)(void (*)(void))record_step, METH_FASTCALL,
+     "record_step(windows, event_time, keyed, grace, layout, param, spec, general, "
+     "envelope): Windows.process of a record in its common case (see _accel.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_accel",
+    "The pane layout's fold and close for the built-in reducers, in C.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__accel(void)
+{
+    ONE = PyLong_FromLong(1);
+    if (ONE == NULL)
+        return NULL;
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(S_value, "value");
+    INTERN(S_timestamp, "timestamp");
+    INTERN(S_key, "key");
+    INTERN(S_ssp, "ssp");
+    INTERN(S_watermark, "watermark");
+    INTERN(S_hot, "hot");
+    INTERN(S_dirty, "dirty");
+    INTERN(S_quiet, "quiet");
+    INTERN(S_next_close, "_next_close");
+    INTERN(S_record, "record");
+    INTERN(S_s, "s");
+    return PyModule_Create(&module);
+}

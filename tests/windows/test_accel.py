@@ -1,0 +1,308 @@
+"""The C fold and close (`framework.windows._accel`) do what the Python layouts do, object
+for object: every state after every record, every result, kept state and gone key of
+every close, and the same exception with the state untouched when a record is bad."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework import StreamTask
+from framework.api import Envelope, MessageCollector, TaskContext, TaskCoordinator
+from framework.testing import run_task
+from framework.windows import (
+    Hopping,
+    Session,
+    Tumbling,
+    WindowResult,
+    Windows,
+    accel,
+    count,
+    max_of,
+    mean_of,
+    min_of,
+    sum_of,
+)
+from framework.windows.kinds import WindowKind
+from framework.windows.layouts import Panes, Sessions, layout_for
+from framework.windows.reducers import Reducer, aggregate, fold
+from framework.windows.state import key_text
+from groupers import SystemStreamPartition
+
+REDUCERS = {
+    "count": count(),
+    "sum": sum_of("x"),
+    "sum of the value": sum_of(),
+    "min": min_of("x"),
+    "max": max_of("x"),
+    "mean": mean_of("x"),
+    "aggregate": aggregate(n=count(), total=sum_of("x"), low=min_of("x"), high=max_of("x"),
+                           avg=mean_of("x")),
+}
+KINDS: dict[str, WindowKind] = {
+    "tumbling": Tumbling(size_ms=100),
+    "hopping": Hopping(size_ms=300, advance_ms=100),
+    "session": Session(gap_ms=50),
+}
+# Ties between ints and floats (min and max keep the first), big integers past 64 bits
+# (sums), negatives and fractions.
+amounts = st.one_of(st.sampled_from([2, 2.0, 3, -1, 0, -0.0, 0.5, 2**70, -(2**66)]),
+                    st.floats(allow_nan=False, allow_infinity=False, width=32))
+records = st.lists(st.tuples(st.sampled_from(["a", "b", 7, b"\x01"]), st.integers(0, 700),
+                             amounts), min_size=1, max_size=60)
+
+
+def test_the_extension_is_built_and_used_for_the_built_in_reducers() -> None:
+    """`pip install -e .` builds it; a missing build would silently run everything in
+    Python, which this suite must notice."""
+    module = importlib.import_module("framework.windows._accel")
+    assert accel.native() is module
+    for reducer in REDUCERS.values():
+        assert accel.spec(reducer) is not None
+    assert accel.spec(fold(0, lambda a, v: a + 1, lambda a, b: a + b)) is None
+    assert accel.spec(sum_of(lambda v: v["x"])) is None
+    assert accel.spec(aggregate(n=count(), own=fold(0, max, max))) is None
+
+
+def test_the_switch_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    on = Panes(Tumbling(size_ms=10), count())
+    monkeypatch.setenv(accel.ENV, "0")
+    off = Panes(Tumbling(size_ms=10), count())
+    assert on.fold != on.fold_python and off.fold == off.fold_python
+
+
+def pair(kind: WindowKind, reducer: Reducer, monkeypatch: pytest.MonkeyPatch
+         ) -> tuple[Any, Any]:
+    """(C layout, Python layout) of ``kind`` and ``reducer``."""
+    native = layout_for(kind, reducer, None)
+    with monkeypatch.context() as patch:
+        patch.setenv(accel.ENV, "0")
+        python = layout_for(kind, reducer, None)
+    assert isinstance(native, Panes | Sessions) and native.fold != native.fold_python
+    assert python.fold == python.fold_python
+    return native, python
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (1 and 1.0 differ)."""
+    return repr(a) == repr(b)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("reducer", list(REDUCERS))
+@settings(max_examples=40, deadline=None)
+@given(stream=records, every=st.integers(1, 12), grace=st.integers(0, 400),
+       step=st.integers(1, 6))
+def test_c_and_python_fold_and_close_alike(kind: str, reducer: str,
+                                           stream: list[tuple[Any, int, Any]], every: int,
+                                           grace: int, step: int) -> None:
+    """Records folded in, closes after every few (as the watermark passes them), and at
+    the end closes ``step`` ms apart until nothing is open: every window boundary met."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch)
+    states: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    closed, high = -1, 0
+
+    def close(bound: int) -> None:
+        closes = []
+        for layout, held in zip((native, python), states, strict=True):
+            taken = sorted((0, text) for text in held)
+            closes.append(layout.close_all(taken, held.get, closed, bound, layout.finish,
+                                           WindowResult))
+            _, kept, gone = closes[-1]
+            for text, remaining, _ in kept:
+                held[text] = remaining
+            for text in gone:
+                del held[text]
+        assert same(closes[0], closes[1]), (closed, bound)
+
+    for n, (key, ts, amount) in enumerate(stream):
+        value = amount if reducer == "sum of the value" else {"x": amount}
+        text = key_text(key)
+        folded = [layout.fold(held.get(text), value, ts)
+                  for layout, held in zip((native, python), states, strict=True)]
+        assert same(folded[0], folded[1]), (n, key, ts, amount)
+        for held, (state, _) in zip(states, folded, strict=True):
+            held[text] = state
+        high = max(high, ts)
+        if n % every == every - 1:
+            bound = max(closed, high - grace)
+            close(bound)
+            closed = bound
+    for bound in range(closed + 1, high + 400, step):
+        close(bound)
+        closed = bound
+    assert states == ({}, {})
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_bad_record_fails_alike_and_changes_nothing(kind: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    reducer = REDUCERS["aggregate"]
+    native, python = pair(KINDS[kind], reducer, monkeypatch)
+    for ts in (5, 250, 260):  # the newest pane or session, a new one
+        errors = []
+        for layout in (native, python):
+            state = layout.fold(None, {"x": 1}, 10)[0]
+            before = repr(state)
+            for bad in ({"y": 1}, None):
+                with pytest.raises(Exception) as raised:
+                    layout.fold(state, bad, ts)
+                errors.append((type(raised.value), str(raised.value)))
+                assert repr(state) == before
+        assert errors[:2] == errors[2:]
+    for layout in (native, python):  # a value the add cannot take: the same TypeError
+        state = layout.fold(None, {"x": 1}, 10)[0]
+        with pytest.raises(TypeError, match="unsupported operand"):
+            layout.fold(state, {"x": "text"}, 12)
+        assert repr(state) == repr(layout.fold(None, {"x": 1}, 10)[0])
+
+
+def test_a_mean_of_a_huge_sum_fails_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result Python cannot compute (an integer too big for a float) raises the same
+    error from both."""
+    native, python = pair(KINDS["tumbling"], mean_of("x"), monkeypatch)
+    errors = []
+    for layout in (native, python):
+        state = layout.fold(None, {"x": 10**400}, 5)[0]
+        with pytest.raises(OverflowError) as raised:
+            layout.close_all([(0, "sa")], {"sa": state}.get, -1, 1_000, layout.finish,
+                             WindowResult)
+        errors.append(str(raised.value))
+    assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_no_reference_is_leaked(kind: str) -> None:
+    """A reference the C code took and never gave back would keep every state, value and
+    key alive for ever (the worker's memory growing with each record)."""
+    layout = layout_for(KINDS[kind], REDUCERS["aggregate"], None)
+    value, text, amount = {"x": 10**30}, "s" + "leak" * 8, 10**30
+    for _ in range(3):  # warm: first calls may cache what they look up
+        state = layout.fold(None, value, 10)[0]
+        layout.fold(state, value, 12)
+        layout.close_all([(0, text)], {text: state}.get, -1, 5_000, layout.finish,
+                         WindowResult)
+    del state
+    counts = sys.getrefcount(value), sys.getrefcount(text), sys.getrefcount(amount)
+    for _ in range(200):
+        state = layout.fold(None, value, 10)[0]
+        for ts in (12, 11, 140, 130, 90, 400):  # in place, new panes and sessions, merges
+            state = layout.fold(state, value, ts)[0]
+        for bound in (100, 350, 5_000):
+            out = layout.close_all([(0, text)], {text: state}.get, bound - 100, bound,
+                                   layout.finish, WindowResult)
+            kept = out[1]
+            if kept:
+                state = kept[0][1]
+            del out, kept
+        del state
+    assert (sys.getrefcount(value), sys.getrefcount(text), sys.getrefcount(amount)) == counts
+
+
+class StepTask(StreamTask):
+    """`Windows` over the envelope's own timestamp (the C step's case), every result
+    sent to ``local.out``; counts the records the C step took."""
+
+    def __init__(self, kind: WindowKind, reducer: Reducer, grace_policy: str) -> None:
+        self.kind, self.reducer, self.policy = kind, reducer, grace_policy
+        self.stepped = 0
+
+    def init(self, context: TaskContext) -> None:
+        self.windows = Windows(context, "w", self.kind, self.reducer, output="local.out",
+                               late=self.policy,  # type: ignore[arg-type]
+                               late_stream="local.late")
+        step = self.windows._step
+        if step is not None:
+            def counted(envelope: Envelope) -> Any:
+                done = step(envelope)
+                self.stepped += done is not False
+                return done
+            self.windows._step = counted
+
+    def process(self, envelope: Envelope, collector: MessageCollector,
+                coordinator: TaskCoordinator) -> None:
+        self.windows.process(envelope, collector)
+
+
+def envelopes(rows: list[tuple[Any, int, int, Any]]) -> list[Envelope]:
+    """Records of ``local.views`` (key, partition, ts, value) with offsets per partition;
+    a value ``None`` is a watermark record at ``ts``."""
+    offsets: dict[int, int] = {}
+    made = []
+    for key, partition, ts, amount in rows:
+        offset = offsets.get(partition, 0)
+        offsets[partition] = offset + 1
+        value = {"watermark": ts} if amount is None else {"x": amount}
+        made.append(Envelope(SystemStreamPartition("local", "views", partition), offset,
+                             f"~wm-{partition}" if amount is None else key, value, ts, {}))
+    return made
+
+
+def run_both(kind: WindowKind, reducer: Reducer, rows: list[tuple[Any, int, int, Any]],
+             policy: str = "dead-letter", buffer: int = 7) -> tuple[Any, Any, StepTask]:
+    results, tasks = [], []
+    for setting in ("1", "0"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(accel.ENV, setting)
+            task = StepTask(kind, reducer, policy)
+            results.append(run_task(task, envelopes(rows), stores={"w": None},
+                                    write_buffer_max_keys=buffer))
+            tasks.append(task)
+    assert tasks[1].stepped == 0
+    return results[0], results[1], tasks[0]
+
+
+def outputs(result: Any) -> list[tuple[Any, ...]]:
+    return [(m.stream, m.key, repr(m.value)) for m in result.outputs]
+
+
+
+
+@st.composite
+def rows(draw: st.DrawFn) -> list[tuple[Any, int, int, Any]]:
+    """Records (key, partition, ts, amount; amount None: a watermark record) whose times
+    follow a clock that moves on by 0, 1, 9, 10 or 50 ms, each up to 100 ms behind it: so
+    records fall exactly at, one before and one after window ends, lateness bounds and
+    partition times, and keys still have open windows when they come late."""
+    clock, made = 0, []
+    for _ in range(draw(st.integers(1, 100))):
+        clock += draw(st.sampled_from([0, 1, 9, 10, 50]))
+        ts = max(0, clock - draw(st.sampled_from([0, 0, 1, 9, 10, 11, 50, 100])))
+        made.append((draw(st.sampled_from(["a", "b", 7])), draw(st.integers(0, 1)), ts,
+                     draw(st.one_of(st.none(), st.sampled_from([1, 2, 2.0, -3, 2**70])))))
+    return made
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("reducer", ["count", "aggregate"])
+@settings(max_examples=60, deadline=None)
+@given(stream=rows(), grace=st.sampled_from([0, 1, 9, 10, 11, 50, 100]),
+       buffer=st.integers(1, 30))
+def test_windows_with_the_c_step_emit_and_store_what_python_does(
+        kind: str, reducer: str, stream: list[tuple[Any, int, int, Any]], grace: int,
+        buffer: int) -> None:
+    """Whole `Windows` runs over the same records, late ones, watermark records, non-str
+    keys and commits every few keys included: the same outputs in the same order, the
+    same store, the same dead letters."""
+    chosen = KINDS[kind]
+    with_grace = (Session(gap_ms=50, grace_ms=grace) if kind == "session" else
+                  Hopping(size_ms=chosen.size_ms, advance_ms=chosen.advance_ms,
+                          grace_ms=grace))
+    native, python, _ = run_both(with_grace, REDUCERS[reducer], stream, buffer=buffer)
+    assert outputs(native) == outputs(python)
+    assert repr(sorted(native.stores["w"].items())) == repr(sorted(python.stores["w"].items()))
+
+
+def test_the_c_step_takes_the_common_records() -> None:
+    """Most records of a plain stream go through the C step (a new key, a late record, a
+    watermark record and a non-str key do not)."""
+    stream = [("a", 0, ts, 1) for ts in range(0, 1_000, 10)] + [(7, 0, 990, 1)]
+    native, python, task = run_both(Tumbling(size_ms=100), count(), stream)
+    assert outputs(native) == outputs(python)
+    assert task.stepped == len(stream) - 2  # the key's first record, and the int key
