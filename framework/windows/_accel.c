@@ -733,6 +733,21 @@ sessions_fold_core(long long gap, PyObject *spec, int single, Py_ssize_t parts,
                    PyObject *ts_obj, int *sooner)
 {
     long long start, end, before;
+    if (state == Py_None) {  /* a key's first session: [ts, ts, start(value)] */
+        PyObject *agg = start_all(spec, single, parts, value);
+        PyObject *list = agg == NULL ? NULL : PyList_New(3);
+        if (list == NULL) {
+            Py_XDECREF(agg);
+            return NULL;
+        }
+        Py_INCREF(ts_obj);
+        PyList_SET_ITEM(list, 0, ts_obj);
+        Py_INCREF(ts_obj);
+        PyList_SET_ITEM(list, 1, ts_obj);
+        PyList_SET_ITEM(list, 2, agg);
+        *sooner = 1;
+        return list;
+    }
     Py_ssize_t n = PyList_CheckExact(state) ? PyList_GET_SIZE(state) : 0;
     if (n >= 3 && n % 3 == 0) {
         if (item_time(state, n - 3, &start) < 0 || item_time(state, n - 2, &end) < 0)
@@ -940,7 +955,7 @@ fail:
 /* -- a record's whole step ------------------------------------------------------------- */
 
 static PyObject *S_value, *S_timestamp, *S_key, *S_ssp, *S_watermark, *S_hot, *S_dirty,
-                *S_quiet, *S_next_close, *S_record, *S_s;
+                *S_quiet, *S_next_close, *S_record, *S_s, *S_max_cached, *S_emptied;
 
 #define MAX_TIME 9999999999999999LL  /* framework.windows.kinds.MAX_TIME */
 #define NOT_HANDLED (Py_INCREF(Py_False), Py_False)
@@ -960,7 +975,7 @@ time_attr(PyObject *obj, PyObject *name, long long *out)
 
 /* record_step(windows, event_time, keyed, grace, layout, param, spec, general, envelope):
  * Windows.process of one record in its common case — a data record with an int event
- * time, on time, a str key that already has open windows in the cache — up to the fold
+ * time, on time, a str key, states cached and written back (with room for a new one) —
  * (layout 0: panes of ``param`` = advance; 1: sessions of ``param`` = gap, ``general``
  * their Python fold). Returns False having done nothing when the record is not such a
  * case (the Python path then takes it); once folded: None (nothing to close), True (a
@@ -1028,10 +1043,15 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (text == NULL)
         goto done;
     old = PyDict_GetItemWithError(hot, text);
-    if (old == NULL) {  /* a new key (or an error): the Python path's */
-        if (!PyErr_Occurred())
+    if (old == NULL) {  /* a key with no open windows: a new state, if the cache has room */
+        long long room;
+        if (PyErr_Occurred() || time_attr(keyed, S_max_cached, &room) != 0)
+            goto done;
+        if (PyDict_GET_SIZE(hot) >= room) {  /* KeyedStates.save makes room */
             out = NOT_HANDLED;
-        goto done;
+            goto done;
+        }
+        old = Py_None;
     }
     Py_INCREF(old);
     state = layout == 0
@@ -1045,6 +1065,13 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     dirty = PyObject_GetAttr(keyed, S_dirty);
     if (dirty == NULL || PySet_Add(dirty, text) < 0)
         goto done;
+    if (old == Py_None) {  /* written again: not to be deleted at the next close */
+        PyObject *emptied = PyObject_GetAttr(keyed, S_emptied);
+        int failed = emptied == NULL || PySet_Discard(emptied, text) < 0;
+        Py_XDECREF(emptied);
+        if (failed)
+            goto done;
+    }
     if (sooner) {
         PyObject *flag = sooner == 2 ? PyLong_FromLong(2) : PyBool_FromLong(1);
         out = flag == NULL ? NULL : PyTuple_Pack(3, text, state, flag);
@@ -1139,5 +1166,7 @@ PyInit__accel(void)
     INTERN(S_next_close, "_next_close");
     INTERN(S_record, "record");
     INTERN(S_s, "s");
+    INTERN(S_max_cached, "max_cached");
+    INTERN(S_emptied, "emptied");
     return PyModule_Create(&module);
 }

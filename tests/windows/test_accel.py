@@ -209,14 +209,17 @@ class StepTask(StreamTask):
     """`Windows` over the envelope's own timestamp (the C step's case), every result
     sent to ``local.out``; counts the records the C step took."""
 
-    def __init__(self, kind: WindowKind, reducer: Reducer, grace_policy: str) -> None:
-        self.kind, self.reducer, self.policy = kind, reducer, grace_policy
+    def __init__(self, kind: WindowKind, reducer: Reducer, grace_policy: str,
+                 cached: int | None = None) -> None:
+        self.kind, self.reducer, self.policy, self.cached = kind, reducer, grace_policy, cached
         self.stepped = 0
 
     def init(self, context: TaskContext) -> None:
         self.windows = Windows(context, "w", self.kind, self.reducer, output="local.out",
                                late=self.policy,  # type: ignore[arg-type]
                                late_stream="local.late")
+        if self.cached is not None:
+            self.windows._keyed.max_cached = self.cached
         step = self.windows._step
         if step is not None:
             def counted(envelope: Envelope) -> Any:
@@ -245,12 +248,13 @@ def envelopes(rows: list[tuple[Any, int, int, Any]]) -> list[Envelope]:
 
 
 def run_both(kind: WindowKind, reducer: Reducer, rows: list[tuple[Any, int, int, Any]],
-             policy: str = "dead-letter", buffer: int = 7) -> tuple[Any, Any, StepTask]:
+             policy: str = "dead-letter", buffer: int = 7, cached: int | None = None
+             ) -> tuple[Any, Any, StepTask]:
     results, tasks = [], []
     for setting in ("1", "0"):
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv(accel.ENV, setting)
-            task = StepTask(kind, reducer, policy)
+            task = StepTask(kind, reducer, policy, cached)
             results.append(run_task(task, envelopes(rows), stores={"w": None},
                                     write_buffer_max_keys=buffer))
             tasks.append(task)
@@ -283,26 +287,40 @@ def rows(draw: st.DrawFn) -> list[tuple[Any, int, int, Any]]:
 @pytest.mark.parametrize("reducer", ["count", "aggregate"])
 @settings(max_examples=60, deadline=None)
 @given(stream=rows(), grace=st.sampled_from([0, 1, 9, 10, 11, 50, 100]),
-       buffer=st.integers(1, 30))
+       buffer=st.integers(1, 30), cached=st.sampled_from([None, None, 1, 2]))
 def test_windows_with_the_c_step_emit_and_store_what_python_does(
         kind: str, reducer: str, stream: list[tuple[Any, int, int, Any]], grace: int,
-        buffer: int) -> None:
+        buffer: int, cached: int | None) -> None:
     """Whole `Windows` runs over the same records, late ones, watermark records, non-str
-    keys and commits every few keys included: the same outputs in the same order, the
-    same store, the same dead letters."""
+    keys, commits every few keys and a cache too small for every key included: the same
+    outputs in the same order, the same store, the same dead letters."""
     chosen = KINDS[kind]
     with_grace = (Session(gap_ms=50, grace_ms=grace) if kind == "session" else
                   Hopping(size_ms=chosen.size_ms, advance_ms=chosen.advance_ms,
                           grace_ms=grace))
-    native, python, _ = run_both(with_grace, REDUCERS[reducer], stream, buffer=buffer)
+    native, python, _ = run_both(with_grace, REDUCERS[reducer], stream, buffer=buffer,
+                                 cached=cached)
     assert outputs(native) == outputs(python)
     assert repr(sorted(native.stores["w"].items())) == repr(sorted(python.stores["w"].items()))
 
 
 def test_the_c_step_takes_the_common_records() -> None:
-    """Most records of a plain stream go through the C step (a new key, a late record, a
-    watermark record and a non-str key do not)."""
+    """Records of a plain stream go through the C step but the task's first (the states'
+    cache is set up then) and a non-str key's."""
     stream = [("a", 0, ts, 1) for ts in range(0, 1_000, 10)] + [(7, 0, 990, 1)]
     native, python, task = run_both(Tumbling(size_ms=100), count(), stream)
     assert outputs(native) == outputs(python)
     assert task.stepped == len(stream) - 2  # the key's first record, and the int key
+
+
+def test_a_key_written_again_after_its_close_keeps_its_state_in_the_store() -> None:
+    """A close that empties a key deletes it from the store at the next close unless a
+    record writes it first: the C step's new state for the key must cancel that delete
+    (else the state the next commit wrote is deleted, and a restart loses it)."""
+    stream = [("a", 0, 0, 1), ("b", 0, 100, 1), ("a", 0, 110, 1), ("b", 0, 120, 1),
+              ("c", 0, 200, 1), ("c", 0, 201, 1)]
+    native, python, task = run_both(Session(gap_ms=50), count(), stream, buffer=1)
+    assert task.stepped == len(stream) - 1
+    assert outputs(native) == outputs(python)
+    assert sorted(native.stores["w"].items()) == sorted(python.stores["w"].items())
+    assert "k|sa" in native.stores["w"]
