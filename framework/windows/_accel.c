@@ -955,7 +955,9 @@ fail:
 /* -- a record's whole step ------------------------------------------------------------- */
 
 static PyObject *S_value, *S_timestamp, *S_key, *S_ssp, *S_watermark, *S_hot, *S_dirty,
-                *S_quiet, *S_next_close, *S_record, *S_s, *S_max_cached, *S_emptied;
+                *S_quiet, *S_next_close, *S_record, *S_s, *S_max_cached, *S_emptied,
+                *S_closed, *S_index, *S_granule, *S_at, *S_buckets, *S_times;
+static PyObject *HEAPPUSH;  /* _heapq.heappush, as heapq.heappush is */
 
 #define MAX_TIME 9999999999999999LL  /* framework.windows.kinds.MAX_TIME */
 #define NOT_HANDLED (Py_INCREF(Py_False), Py_False)
@@ -973,28 +975,123 @@ time_attr(PyObject *obj, PyObject *name, long long *out)
     return failed ? -1 : none;
 }
 
-/* record_step(windows, event_time, keyed, grace, layout, param, spec, general, envelope):
- * Windows.process of one record in its common case — a data record with an int event
- * time, on time, a str key, states cached and written back (with room for a new one) —
- * (layout 0: panes of ``param`` = advance; 1: sessions of ``param`` = gap, ``general``
- * their Python fold). Returns False having done nothing when the record is not such a
- * case (the Python path then takes it); once folded: None (nothing to close), True (a
- * close is due), or (text, state, sooner) when the fold may have moved the key's due
- * time, for Windows._after_fold. */
+/* DueIndex.note (move 0) or DueIndex.move (move 1) of key ``text`` at ``at``: the time
+ * it is due now in *out. */
+static int
+due_note(PyObject *index, PyObject *text, long long at, int move, long long *out)
+{
+    long long granule, was = 0;
+    if (time_attr(index, S_granule, &granule) != 0)
+        return -1;
+    if (granule > 1)
+        at += floor_mod(-at, granule);
+    PyObject *due = PyObject_GetAttr(index, S_at), *buckets = NULL, *time = NULL;
+    int failed = -1;
+    if (due == NULL)
+        return -1;
+    PyObject *held = PyDict_GetItemWithError(due, text);
+    if (held == NULL && PyErr_Occurred())
+        goto done;
+    if (held != NULL && as_time(held, &was) < 0)
+        goto done;
+    if (held != NULL && (move ? was == at : was <= at)) {  /* kept as it is */
+        *out = move ? at : was;
+        failed = 0;
+        goto done;
+    }
+    time = PyLong_FromLongLong(at);
+    if (time == NULL || PyDict_SetItem(due, text, time) < 0)
+        goto done;
+    buckets = PyObject_GetAttr(index, S_buckets);
+    if (buckets == NULL)
+        goto done;
+    PyObject *bucket = PyDict_GetItemWithError(buckets, time);
+    if (bucket != NULL) {
+        failed = PyList_Append(bucket, text);
+    } else if (!PyErr_Occurred()) {  /* a new bucket, its time onto the heap */
+        PyObject *fresh = PyList_New(1), *times = NULL, *pushed = NULL;
+        if (fresh != NULL) {
+            Py_INCREF(text);
+            PyList_SET_ITEM(fresh, 0, text);
+            if (PyDict_SetItem(buckets, time, fresh) == 0
+                    && (times = PyObject_GetAttr(index, S_times)) != NULL)
+                pushed = PyObject_CallFunctionObjArgs(HEAPPUSH, times, time, NULL);
+        }
+        failed = pushed == NULL ? -1 : 0;
+        Py_XDECREF(fresh);
+        Py_XDECREF(times);
+        Py_XDECREF(pushed);
+    }
+    *out = at;
+done:
+    Py_DECREF(due);
+    Py_XDECREF(buckets);
+    Py_XDECREF(time);
+    return failed;
+}
+
+/* After a fold that may have moved a key's first due time (``sooner``: 1 sooner, 2 later):
+ * Layout.first_close of its state, noted (moved) in the keyed states' due index, and
+ * Windows._next_close lowered to it — Windows._after_fold's first step. */
+static int
+note_due(PyObject *windows, PyObject *keyed, long long layout, long long param,
+         long long size, PyObject *text, PyObject *state, int sooner)
+{
+    long long closed, due, first, next_close;
+    if (time_attr(keyed, S_closed, &closed) != 0)
+        return -1;
+    if (layout == 0) {  /* Panes.first_close */
+        if (item_time(state, 0, &first) < 0)
+            return -1;
+        due = first - size + param;
+        due = (due > 0 ? due : 0) + size;
+        if (due <= closed)
+            due = closed - floor_mod(closed, param) + param;
+    } else {  /* Sessions.first_close */
+        if (item_time(state, 1, &first) < 0)
+            return -1;
+        due = first + param + 1;
+    }
+    PyObject *index = PyObject_GetAttr(keyed, S_index);
+    if (index == NULL)
+        return -1;
+    int failed = due_note(index, text, due, sooner == 2, &due);
+    Py_DECREF(index);
+    if (failed)
+        return -1;
+    int none = time_attr(windows, S_next_close, &next_close);
+    if (none < 0)
+        return -1;
+    if (none || due < next_close) {
+        PyObject *value = PyLong_FromLongLong(due);
+        failed = value == NULL || PyObject_SetAttr(windows, S_next_close, value) < 0;
+        Py_XDECREF(value);
+    }
+    return failed ? -1 : 0;
+}
+
+/* record_step(windows, event_time, keyed, grace, layout, param, size, spec, general,
+ * envelope): Windows.process of one record in its common case — a data record with an
+ * int event time, on time, a str key, states cached and written back (with room for a new
+ * one) — (layout 0: panes of ``param`` = advance and ``size``; 1: sessions of ``param`` =
+ * gap, ``general`` their Python fold). Returns False having done nothing when the record
+ * is not such a case (the Python path then takes it); else None (nothing to close) or
+ * True (a close is due: Windows._close_due's turn). */
 static PyObject *
 record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "record_step takes 9 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "record_step takes 10 arguments");
         return NULL;
     }
-    PyObject *windows = args[0], *event_time = args[1], *keyed = args[2], *spec = args[6];
-    PyObject *general = args[7], *envelope = args[8];
-    long long grace, param, layout, ts, watermark, next_close, quiet_time;
+    PyObject *windows = args[0], *event_time = args[1], *keyed = args[2], *spec = args[7];
+    PyObject *general = args[8], *envelope = args[9];
+    long long grace, param, size, layout, ts, watermark, next_close, quiet_time;
     int single, sooner = 0, none;
     Py_ssize_t parts;
     if (as_time(args[3], &grace) < 0 || as_time(args[4], &layout) < 0
-            || as_time(args[5], &param) < 0 || parse_spec(spec, &single, &parts) < 0)
+            || as_time(args[5], &param) < 0 || as_time(args[6], &size) < 0
+            || parse_spec(spec, &single, &parts) < 0)
         return NULL;
     PyObject *value = PyObject_GetAttr(envelope, S_value);
     if (value == NULL)
@@ -1072,12 +1169,8 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (failed)
             goto done;
     }
-    if (sooner) {
-        PyObject *flag = sooner == 2 ? PyLong_FromLong(2) : PyBool_FromLong(1);
-        out = flag == NULL ? NULL : PyTuple_Pack(3, text, state, flag);
-        Py_XDECREF(flag);
+    if (sooner && note_due(windows, keyed, layout, param, size, text, state, sooner) < 0)
         goto done;
-    }
     {
         PyObject *ssp = PyObject_GetAttr(envelope, S_ssp);
         PyObject *quiet = ssp == NULL ? NULL : PyObject_GetAttr(event_time, S_quiet);
@@ -1138,7 +1231,7 @@ static PyMethodDef methods[] = {
      "sessions_close_all(gap, spec, names, key_from_text, close, taken, load, closed, "
      "bound, result) -> (results, kept, gone): Sessions.close_all."},
     {"record_step", (PyCFunction)(void (*)(void))record_step, METH_FASTCALL,
-     "record_step(windows, event_time, keyed, grace, layout, param, spec, general, "
+     "record_step(windows, event_time, keyed, grace, layout, param, size, spec, general, "
      "envelope): Windows.process of a record in its common case (see _accel.c)."},
     {NULL, NULL, 0, NULL},
 };
@@ -1168,5 +1261,18 @@ PyInit__accel(void)
     INTERN(S_s, "s");
     INTERN(S_max_cached, "max_cached");
     INTERN(S_emptied, "emptied");
+    INTERN(S_closed, "closed");
+    INTERN(S_index, "index");
+    INTERN(S_granule, "granule");
+    INTERN(S_at, "at");
+    INTERN(S_buckets, "_buckets");
+    INTERN(S_times, "_times");
+    PyObject *heapq = PyImport_ImportModule("_heapq");
+    if (heapq == NULL)
+        return NULL;
+    HEAPPUSH = PyObject_GetAttrString(heapq, "heappush");
+    Py_DECREF(heapq);
+    if (HEAPPUSH == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -165,10 +165,6 @@ class Windows:
                 return []
             if done is True:
                 return self._close_due(collector)
-            if done is not False:
-                text, state, sooner = done
-                return self._after_fold(envelope, envelope.timestamp, text, state, sooner,
-                                        collector)
         value = envelope.value
         event_time = self.event_time
         if type(value) is dict and "watermark" in value:
@@ -206,14 +202,6 @@ class Windows:
         else:
             state, sooner = self.layout.fold(keyed.load(text), value, ts)
             keyed.save(text, state)
-        return self._after_fold(envelope, ts, text, state, sooner, collector)
-
-    def _after_fold(self, envelope: Envelope, ts: int, text: str, state: list[Any],
-                    sooner: int, collector: MessageCollector) -> list[WindowResult]:
-        """`process` after the record at ``ts`` was folded into key ``text``'s ``state``:
-        the key's due time (``sooner``: its first window may close sooner, or later), the
-        event time, updates and the closes due."""
-        keyed = self._keyed
         if sooner:
             closes = self.layout.first_close(state, keyed.closed)
             if sooner == LATER:
@@ -222,7 +210,6 @@ class Windows:
                 closes = keyed.index.note(text, closes)
             if self._next_close is None or closes < self._next_close:
                 self._next_close = closes
-        event_time = self.event_time
         ssp = envelope.ssp
         quiet = event_time.quiet.get(ssp)
         if quiet is None or ts > quiet:  # else `record` would change nothing
@@ -250,11 +237,11 @@ class Windows:
             return None
         general: Any = None
         if isinstance(layout, Panes):
-            kind, param = 0, layout.advance
+            kind, param, size = 0, layout.advance, layout.size
         else:
-            kind, param, general = 1, layout.gap, layout.fold_python
+            kind, param, size, general = 1, layout.gap, 0, layout.fold_python
         return partial(native.record_step, self, event_time, self._keyed, self._grace, kind,
-                       param, spec, general)
+                       param, size, spec, general)
 
     # -- state ----------------------------------------------------------------------------
 

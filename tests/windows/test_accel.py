@@ -213,6 +213,7 @@ class StepTask(StreamTask):
                  cached: int | None = None) -> None:
         self.kind, self.reducer, self.policy, self.cached = kind, reducer, grace_policy, cached
         self.stepped = 0
+        self.trace: list[tuple[dict[str, int], int | None]] = []
 
     def init(self, context: TaskContext) -> None:
         self.windows = Windows(context, "w", self.kind, self.reducer, output="local.out",
@@ -231,6 +232,8 @@ class StepTask(StreamTask):
     def process(self, envelope: Envelope, collector: MessageCollector,
                 coordinator: TaskCoordinator) -> None:
         self.windows.process(envelope, collector)
+        windows = self.windows  # when each key is due next, as the closes will read it
+        self.trace.append((dict(windows._keyed.index.at), windows._next_close))
 
 
 def envelopes(rows: list[tuple[Any, int, int, Any]]) -> list[Envelope]:
@@ -259,6 +262,7 @@ def run_both(kind: WindowKind, reducer: Reducer, rows: list[tuple[Any, int, int,
                                     write_buffer_max_keys=buffer))
             tasks.append(task)
     assert tasks[1].stepped == 0
+    assert tasks[0].trace == tasks[1].trace
     return results[0], results[1], tasks[0]
 
 
@@ -293,7 +297,8 @@ def test_windows_with_the_c_step_emit_and_store_what_python_does(
         buffer: int, cached: int | None) -> None:
     """Whole `Windows` runs over the same records, late ones, watermark records, non-str
     keys, commits every few keys and a cache too small for every key included: the same
-    outputs in the same order, the same store, the same dead letters."""
+    due time for every key after every record, the same outputs in the same order, the
+    same store, the same dead letters."""
     chosen = KINDS[kind]
     with_grace = (Session(gap_ms=50, grace_ms=grace) if kind == "session" else
                   Hopping(size_ms=chosen.size_ms, advance_ms=chosen.advance_ms,
