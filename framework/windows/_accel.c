@@ -1,5 +1,5 @@
-/* framework.windows._accel: the pane and session layouts' fold and close for the built-in reducers
- * (count, sum_of, min_of, max_of, mean_of and their `aggregate`), in C.
+/* framework.windows._accel: the pane and session layouts' fold and close for the
+ * built-in reducers (count, sum_of, min_of, max_of, mean_of and their `aggregate`), in C.
  *
  * Each function does what its Python twin in framework/windows/layouts.py and
  * framework/windows/reducers.py does, object for object: the same Python additions and
@@ -8,7 +8,9 @@
  * checks that record by record against the Python path.
  *
  * Sessions: the in-place cases of Sessions.fold and a key's one closing session of
- * Sessions.close_all; the rest through the Python functions passed in.
+ * Sessions.close_all; the rest through the Python functions passed in. record_step runs
+ * Windows.process for a record in its common case, its due-time note included, and hands
+ * every other record back to the Python path untouched.
  *
  * A reducer is described by a "spec" tuple: (single, kind0, of0, kind1, of1, ...), where
  * single is 1 for one reducer (its aggregate is the part itself) and 0 for an
