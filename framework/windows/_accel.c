@@ -76,6 +76,16 @@ subscript(PyObject *obj, Py_ssize_t index)
     return item;
 }
 
+/* 0 when a METH_FASTCALL function got its ``want`` arguments, else -1 with a TypeError. */
+static int
+arity(Py_ssize_t nargs, Py_ssize_t want, const char *name)
+{
+    if (nargs == want)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, got %zd", name, want, nargs);
+    return -1;
+}
+
 static int
 parse_spec(PyObject *spec, int *single, Py_ssize_t *parts)
 {
@@ -463,46 +473,25 @@ panes_fold_core(long long advance, PyObject *spec, int single, Py_ssize_t parts,
     return state;
 }
 
-/* (state, sooner) of a fold core's result; steals state. */
-static PyObject *
-folded(PyObject *state, int sooner)
-{
-    if (state == NULL)
-        return NULL;
-    PyObject *flag = sooner == 2 ? PyLong_FromLong(2) : PyBool_FromLong(sooner);
-    PyObject *out = flag == NULL ? NULL : PyTuple_Pack(2, state, flag);
-    Py_XDECREF(flag);
-    Py_DECREF(state);
-    return out;
-}
-
-/* panes_fold(advance, spec, state, value, ts) -> (state, sooner): Panes.fold. */
-static PyObject *
-panes_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "panes_fold takes 5 arguments");
-        return NULL;
-    }
-    long long advance, ts;
-    int single, sooner = 0;
-    Py_ssize_t parts;
-    if (as_time(args[0], &advance) < 0 || as_time(args[4], &ts) < 0
-            || parse_spec(args[1], &single, &parts) < 0)
-        return NULL;
-    PyObject *state = panes_fold_core(advance, args[1], single, parts, args[2], args[3], ts,
-                                      &sooner);
-    return folded(state, sooner);
-}
-
 /* -- close ----------------------------------------------------------------------------- */
 
+#define STACK_PANES 64
+
 typedef struct {
-    long long size, advance, closed, bound;
+    long long size, advance, closed, bound;  /* sessions: size is the gap */
     PyObject *spec, *names, *result_type, *key_from_text;
+    PyObject *close;  /* sessions: Sessions.close, for all but a key's one closing session */
     int single;
     Py_ssize_t parts;
+    long long stack[STACK_PANES];  /* panes: a state's pane starts */
+    long long *starts;
+    Py_ssize_t room;
 } Close;
+
+/* What a close does with one taken key's (non-empty) state: its results appended to
+ * results, and (text, remaining, due) to kept or text to gone; 0, or -1 with an error. */
+typedef int (*CloseKey)(Close *c, PyObject *text, PyObject *state, PyObject *results,
+                        PyObject *kept, PyObject *gone);
 
 /* The record key of a key text: text[1:] for "s" keys, else key_from_text(text). */
 static PyObject *
@@ -580,146 +569,142 @@ close_windows(Close *c, PyObject *results, PyObject *text, PyObject *state,
     return 0;
 }
 
-#define STACK_PANES 64
-
-/* panes_close_all(size, advance, spec, names, key_from_text, taken, load, closed, bound,
- * result) -> (results, kept, gone): Panes.close_all for a built-in reducer. */
-static PyObject *
-panes_close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The arguments both close_all functions share: (..., spec, names, key_from_text, ...,
+ * taken, load, closed, bound, result) at the positions given; 0, or -1 with an error. */
+static int
+close_setup(Close *c, PyObject *const *args, int spec, int taken, const char *name)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "panes_close_all takes 10 arguments");
+    if (as_time(args[taken + 2], &c->closed) < 0 || as_time(args[taken + 3], &c->bound) < 0
+            || parse_spec(args[spec], &c->single, &c->parts) < 0)
+        return -1;
+    c->spec = args[spec];
+    c->names = args[spec + 1];
+    c->key_from_text = args[spec + 2];
+    c->result_type = args[taken + 4];
+    if (!PyList_Check(args[taken]) || !PyType_Check(c->result_type)
+            || !PyType_IsSubtype((PyTypeObject *)c->result_type, &PyTuple_Type)
+            || (!c->single && !PyTuple_Check(c->names))) {
+        PyErr_Format(PyExc_TypeError, "%s: bad arguments", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The state of taken[t] through load (*text: its key text, borrowed): NULL with an error,
+ * Py_None (a new reference) when it has none — an empty list counts as none —, else
+ * the state list. */
+static PyObject *
+taken_state(PyObject *taken, Py_ssize_t t, PyObject *load, PyObject **text)
+{
+    PyObject *entry = PyList_GET_ITEM(taken, t);
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+        PyErr_SetString(PyExc_TypeError, "close_all: taken holds (time, key)");
         return NULL;
     }
-    Close c;
-    if (as_time(args[0], &c.size) < 0 || as_time(args[1], &c.advance) < 0
-            || as_time(args[7], &c.closed) < 0 || as_time(args[8], &c.bound) < 0
-            || parse_spec(args[2], &c.single, &c.parts) < 0)
-        return NULL;
-    c.spec = args[2];
-    c.names = args[3];
-    c.key_from_text = args[4];
-    c.result_type = args[9];
-    PyObject *taken = args[5], *load = args[6];
-    if (!PyList_Check(taken) || !PyType_Check(c.result_type)
-            || !PyType_IsSubtype((PyTypeObject *)c.result_type, &PyTuple_Type)
-            || (!c.single && !PyTuple_Check(c.names))) {
-        PyErr_SetString(PyExc_TypeError, "panes_close_all: bad arguments");
-        return NULL;
-    }
-    PyObject *results = PyList_New(0), *kept = PyList_New(0), *gone = PyList_New(0);
-    long long stack[STACK_PANES];
-    long long *starts = stack;
-    Py_ssize_t room = STACK_PANES;
-    int tumbling = c.size == c.advance;
-    if (results == NULL || kept == NULL || gone == NULL)
-        goto fail;
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(taken); t++) {
-        PyObject *entry = PyList_GET_ITEM(taken, t);
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
-            PyErr_SetString(PyExc_TypeError, "panes_close_all: taken holds (time, key)");
-            goto fail;
-        }
-        PyObject *text = PyTuple_GET_ITEM(entry, 1);
-        PyObject *state = PyObject_CallOneArg(load, text);
-        if (state == NULL)
-            goto fail;
-        int empty = state == Py_None || (PyList_Check(state) && PyList_GET_SIZE(state) == 0);
-        if (!empty && !PyList_CheckExact(state)) {
-            Py_DECREF(state);
-            PyErr_SetString(PyExc_TypeError, "panes_close_all: a state must be a list");
-            goto fail;
-        }
-        if (empty) {
-            Py_DECREF(state);
-            if (PyList_Append(gone, text) < 0)
-                goto fail;
-            continue;
-        }
-        Py_ssize_t n = PyList_GET_SIZE(state), panes = n / 2, i = 0;
-        if (panes > room) {
-            long long *more = PyMem_Malloc(sizeof(long long) * (size_t)panes);
-            if (more == NULL) {
-                Py_DECREF(state);
-                PyErr_NoMemory();
-                goto fail;
-            }
-            if (starts != stack)
-                PyMem_Free(starts);
-            starts = more;
-            room = panes;
-        }
-        for (Py_ssize_t p = 0; p < panes; p++) {
-            if (item_time(state, 2 * p, &starts[p]) < 0) {
-                Py_DECREF(state);
-                goto fail;
-            }
-        }
-        PyObject *key = NULL;
-        if (tumbling) {  /* a pane is a window, emitted as it is */
-            while (i < panes && starts[i] + c.size <= c.bound) {
-                if (starts[i] + c.size > c.closed) {
-                    if (key == NULL && (key = key_of(&c, text)) == NULL) {
-                        Py_DECREF(state);
-                        goto fail;
-                    }
-                    PyObject *value = window_result(c.spec, c.single, c.parts, c.names,
-                                                    state, 2 * i + 1, 1, NULL);
-                    if (emit(&c, results, key, starts[i], starts[i] + c.size, value) < 0) {
-                        Py_DECREF(key);
-                        Py_DECREF(state);
-                        goto fail;
-                    }
-                }
-                i++;
-            }
-        } else {
-            if (panes && close_windows(&c, results, text, state, starts, panes, &key) < 0) {
-                Py_XDECREF(key);
-                Py_DECREF(state);
-                goto fail;
-            }
-            while (i < panes && starts[i] + c.size <= c.bound)
-                i++;
-        }
-        Py_XDECREF(key);
-        if (i == panes) {
-            Py_DECREF(state);
-            if (PyList_Append(gone, text) < 0)
-                goto fail;
-            continue;
-        }
-        long long first = starts[i], end = first - c.size + c.advance;
-        end = (end > 0 ? end : 0) + c.size;
-        if (end <= c.bound)
-            end = c.bound - floor_mod(c.bound, c.advance) + c.advance;
-        PyObject *rest = i ? PyList_GetSlice(state, 2 * i, n) : (Py_INCREF(state), state);
+    *text = PyTuple_GET_ITEM(entry, 1);
+    PyObject *state = PyObject_CallOneArg(load, *text);
+    if (state == NULL || state == Py_None)
+        return state;
+    if (!PyList_CheckExact(state)) {
         Py_DECREF(state);
-        PyObject *due = PyLong_FromLongLong(end);
-        PyObject *row = (rest && due) ? PyTuple_Pack(3, text, rest, due) : NULL;
-        Py_XDECREF(rest);
-        Py_XDECREF(due);
-        if (row == NULL)
-            goto fail;
-        int failed = PyList_Append(kept, row);
-        Py_DECREF(row);
-        if (failed < 0)
-            goto fail;
+        PyErr_SetString(PyExc_TypeError, "close_all: a state must be a list");
+        return NULL;
     }
-    if (starts != stack)
-        PyMem_Free(starts);
-    PyObject *out = PyTuple_Pack(3, results, kept, gone);
-    Py_DECREF(results);
-    Py_DECREF(kept);
-    Py_DECREF(gone);
-    return out;
-fail:
-    if (starts != stack)
-        PyMem_Free(starts);
+    if (PyList_GET_SIZE(state) == 0) {
+        Py_DECREF(state);
+        Py_RETURN_NONE;
+    }
+    return state;
+}
+
+/* close_all of a layout: each key of taken (the list at args[t]) through close_key, its
+ * state read with load (args[t + 1]); (results, kept, gone). */
+static PyObject *
+close_each(Close *c, PyObject *const *args, int t, CloseKey close_key)
+{
+    PyObject *taken = args[t], *load = args[t + 1], *out = NULL;
+    PyObject *results = PyList_New(0), *kept = PyList_New(0), *gone = PyList_New(0);
+    c->starts = c->stack;
+    c->room = STACK_PANES;
+    if (results == NULL || kept == NULL || gone == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(taken); k++) {
+        PyObject *text;
+        PyObject *state = taken_state(taken, k, load, &text);
+        if (state == NULL)
+            goto done;
+        int failed = state == Py_None ? PyList_Append(gone, text)
+                                      : close_key(c, text, state, results, kept, gone);
+        Py_DECREF(state);
+        if (failed < 0)
+            goto done;
+    }
+    out = PyTuple_Pack(3, results, kept, gone);
+done:
+    if (c->starts != c->stack)
+        PyMem_Free(c->starts);
     Py_XDECREF(results);
     Py_XDECREF(kept);
     Py_XDECREF(gone);
-    return NULL;
+    return out;
+}
+
+/* Panes.close_all for one key (a CloseKey). */
+static int
+close_panes(Close *c, PyObject *text, PyObject *state, PyObject *results, PyObject *kept,
+            PyObject *gone)
+{
+    Py_ssize_t n = PyList_GET_SIZE(state), panes = n / 2, i = 0;
+    if (panes > c->room) {
+        long long *more = PyMem_Malloc(sizeof(long long) * (size_t)panes);
+        if (more == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (c->starts != c->stack)
+            PyMem_Free(c->starts);
+        c->starts = more;
+        c->room = panes;
+    }
+    long long *starts = c->starts;
+    for (Py_ssize_t p = 0; p < panes; p++) {
+        if (item_time(state, 2 * p, &starts[p]) < 0)
+            return -1;
+    }
+    PyObject *key = NULL;
+    int failed = 0;
+    if (c->size == c->advance) {  /* tumbling: a pane is a window, emitted as it is */
+        for (; !failed && i < panes && starts[i] + c->size <= c->bound; i++) {
+            if (starts[i] + c->size <= c->closed)
+                continue;
+            failed = key == NULL && (key = key_of(c, text)) == NULL;
+            if (!failed)
+                failed = emit(c, results, key, starts[i], starts[i] + c->size,
+                              window_result(c->spec, c->single, c->parts, c->names, state,
+                                            2 * i + 1, 1, NULL)) < 0;
+        }
+    } else {
+        failed = panes && close_windows(c, results, text, state, starts, panes, &key) < 0;
+        while (i < panes && starts[i] + c->size <= c->bound)
+            i++;
+    }
+    Py_XDECREF(key);
+    if (failed)
+        return -1;
+    if (i == panes)
+        return PyList_Append(gone, text);
+    long long end = starts[i] - c->size + c->advance;
+    end = (end > 0 ? end : 0) + c->size;
+    if (end <= c->bound)
+        end = c->bound - floor_mod(c->bound, c->advance) + c->advance;
+    PyObject *rest = i ? PyList_GetSlice(state, 2 * i, n) : (Py_INCREF(state), state);
+    PyObject *due = PyLong_FromLongLong(end);
+    PyObject *row = (rest && due) ? PyTuple_Pack(3, text, rest, due) : NULL;
+    Py_XDECREF(rest);
+    Py_XDECREF(due);
+    failed = row == NULL || PyList_Append(kept, row) < 0;
+    Py_XDECREF(row);
+    return failed ? -1 : 0;
 }
 
 /* -- sessions -------------------------------------------------------------------------- */
@@ -811,147 +796,115 @@ sessions_fold_core(long long gap, PyObject *spec, int single, Py_ssize_t parts,
     return result;
 }
 
-/* sessions_fold(gap, spec, general, state, value, ts) -> (state, sooner): Sessions.fold. */
+/* fold(layout, param, spec, general, state, value, ts) -> (state, sooner): Panes.fold
+ * (layout 0, param the advance) or Sessions.fold (layout 1, param the gap, general the
+ * Python fold for what is not done in place). */
 static PyObject *
-sessions_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "sessions_fold takes 6 arguments");
+    if (arity(nargs, 7, "fold") < 0)
         return NULL;
-    }
-    long long gap, ts;
+    long long layout, param, ts;
     int single, sooner = 0;
     Py_ssize_t parts;
-    if (as_time(args[0], &gap) < 0 || as_time(args[5], &ts) < 0
-            || parse_spec(args[1], &single, &parts) < 0)
+    if (as_time(args[0], &layout) < 0 || as_time(args[1], &param) < 0
+            || as_time(args[6], &ts) < 0 || parse_spec(args[2], &single, &parts) < 0)
         return NULL;
-    PyObject *state = sessions_fold_core(gap, args[1], single, parts, args[2], args[3],
-                                         args[4], ts, args[5], &sooner);
-    return folded(state, sooner);
+    PyObject *state = layout == 0
+        ? panes_fold_core(param, args[2], single, parts, args[4], args[5], ts, &sooner)
+        : sessions_fold_core(param, args[2], single, parts, args[3], args[4], args[5], ts,
+                             args[6], &sooner);
+    if (state == NULL)
+        return NULL;
+    PyObject *flag = sooner == 2 ? PyLong_FromLong(2) : PyBool_FromLong(sooner);
+    PyObject *out = flag == NULL ? NULL : PyTuple_Pack(2, state, flag);
+    Py_XDECREF(flag);
+    Py_DECREF(state);
+    return out;
 }
 
-/* sessions_close_all(gap, spec, names, key_from_text, close, taken, load, closed, bound,
- * result) -> (results, kept, gone): Sessions.close_all; a key's one closing session here,
- * anything else through ``close`` (Sessions.close). */
-static PyObject *
-sessions_close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* Sessions.close_all for one key (a CloseKey): its one closing session here, anything
+ * else through Sessions.close. */
+static int
+close_sessions(Close *c, PyObject *text, PyObject *state, PyObject *results,
+               PyObject *kept, PyObject *gone)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "sessions_close_all takes 10 arguments");
-        return NULL;
+    long long last = c->bound - c->size - 1;  /* a session closes when its end <= last */
+    long long first, end;
+    if (PyList_GET_SIZE(state) == 3) {
+        if (item_time(state, 0, &first) < 0 || item_time(state, 1, &end) < 0)
+            return -1;
+        if (end <= last) {  /* the common case: the key's one session closes */
+            PyObject *key = key_of(c, text);
+            PyObject *value = key == NULL ? NULL : window_result(
+                c->spec, c->single, c->parts, c->names, state, 2, 1, NULL);
+            int failed = key == NULL || emit(c, results, key, first, end + 1, value) < 0;
+            Py_XDECREF(key);
+            return failed ? -1 : PyList_Append(gone, text);
+        }
     }
-    Close c;
-    long long gap;
-    if (as_time(args[0], &gap) < 0 || as_time(args[7], &c.closed) < 0
-            || as_time(args[8], &c.bound) < 0 || parse_spec(args[1], &c.single, &c.parts) < 0)
-        return NULL;
-    c.spec = args[1];
-    c.names = args[2];
-    c.key_from_text = args[3];
-    c.result_type = args[9];
-    PyObject *close = args[4], *taken = args[5], *load = args[6];
-    if (!PyList_Check(taken) || !PyType_Check(c.result_type)
-            || !PyType_IsSubtype((PyTypeObject *)c.result_type, &PyTuple_Type)
-            || (!c.single && !PyTuple_Check(c.names))) {
-        PyErr_SetString(PyExc_TypeError, "sessions_close_all: bad arguments");
-        return NULL;
-    }
-    long long last = c.bound - gap - 1;  /* a session closes when its end <= last */
-    PyObject *results = PyList_New(0), *kept = PyList_New(0), *gone = PyList_New(0);
-    if (results == NULL || kept == NULL || gone == NULL)
-        goto fail;
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(taken); t++) {
-        PyObject *entry = PyList_GET_ITEM(taken, t);
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
-            PyErr_SetString(PyExc_TypeError, "sessions_close_all: taken holds (time, key)");
-            goto fail;
-        }
-        PyObject *text = PyTuple_GET_ITEM(entry, 1);
-        PyObject *state = PyObject_CallOneArg(load, text);
-        if (state == NULL)
-            goto fail;
-        int empty = state == Py_None || (PyList_Check(state) && PyList_GET_SIZE(state) == 0);
-        if (empty) {
-            Py_DECREF(state);
-            if (PyList_Append(gone, text) < 0)
-                goto fail;
-            continue;
-        }
-        long long first, end;
-        if (PyList_CheckExact(state) && PyList_GET_SIZE(state) == 3) {
-            if (item_time(state, 0, &first) < 0 || item_time(state, 1, &end) < 0) {
-                Py_DECREF(state);
-                goto fail;
-            }
-            if (end <= last) {  /* the common case: the key's one session closes */
-                PyObject *key = key_of(&c, text);
-                PyObject *value = key == NULL ? NULL : window_result(
-                    c.spec, c.single, c.parts, c.names, state, 2, 1, NULL);
-                int failed = key == NULL || emit(&c, results, key, first, end + 1, value) < 0;
-                Py_XDECREF(key);
-                Py_DECREF(state);
-                if (failed || PyList_Append(gone, text) < 0)
-                    goto fail;
-                continue;
-            }
-        }
-        PyObject *out = PyObject_CallFunctionObjArgs(close, state, args[7], args[8], NULL);
-        Py_DECREF(state);
-        if (out == NULL)
-            goto fail;
-        if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 3
-                || !PyList_Check(PyTuple_GET_ITEM(out, 0))) {
-            Py_DECREF(out);
-            PyErr_SetString(PyExc_TypeError, "sessions_close_all: close gave no triple");
-            goto fail;
-        }
-        PyObject *emitted = PyTuple_GET_ITEM(out, 0), *remaining = PyTuple_GET_ITEM(out, 1);
-        PyObject *key = NULL;
-        for (Py_ssize_t e = 0; e < PyList_GET_SIZE(emitted); e++) {
-            PyObject *window = PyList_GET_ITEM(emitted, e);
-            long long wstart, wend;
-            if (!PyTuple_Check(window) || PyTuple_GET_SIZE(window) != 3
-                    || as_time(PyTuple_GET_ITEM(window, 0), &wstart) < 0
-                    || as_time(PyTuple_GET_ITEM(window, 1), &wend) < 0
-                    || (key == NULL && (key = key_of(&c, text)) == NULL)) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "sessions_close_all: bad window");
-                Py_XDECREF(key);
-                Py_DECREF(out);
-                goto fail;
-            }
-            PyObject *value = window_result(c.spec, c.single, c.parts, c.names, NULL, 0, 0,
-                                            PyTuple_GET_ITEM(window, 2));
-            if (emit(&c, results, key, wstart, wend, value) < 0) {
-                Py_DECREF(key);
-                Py_DECREF(out);
-                goto fail;
-            }
-        }
-        Py_XDECREF(key);
-        int has = PyObject_IsTrue(remaining);
-        int failed = has < 0;
-        if (has > 0) {
-            PyObject *row = PyTuple_Pack(3, text, remaining, PyTuple_GET_ITEM(out, 2));
-            failed = row == NULL || PyList_Append(kept, row) < 0;
-            Py_XDECREF(row);
-        } else if (has == 0) {
-            failed = PyList_Append(gone, text) < 0;
-        }
+    PyObject *closed = PyLong_FromLongLong(c->closed), *bound = PyLong_FromLongLong(c->bound);
+    PyObject *out = closed && bound
+        ? PyObject_CallFunctionObjArgs(c->close, state, closed, bound, NULL) : NULL;
+    Py_XDECREF(closed);
+    Py_XDECREF(bound);
+    if (out == NULL)
+        return -1;
+    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 3
+            || !PyList_Check(PyTuple_GET_ITEM(out, 0))) {
         Py_DECREF(out);
-        if (failed)
-            goto fail;
+        PyErr_SetString(PyExc_TypeError, "close_all: Sessions.close gave no triple");
+        return -1;
     }
-    PyObject *out = PyTuple_Pack(3, results, kept, gone);
-    Py_DECREF(results);
-    Py_DECREF(kept);
-    Py_DECREF(gone);
-    return out;
-fail:
-    Py_XDECREF(results);
-    Py_XDECREF(kept);
-    Py_XDECREF(gone);
-    return NULL;
+    PyObject *emitted = PyTuple_GET_ITEM(out, 0), *remaining = PyTuple_GET_ITEM(out, 1);
+    PyObject *key = NULL;
+    int failed = 0;
+    for (Py_ssize_t e = 0; !failed && e < PyList_GET_SIZE(emitted); e++) {
+        PyObject *window = PyList_GET_ITEM(emitted, e);
+        long long wstart, wend;
+        failed = !PyTuple_Check(window) || PyTuple_GET_SIZE(window) != 3
+                 || as_time(PyTuple_GET_ITEM(window, 0), &wstart) < 0
+                 || as_time(PyTuple_GET_ITEM(window, 1), &wend) < 0
+                 || (key == NULL && (key = key_of(c, text)) == NULL);
+        if (failed && !PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "close_all: Sessions.close gave a bad window");
+        if (!failed)
+            failed = emit(c, results, key, wstart, wend,
+                          window_result(c->spec, c->single, c->parts, c->names, NULL, 0, 0,
+                                        PyTuple_GET_ITEM(window, 2))) < 0;
+    }
+    Py_XDECREF(key);
+    int has = failed ? -1 : PyObject_IsTrue(remaining);
+    if (has > 0) {
+        PyObject *row = PyTuple_Pack(3, text, remaining, PyTuple_GET_ITEM(out, 2));
+        failed = row == NULL || PyList_Append(kept, row) < 0;
+        Py_XDECREF(row);
+    } else {
+        failed = has < 0 || PyList_Append(gone, text) < 0;
+    }
+    Py_DECREF(out);
+    return failed ? -1 : 0;
+}
+
+/* close_all(layout, param, size, spec, names, key_from_text, close, taken, load, closed,
+ * bound, result) -> (results, kept, gone): Panes.close_all (layout 0; param the advance)
+ * or Sessions.close_all (layout 1; param the gap, close Sessions.close) for a built-in
+ * reducer. */
+static PyObject *
+close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (arity(nargs, 12, "close_all") < 0)
+        return NULL;
+    Close c;
+    long long layout;
+    if (as_time(args[0], &layout) < 0 || as_time(args[1], &c.advance) < 0
+            || as_time(args[2], &c.size) < 0 || close_setup(&c, args, 3, 7, "close_all") < 0)
+        return NULL;
+    if (layout == 0)
+        return close_each(&c, args, 7, close_panes);
+    c.size = c.advance;  /* sessions: the gap */
+    c.close = args[6];
+    return close_each(&c, args, 7, close_sessions);
 }
 
 /* -- a record's whole step ------------------------------------------------------------- */
@@ -1082,10 +1035,8 @@ note_due(PyObject *windows, PyObject *keyed, long long layout, long long param,
 static PyObject *
 record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "record_step takes 10 arguments");
+    if (arity(nargs, 10, "record_step") < 0)
         return NULL;
-    }
     PyObject *windows = args[0], *event_time = args[1], *keyed = args[2], *spec = args[7];
     PyObject *general = args[8], *envelope = args[9];
     long long grace, param, size, layout, ts, watermark, next_close, quiet_time;
@@ -1221,17 +1172,13 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"panes_fold", (PyCFunction)(void (*)(void))panes_fold, METH_FASTCALL,
-     "panes_fold(advance, spec, state, value, ts) -> (state, sooner): Panes.fold."},
-    {"panes_close_all", (PyCFunction)(void (*)(void))panes_close_all, METH_FASTCALL,
-     "panes_close_all(size, advance, spec, names, key_from_text, taken, load, closed, "
-     "bound, result) -> (results, kept, gone): Panes.close_all."},
-    {"sessions_fold", (PyCFunction)(void (*)(void))sessions_fold, METH_FASTCALL,
-     "sessions_fold(gap, spec, general, state, value, ts) -> (state, sooner): "
-     "Sessions.fold."},
-    {"sessions_close_all", (PyCFunction)(void (*)(void))sessions_close_all, METH_FASTCALL,
-     "sessions_close_all(gap, spec, names, key_from_text, close, taken, load, closed, "
-     "bound, result) -> (results, kept, gone): Sessions.close_all."},
+    {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL,
+     "fold(layout, param, spec, general, state, value, ts) -> (state, sooner): Panes.fold "
+     "(layout 0) or Sessions.fold (layout 1)."},
+    {"close_all", (PyCFunction)(void (*)(void))close_all, METH_FASTCALL,
+     "close_all(layout, param, size, spec, names, key_from_text, close, taken, load, "
+     "closed, bound, result) -> (results, kept, gone): Panes.close_all (layout 0) or "
+     "Sessions.close_all (layout 1)."},
     {"record_step", (PyCFunction)(void (*)(void))record_step, METH_FASTCALL,
      "record_step(windows, event_time, keyed, grace, layout, param, size, spec, general, "
      "envelope): Windows.process of a record in its common case (see _accel.c)."},

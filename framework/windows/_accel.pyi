@@ -3,23 +3,16 @@
 from collections.abc import Callable
 from typing import Any
 
-def panes_fold(advance: int, spec: tuple[Any, ...], state: list[Any] | None, value: Any,
-               ts: int) -> tuple[list[Any], bool]: ...
-def panes_close_all(size: int, advance: int, spec: tuple[Any, ...], names: tuple[str, ...],
-                    key_from_text: Callable[[str], Any], taken: list[tuple[int, str]],
-                    load: Callable[[str], list[Any] | None], closed: int, bound: int,
-                    result: type[tuple[Any, ...]]
-                    ) -> tuple[list[Any], list[tuple[str, list[Any], int]], list[str]]: ...
-def sessions_fold(gap: int, spec: tuple[Any, ...],
-                  general: Callable[[list[Any] | None, Any, int], tuple[list[Any], int]],
-                  state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], int]: ...
-def sessions_close_all(gap: int, spec: tuple[Any, ...], names: tuple[str, ...],
-                       key_from_text: Callable[[str], Any],
-                       close: Callable[[list[Any], int, int],
-                                       tuple[list[tuple[int, int, Any]], list[Any], int]],
-                       taken: list[tuple[int, str]],
-                       load: Callable[[str], list[Any] | None], closed: int, bound: int,
-                       result: type[tuple[Any, ...]]
-                       ) -> tuple[list[Any], list[tuple[str, list[Any], int]], list[str]]: ...
+Close = Callable[[list[Any], int, int], tuple[list[tuple[int, int, Any]], list[Any], int]]
+
+def fold(layout: int, param: int, spec: tuple[Any, ...],
+         general: Callable[[list[Any] | None, Any, int], tuple[list[Any], int]] | None,
+         state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], int]: ...
+def close_all(layout: int, param: int, size: int, spec: tuple[Any, ...],
+              names: tuple[str, ...], key_from_text: Callable[[str], Any],
+              close: Close | None, taken: list[tuple[int, str]],
+              load: Callable[[str], list[Any] | None], closed: int, bound: int,
+              result: type[tuple[Any, ...]]
+              ) -> tuple[list[Any], list[tuple[str, list[Any], int]], list[str]]: ...
 def record_step(windows: Any, event_time: Any, keyed: Any, grace: int, layout: int, param: int,
                 size: int, spec: tuple[Any, ...], general: Any, envelope: Any) -> Any: ...

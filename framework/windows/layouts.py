@@ -77,9 +77,9 @@ class Panes:
         self._close_native: Callable[..., tuple[list[Any], Kept, list[str]]] | None = None
         native, spec = accel.native(), accel.spec(reducer)
         if native is not None and spec is not None:
-            self.fold = partial(native.panes_fold, self.advance, spec)
-            self._close_native = partial(native.panes_close_all, self.size, self.advance,
-                                         spec, accel.names(reducer), key_from_text)
+            self.fold = partial(native.fold, 0, self.advance, spec, None)
+            self._close_native = partial(native.close_all, 0, self.advance, self.size, spec,
+                                         accel.names(reducer), key_from_text, None)
 
     def fold_python(self, state: list[Any] | None, value: Any, ts: int
                     ) -> tuple[list[Any], bool]:
@@ -377,8 +377,8 @@ class Sessions:
         self._close_native: Callable[..., tuple[list[Any], Kept, list[str]]] | None = None
         native, spec = accel.native(), accel.spec(reducer)
         if native is not None and spec is not None:
-            self.fold = partial(native.sessions_fold, self.gap, spec, self.fold_python)
-            self._close_native = partial(native.sessions_close_all, self.gap, spec,
+            self.fold = partial(native.fold, 1, self.gap, spec, self.fold_python)
+            self._close_native = partial(native.close_all, 1, self.gap, 0, spec,
                                          accel.names(reducer), key_from_text, self.close)
 
     def fold_python(self, state: list[Any] | None, value: Any, ts: int
