@@ -1223,5 +1223,8 @@ PyInit__accel(void)
     Py_DECREF(heapq);
     if (HEAPPUSH == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *made = PyModule_Create(&module);
+    if (made != NULL && PyModule_AddObject(made, "MAX_TIME", PyLong_FromLongLong(MAX_TIME)) < 0)
+        Py_CLEAR(made);  /* tests/windows/test_accel.py checks it equals kinds.MAX_TIME */
+    return made;
 }

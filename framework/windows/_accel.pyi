@@ -3,6 +3,8 @@
 from collections.abc import Callable
 from typing import Any
 
+MAX_TIME: int
+
 Close = Callable[[list[Any], int, int], tuple[list[tuple[int, int, Any]], list[Any], int]]
 
 def fold(layout: int, param: int, spec: tuple[Any, ...],

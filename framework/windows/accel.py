@@ -1,14 +1,15 @@
-"""The C fold and close of the pane layout (`framework.windows._accel`), for the reducers
-it knows: ``count()``, ``sum_of``, ``min_of``, ``max_of``, ``mean_of`` (``of`` None or a
-field name) and an `aggregate` of them. Any other reducer — a `fold`, an ``of``
-function — runs in Python, as does every reducer when the extension was not built (it
-is optional: a machine without a C compiler installs sampan without it) or when
-``SAMPAN_WINDOWS_ACCEL=0`` is set.
+"""The C fold and close of the pane and session layouts, and a record's common step of
+`Windows.process` (`framework.windows._accel`), for the reducers it knows: ``count()``,
+``sum_of``, ``min_of``, ``max_of``, ``mean_of`` (``of`` None or a field name) and an
+`aggregate` of them. Any other reducer — a `fold`, an ``of`` function — runs in Python,
+as does every reducer when the extension was not built (it is optional: a machine
+without a C compiler installs sampan without it) or when ``SAMPAN_WINDOWS_ACCEL=0`` is
+set.
 
-The C functions do what `Panes.fold` and `Panes.close_all` do with the reducers' Python
-functions, object for object (tests/windows/test_accel.py compares them record by
-record), so the choice changes speed only: the state lists, the store and the results
-are the same.
+The C functions do what `Panes` and `Sessions` (``fold``, ``close_all``) and
+`Windows.process` do with the reducers' Python functions, object for object
+(tests/windows/test_accel.py compares them record by record), so the choice changes
+speed only: the state lists, the store and the results are the same.
 
 >>> from framework.windows.reducers import aggregate, count, mean_of
 >>> spec(count()), spec(aggregate(n=count(), avg=mean_of("amount")))
@@ -18,12 +19,15 @@ are the same.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any
 
 from framework.windows.reducers import Reducer
+from framework.windows.state import key_from_text
 
-__all__ = ["ENV", "KINDS", "native", "spec"]
+__all__ = ["ENV", "KINDS", "layout_calls", "names", "native", "spec"]
 
 ENV = "SAMPAN_WINDOWS_ACCEL"
 """Set to ``0`` to run every reducer in Python (e.g. to compare the two)."""
@@ -66,3 +70,21 @@ def spec(reducer: Reducer) -> Spec | None:
 def names(reducer: Reducer) -> tuple[str, ...]:
     """An `aggregate`'s result names, in order (empty for one reducer)."""
     return tuple(name for name, _ in reducer.parts)
+
+
+CloseAll = Callable[..., tuple[list[Any], list[tuple[str, list[Any], int]], list[str]]]
+"""A layout's ``close_all`` without its first arguments (see `layout_calls`)."""
+
+
+def layout_calls(reducer: Reducer, layout: int, param: int, size: int,
+                 general: Callable[..., Any] | None, close: Callable[..., Any] | None
+                 ) -> tuple[Spec | None, Callable[..., Any] | None, CloseAll | None]:
+    """(spec, fold, close_all) of a layout (0: panes of advance ``param`` and ``size``; 1:
+    sessions of gap ``param``, ``general`` and ``close`` their Python fold and close) in
+    C for ``reducer``, or (None, None, None) when it runs in Python."""
+    module, described = native(), spec(reducer)
+    if module is None or described is None:
+        return None, None, None
+    return (described, partial(module.fold, layout, param, described, general),
+            partial(module.close_all, layout, param, size, described, names(reducer),
+                    key_from_text, close))

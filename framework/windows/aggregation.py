@@ -229,12 +229,12 @@ class Windows:
     def _native_step(self) -> Callable[[Envelope], Any] | None:
         """`_accel.record_step` bound to this aggregation, or None: its layout, reducer,
         event time or emission need the Python path for every record."""
-        native, spec = accel.native(), accel.spec(self.reducer)
-        layout, event_time = self.layout, self.event_time
-        if (native is None or spec is None or self.emit_updates
-                or event_time.timestamp is not envelope_timestamp
-                or not isinstance(layout, Panes | Sessions)):
+        native, layout, event_time = accel.native(), self.layout, self.event_time
+        if (native is None or not isinstance(layout, Panes | Sessions)
+                or layout.native_spec is None or self.emit_updates
+                or event_time.timestamp is not envelope_timestamp):
             return None
+        spec = layout.native_spec
         general: Any = None
         if isinstance(layout, Panes):
             kind, param, size = 0, layout.advance, layout.size

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from functools import partial, reduce
+from functools import reduce
 from typing import Any
 
 from framework.windows import accel
@@ -71,15 +71,12 @@ class Panes:
         self.merge_all = reducer.merge_all if self.pure else None
         self.finish = reducer.result
         self.merge_result = reducer.merge_result if self.pure else None
+        self.native_spec, fold, self._close_native = accel.layout_calls(
+            reducer, 0, self.advance, self.size, None, None)
+        """The reducer as the C extension runs it (None: this layout runs in Python)."""
         self.fold: Callable[[list[Any] | None, Any, int], tuple[list[Any], bool]] = \
-            self.fold_python
+            fold or self.fold_python
         """`fold_python`, or the same in C (`framework.windows.accel`)."""
-        self._close_native: Callable[..., tuple[list[Any], Kept, list[str]]] | None = None
-        native, spec = accel.native(), accel.spec(reducer)
-        if native is not None and spec is not None:
-            self.fold = partial(native.fold, 0, self.advance, spec, None)
-            self._close_native = partial(native.close_all, 0, self.advance, self.size, spec,
-                                         accel.names(reducer), key_from_text, None)
 
     def fold_python(self, state: list[Any] | None, value: Any, ts: int
                     ) -> tuple[list[Any], bool]:
@@ -371,15 +368,12 @@ class Sessions:
         self.gap = self.lag = kind.gap_ms
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
         self.finish = reducer.result
+        self.native_spec, fold, self._close_native = accel.layout_calls(
+            reducer, 1, self.gap, 0, self.fold_python, self.close)
+        """The reducer as the C extension runs it (None: this layout runs in Python)."""
         self.fold: Callable[[list[Any] | None, Any, int], tuple[list[Any], int]] = \
-            self.fold_python
+            fold or self.fold_python
         """`fold_python`, or its in-place cases in C (`framework.windows.accel`)."""
-        self._close_native: Callable[..., tuple[list[Any], Kept, list[str]]] | None = None
-        native, spec = accel.native(), accel.spec(reducer)
-        if native is not None and spec is not None:
-            self.fold = partial(native.fold, 1, self.gap, spec, self.fold_python)
-            self._close_native = partial(native.close_all, 1, self.gap, 0, spec,
-                                         accel.names(reducer), key_from_text, self.close)
 
     def fold_python(self, state: list[Any] | None, value: Any, ts: int
                     ) -> tuple[list[Any], int]:

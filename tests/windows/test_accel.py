@@ -28,7 +28,7 @@ from framework.windows import (
     min_of,
     sum_of,
 )
-from framework.windows.kinds import WindowKind
+from framework.windows.kinds import MAX_TIME, WindowKind
 from framework.windows.layouts import Panes, Sessions, layout_for
 from framework.windows.reducers import Reducer, aggregate, fold
 from framework.windows.state import key_text
@@ -62,6 +62,7 @@ def test_the_extension_is_built_and_used_for_the_built_in_reducers() -> None:
     Python, which this suite must notice."""
     module = importlib.import_module("framework.windows._accel")
     assert accel.native() is module
+    assert module.MAX_TIME == MAX_TIME  # the C step's bound on event times
     for reducer in REDUCERS.values():
         assert accel.spec(reducer) is not None
     assert accel.spec(fold(0, lambda a, v: a + 1, lambda a, b: a + b)) is None
