@@ -2,10 +2,13 @@
  * built-in reducers (count, sum_of, min_of, max_of, mean_of and their `aggregate`), in C.
  *
  * Each function does what its Python twin in framework/windows/layouts.py and
- * framework/windows/reducers.py does, object for object: the same Python additions and
+ * framework/windows/reducers.py does, value for value: the same Python additions and
  * comparisons (through the abstract object API, so big integers, floats and errors
  * behave as there), in the same order, on the same lists. tests/windows/test_accel.py
- * checks that record by record against the Python path.
+ * checks that record by record against the Python path. Where Python makes new lists,
+ * C may change the old ones in place (an aggregate's parts and a mean's pair on a fold,
+ * the panes a close leaves), and it shares the int objects of recent times: the states
+ * hold the same values in fewer, closer objects. No result holds a state's list.
  *
  * Sessions: the in-place cases of Sessions.fold and a key's one closing session of
  * Sessions.close_all; the rest through the Python functions passed in. record_step runs
@@ -23,6 +26,30 @@
 enum { K_COUNT = 0, K_SUM = 1, K_MIN = 2, K_MAX = 3, K_MEAN = 4 };
 
 static PyObject *ONE;
+
+/* The int ``v``, shared: most times a fold or close makes (pane starts, window bounds,
+ * due times) are the same for every key, and one object per time instead of one per key
+ * and time keeps the states small and a close's reads in cache. A few recent times are
+ * kept, each slot chosen by a hash of the time. New reference. */
+#define TIME_SLOTS 16
+static long long time_values[TIME_SLOTS];
+static PyObject *time_objects[TIME_SLOTS];
+
+static PyObject *
+time_obj(long long v)
+{
+    unsigned slot = (unsigned)(((unsigned long long)v * 0x9E3779B97F4A7C15ULL) >> 60);
+    PyObject *obj = time_objects[slot];
+    if (obj == NULL || time_values[slot] != v) {
+        obj = PyLong_FromLongLong(v);
+        if (obj == NULL)
+            return NULL;
+        Py_XSETREF(time_objects[slot], obj);
+        time_values[slot] = v;
+    }
+    Py_INCREF(obj);
+    return obj;
+}
 
 /* Python's a % b for b > 0. */
 static inline long long
@@ -153,10 +180,38 @@ pick(PyObject *a, PyObject *x, int op)
     return r;
 }
 
+/* A mean's new sum and count, a[0] + x and a[1] + 1, in *s and *c (new references);
+ * 0, or -1 with an error and nothing made. */
+static int
+mean_add(PyObject *of, PyObject *a, PyObject *value, PyObject **s, PyObject **c)
+{
+    PyObject *s0 = subscript(a, 0);
+    if (s0 == NULL)
+        return -1;
+    PyObject *x = read_of(of, value);
+    if (x == NULL) {
+        Py_DECREF(s0);
+        return -1;
+    }
+    *s = PyNumber_Add(s0, x);
+    Py_DECREF(s0);
+    Py_DECREF(x);
+    if (*s == NULL)
+        return -1;
+    PyObject *c0 = subscript(a, 1);
+    *c = c0 == NULL ? NULL : PyNumber_Add(c0, ONE);
+    Py_XDECREF(c0);
+    if (*c == NULL) {
+        Py_CLEAR(*s);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 add_part(int kind, PyObject *of, PyObject *a, PyObject *value)
 {
-    PyObject *x, *r, *s0, *c0, *s, *c, *pair;
+    PyObject *x, *r, *s, *c, *pair;
     switch (kind) {
     case K_COUNT:  /* a + 1 */
         return PyNumber_Add(a, ONE);
@@ -175,30 +230,8 @@ add_part(int kind, PyObject *of, PyObject *a, PyObject *value)
         Py_DECREF(x);
         return r;
     case K_MEAN:  /* [a[0] + x, a[1] + 1] */
-        s0 = subscript(a, 0);
-        if (s0 == NULL)
+        if (mean_add(of, a, value, &s, &c) < 0)
             return NULL;
-        x = read_of(of, value);
-        if (x == NULL) {
-            Py_DECREF(s0);
-            return NULL;
-        }
-        s = PyNumber_Add(s0, x);
-        Py_DECREF(s0);
-        Py_DECREF(x);
-        if (s == NULL)
-            return NULL;
-        c0 = subscript(a, 1);
-        if (c0 == NULL) {
-            Py_DECREF(s);
-            return NULL;
-        }
-        c = PyNumber_Add(c0, ONE);
-        Py_DECREF(c0);
-        if (c == NULL) {
-            Py_DECREF(s);
-            return NULL;
-        }
         pair = PyList_New(2);
         if (pair == NULL) {
             Py_DECREF(s);
@@ -257,6 +290,83 @@ add_all(PyObject *spec, int single, Py_ssize_t parts, PyObject *agg, PyObject *v
         PyList_SET_ITEM(list, p, part);
     }
     return list;
+}
+
+#define MAX_PARTS 32
+
+/* 1 when ``pair`` is a mean's aggregate that can be changed in place (an exact list of
+ * two). */
+static inline int
+is_pair(PyObject *pair)
+{
+    return PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2;
+}
+
+/* Replace item i of ``list`` by ``item`` (stolen). */
+static inline void
+put_item(PyObject *list, Py_ssize_t i, PyObject *item)
+{
+    PyObject *old = PyList_GET_ITEM(list, i);
+    PyList_SET_ITEM(list, i, item);
+    Py_DECREF(old);
+}
+
+/* state[i] = add(state[i], value): the aggregate's lists (an `aggregate`'s list of
+ * parts, a mean's [sum, count]) changed in place, where it has them, rather than made
+ * anew as add_all does. A list made per record outlives many young collections, and
+ * each collection walks every list made since the last one. Every new part is computed
+ * before any is written, so an error leaves the state as it was. 0, or -1 with an
+ * error. */
+static int
+add_at(PyObject *spec, int single, Py_ssize_t parts, PyObject *state, Py_ssize_t i,
+       PyObject *value)
+{
+    PyObject *agg = PyList_GET_ITEM(state, i);
+    PyObject *sums[MAX_PARTS], *counts[MAX_PARTS];
+    if (single && spec_kind(spec, 0) == K_MEAN && is_pair(agg)) {
+        if (mean_add(spec_of(spec, 0), agg, value, &sums[0], &counts[0]) < 0)
+            return -1;
+        put_item(agg, 0, sums[0]);
+        put_item(agg, 1, counts[0]);
+        return 0;
+    }
+    int inplace = !single && parts <= MAX_PARTS && PyList_CheckExact(agg)
+                  && PyList_GET_SIZE(agg) == parts;
+    for (Py_ssize_t p = 0; inplace && p < parts; p++)
+        inplace = spec_kind(spec, p) != K_MEAN || is_pair(PyList_GET_ITEM(agg, p));
+    if (!inplace) {
+        PyObject *made = add_all(spec, single, parts, agg, value);
+        return made == NULL ? -1 : PyList_SetItem(state, i, made);  /* steals made */
+    }
+    Py_ssize_t p = 0;
+    for (; p < parts; p++) {
+        int kind = spec_kind(spec, p);
+        PyObject *a = PyList_GET_ITEM(agg, p);
+        counts[p] = NULL;
+        if (kind == K_MEAN) {
+            if (mean_add(spec_of(spec, p), a, value, &sums[p], &counts[p]) < 0)
+                break;
+        } else if ((sums[p] = add_part(kind, spec_of(spec, p), a, value)) == NULL) {
+            break;
+        }
+    }
+    if (p < parts) {  /* part p failed: drop what the others made */
+        while (p-- > 0) {
+            Py_DECREF(sums[p]);
+            Py_XDECREF(counts[p]);
+        }
+        return -1;
+    }
+    for (p = 0; p < parts; p++) {
+        if (counts[p] == NULL) {
+            put_item(agg, p, sums[p]);
+        } else {
+            PyObject *pair = PyList_GET_ITEM(agg, p);
+            put_item(pair, 0, sums[p]);
+            put_item(pair, 1, counts[p]);
+        }
+    }
+    return 0;
 }
 
 /* -- results: merge_result and result of reducers.py ---------------------------------- */
@@ -416,7 +526,7 @@ panes_fold_core(long long advance, PyObject *spec, int single, Py_ssize_t parts,
         agg = start_all(spec, single, parts, value);
         if (agg == NULL)
             return NULL;
-        pane_obj = PyLong_FromLongLong(pane);
+        pane_obj = time_obj(pane);
         PyObject *list = pane_obj == NULL ? NULL : PyList_New(2);
         if (list == NULL) {
             Py_DECREF(agg);
@@ -445,10 +555,7 @@ panes_fold_core(long long advance, PyObject *spec, int single, Py_ssize_t parts,
         }
     }
     if (i >= 0 && at == pane) {  /* the pane exists: its aggregate replaced */
-        agg = add_all(spec, single, parts, PyList_GET_ITEM(state, i + 1), value);
-        if (agg == NULL)
-            return NULL;
-        if (PyList_SetItem(state, i + 1, agg) < 0)  /* steals agg */
+        if (add_at(spec, single, parts, state, i + 1, value) < 0)
             return NULL;
         *sooner = 0;
         Py_INCREF(state);
@@ -457,7 +564,7 @@ panes_fold_core(long long advance, PyObject *spec, int single, Py_ssize_t parts,
     agg = start_all(spec, single, parts, value);  /* a new pane after state[i] */
     if (agg == NULL)
         return NULL;
-    pane_obj = PyLong_FromLongLong(pane);
+    pane_obj = time_obj(pane);
     if (pane_obj == NULL || PyList_Insert(state, i + 2, pane_obj) < 0) {
         Py_XDECREF(pane_obj);
         Py_DECREF(agg);
@@ -486,6 +593,8 @@ typedef struct {
     long long stack[STACK_PANES];  /* panes: a state's pane starts */
     long long *starts;
     Py_ssize_t room;
+    Py_ssize_t *cuts;  /* panes: per kept key, how many items its state sheds */
+    Py_ssize_t kept, cut_room;
 } Close;
 
 /* What a close does with one taken key's (non-empty) state: its results appended to
@@ -512,7 +621,7 @@ emit(Close *c, PyObject *results, PyObject *key, long long start, long long end,
         return -1;
     PyTypeObject *type = (PyTypeObject *)c->result_type;
     PyObject *row = type->tp_alloc(type, 5);
-    PyObject *s = PyLong_FromLongLong(start), *e = PyLong_FromLongLong(end);
+    PyObject *s = time_obj(start), *e = time_obj(end);
     if (row == NULL || s == NULL || e == NULL) {
         Py_XDECREF(row);
         Py_XDECREF(s);
@@ -617,32 +726,124 @@ taken_state(PyObject *taken, Py_ssize_t t, PyObject *load, PyObject **text)
     return state;
 }
 
+/* -- reading ahead ------------------------------------------------------------------- */
+
+/* A close visits every taken key's state, and the states lie scattered over the heap: a
+ * state list, its items, each pane's aggregate list and a mean's pair, each in its own
+ * block. Read one after the other, each block waits for memory. So the close asks for the
+ * blocks of the next keys' states ahead of using them, one level of the state deeper per
+ * key nearer: level L of key k + (WARM_LEVELS - L) at key k. Each level reads only
+ * pointers a shallower level asked for at an earlier key. Hints only: nothing changes. */
+#define WARM_LEVELS 6
+
+static inline void
+warm_items(PyObject *list)  /* the item array of a list (or a tuple's items) */
+{
+    if (PyList_CheckExact(list)) {
+        PyObject **items = ((PyListObject *)list)->ob_item;
+        Py_ssize_t n = PyList_GET_SIZE(list);
+        for (Py_ssize_t i = 0; i < n; i += 8)
+            __builtin_prefetch(items + i);
+    }
+}
+
+static void
+warm(PyObject *state, int level)
+{
+    if (level == 0) {
+        __builtin_prefetch(state);
+        return;
+    }
+    if (level == 1) {
+        warm_items(state);
+        return;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(state);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(state, i);
+        if (level == 2) {
+            __builtin_prefetch(item);
+            continue;
+        }
+        if (!PyList_CheckExact(item))
+            continue;
+        if (level == 3) {
+            warm_items(item);
+            continue;
+        }
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(item); j++) {
+            PyObject *part = PyList_GET_ITEM(item, j);
+            if (level == 4)
+                __builtin_prefetch(part);
+            else if (PyList_CheckExact(part))
+                warm_items(part);
+        }
+    }
+}
+
 /* close_all of a layout: each key of taken (the list at args[t]) through close_key, its
- * state read with load (args[t + 1]); (results, kept, gone). */
+ * state read with load (args[t + 1]), all states first, then closed in order with the
+ * next ones read ahead; (results, kept, gone). */
 static PyObject *
 close_each(Close *c, PyObject *const *args, int t, CloseKey close_key)
 {
     PyObject *taken = args[t], *load = args[t + 1], *out = NULL;
     PyObject *results = PyList_New(0), *kept = PyList_New(0), *gone = PyList_New(0);
+    Py_ssize_t count = PyList_GET_SIZE(taken), loaded = 0;
+    PyObject **states = PyMem_Malloc(sizeof(PyObject *) * (size_t)(2 * count + 1));
+    PyObject **texts = states + count;
     c->starts = c->stack;
     c->room = STACK_PANES;
-    if (results == NULL || kept == NULL || gone == NULL)
+    c->cuts = NULL;
+    c->kept = c->cut_room = 0;
+    if (states == NULL)
+        PyErr_NoMemory();
+    if (states == NULL || results == NULL || kept == NULL || gone == NULL)
         goto done;
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(taken); k++) {
-        PyObject *text;
-        PyObject *state = taken_state(taken, k, load, &text);
-        if (state == NULL)
+    for (; loaded < count; loaded++) {
+        if (PyList_GET_SIZE(taken) != count) {  /* load is Python code: it could */
+            PyErr_SetString(PyExc_RuntimeError, "close_all: taken changed while loading");
             goto done;
-        int failed = state == Py_None ? PyList_Append(gone, text)
-                                      : close_key(c, text, state, results, kept, gone);
-        Py_DECREF(state);
+        }
+        if (loaded + 4 < count) {  /* the key text's hash, for load's dict lookup */
+            PyObject *entry = PyList_GET_ITEM(taken, loaded + 4);
+            if (PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 2)
+                __builtin_prefetch(PyTuple_GET_ITEM(entry, 1));
+        }
+        states[loaded] = taken_state(taken, loaded, load, &texts[loaded]);
+        if (states[loaded] == NULL)
+            goto done;
+        Py_INCREF(texts[loaded]);
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        for (int level = 0; level < WARM_LEVELS; level++) {
+            Py_ssize_t ahead = k + WARM_LEVELS - level;
+            if (ahead < count && states[ahead] != Py_None)
+                warm(states[ahead], level);
+        }
+        int failed = states[k] == Py_None
+            ? PyList_Append(gone, texts[k])
+            : close_key(c, texts[k], states[k], results, kept, gone);
         if (failed < 0)
+            goto done;
+    }
+    /* Every key closed: now the kept states shed their closed panes, in place (not
+     * before: a close that fails leaves every state as it was). */
+    for (Py_ssize_t k = 0; k < c->kept; k++) {
+        PyObject *state = PyTuple_GET_ITEM(PyList_GET_ITEM(kept, k), 1);
+        if (c->cuts[k] && PyList_SetSlice(state, 0, c->cuts[k], NULL) < 0)
             goto done;
     }
     out = PyTuple_Pack(3, results, kept, gone);
 done:
     if (c->starts != c->stack)
         PyMem_Free(c->starts);
+    PyMem_Free(c->cuts);
+    for (Py_ssize_t k = 0; k < loaded; k++) {
+        Py_DECREF(states[k]);
+        Py_DECREF(texts[k]);
+    }
+    PyMem_Free(states);
     Py_XDECREF(results);
     Py_XDECREF(kept);
     Py_XDECREF(gone);
@@ -697,14 +898,25 @@ close_panes(Close *c, PyObject *text, PyObject *state, PyObject *results, PyObje
     end = (end > 0 ? end : 0) + c->size;
     if (end <= c->bound)
         end = c->bound - floor_mod(c->bound, c->advance) + c->advance;
-    PyObject *rest = i ? PyList_GetSlice(state, 2 * i, n) : (Py_INCREF(state), state);
-    PyObject *due = PyLong_FromLongLong(end);
-    PyObject *row = (rest && due) ? PyTuple_Pack(3, text, rest, due) : NULL;
-    Py_XDECREF(rest);
+    if (c->kept == c->cut_room) {
+        Py_ssize_t room = c->cut_room ? 2 * c->cut_room : 256;
+        Py_ssize_t *more = PyMem_Realloc(c->cuts, sizeof(Py_ssize_t) * (size_t)room);
+        if (more == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->cuts = more;
+        c->cut_room = room;
+    }
+    PyObject *due = time_obj(end);
+    PyObject *row = due ? PyTuple_Pack(3, text, state, due) : NULL;  /* state cut later */
     Py_XDECREF(due);
     failed = row == NULL || PyList_Append(kept, row) < 0;
     Py_XDECREF(row);
-    return failed ? -1 : 0;
+    if (failed)
+        return -1;
+    c->cuts[c->kept++] = 2 * i;
+    return 0;
 }
 
 /* -- sessions -------------------------------------------------------------------------- */
@@ -759,8 +971,7 @@ sessions_fold_core(long long gap, PyObject *spec, int single, Py_ssize_t parts,
             alone = ts > before + gap;
         }
         if (ts >= start - gap && alone) {  /* only in the newest session */
-            PyObject *agg = add_all(spec, single, parts, PyList_GET_ITEM(state, n - 1), value);
-            if (agg == NULL || PyList_SetItem(state, n - 1, agg) < 0)
+            if (add_at(spec, single, parts, state, n - 1, value) < 0)
                 return NULL;
             *sooner = 0;
             if (ts < start || ts > end) {
@@ -843,7 +1054,7 @@ close_sessions(Close *c, PyObject *text, PyObject *state, PyObject *results,
             return failed ? -1 : PyList_Append(gone, text);
         }
     }
-    PyObject *closed = PyLong_FromLongLong(c->closed), *bound = PyLong_FromLongLong(c->bound);
+    PyObject *closed = time_obj(c->closed), *bound = time_obj(c->bound);
     PyObject *out = closed && bound
         ? PyObject_CallFunctionObjArgs(c->close, state, closed, bound, NULL) : NULL;
     Py_XDECREF(closed);
@@ -954,7 +1165,7 @@ due_note(PyObject *index, PyObject *text, long long at, int move, long long *out
         failed = 0;
         goto done;
     }
-    time = PyLong_FromLongLong(at);
+    time = time_obj(at);
     if (time == NULL || PyDict_SetItem(due, text, time) < 0)
         goto done;
     buckets = PyObject_GetAttr(index, S_buckets);
@@ -1018,7 +1229,7 @@ note_due(PyObject *windows, PyObject *keyed, long long layout, long long param,
     if (none < 0)
         return -1;
     if (none || due < next_close) {
-        PyObject *value = PyLong_FromLongLong(due);
+        PyObject *value = time_obj(due);
         failed = value == NULL || PyObject_SetAttr(windows, S_next_close, value) < 0;
         Py_XDECREF(value);
     }

@@ -4,6 +4,7 @@ every close, and the same exception with the state untouched when a record is ba
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
 from typing import Any
@@ -204,6 +205,122 @@ def test_no_reference_is_leaked(kind: str) -> None:
             del out, kept
         del state
     assert (sys.getrefcount(value), sys.getrefcount(text), sys.getrefcount(amount)) == counts
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("reducer", ["count", "mean", "aggregate"])
+@settings(max_examples=25, deadline=None)
+@given(stream=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 900), amounts),
+                       min_size=1, max_size=200),
+       missing=st.sets(st.integers(0, 49), max_size=6), bound=st.integers(0, 1_300))
+def test_a_close_of_many_keys_reads_ahead_and_closes_alike(
+        kind: str, reducer: str, stream: list[tuple[int, int, Any]], missing: set[int],
+        bound: int) -> None:
+    """The C close loads every taken key's state first and reads the next keys' states
+    ahead of closing them: with dozens of keys — some without a state, some with an
+    empty one — the same results, kept states and gone keys as Python, in order."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch)
+    closes = []
+    for layout in (native, python):
+        held: dict[str, Any] = {}
+        for key, ts, amount in stream:
+            text = f"sk{key:02d}"
+            held[text] = layout.fold(held.get(text), {"x": amount}, ts)[0]
+        for key in missing:
+            held.pop(f"sk{key:02d}", None) if key % 2 else held.update({f"sk{key:02d}": []})
+        taken = sorted((0, f"sk{key:02d}") for key in range(50))
+        closes.append(layout.close_all(taken, held.get, -1, bound, layout.finish,
+                                       WindowResult))
+    assert same(closes[0], closes[1])
+
+
+def test_a_failed_close_leaves_every_state_as_it_was(monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    """The C close trims the panes a key keeps in place, but only once every key has
+    closed: when a later key fails (its mean cannot be a float), the keys closed before
+    it keep every pane, as in Python, so the close can run again."""
+    native, python = pair(KINDS["hopping"], REDUCERS["aggregate"], monkeypatch)
+    for layout in (native, python):
+        held: dict[str, Any] = {}
+        for text, amount in (("sa", 1), ("sb", 10**400)):
+            for ts in (10, 150, 250, 350):
+                held[text] = layout.fold(held.get(text), {"x": amount}, ts)[0]
+        before = repr(held)
+        with pytest.raises(OverflowError):
+            layout.close_all([(0, "sa"), (0, "sb")], held.get, -1, 300, layout.finish,
+                             WindowResult)
+        assert repr(held) == before
+        del held["sb"]  # the close runs again without the bad key: sa's windows are there
+        results, kept, _ = layout.close_all([(0, "sa")], held.get, -1, 300, layout.finish,
+                                            WindowResult)
+        assert [(r.start, r.end) for r in results] == [(0, 300)]
+        assert kept == [("sa", [100, [1, 1, 1, 1, [1, 1]], 200, [1, 1, 1, 1, [1, 1]],
+                                300, [1, 1, 1, 1, [1, 1]]], 400)]
+
+
+def test_c_folds_and_closes_in_place_and_no_result_changes_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What keeps the C path's states few and small — a record into an existing pane
+    changes its aggregate's lists in place, a close trims the state it keeps in place,
+    keys share the int of a pane's start — and the results it already gave stay as they
+    were when later records change those lists."""
+    native, _ = pair(KINDS["hopping"], REDUCERS["aggregate"], monkeypatch)
+    state = native.fold(None, {"x": 2}, 1_010)[0]
+    aggregate, pair_list = state[1], state[1][4]
+    assert native.fold(state, {"x": 3}, 1_020) == (state, False)
+    assert state[1] is aggregate and state[1][4] is pair_list
+    assert state == [1_000, [2, 5, 2, 3, [5, 2]]]
+    other = native.fold(None, {"x": 1}, 1_030)[0]
+    assert other[0] is state[0]  # one int object for the pane start 1000
+    native.fold(state, {"x": 4}, 1_110)
+    results, kept, _ = native.close_all([(0, "sa")], {"sa": state}.get, -1, 1_300,
+                                        native.finish, WindowResult)
+    assert kept == [("sa", state, 1_400)] and kept[0][1] is state
+    assert state == [1_100, [1, 4, 4, 4, [4, 1]]]
+    assert results[0].end is kept[0][1][0]  # the window's end and the pane: one int
+    shown = repr(results)
+    for ts in (1_120, 1_130):
+        native.fold(state, {"x": 9}, ts)
+    assert repr(results) == shown
+    single_mean = pair(KINDS["tumbling"], REDUCERS["mean"], monkeypatch)[0]
+    state = single_mean.fold(None, {"x": 1}, 10)[0]
+    mean_pair = state[1]
+    single_mean.fold(state, {"x": 2}, 20)
+    assert state[1] is mean_pair and mean_pair == [3, 2]
+
+
+@pytest.mark.parametrize("reducer", ["mean", "aggregate"])
+@pytest.mark.parametrize("shape", [tuple, lambda parts: [*parts, 0]])
+def test_aggregates_the_fold_did_not_make_are_replaced_not_changed(
+        reducer: str, shape: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-place adds only touch lists shaped as the fold makes them: an aggregate or a
+    mean's pair that is a tuple, or a list of another length, gets a new value as in
+    Python (a tuple changed in place would corrupt memory)."""
+    native, python = pair(KINDS["tumbling"], REDUCERS[reducer], monkeypatch)
+    mean = (2, 1)
+    made = ([1, 2, 2, 2, shape(mean)] if reducer == "aggregate" else shape(mean))
+    states = [[1_000, made], [1_000, copy.deepcopy(made)]]
+    folded = [layout.fold(state, {"x": 3}, 1_010)
+              for layout, state in zip((native, python), states, strict=True)]
+    assert same(folded[0], folded[1])
+    assert mean == (2, 1)
+
+
+def test_a_load_that_changes_what_is_taken_fails_cleanly(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """The C close loads every state before closing any, through ``load`` (Python): a
+    ``load`` that changes the taken list under it raises instead of reading past it."""
+    native, _ = pair(KINDS["hopping"], REDUCERS["count"], monkeypatch)
+    held = {f"s{n}": native.fold(None, {"x": 1}, 10)[0] for n in range(5)}
+    taken = [(0, text) for text in held]
+
+    def load(text: str) -> Any:
+        taken.clear()
+        return held[text]
+
+    with pytest.raises(RuntimeError, match="taken changed"):
+        native.close_all(taken, load, -1, 1_000, native.finish, WindowResult)
 
 
 class StepTask(StreamTask):
