@@ -191,7 +191,9 @@ class Panes:
         """`close` of every key ``taken``, in one call: the results — ``result((key,
         start, end, finish(aggregate), True))`` per window emitted, key by key in the
         order of ``taken`` —, what the keys keep (`Kept`) and the keys that keep
-        nothing. In C for the built-in reducers (`framework.windows.accel`)."""
+        nothing. In C for the built-in reducers (`framework.windows.accel`), which trims
+        each kept state in place (the same list comes back in `Kept`) once every key has
+        closed; here a kept state is a new list."""
         if self._close_native is not None and finish is self.finish:
             return self._close_native(taken, load, closed, bound, result)
         size, advance, windows = self.size, self.advance, self.windows
