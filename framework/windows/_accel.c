@@ -404,26 +404,74 @@ part_of(PyObject *agg, int single, Py_ssize_t p)
     return subscript(agg, p);
 }
 
+/* An exact int's value in *v when it fits a long long: 1, else 0 (no error set). */
+static inline int
+small_int(PyObject *x, long long *v)
+{
+    int overflow;
+    if (!PyLong_CheckExact(x))
+        return 0;
+    *v = PyLong_AsLongLongAndOverflow(x, &overflow);
+    return !overflow;
+}
+
+/* Part p of an aggregate, borrowed, when it can be read without calling anything (the
+ * aggregate itself, or an item of an exact list); else NULL, no error set. */
+static inline PyObject *
+part_peek(PyObject *agg, int single, Py_ssize_t p)
+{
+    if (single)
+        return agg;
+    return PyList_CheckExact(agg) && p < PyList_GET_SIZE(agg) ? PyList_GET_ITEM(agg, p)
+                                                               : NULL;
+}
+
+/* Item i of a mean's pair as a small int (see small_int), read without calling anything. */
+static inline int
+pair_int(PyObject *pair, Py_ssize_t i, long long *v)
+{
+    return pair != NULL && PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2
+           && small_int(PyList_GET_ITEM(pair, i), v);
+}
+
 /* Merge part p over the aggregates state[first], state[first + 2], ... (count >= 1), left
- * to right, then finish it: a pure merge's result over those panes. */
+ * to right, then finish it: a pure merge's result over those panes. While the parts are
+ * ints that fit 64 bits (and their sums do), they are added and compared as C integers —
+ * what Python's int arithmetic gives for them — and the rest through the object API. */
 static PyObject *
 merged_part(PyObject *spec, int single, Py_ssize_t p, PyObject *state, Py_ssize_t first,
             Py_ssize_t count)
 {
     int kind = spec_kind(spec, p);
     PyObject *acc = part_of(PyList_GET_ITEM(state, first), single, p);
+    Py_ssize_t k = 1;
+    long long total, more, sum, n, s_more, n_more;
     if (acc == NULL)
         return NULL;
     if (kind == K_MEAN) {  /* two columns: sum and count, each added left to right */
-        PyObject *s = subscript(acc, 0), *c = NULL, *r = NULL;
-        if (s != NULL)
-            c = subscript(acc, 1);
+        PyObject *s = NULL, *c = NULL, *r = NULL;
+        if (pair_int(acc, 0, &sum) && pair_int(acc, 1, &n)) {
+            for (; k < count; k++) {
+                PyObject *b = part_peek(PyList_GET_ITEM(state, first + 2 * k), single, p);
+                if (!pair_int(b, 0, &s_more) || !pair_int(b, 1, &n_more)
+                        || __builtin_add_overflow(sum, s_more, &s_more)
+                        || __builtin_add_overflow(n, n_more, &n_more))
+                    break;
+                sum = s_more;
+                n = n_more;
+            }
+            s = PyLong_FromLongLong(sum);
+            c = s == NULL ? NULL : PyLong_FromLongLong(n);
+        } else {
+            s = subscript(acc, 0);
+            c = s == NULL ? NULL : subscript(acc, 1);
+        }
         Py_DECREF(acc);
         if (c == NULL) {
             Py_XDECREF(s);
             return NULL;
         }
-        for (Py_ssize_t k = 1; k < count; k++) {
+        for (; k < count; k++) {
             PyObject *b = part_of(PyList_GET_ITEM(state, first + 2 * k), single, p);
             if (b == NULL)
                 goto mean_fail;
@@ -449,7 +497,34 @@ merged_part(PyObject *spec, int single, Py_ssize_t p, PyObject *state, Py_ssize_
         Py_DECREF(c);
         return r;
     }
-    for (Py_ssize_t k = 1; k < count; k++) {
+    if ((kind == K_COUNT || kind == K_SUM) && small_int(acc, &total)) {
+        Py_ssize_t from = k;
+        for (; k < count; k++) {
+            PyObject *b = part_peek(PyList_GET_ITEM(state, first + 2 * k), single, p);
+            if (b == NULL || !small_int(b, &more) || __builtin_add_overflow(total, more, &more))
+                break;
+            total = more;
+        }
+        if (k > from) {
+            PyObject *t = PyLong_FromLongLong(total);
+            Py_DECREF(acc);
+            if (t == NULL)
+                return NULL;
+            acc = t;
+        }
+    } else if ((kind == K_MIN || kind == K_MAX) && small_int(acc, &total)) {
+        for (; k < count; k++) {  /* the first of equals stays, as min and max keep it */
+            PyObject *b = part_peek(PyList_GET_ITEM(state, first + 2 * k), single, p);
+            if (b == NULL || !small_int(b, &more))
+                break;
+            if (kind == K_MIN ? more < total : more > total) {
+                total = more;
+                Py_INCREF(b);
+                Py_SETREF(acc, b);
+            }
+        }
+    }
+    for (; k < count; k++) {
         PyObject *b = part_of(PyList_GET_ITEM(state, first + 2 * k), single, p);
         if (b == NULL) {
             Py_DECREF(acc);

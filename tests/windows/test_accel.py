@@ -52,7 +52,8 @@ KINDS: dict[str, WindowKind] = {
 }
 # Ties between ints and floats (min and max keep the first), big integers past 64 bits
 # (sums), negatives and fractions.
-amounts = st.one_of(st.sampled_from([2, 2.0, 3, -1, 0, -0.0, 0.5, 2**70, -(2**66)]),
+amounts = st.one_of(st.sampled_from([2, 2.0, 3, -1, 0, -0.0, 0.5, 2**70, -(2**66), 2**62,
+                                     2**63 - 1, -(2**63), True]),
                     st.floats(allow_nan=False, allow_infinity=False, width=32))
 records = st.lists(st.tuples(st.sampled_from(["a", "b", 7, b"\x01"]), st.integers(0, 700),
                              amounts), min_size=1, max_size=60)
@@ -305,6 +306,26 @@ def test_aggregates_the_fold_did_not_make_are_replaced_not_changed(
               for layout, state in zip((native, python), states, strict=True)]
     assert same(folded[0], folded[1])
     assert mean == (2, 1)
+
+
+@pytest.mark.parametrize("reducer", ["sum", "min", "max", "mean", "aggregate"])
+def test_window_merges_past_64_bits_equal_python(reducer: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A close adds and compares the panes' ints as C integers while they and their sums
+    fit 64 bits: sums that pass 2**63 - 1 or go below -2**63 part-way through a window,
+    ints past 64 bits, bools and floats among ints all merge as Python merges them."""
+    native, python = pair(KINDS["hopping"], REDUCERS[reducer], monkeypatch)
+    rows = [(2**62, 2**62, 2**62, 1), (2**63 - 1, 1, -1, 0), (-(2**63), -1, 2**63 - 1, 2),
+            (3, 2**70, 1, 2), (1, True, 2, 1), (2, 2.0, 2, 2.0), (5, -(2**66), 2**66, 1)]
+    for amounts in rows:
+        closes = []
+        for layout in (native, python):
+            state = None
+            for n, amount in enumerate(amounts):
+                state = layout.fold(state, {"x": amount}, 100 * n + 10)[0]
+            closes.append(layout.close_all([(0, "sa")], {"sa": state}.get, -1, 1_000,
+                                           layout.finish, WindowResult))
+        assert same(closes[0], closes[1]), amounts
 
 
 def test_a_load_that_changes_what_is_taken_fails_cleanly(monkeypatch: pytest.MonkeyPatch
