@@ -7,9 +7,10 @@ without a C compiler installs sampan without it) or when ``SAMPAN_WINDOWS_ACCEL=
 set.
 
 The C functions do what `Panes` and `Sessions` (``fold``, ``close_all``) and
-`Windows.process` do with the reducers' Python functions, object for object
+`Windows.process` do with the reducers' Python functions, value for value
 (tests/windows/test_accel.py compares them record by record), so the choice changes
-speed only: the state lists, the store and the results are the same.
+speed only: the states' values, the store and the results are the same. (C changes some
+lists in place where Python makes new ones, and shares the ints of recent times.)
 
 >>> from framework.windows.reducers import aggregate, count, mean_of
 >>> spec(count()), spec(aggregate(n=count(), avg=mean_of("amount")))

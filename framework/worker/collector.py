@@ -26,8 +26,8 @@ The young threshold went from 20,000 to 100,000 allocations for jobs that keep m
 containers until a commit (window results as dicts, the states of open windows):
 `bench.windows`' hopping count with four results per window spent 0.62–0.66 µs per
 record in young and middle collections at 20,000 and 0.30–0.42 at 100,000 (1M records,
-two runs each, the first full collection left out); the hopping count 0.13–0.17 and
-0.06–0.07; the per-key sum 0.13–0.17 at both.
+two runs each, the first full collection left out); the hopping count 0.15 and
+0.06–0.07; the per-key sum 0.14–0.16 and 0.13–0.16.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The C fold and close (`framework.windows._accel`) do what the Python layouts do, object
-for object: every state after every record, every result, kept state and gone key of
+"""The C fold and close (`framework.windows._accel`) do what the Python layouts do, value
+for value: every state after every record, every result, kept state and gone key of
 every close, and the same exception with the state untouched when a record is bad."""
 
 from __future__ import annotations
