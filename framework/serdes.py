@@ -149,6 +149,17 @@ def _flat(obj: dict[Any, Any] | list[Any], depth: int = 3) -> bool:
     return True
 
 
+def _load_flat() -> Callable[[dict[Any, Any] | list[Any], int], bool]:
+    """`_flat` in C (`framework._json_flat`, 0.05 µs for a window's result of six values
+    instead of 0.8), or `_flat` itself where the optional extension was not built."""
+    try:
+        from framework._json_flat import flat
+    except ImportError:
+        return _flat
+    return flat
+
+
+_is_flat = _load_flat()
 _SMALLEST_EXACT = 1e-4
 _ORJSON_BUFFER = 1024
 """orjson writes into a bytes object of this size and shrinks it to fit. Many such
@@ -184,7 +195,7 @@ class JsonSerde:
             except UnicodeEncodeError as error:
                 raise SerdeError(f"not JSON-serializable: {error}") from None
         if kind is dict or kind is list:
-            if _flat(obj):
+            if _is_flat(obj, 3):
                 try:
                     data = orjson.dumps(obj)
                 except TypeError:
