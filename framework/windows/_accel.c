@@ -22,6 +22,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 
 enum { K_COUNT = 0, K_SUM = 1, K_MIN = 2, K_MAX = 3, K_MEAN = 4 };
 
@@ -371,13 +372,74 @@ add_at(PyObject *spec, int single, Py_ssize_t parts, PyObject *state, Py_ssize_t
 
 /* -- results: merge_result and result of reducers.py ---------------------------------- */
 
+/* An exact int's value in *v when it fits a long long: 1, else 0 (no error set). An int
+ * of one digit (below 2**30 in size: most counts, sums and amounts) is read in place. */
+static inline int
+small_int(PyObject *x, long long *v)
+{
+    int overflow;
+    if (!PyLong_CheckExact(x))
+        return 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)x)) {
+        *v = (long long)PyUnstable_Long_CompactValue((PyLongObject *)x);
+        return 1;
+    }
+#else
+    Py_ssize_t size = Py_SIZE(x);
+    if (size >= -1 && size <= 1) {
+        *v = size * (long long)((PyLongObject *)x)->ob_digit[0];
+        return 1;
+    }
+#endif
+    *v = PyLong_AsLongLongAndOverflow(x, &overflow);
+    return !overflow;
+}
+
+/* sum / count as Python's int division gives it, for ints read by small_int: when both
+ * are exact as doubles (below 2**53 in size) and count is not 0, Python divides them as
+ * doubles, as this does; else NULL with no error set, and the caller divides the ints. */
+static inline PyObject *
+exact_mean(long long sum, long long count)
+{
+    const long long exact = 1LL << DBL_MANT_DIG;
+    if (count == 0 || sum <= -exact || sum >= exact || count <= -exact || count >= exact)
+        return NULL;
+    return PyFloat_FromDouble((double)sum / (double)count);
+}
+
+/* Part p of an aggregate, borrowed, when it can be read without calling anything (the
+ * aggregate itself, or an item of an exact list); else NULL, no error set. */
+static inline PyObject *
+part_peek(PyObject *agg, int single, Py_ssize_t p)
+{
+    if (single)
+        return agg;
+    return PyList_CheckExact(agg) && p < PyList_GET_SIZE(agg) ? PyList_GET_ITEM(agg, p)
+                                                               : NULL;
+}
+
+/* Item i of a mean's pair as a small int (see small_int), read without calling anything. */
+static inline int
+pair_int(PyObject *pair, Py_ssize_t i, long long *v)
+{
+    return pair != NULL && PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2
+           && small_int(PyList_GET_ITEM(pair, i), v);
+}
+
 /* A part's result from its aggregate: itself, or a mean's sum / count. */
 static PyObject *
 finish_part(int kind, PyObject *a)
 {
+    long long sum, count;
     if (kind != K_MEAN) {
         Py_INCREF(a);
         return a;
+    }
+    if (pair_int(a, 0, &sum) && pair_int(a, 1, &count)) {
+        PyObject *mean = exact_mean(sum, count);
+        if (mean != NULL || PyErr_Occurred())
+            return mean;
     }
     PyObject *s = subscript(a, 0);
     if (s == NULL)
@@ -402,36 +464,6 @@ part_of(PyObject *agg, int single, Py_ssize_t p)
         return agg;
     }
     return subscript(agg, p);
-}
-
-/* An exact int's value in *v when it fits a long long: 1, else 0 (no error set). */
-static inline int
-small_int(PyObject *x, long long *v)
-{
-    int overflow;
-    if (!PyLong_CheckExact(x))
-        return 0;
-    *v = PyLong_AsLongLongAndOverflow(x, &overflow);
-    return !overflow;
-}
-
-/* Part p of an aggregate, borrowed, when it can be read without calling anything (the
- * aggregate itself, or an item of an exact list); else NULL, no error set. */
-static inline PyObject *
-part_peek(PyObject *agg, int single, Py_ssize_t p)
-{
-    if (single)
-        return agg;
-    return PyList_CheckExact(agg) && p < PyList_GET_SIZE(agg) ? PyList_GET_ITEM(agg, p)
-                                                               : NULL;
-}
-
-/* Item i of a mean's pair as a small int (see small_int), read without calling anything. */
-static inline int
-pair_int(PyObject *pair, Py_ssize_t i, long long *v)
-{
-    return pair != NULL && PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2
-           && small_int(PyList_GET_ITEM(pair, i), v);
 }
 
 /* Merge part p over the aggregates state[first], state[first + 2], ... (count >= 1), left
@@ -459,6 +491,13 @@ merged_part(PyObject *spec, int single, Py_ssize_t p, PyObject *state, Py_ssize_
                     break;
                 sum = s_more;
                 n = n_more;
+            }
+            if (k == count) {
+                PyObject *mean = exact_mean(sum, n);
+                if (mean != NULL || PyErr_Occurred()) {
+                    Py_DECREF(acc);
+                    return mean;
+                }
             }
             s = PyLong_FromLongLong(sum);
             c = s == NULL ? NULL : PyLong_FromLongLong(n);

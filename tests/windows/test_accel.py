@@ -328,6 +328,38 @@ def test_window_merges_past_64_bits_equal_python(reducer: str,
         assert same(closes[0], closes[1]), amounts
 
 
+EDGES = [2**53 - 1, 2**53, 2**53 + 1, 2**53 + 3, -(2**53) + 1, -(2**53), -(2**53) - 3,
+         2**30 - 1, 2**30, -(2**30), -(2**30) + 1, 2**60 + 1, 0, 1, -1, 7]
+"""Around where ints stop being exact as doubles (2**53: C divides them as doubles only
+below it) and where they stop fitting one digit (2**30: C reads those in place)."""
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "hopping"])
+@pytest.mark.parametrize("reducer", ["mean", "aggregate"])
+def test_means_divide_as_python_does_around_2_to_the_53(
+        kind: str, reducer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mean's result from its pair (one pane) or its panes' pairs (hopping merges three):
+    the same float, or the same error for a count of 0, for sums and counts on either side
+    of 2**53 and of 2**30."""
+    native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch)
+    shapes = [(s, c) for s in EDGES for c in (1, 3, -3, 2**53 - 1, 2**53 + 1, -(2**53) - 1, 0)]
+    for (s, c), (s2, c2) in zip(shapes, shapes[9:] + shapes[:9], strict=True):
+        outcomes = []
+        for layout in (native, python):
+            if reducer == "mean":
+                panes = [[s, c], [s2, c2], [-s2, c2 + c]]
+            else:
+                panes = [[c, s, s, s, [s, c]], [c2, s2, s2, s2, [s2, c2]],
+                         [c, s, s, s, [-s2, c2 + c]]]
+            state = [0, panes[0], 100, panes[1], 200, panes[2]]
+            try:
+                outcomes.append(layout.close_all([(0, "sa")], {"sa": state}.get, -1, 1_000,
+                                                 layout.finish, WindowResult)[0])
+            except ZeroDivisionError as error:
+                outcomes.append(repr(error))
+        assert same(outcomes[0], outcomes[1]), (s, c, s2, c2)
+
+
 def test_a_load_that_changes_what_is_taken_fails_cleanly(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     """The C close loads every state before closing any, through ``load`` (Python): a
