@@ -43,6 +43,9 @@ LEAVES = [
 """Every type `_flat` tells apart: exact ints, strs, bools and None; floats on each side
 of 1e-4 and of the largest finite float; subclasses of int, str, dict and list; types
 JSON cannot hold."""
+LEAF_IDS = [f"{n}-{type(leaf).__name__}" for n, leaf in enumerate(LEAVES)]
+"""Test ids without reprs: an `object()`'s holds its address, which differs between
+pytest-xdist's workers, and they must collect the same tests."""
 
 leaves = st.sampled_from(LEAVES) | st.floats() | st.integers() | st.text(max_size=3)
 documents = st.recursive(
@@ -66,7 +69,7 @@ def test_c_answers_as_python_does(document: Any, depth: int) -> None:
     assert flat(document, depth) is serdes._flat(document, depth)
 
 
-@pytest.mark.parametrize("leaf", LEAVES, ids=repr)
+@pytest.mark.parametrize("leaf", LEAVES, ids=LEAF_IDS)
 def test_each_kind_of_leaf_alike_at_each_level(leaf: Any) -> None:
     for document in ([leaf], {"k": leaf}, {"v": [leaf]}, [[{"x": leaf}]], [[[leaf]]],
                      [[[[leaf]]]]):
