@@ -1237,7 +1237,7 @@ close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *S_value, *S_timestamp, *S_key, *S_ssp, *S_watermark, *S_hot, *S_dirty,
                 *S_quiet, *S_next_close, *S_record, *S_s, *S_max_cached, *S_emptied,
                 *S_closed, *S_index, *S_granule, *S_at, *S_buckets, *S_times;
-static PyObject *HEAPPUSH;  /* _heapq.heappush, as heapq.heappush is */
+static PyObject *HEAPPUSH, *HEAPPOP;  /* _heapq's, as heapq's are */
 
 #define MAX_TIME 9999999999999999LL  /* framework.windows.kinds.MAX_TIME */
 #define NOT_HANDLED (Py_INCREF(Py_False), Py_False)
@@ -1496,6 +1496,206 @@ done:
     return out;
 }
 
+/* -- the due index's loops (DueIndex.due, and KeyedStates.finish_close's notes) ------- */
+
+/* Python's ``a == b`` (op Py_EQ) or ``a <= b`` (Py_LE) as 1 or 0, -1 on an error: for
+ * ints that fit 64 bits (every due time in practice) compared in C. */
+static int
+compare(PyObject *a, PyObject *b, int op)
+{
+    long long x, y;
+    if (small_int(a, &x) && small_int(b, &y))
+        return op == Py_EQ ? x == y : x <= y;
+    PyObject *r = PyObject_RichCompare(a, b, op);
+    if (r == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return truth;
+}
+
+/* DueIndex.due(bound) over the index's at, buckets and times: take out every key due at
+ * or before bound, as a list of (time, key) in time order. */
+static PyObject *
+due_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1])
+            || !PyList_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "due_take(at, buckets, times, bound)");
+        return NULL;
+    }
+    PyObject *at = args[0], *buckets = args[1], *times = args[2], *bound = args[3];
+    PyObject *taken = PyList_New(0);
+    if (taken == NULL)
+        return NULL;
+    while (PyList_GET_SIZE(times) > 0) {
+        PyObject *first = PyList_GET_ITEM(times, 0);
+        Py_INCREF(first);
+        int due = compare(first, bound, Py_LE);
+        Py_DECREF(first);
+        if (due <= 0) {
+            if (due < 0)
+                goto fail;
+            break;
+        }
+        PyObject *time = PyObject_CallOneArg(HEAPPOP, times);
+        if (time == NULL)
+            goto fail;
+        PyObject *bucket = PyDict_GetItemWithError(buckets, time);  /* buckets.pop(time) */
+        if (bucket == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, time);
+            Py_DECREF(time);
+            goto fail;
+        }
+        Py_INCREF(bucket);
+        int failed = PyDict_DelItem(buckets, time) < 0 || !PyList_CheckExact(bucket);
+        if (failed && !PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "due_take: a bucket must be a list");
+        for (Py_ssize_t i = 0; !failed && i < PyList_GET_SIZE(bucket); i++) {
+            PyObject *text = PyList_GET_ITEM(bucket, i);
+            Py_INCREF(text);
+            PyObject *was = PyDict_GetItemWithError(at, text);  /* at.get(text) == time */
+            int equal = 0;
+            if (was != NULL) {
+                Py_INCREF(was);
+                equal = compare(was, time, Py_EQ);
+                Py_DECREF(was);
+            } else if (PyErr_Occurred()) {
+                equal = -1;
+            }
+            if (equal > 0) {
+                PyObject *row = PyDict_DelItem(at, text) < 0 ? NULL
+                                                              : PyTuple_Pack(2, time, text);
+                equal = row == NULL || PyList_Append(taken, row) < 0 ? -1 : 1;
+                Py_XDECREF(row);
+            }
+            Py_DECREF(text);
+            failed = equal < 0;
+        }
+        Py_DECREF(bucket);
+        Py_DECREF(time);
+        if (failed)
+            goto fail;
+    }
+    return taken;
+fail:
+    Py_DECREF(taken);
+    return NULL;
+}
+
+/* DueIndex.note of key text at time, without its return value: 0, or -1 with an error. */
+static int
+index_note(PyObject *at, PyObject *buckets, PyObject *times, PyObject *granule,
+           PyObject *text, PyObject *time)
+{
+    long long g, t;
+    int coarse = compare(granule, ONE, Py_LE);  /* granule > 1: time rounded up to it */
+    if (coarse < 0)
+        return -1;
+    coarse = !coarse;
+    Py_INCREF(time);
+    if (coarse && small_int(granule, &g) && small_int(time, &t)  /* 1 < g < 2**63 and */
+            && t > -(1LL << 62) && t < (1LL << 62)) {  /* |t| < 2**62: the result fits */
+        Py_SETREF(time, time_obj(t + floor_mod(-t, g)));
+    } else if (coarse) {  /* time += -time % granule, as Python computes it */
+        PyObject *minus = PyNumber_Negative(time);
+        PyObject *up = minus == NULL ? NULL : PyNumber_Remainder(minus, granule);
+        Py_XDECREF(minus);
+        Py_SETREF(time, up == NULL ? NULL : PyNumber_Add(time, up));
+        Py_XDECREF(up);
+    }
+    if (time == NULL)
+        return -1;
+    int failed = -1;
+    PyObject *was = PyDict_GetItemWithError(at, text), *bucket = NULL;
+    if (was == NULL && PyErr_Occurred())
+        goto done;
+    if (was != NULL) {
+        Py_INCREF(was);
+        int kept = compare(was, time, Py_LE);
+        Py_DECREF(was);
+        if (kept != 0) {
+            failed = kept < 0 ? -1 : 0;
+            goto done;
+        }
+    }
+    if (PyDict_SetItem(at, text, time) < 0)
+        goto done;
+    bucket = PyDict_GetItemWithError(buckets, time);
+    if (bucket != NULL) {
+        Py_INCREF(bucket);
+        if (PyList_CheckExact(bucket)) {
+            failed = PyList_Append(bucket, text);
+        } else {
+            PyObject *r = PyObject_CallMethod(bucket, "append", "O", text);
+            failed = r == NULL ? -1 : 0;
+            Py_XDECREF(r);
+        }
+    } else if (!PyErr_Occurred()) {  /* a new bucket, its time onto the heap */
+        PyObject *fresh = PyList_New(1), *pushed = NULL;
+        if (fresh != NULL) {
+            Py_INCREF(text);
+            PyList_SET_ITEM(fresh, 0, text);
+            if (PyDict_SetItem(buckets, time, fresh) == 0)
+                pushed = PyObject_CallFunctionObjArgs(HEAPPUSH, times, time, NULL);
+            Py_DECREF(fresh);
+        }
+        failed = pushed == NULL ? -1 : 0;
+        Py_XDECREF(pushed);
+    }
+done:
+    Py_XDECREF(bucket);
+    Py_DECREF(time);
+    return failed;
+}
+
+/* KeyedStates.finish_close's pass over a close's kept rows (key, remaining, due): for each
+ * with something remaining, cache[key] = remaining (cache None: no cache) and the key
+ * noted at its due time in the index (at, buckets, times, granule); the rows that keep
+ * nothing are returned, in order, for the caller to handle. */
+static PyObject *
+note_kept(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1])
+            || !PyList_CheckExact(args[2]) || !PyList_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "note_kept(at, buckets, times, granule, kept, cache)");
+        return NULL;
+    }
+    PyObject *kept = args[4], *cache = args[5];
+    PyObject *empty = PyList_New(0);
+    if (empty == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(kept); k++) {
+        PyObject *row = PyList_GET_ITEM(kept, k);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 3) {
+            PyErr_SetString(PyExc_TypeError, "note_kept: kept holds (key, remaining, due)");
+            goto fail;
+        }
+        Py_INCREF(row);
+        PyObject *text = PyTuple_GET_ITEM(row, 0), *remaining = PyTuple_GET_ITEM(row, 1);
+        int something = PyObject_IsTrue(remaining), failed = something < 0;
+        if (!failed && !something)
+            failed = PyList_Append(empty, row) < 0;
+        else if (!failed)
+            failed = (cache != Py_None && (PyDict_CheckExact(cache)
+                                           ? PyDict_SetItem(cache, text, remaining)
+                                           : PyObject_SetItem(cache, text, remaining)) < 0)
+                     || index_note(args[0], args[1], args[2], args[3], text,
+                                   PyTuple_GET_ITEM(row, 2)) < 0;
+        Py_DECREF(row);
+        if (failed)
+            goto fail;
+    }
+    return empty;
+fail:
+    Py_DECREF(empty);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL,
      "fold(layout, param, spec, general, state, value, ts) -> (state, sooner): Panes.fold "
@@ -1507,6 +1707,11 @@ static PyMethodDef methods[] = {
     {"record_step", (PyCFunction)(void (*)(void))record_step, METH_FASTCALL,
      "record_step(windows, event_time, keyed, grace, layout, param, size, spec, general, "
      "envelope): Windows.process of a record in its common case (see _accel.c)."},
+    {"due_take", (PyCFunction)(void (*)(void))due_take, METH_FASTCALL,
+     "due_take(at, buckets, times, bound) -> [(time, key)]: DueIndex.due's loop."},
+    {"note_kept", (PyCFunction)(void (*)(void))note_kept, METH_FASTCALL,
+     "note_kept(at, buckets, times, granule, kept, cache) -> rows keeping nothing: "
+     "KeyedStates.finish_close's pass over the rows that keep something."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1545,8 +1750,9 @@ PyInit__accel(void)
     if (heapq == NULL)
         return NULL;
     HEAPPUSH = PyObject_GetAttrString(heapq, "heappush");
+    HEAPPOP = HEAPPUSH == NULL ? NULL : PyObject_GetAttrString(heapq, "heappop");
     Py_DECREF(heapq);
-    if (HEAPPUSH == NULL)
+    if (HEAPPOP == NULL)
         return NULL;
     PyObject *made = PyModule_Create(&module);
     if (made != NULL && PyModule_AddObject(made, "MAX_TIME", PyLong_FromLongLong(MAX_TIME)) < 0)

@@ -220,19 +220,15 @@ class KeyedStates:
         self.closed = bound
         cache = self.cached()
         emptied = self.emptied
-        due: list[tuple[str, int]] = []
-        for text, remaining, at in kept:
-            if remaining:
-                if cache is not None:
-                    cache[text] = remaining  # the store keeps the closed part until a write
-                due.append((text, at))
-            elif cache is None:
+        # What remains goes into the cache (the store keeps the closed part until a
+        # write) and is noted due; what keeps nothing is emptied here.
+        for text, _, _ in self.index.note_kept(kept, cache):
+            if cache is None:
                 self._delete((text,))
             else:
                 cache.pop(text, None)
                 if self.in_store is None or text in self.in_store:
                     emptied.add(text)
-        self.index.note_all(due)
         if cache is None:
             self._delete(gone)
         else:

@@ -75,6 +75,14 @@ def load_state(stored: Any) -> list[Any]:
     return list(stored)
 
 
+def _native() -> Any:
+    """The C extension for `DueIndex`'s loops, or None (`accel.native`: not built, or
+    turned off)."""
+    from framework.windows import accel  # imported here: accel imports this module
+
+    return accel.native()
+
+
 class DueIndex:
     """For every key with open state, a time at or before the first moment something of
     it falls due (a window closes, a joined record expires); `due` hands out the keys
@@ -103,6 +111,7 @@ class DueIndex:
         self.granule = granule
         self._buckets: dict[int, list[str]] = {}
         self._times: list[int] = []  # a heap of the buckets' times
+        self._native = _native()
 
     def bound(self, bound: int) -> int:
         """The close bound to use for ``bound``: rounded down to the granule."""
@@ -149,6 +158,32 @@ class DueIndex:
             else:
                 bucket.append(text)
 
+    def note_kept(self, kept: list[tuple[str, list[Any], int]],
+                  cache: dict[str, list[Any]] | None) -> list[tuple[str, list[Any], int]]:
+        """A close's kept rows ``(key, remaining, due)``: each row that keeps something
+        has ``cache[key] = remaining`` (unless ``cache`` is None) and is noted at ``due``
+        (`note_all`); the rows that keep nothing are returned, in order.
+
+        >>> index, cache = DueIndex(), {}
+        >>> index.note_kept([("sa", [5, 1], 30), ("sb", [], 20)], cache), cache, index.at
+        ([('sb', [], 20)], {'sa': [5, 1]}, {'sa': 30})
+        """
+        native = self._native
+        if native is not None:  # the same, in C (`_accel.note_kept`)
+            return native.note_kept(  # type: ignore[no-any-return]
+                self.at, self._buckets, self._times, self.granule, kept, cache)
+        empty, due = [], []
+        for row in kept:
+            text, remaining, at = row
+            if remaining:
+                if cache is not None:
+                    cache[text] = remaining
+                due.append((text, at))
+            else:
+                empty.append(row)
+        self.note_all(due)
+        return empty
+
     def move(self, text: str, at: int) -> int:
         """Key ``text`` has nothing due before ``at`` any more: its time becomes ``at``,
         also when later (the bucket it leaves skips it from then on).
@@ -185,6 +220,8 @@ class DueIndex:
         """Take out every key due at or before ``bound``: ``(time, key)`` in time order.
         The caller notes again what it keeps open (or `restore`s them on failure)."""
         times, buckets, at = self._times, self._buckets, self.at
+        if self._native is not None:  # the same loop, in C (`_accel.due_take`)
+            return self._native.due_take(at, buckets, times, bound)  # type: ignore[no-any-return]
         taken = []
         while times and times[0] <= bound:
             time = heapq.heappop(times)
