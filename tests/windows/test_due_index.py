@@ -3,6 +3,7 @@ in Python: the same keys handed out in the same order, the same index after ever
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -98,3 +99,23 @@ def test_kept_rows_must_be_triples() -> None:
 def test_the_index_of_a_windowed_job_uses_the_c_loops() -> None:
     """`KeyedStates` makes its index with them wherever the extension is built."""
     assert DueIndex()._native is accel.native() is not None
+
+
+@pytest.mark.parametrize("granule", [1, 3])
+def test_no_reference_is_leaked(granule: int) -> None:
+    """Every key text and time the C loops took a reference to is let go: after many
+    notes and hand-outs and a cleared index, each is held as often as before."""
+    index = DueIndex(granule)
+    texts = [f"s{n}" for n in range(50)]
+    stamps = [10**12 + n for n in range(50)]  # not shared by anything else
+    cache: dict[str, Any] = {}
+    before = [sys.getrefcount(x) for x in texts + stamps]
+    for round_ in range(20):
+        kept = [(text, [round_] if n % 7 else [], stamps[(n + round_) % 50])
+                for n, text in enumerate(texts)]
+        index.note_kept(kept, cache)
+        del kept
+        index.due(stamps[round_ * 2])
+    index.clear()
+    cache.clear()
+    assert [sys.getrefcount(x) for x in texts + stamps] == before
