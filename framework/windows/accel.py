@@ -19,40 +19,21 @@ lists in place where Python makes new ones, and shares the ints of recent times.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from functools import partial
-from types import ModuleType
 from typing import Any
 
+from framework.windows.extension import ENV, native
 from framework.windows.reducers import Reducer
 from framework.windows.state import key_from_text
 
 __all__ = ["ENV", "KINDS", "layout_calls", "names", "native", "spec"]
 
-ENV = "SAMPAN_WINDOWS_ACCEL"
-"""Set to ``0`` to run every reducer in Python (e.g. to compare the two)."""
 KINDS = {"count": 0, "sum": 1, "min": 2, "max": 3, "mean": 4}
 """`Inline.kind` → the code `_accel.c` knows it by."""
 
 Spec = tuple[Any, ...]
 """``(single, kind, of, kind, of, …)``: a reducer as `_accel.c` reads it."""
-
-
-def _load() -> ModuleType | None:
-    try:
-        from framework.windows import _accel
-    except ImportError:
-        return None
-    return _accel
-
-
-_module = _load()
-
-
-def native() -> ModuleType | None:
-    """The extension module, or None: not built, or turned off by `ENV`."""
-    return None if os.environ.get(ENV) == "0" else _module
 
 
 def spec(reducer: Reducer) -> Spec | None:

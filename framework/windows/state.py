@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from framework.windows.extension import native
 from framework.windows.kinds import WindowError
 
 __all__ = ["DueIndex", "dump_state", "key_from_text", "key_text", "load_state"]
@@ -75,14 +76,6 @@ def load_state(stored: Any) -> list[Any]:
     return list(stored)
 
 
-def _native() -> Any:
-    """The C extension for `DueIndex`'s loops, or None (`accel.native`: not built, or
-    turned off)."""
-    from framework.windows import accel  # imported here: accel imports this module
-
-    return accel.native()
-
-
 class DueIndex:
     """For every key with open state, a time at or before the first moment something of
     it falls due (a window closes, a joined record expires); `due` hands out the keys
@@ -111,7 +104,7 @@ class DueIndex:
         self.granule = granule
         self._buckets: dict[int, list[str]] = {}
         self._times: list[int] = []  # a heap of the buckets' times
-        self._native = _native()
+        self._native = native()  # its loops in C, or None
 
     def bound(self, bound: int) -> int:
         """The close bound to use for ``bound``: rounded down to the granule."""
