@@ -10,6 +10,9 @@
  * the panes a close leaves), and it shares the int objects of recent times: the states
  * hold the same values in fewer, closer objects. No result holds a state's list.
  *
+ * Columns (layouts.Columns): the panes of a mean or an `aggregate` with every number of a
+ * pane inline in the key's list, a mean as two columns (its sum and its count).
+ *
  * Sessions: the in-place cases of Sessions.fold and a key's one closing session of
  * Sessions.close_all; the rest through the Python functions passed in. record_step runs
  * Windows.process for a record in its common case, its due-time note included, and hands
@@ -694,6 +697,252 @@ panes_fold_core(long long advance, PyObject *spec, int single, Py_ssize_t parts,
     return state;
 }
 
+/* -- columns: a pane's numbers inline (layouts.Columns) ------------------------------- */
+
+/* Where each part's columns start in a pane (offsets[p], from the pane's start item),
+ * and the pane's width (1 + its columns) as the return; -1 with an error. */
+static Py_ssize_t
+column_offsets(PyObject *spec, Py_ssize_t parts, Py_ssize_t *offsets)
+{
+    if (parts > MAX_PARTS) {
+        PyErr_SetString(PyExc_ValueError, "_accel: columns of more than 32 reducers");
+        return -1;
+    }
+    Py_ssize_t at = 1;
+    for (Py_ssize_t p = 0; p < parts; p++) {
+        offsets[p] = at;
+        at += spec_kind(spec, p) == K_MEAN ? 2 : 1;
+    }
+    return at;
+}
+
+/* read_of, reusing the last read (*last_x, of *last_of) when it read the same field of an
+ * exact dict with an exact str key, or the value itself: reads that give the same
+ * object, with no code run. New reference. */
+static PyObject *
+read_again(PyObject *of, PyObject *value, PyObject **last_of, PyObject **last_x)
+{
+    if (*last_x != NULL && of == *last_of
+            && (of == Py_None || (PyUnicode_CheckExact(of) && PyDict_CheckExact(value)))) {
+        Py_INCREF(*last_x);
+        return *last_x;
+    }
+    PyObject *x = read_of(of, value);
+    if (x != NULL) {
+        Py_INCREF(x);
+        Py_XSETREF(*last_x, x);
+        *last_of = of;
+    }
+    return x;
+}
+
+/* A pane's columns with ``value`` folded in, into made[0 ..] (new references): the pane
+ * at state[at]'s, or a new pane's when at < 0 (the reducers' start). Every column is
+ * computed before the caller writes any. 0, or -1 with an error and nothing made. */
+static int
+column_values(PyObject *spec, Py_ssize_t parts, PyObject *state, Py_ssize_t at,
+              PyObject *value, PyObject **made)
+{
+    PyObject *last_of = NULL, *last_x = NULL;
+    Py_ssize_t m = 0;
+    for (Py_ssize_t p = 0; p < parts; p++) {
+        int kind = spec_kind(spec, p);
+        PyObject *x = NULL, *r = NULL;
+        if (kind != K_COUNT
+                && (x = read_again(spec_of(spec, p), value, &last_of, &last_x)) == NULL)
+            goto fail;
+        PyObject *a = at < 0 ? NULL : PyList_GET_ITEM(state, at + 1 + m);
+        switch (kind) {
+        case K_COUNT:  /* 1, a + 1 */
+            r = a == NULL ? (Py_INCREF(ONE), ONE) : PyNumber_Add(a, ONE);
+            break;
+        case K_SUM:  /* x, a + x */
+            r = a == NULL ? (Py_INCREF(x), x) : PyNumber_Add(a, x);
+            break;
+        case K_MIN: case K_MAX:  /* x, min(a, x) / max(a, x) */
+            r = a == NULL ? (Py_INCREF(x), x) : pick(a, x, kind == K_MIN ? Py_LT : Py_GT);
+            break;
+        case K_MEAN:  /* x, 1; a[0] + x, a[1] + 1 */
+            r = a == NULL ? (Py_INCREF(x), x) : PyNumber_Add(a, x);
+            if (r == NULL)
+                break;
+            made[m++] = r;
+            a = at < 0 ? NULL : PyList_GET_ITEM(state, at + 1 + m);
+            r = a == NULL ? (Py_INCREF(ONE), ONE) : PyNumber_Add(a, ONE);
+            break;
+        default:
+            PyErr_SetString(PyExc_ValueError, "_accel: unknown reducer kind");
+        }
+        Py_XDECREF(x);
+        if (r == NULL)
+            goto fail;
+        made[m++] = r;
+    }
+    Py_XDECREF(last_x);
+    return 0;
+fail:
+    while (m-- > 0)
+        Py_DECREF(made[m]);
+    Py_XDECREF(last_x);
+    return -1;
+}
+
+/* A new pane's list: [pane, made...] (width items; steals made). */
+static PyObject *
+column_pane(long long pane, PyObject **made, Py_ssize_t width)
+{
+    PyObject *pane_obj = time_obj(pane);
+    PyObject *list = pane_obj == NULL ? NULL : PyList_New(width);
+    if (list == NULL) {
+        Py_XDECREF(pane_obj);
+        for (Py_ssize_t k = 0; k < width - 1; k++)
+            Py_DECREF(made[k]);
+        return NULL;
+    }
+    PyList_SET_ITEM(list, 0, pane_obj);
+    for (Py_ssize_t k = 0; k < width - 1; k++)
+        PyList_SET_ITEM(list, k + 1, made[k]);
+    return list;
+}
+
+/* Columns.fold of a record into ``state`` (None: a new one), as panes_fold_core. */
+static PyObject *
+columns_fold_core(long long advance, PyObject *spec, Py_ssize_t parts, PyObject *state,
+                  PyObject *value, long long ts, int *sooner)
+{
+    PyObject *made[2 * MAX_PARTS];
+    Py_ssize_t offsets[MAX_PARTS];
+    Py_ssize_t width = column_offsets(spec, parts, offsets);
+    long long pane = ts - floor_mod(ts, advance), at;
+    if (width < 0)
+        return NULL;
+    if (state == Py_None) {
+        if (column_values(spec, parts, NULL, -1, value, made) < 0)
+            return NULL;
+        *sooner = 1;
+        return column_pane(pane, made, width);
+    }
+    Py_ssize_t n = PyList_CheckExact(state) ? PyList_GET_SIZE(state) : 0;
+    if (n == 0 || n % width != 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "columns_fold: a state must be a non-empty list of whole panes");
+        return NULL;
+    }
+    Py_ssize_t i = n - width;
+    if (item_time(state, i, &at) < 0)
+        return NULL;
+    if (at != pane) {
+        while (i >= 0) {
+            if (item_time(state, i, &at) < 0)
+                return NULL;
+            if (at <= pane)
+                break;
+            i -= width;
+        }
+    }
+    int found = i >= 0 && at == pane;
+    if (column_values(spec, parts, state, found ? i : -1, value, made) < 0)
+        return NULL;
+    if (PyList_GET_SIZE(state) != n) {  /* an addition ran Python code that changed it */
+        for (Py_ssize_t k = 0; k < width - 1; k++)
+            Py_DECREF(made[k]);
+        PyErr_SetString(PyExc_RuntimeError, "columns_fold: the state changed while folding");
+        return NULL;
+    }
+    if (found) {  /* the pane's columns replaced in place */
+        for (Py_ssize_t k = 0; k < width - 1; k++)
+            put_item(state, i + 1 + k, made[k]);
+        *sooner = 0;
+    } else {  /* a new pane after state[i] */
+        PyObject *fresh = column_pane(pane, made, width);
+        int failed = fresh == NULL || PyList_SetSlice(state, i + width, i + width, fresh) < 0;
+        Py_XDECREF(fresh);
+        if (failed)
+            return NULL;
+        *sooner = i < 0;
+    }
+    Py_INCREF(state);
+    return state;
+}
+
+/* The column at state[first], state[first + width], … (count >= 1 panes) merged left to
+ * right: a + b (counts, sums, a mean's two columns) or min / max (the first of equals
+ * stays), as C integers while they are ints that fit 64 bits (and their sums do), then
+ * through the object API. One pane: its own value. New reference. */
+static PyObject *
+merged_column(int kind, PyObject *state, Py_ssize_t first, Py_ssize_t width,
+              Py_ssize_t count)
+{
+    PyObject *acc = PyList_GET_ITEM(state, first);
+    long long total, more;
+    Py_ssize_t k = 1;
+    Py_INCREF(acc);
+    if (count > 1 && small_int(acc, &total)) {
+        if (kind == K_MIN || kind == K_MAX) {
+            for (; k < count; k++) {
+                PyObject *b = PyList_GET_ITEM(state, first + k * width);
+                if (!small_int(b, &more))
+                    break;
+                if (kind == K_MIN ? more < total : more > total) {
+                    total = more;
+                    Py_INCREF(b);
+                    Py_SETREF(acc, b);
+                }
+            }
+        } else {
+            for (; k < count; k++) {
+                PyObject *b = PyList_GET_ITEM(state, first + k * width);
+                if (!small_int(b, &more) || __builtin_add_overflow(total, more, &more))
+                    break;
+                total = more;
+            }
+            if (k > 1) {
+                PyObject *t = PyLong_FromLongLong(total);
+                Py_DECREF(acc);
+                if (t == NULL)
+                    return NULL;
+                acc = t;
+            }
+        }
+    }
+    for (; k < count; k++) {
+        PyObject *b = PyList_GET_ITEM(state, first + k * width), *t;
+        Py_INCREF(b);
+        if (kind == K_MIN || kind == K_MAX)
+            t = pick(acc, b, kind == K_MIN ? Py_LT : Py_GT);
+        else
+            t = PyNumber_Add(acc, b);
+        Py_DECREF(b);
+        Py_DECREF(acc);
+        if (t == NULL)
+            return NULL;
+        acc = t;
+    }
+    return acc;
+}
+
+/* Part p's result over ``count`` panes from the pane at state[first] (columns of
+ * ``width`` from offsets[p]): its merged column, or a mean's merged sum / count. */
+static PyObject *
+column_part(int kind, PyObject *state, Py_ssize_t first, Py_ssize_t width,
+            Py_ssize_t count)
+{
+    if (kind != K_MEAN)
+        return merged_column(kind, state, first, width, count);
+    PyObject *s = merged_column(K_SUM, state, first, width, count), *n = NULL, *r = NULL;
+    n = s == NULL ? NULL : merged_column(K_COUNT, state, first + 1, width, count);
+    if (n != NULL) {
+        long long sv, nv;
+        if (small_int(s, &sv) && small_int(n, &nv))
+            r = exact_mean(sv, nv);
+        if (r == NULL && !PyErr_Occurred())
+            r = PyNumber_TrueDivide(s, n);
+    }
+    Py_XDECREF(s);
+    Py_XDECREF(n);
+    return r;
+}
+
 /* -- close ----------------------------------------------------------------------------- */
 
 #define STACK_PANES 64
@@ -709,6 +958,9 @@ typedef struct {
     Py_ssize_t room;
     Py_ssize_t *cuts;  /* panes: per kept key, how many items its state sheds */
     Py_ssize_t kept, cut_room;
+    Py_ssize_t width;  /* panes: items per pane (2; columns: 1 + their columns) */
+    int columns;  /* panes: 1 when kept in columns (layouts.Columns) */
+    Py_ssize_t offsets[MAX_PARTS];  /* columns: where each part's columns start */
 } Close;
 
 /* What a close does with one taken key's (non-empty) state: its results appended to
@@ -755,6 +1007,27 @@ emit(Close *c, PyObject *results, PyObject *key, long long start, long long end,
     return failed;
 }
 
+/* The result of the window over ``count`` panes from pane number ``pane`` of a state. */
+static PyObject *
+pane_result(Close *c, PyObject *state, Py_ssize_t pane, Py_ssize_t count)
+{
+    if (!c->columns)
+        return window_result(c->spec, c->single, c->parts, c->names, state, 2 * pane + 1,
+                             count, NULL);
+    Py_ssize_t first = pane * c->width;
+    if (c->single)
+        return column_part(spec_kind(c->spec, 0), state, first + 1, c->width, count);
+    PyObject *dict = PyDict_New();
+    for (Py_ssize_t p = 0; dict != NULL && p < c->parts; p++) {
+        PyObject *r = column_part(spec_kind(c->spec, p), state, first + c->offsets[p],
+                                  c->width, count);
+        if (r == NULL || PyDict_SetItem(dict, PyTuple_GET_ITEM(c->names, p), r) < 0)
+            Py_CLEAR(dict);
+        Py_XDECREF(r);
+    }
+    return dict;
+}
+
 /* Panes._results for one key, appended to results; *key made on the first window. */
 static int
 close_windows(Close *c, PyObject *results, PyObject *text, PyObject *state,
@@ -783,8 +1056,7 @@ close_windows(Close *c, PyObject *results, PyObject *text, PyObject *state,
             j++;
         if (*key == NULL && (*key = key_of(c, text)) == NULL)
             return -1;
-        PyObject *value = window_result(c->spec, c->single, c->parts, c->names, state,
-                                        2 * low + 1, j - low, NULL);
+        PyObject *value = pane_result(c, state, low, j - low);
         if (emit(c, results, *key, start, end, value) < 0)
             return -1;
         end += advance;
@@ -964,12 +1236,16 @@ done:
     return out;
 }
 
-/* Panes.close_all for one key (a CloseKey). */
+/* Panes.close_all (or Columns') for one key (a CloseKey). */
 static int
 close_panes(Close *c, PyObject *text, PyObject *state, PyObject *results, PyObject *kept,
             PyObject *gone)
 {
-    Py_ssize_t n = PyList_GET_SIZE(state), panes = n / 2, i = 0;
+    Py_ssize_t n = PyList_GET_SIZE(state), panes = n / c->width, i = 0;
+    if (c->columns && n % c->width != 0) {
+        PyErr_SetString(PyExc_TypeError, "close_all: a state must be a list of whole panes");
+        return -1;
+    }
     if (panes > c->room) {
         long long *more = PyMem_Malloc(sizeof(long long) * (size_t)panes);
         if (more == NULL) {
@@ -983,7 +1259,7 @@ close_panes(Close *c, PyObject *text, PyObject *state, PyObject *results, PyObje
     }
     long long *starts = c->starts;
     for (Py_ssize_t p = 0; p < panes; p++) {
-        if (item_time(state, 2 * p, &starts[p]) < 0)
+        if (item_time(state, c->width * p, &starts[p]) < 0)
             return -1;
     }
     PyObject *key = NULL;
@@ -995,8 +1271,7 @@ close_panes(Close *c, PyObject *text, PyObject *state, PyObject *results, PyObje
             failed = key == NULL && (key = key_of(c, text)) == NULL;
             if (!failed)
                 failed = emit(c, results, key, starts[i], starts[i] + c->size,
-                              window_result(c->spec, c->single, c->parts, c->names, state,
-                                            2 * i + 1, 1, NULL)) < 0;
+                              pane_result(c, state, i, 1)) < 0;
         }
     } else {
         failed = panes && close_windows(c, results, text, state, starts, panes, &key) < 0;
@@ -1029,7 +1304,7 @@ close_panes(Close *c, PyObject *text, PyObject *state, PyObject *results, PyObje
     Py_XDECREF(row);
     if (failed)
         return -1;
-    c->cuts[c->kept++] = 2 * i;
+    c->cuts[c->kept++] = c->width * i;
     return 0;
 }
 
@@ -1122,8 +1397,8 @@ sessions_fold_core(long long gap, PyObject *spec, int single, Py_ssize_t parts,
 }
 
 /* fold(layout, param, spec, general, state, value, ts) -> (state, sooner): Panes.fold
- * (layout 0, param the advance) or Sessions.fold (layout 1, param the gap, general the
- * Python fold for what is not done in place). */
+ * (layout 0, param the advance), Sessions.fold (layout 1, param the gap, general the
+ * Python fold for what is not done in place) or Columns.fold (layout 2, as 0). */
 static PyObject *
 fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1137,6 +1412,8 @@ fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     PyObject *state = layout == 0
         ? panes_fold_core(param, args[2], single, parts, args[4], args[5], ts, &sooner)
+        : layout == 2
+        ? columns_fold_core(param, args[2], parts, args[4], args[5], ts, &sooner)
         : sessions_fold_core(param, args[2], single, parts, args[3], args[4], args[5], ts,
                              args[6], &sooner);
     if (state == NULL)
@@ -1212,9 +1489,9 @@ close_sessions(Close *c, PyObject *text, PyObject *state, PyObject *results,
 }
 
 /* close_all(layout, param, size, spec, names, key_from_text, close, taken, load, closed,
- * bound, result) -> (results, kept, gone): Panes.close_all (layout 0; param the advance)
- * or Sessions.close_all (layout 1; param the gap, close Sessions.close) for a built-in
- * reducer. */
+ * bound, result) -> (results, kept, gone): Panes.close_all (layout 0; param the advance),
+ * Sessions.close_all (layout 1; param the gap, close Sessions.close) or Columns.close_all
+ * (layout 2, as 0) for a built-in reducer. */
 static PyObject *
 close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1225,7 +1502,11 @@ close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (as_time(args[0], &layout) < 0 || as_time(args[1], &c.advance) < 0
             || as_time(args[2], &c.size) < 0 || close_setup(&c, args, 3, 7, "close_all") < 0)
         return NULL;
-    if (layout == 0)
+    c.width = 2;
+    c.columns = layout == 2;
+    if (c.columns && (c.width = column_offsets(c.spec, c.parts, c.offsets)) < 0)
+        return NULL;
+    if (layout == 0 || layout == 2)
         return close_each(&c, args, 7, close_panes);
     c.size = c.advance;  /* sessions: the gap */
     c.close = args[6];
@@ -1320,7 +1601,7 @@ note_due(PyObject *windows, PyObject *keyed, long long layout, long long param,
     long long closed, due, first, next_close;
     if (time_attr(keyed, S_closed, &closed) != 0)
         return -1;
-    if (layout == 0) {  /* Panes.first_close */
+    if (layout != 1) {  /* Panes.first_close (and Columns') */
         if (item_time(state, 0, &first) < 0)
             return -1;
         due = first - size + param;
@@ -1354,7 +1635,7 @@ note_due(PyObject *windows, PyObject *keyed, long long layout, long long param,
  * envelope): Windows.process of one record in its common case — a data record with an
  * int event time, on time, a str key, states cached and written back (with room for a new
  * one) — (layout 0: panes of ``param`` = advance and ``size``; 1: sessions of ``param`` =
- * gap, ``general`` their Python fold). Returns False having done nothing when the record
+ * gap, ``general`` their Python fold; 2: panes in columns, as 0). Returns False having done nothing when the record
  * is not such a case (the Python path then takes it); else None (nothing to close) or
  * True (a close is due: Windows._close_due's turn). */
 static PyObject *
@@ -1431,6 +1712,8 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(old);
     state = layout == 0
         ? panes_fold_core(param, spec, single, parts, old, value, ts, &sooner)
+        : layout == 2
+        ? columns_fold_core(param, spec, parts, old, value, ts, &sooner)
         : sessions_fold_core(param, spec, single, parts, general, old, value, ts, ts_obj,
                              &sooner);
     if (state == NULL)
@@ -1699,11 +1982,11 @@ fail:
 static PyMethodDef methods[] = {
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL,
      "fold(layout, param, spec, general, state, value, ts) -> (state, sooner): Panes.fold "
-     "(layout 0) or Sessions.fold (layout 1)."},
+     "(layout 0), Sessions.fold (layout 1) or Columns.fold (layout 2)."},
     {"close_all", (PyCFunction)(void (*)(void))close_all, METH_FASTCALL,
      "close_all(layout, param, size, spec, names, key_from_text, close, taken, load, "
-     "closed, bound, result) -> (results, kept, gone): Panes.close_all (layout 0) or "
-     "Sessions.close_all (layout 1)."},
+     "closed, bound, result) -> (results, kept, gone): Panes.close_all (layout 0), "
+     "Sessions.close_all (layout 1) or Columns.close_all (layout 2)."},
     {"record_step", (PyCFunction)(void (*)(void))record_step, METH_FASTCALL,
      "record_step(windows, event_time, keyed, grace, layout, param, size, spec, general, "
      "envelope): Windows.process of a record in its common case (see _accel.c)."},

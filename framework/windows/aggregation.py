@@ -38,7 +38,15 @@ from framework.windows.event_time import (
 )
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
-from framework.windows.layouts import LATER, Layout, Panes, Sessions, describe, layout_for
+from framework.windows.layouts import (
+    LATER,
+    Columns,
+    Layout,
+    Panes,
+    Sessions,
+    describe,
+    layout_for,
+)
 from framework.windows.reducers import Reducer, aggregate
 from framework.windows.state import key_from_text, key_text
 
@@ -230,7 +238,7 @@ class Windows:
         """`_accel.record_step` bound to this aggregation, or None: its layout, reducer,
         event time or emission need the Python path for every record."""
         native, layout, event_time = accel.native(), self.layout, self.event_time
-        if (native is None or not isinstance(layout, Panes | Sessions)
+        if (native is None or not isinstance(layout, Panes | Columns | Sessions)
                 or layout.native_spec is None or self.emit_updates
                 or event_time.timestamp is not envelope_timestamp):
             return None
@@ -238,6 +246,8 @@ class Windows:
         general: Any = None
         if isinstance(layout, Panes):
             kind, param, size = 0, layout.advance, layout.size
+        elif isinstance(layout, Columns):
+            kind, param, size = 2, layout.advance, layout.size
         else:
             kind, param, size, general = 1, layout.gap, 0, layout.fold_python
         return partial(native.record_step, self, event_time, self._keyed, self._grace, kind,

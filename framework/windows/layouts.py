@@ -2,12 +2,15 @@
 record in, and splitting off the windows a close emits. Pure list arithmetic; `Windows`
 keeps the lists in the store and decides when windows close.
 
-Three layouts, each a flat list ordered oldest first:
+Four layouts, each a flat list ordered oldest first:
 
 - `Panes` (``[pane start, aggregate, …]``) — tumbling and hopping windows whose size is a
   multiple of their advance, with a reducer that can merge: a record updates the one
   pane of ``advance_ms`` holding it, and a window's aggregate merges its panes when it
   closes. A record costs one fold whatever ``size / advance`` is.
+- `Columns` (``[pane start, column, …]``) — the same panes for a mean or an `aggregate`
+  of built-in reducers, their aggregates' numbers inline (a mean's sum and count as two
+  columns) instead of a list per pane.
 - `PerWindow` (``[window start, aggregate, …]``) — the other tumbling and hopping windows:
   a record is folded into every window holding it.
 - `Sessions` (``[first ts, last ts, aggregate, …]``).
@@ -37,8 +40,8 @@ from framework.windows.kinds import Hopping, Session, WindowKind
 from framework.windows.reducers import PURE_MERGES, Reducer
 from framework.windows.state import key_from_text
 
-__all__ = ["LATER", "Layout", "Panes", "PerWindow", "Sessions", "describe", "layout_for",
-           "snapshot"]
+__all__ = ["LATER", "Columns", "Layout", "Panes", "PerWindow", "Sessions", "columns_fit",
+           "describe", "layout_for", "snapshot"]
 
 Closed = list[tuple[int, int, Any]]
 """Windows a close emits: ``(start, end, aggregate)``, oldest first."""
@@ -494,7 +497,174 @@ class Sessions:
         return results, kept, gone
 
 
-Layout = Panes | PerWindow | Sessions
+class Columns:
+    """Panes of the built-in reducers, kept flat (see the module): ``[pane start, column,
+    …, pane start, …]``, a count, sum, min or max one column, a mean two (its sum and
+    count). A pane is numbers in the key's one list, not a list of its own (and a mean's
+    pair in it): a close reads one list per key, a new pane makes no list, and the
+    collector has nothing more to walk. Its windows and results are `Panes`' for the same
+    records; where this runs in Python (no C extension), a close rebuilds the panes'
+    aggregates and lets `Panes` close them."""
+
+    name = "columns"
+    lag = 0
+
+    def __init__(self, kind: Hopping, reducer: Reducer) -> None:
+        self.panes = Panes(kind, reducer)
+        """The same windows over aggregates as `Panes` keeps them: the Python close."""
+        self.size, self.advance = kind.size_ms, kind.advance_ms
+        self.finish = reducer.result
+        self.width, self._start, self._add, self._nest = _column_functions(reducer)
+        self.native_spec, fold, self._close_native = accel.layout_calls(
+            reducer, 2, self.advance, self.size, None, None)
+        """The reducer as the C extension runs it (None: this layout runs in Python)."""
+        self.fold: Callable[[list[Any] | None, Any, int], tuple[list[Any], bool]] = \
+            fold or self.fold_python
+        """`fold_python`, or the same in C (`framework.windows.accel`)."""
+
+    def fold_python(self, state: list[Any] | None, value: Any, ts: int
+                    ) -> tuple[list[Any], bool]:
+        """`Panes.fold_python` on columns: the pane's columns changed in place (every new
+        value computed before any is written), or a new pane's inserted."""
+        pane, width = ts - ts % self.advance, self.width
+        if state is None:
+            return [pane, *self._start(value)], True
+        i = len(state) - width
+        if state[i] == pane:  # the common case: the newest pane
+            self._add(state, i, value)
+            return state, False
+        while i >= 0 and state[i] > pane:
+            i -= width
+        if i >= 0 and state[i] == pane:
+            self._add(state, i, value)
+            return state, False
+        state[i + width:i + width] = (pane, *self._start(value))
+        return state, i < 0
+
+    def first_close(self, state: list[Any], closed: int) -> int:
+        """`Panes.first_close` (it reads the first pane's start only)."""
+        return self.panes.first_close(state, closed)
+
+    def needed_until(self, state: list[Any], i: int) -> int:
+        """The end of the last window that needs the pane at ``state[i]``."""
+        return state[i] + self.size  # type: ignore[no-any-return]
+
+    def nested(self, state: list[Any] | None) -> list[Any] | None:
+        """``state`` as `Panes` keeps it: ``[pane start, aggregate, …]`` (new lists).
+
+        >>> from framework.windows.reducers import aggregate, count, mean_of
+        >>> flat = Columns(Tumbling(size_ms=10), aggregate(n=count(), avg=mean_of()))
+        >>> state = flat.fold(flat.fold(None, 4, 3)[0], 6, 15)[0]
+        >>> state, flat.nested(state)
+        ([0, 1, 4, 1, 10, 1, 6, 1], [0, [1, [4, 1]], 10, [1, [6, 1]]])
+        """
+        if not state:
+            return state
+        nest, width = self._nest, self.width
+        nested: list[Any] = []
+        for i in range(0, len(state), width):
+            nested += (state[i], nest(state, i))
+        return nested
+
+    def windows(self, state: list[Any], after: int, until: int) -> Closed:
+        """`Panes.windows` of ``state``'s panes."""
+        return self.panes.windows(self.nested(state) or [], after, until)
+
+    def touched(self, state: list[Any], ts: int) -> Closed:
+        """The windows holding ``ts``, as they are now (emit="update")."""
+        return self.panes.touched(self.nested(state) or [], ts)
+
+    def split(self, state: list[Any], closed: int, bound: int) -> tuple[Closed, list[Any]]:
+        """The windows a close at ``bound`` emits, and the panes still needed."""
+        emitted, remaining, _ = self.close(state, closed, bound)
+        return emitted, remaining
+
+    def close(self, state: list[Any], closed: int, bound: int
+              ) -> tuple[Closed, list[Any], int]:
+        """`Panes.close` of ``state``'s panes; what it keeps is a tail of ``state``."""
+        emitted, remaining, due = self.panes.close(self.nested(state) or [], closed, bound)
+        return emitted, self._tail(state, remaining), due
+
+    def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
+                  result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
+        """`Panes.close_all` on columns: in C for its reducers (kept states trimmed in
+        place, as there), else `Panes`' close of the rebuilt aggregates."""
+        if self._close_native is not None and finish is self.finish:
+            return self._close_native(taken, load, closed, bound, result)
+        states: dict[str, list[Any] | None] = {}
+
+        def nested(text: str) -> list[Any] | None:
+            states[text] = state = load(text)
+            return self.nested(state)
+
+        results, kept, gone = self.panes.close_all(taken, nested, closed, bound, finish,
+                                                   result)
+        return results, [(text, self._tail(states[text] or [], remaining), due)
+                         for text, remaining, due in kept], gone
+
+    def _tail(self, state: list[Any], remaining: list[Any]) -> list[Any]:
+        """The columns of the panes `Panes` kept of ``state`` (its last ones)."""
+        keep = len(remaining) // 2 * self.width
+        return state[len(state) - keep:] if keep else []
+
+
+COLUMN_PARTS = 32
+"""The most reducers an `aggregate` kept in columns may have (the C close's bound)."""
+
+
+def columns_fit(reducer: Reducer) -> bool:
+    """Whether `Columns` can keep ``reducer``'s panes: a mean or an `aggregate` of up to
+    `COLUMN_PARTS` built-in reducers reading the value or a field (a lone count, sum, min
+    or max is one column already: `Panes` keeps it just so)."""
+    parts = [part for _, part in reducer.parts] if reducer.parts else [reducer]
+    if len(parts) > COLUMN_PARTS or (not reducer.parts and parts[0].inline is not None
+                                     and parts[0].inline.kind != "mean"):
+        return False
+    return all(part.inline is not None and part.inline.kind in accel.KINDS
+               and (part.inline.of is None or isinstance(part.inline.of, str))
+               for part in parts)
+
+
+def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
+    """(width, start, add, nest) of `Columns` for ``reducer``: ``start(value)`` a new
+    pane's columns; ``add(state, i, value)`` folds a record into the pane at ``state[i]``
+    (the reducers' inline expressions, in their order, all computed before any column is
+    written); ``nest(state, i)`` that pane's aggregate as the reducer makes it.
+
+    >>> from framework.windows.reducers import aggregate, count, mean_of
+    >>> width, start, add, nest = _column_functions(aggregate(n=count(), avg=mean_of("x")))
+    >>> state = [0, *start({"x": 3})]; add(state, 0, {"x": 5})
+    >>> width, state, nest(state, 0)
+    (4, [0, 2, 8, 2], [2, [8, 2]])
+    """
+    single = not reducer.parts
+    parts = [reducer] if single else [part for _, part in reducer.parts]
+    starts, adds, nests = [], [], []
+    column = 1
+    for part in parts:
+        inline = part.inline
+        assert inline is not None and (inline.of is None or isinstance(inline.of, str))
+        x = "v" if inline.of is None else f"v[{inline.of!r}]"
+        if inline.kind == "mean":  # [sum, count] as two columns
+            starts += [x, "1"]
+            adds += [f"S[i + {column}] + {x}", f"S[i + {column + 1}] + 1"]
+            nests.append(f"[S[i + {column}], S[i + {column + 1}]]")
+            column += 2
+        else:
+            starts.append(inline.start.format(x=x))
+            adds.append(inline.add.format(a=f"S[i + {column}]", x=x))
+            nests.append(f"S[i + {column}]")
+            column += 1
+    nest = nests[0] if single else f"[{', '.join(nests)}]"
+    source = "\n".join([f"def start(v): return ({', '.join(starts)},)",
+                        f"def add(S, i, v): S[i + 1:i + {column}] = ({', '.join(adds)},)",
+                        f"def nest(S, i): return {nest}", ""])
+    scope: dict[str, Any] = {"min": min, "max": max}
+    exec(compile(source, "<columns>", "exec"), scope)
+    return column, scope["start"], scope["add"], scope["nest"]
+
+
+Layout = Panes | PerWindow | Sessions | Columns
 
 
 def _close_each(layout: Layout, taken: Taken, load: Load, closed: int, bound: int,
@@ -543,13 +713,17 @@ def snapshot(value: Any) -> Any:
 
 def layout_for(kind: WindowKind, reducer: Reducer, stored: str | None) -> Layout:
     """The layout for ``kind`` and ``reducer``; ``stored``: the layout a store with open
-    windows was written in (``"windows"`` for stores from before panes)."""
+    windows was written in (``"windows"`` for stores from before panes, ``"panes"`` for
+    an `aggregate` or a mean from before columns), kept until those windows have
+    closed."""
     if isinstance(kind, Session):
         return Sessions(kind, reducer)
     panes = reducer.merge is not None and kind.size_ms % kind.advance_ms == 0
-    if panes and stored != "windows":
-        return Panes(kind, reducer)
-    return PerWindow(kind, reducer)
+    if not panes or stored == "windows":
+        return PerWindow(kind, reducer)
+    if stored != "panes" and columns_fit(reducer):
+        return Columns(kind, reducer)
+    return Panes(kind, reducer)
 
 
 def describe(kind: WindowKind, reducer: Reducer, layout: Layout) -> str:

@@ -1,6 +1,8 @@
 """The C fold and close (`framework.windows._accel`) do what the Python layouts do, value
 for value: every state after every record, every result, kept state and gone key of
-every close, and the same exception with the state untouched when a record is bad."""
+every close, and the same exception with the state untouched when a record is bad —
+for each layout the C code runs: panes, columns (a mean's and an aggregate's panes since
+columns) and panes as stores written before columns keep them, and sessions."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from framework.windows import (
     sum_of,
 )
 from framework.windows.kinds import MAX_TIME, WindowKind
-from framework.windows.layouts import Panes, Sessions, layout_for
+from framework.windows.layouts import Columns, Panes, Sessions, layout_for
 from framework.windows.reducers import Reducer, aggregate, fold
 from framework.windows.state import key_text
 from groupers import SystemStreamPartition
@@ -79,16 +81,29 @@ def test_the_switch_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert on.fold != on.fold_python and off.fold == off.fold_python
 
 
-def pair(kind: WindowKind, reducer: Reducer, monkeypatch: pytest.MonkeyPatch
-         ) -> tuple[Any, Any]:
-    """(C layout, Python layout) of ``kind`` and ``reducer``."""
-    native = layout_for(kind, reducer, None)
+def pair(kind: WindowKind, reducer: Reducer, monkeypatch: pytest.MonkeyPatch,
+         stored: str | None = None) -> tuple[Any, Any]:
+    """(C layout, Python layout) of ``kind`` and ``reducer`` (``stored``: the layout of a
+    store's open windows, see `layout_for`)."""
+    native = layout_for(kind, reducer, stored)
     with monkeypatch.context() as patch:
         patch.setenv(accel.ENV, "0")
-        python = layout_for(kind, reducer, None)
-    assert isinstance(native, Panes | Sessions) and native.fold != native.fold_python
-    assert python.fold == python.fold_python
+        python = layout_for(kind, reducer, stored)
+    assert type(native) is type(python)
+    assert isinstance(native, Panes | Columns | Sessions)
+    assert native.fold != native.fold_python and python.fold == python.fold_python
     return native, python
+
+
+def nested(layout: Any, state: Any) -> Any:
+    """``state`` as `Panes` keeps it (`Columns.nested`)."""
+    return layout.nested(state) if isinstance(layout, Columns) else state
+
+
+CASES = [(reducer, None) for reducer in REDUCERS] + [
+    ("mean", "panes"), ("aggregate", "panes")]
+"""(reducer, stored layout): every reducer as a new store lays it out, and the two that
+columns changed as stores from before columns keep them."""
 
 
 def same(a: Any, b: Any) -> bool:
@@ -97,17 +112,17 @@ def same(a: Any, b: Any) -> bool:
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-@pytest.mark.parametrize("reducer", list(REDUCERS))
+@pytest.mark.parametrize(("reducer", "stored"), CASES)
 @settings(max_examples=40, deadline=None)
 @given(stream=records, every=st.integers(1, 12), grace=st.integers(0, 400),
        step=st.integers(1, 6))
-def test_c_and_python_fold_and_close_alike(kind: str, reducer: str,
+def test_c_and_python_fold_and_close_alike(kind: str, reducer: str, stored: str | None,
                                            stream: list[tuple[Any, int, Any]], every: int,
                                            grace: int, step: int) -> None:
     """Records folded in, closes after every few (as the watermark passes them), and at
     the end closes ``step`` ms apart until nothing is open: every window boundary met."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch)
+        native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch, stored)
     states: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
     closed, high = -1, 0
 
@@ -144,10 +159,11 @@ def test_c_and_python_fold_and_close_alike(kind: str, reducer: str,
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_a_bad_record_fails_alike_and_changes_nothing(kind: str,
+@pytest.mark.parametrize("stored", [None, "panes"])
+def test_a_bad_record_fails_alike_and_changes_nothing(kind: str, stored: str | None,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     reducer = REDUCERS["aggregate"]
-    native, python = pair(KINDS[kind], reducer, monkeypatch)
+    native, python = pair(KINDS[kind], reducer, monkeypatch, stored)
     for ts in (5, 250, 260):  # the newest pane or session, a new one
         errors = []
         for layout in (native, python):
@@ -181,10 +197,11 @@ def test_a_mean_of_a_huge_sum_fails_alike(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_no_reference_is_leaked(kind: str) -> None:
+@pytest.mark.parametrize("stored", [None, "panes"])
+def test_no_reference_is_leaked(kind: str, stored: str | None) -> None:
     """A reference the C code took and never gave back would keep every state, value and
     key alive for ever (the worker's memory growing with each record)."""
-    layout = layout_for(KINDS[kind], REDUCERS["aggregate"], None)
+    layout = layout_for(KINDS[kind], REDUCERS["aggregate"], stored)
     value, text, amount = {"x": 10**30}, "s" + "leak" * 8, 10**30
     for _ in range(3):  # warm: first calls may cache what they look up
         state = layout.fold(None, value, 10)[0]
@@ -209,19 +226,20 @@ def test_no_reference_is_leaked(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-@pytest.mark.parametrize("reducer", ["count", "mean", "aggregate"])
+@pytest.mark.parametrize(("reducer", "stored"), [
+    ("count", None), ("mean", None), ("aggregate", None), ("aggregate", "panes")])
 @settings(max_examples=25, deadline=None)
 @given(stream=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 900), amounts),
                        min_size=1, max_size=200),
        missing=st.sets(st.integers(0, 49), max_size=6), bound=st.integers(0, 1_300))
 def test_a_close_of_many_keys_reads_ahead_and_closes_alike(
-        kind: str, reducer: str, stream: list[tuple[int, int, Any]], missing: set[int],
-        bound: int) -> None:
+        kind: str, reducer: str, stored: str | None, stream: list[tuple[int, int, Any]],
+        missing: set[int], bound: int) -> None:
     """The C close loads every taken key's state first and reads the next keys' states
     ahead of closing them: with dozens of keys — some without a state, some with an
     empty one — the same results, kept states and gone keys as Python, in order."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch)
+        native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch, stored)
     closes = []
     for layout in (native, python):
         held: dict[str, Any] = {}
@@ -236,12 +254,14 @@ def test_a_close_of_many_keys_reads_ahead_and_closes_alike(
     assert same(closes[0], closes[1])
 
 
-def test_a_failed_close_leaves_every_state_as_it_was(monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("stored", [None, "panes"])
+def test_a_failed_close_leaves_every_state_as_it_was(stored: str | None,
+                                                      monkeypatch: pytest.MonkeyPatch
                                                       ) -> None:
     """The C close trims the panes a key keeps in place, but only once every key has
     closed: when a later key fails (its mean cannot be a float), the keys closed before
     it keep every pane, as in Python, so the close can run again."""
-    native, python = pair(KINDS["hopping"], REDUCERS["aggregate"], monkeypatch)
+    native, python = pair(KINDS["hopping"], REDUCERS["aggregate"], monkeypatch, stored)
     for layout in (native, python):
         held: dict[str, Any] = {}
         for text, amount in (("sa", 1), ("sb", 10**400)):
@@ -256,8 +276,9 @@ def test_a_failed_close_leaves_every_state_as_it_was(monkeypatch: pytest.MonkeyP
         results, kept, _ = layout.close_all([(0, "sa")], held.get, -1, 300, layout.finish,
                                             WindowResult)
         assert [(r.start, r.end) for r in results] == [(0, 300)]
-        assert kept == [("sa", [100, [1, 1, 1, 1, [1, 1]], 200, [1, 1, 1, 1, [1, 1]],
-                                300, [1, 1, 1, 1, [1, 1]]], 400)]
+        assert [(text, nested(layout, state), due) for text, state, due in kept] == [
+            ("sa", [100, [1, 1, 1, 1, [1, 1]], 200, [1, 1, 1, 1, [1, 1]],
+                    300, [1, 1, 1, 1, [1, 1]]], 400)]
 
 
 def test_c_folds_and_closes_in_place_and_no_result_changes_after(
@@ -265,8 +286,9 @@ def test_c_folds_and_closes_in_place_and_no_result_changes_after(
     """What keeps the C path's states few and small — a record into an existing pane
     changes its aggregate's lists in place, a close trims the state it keeps in place,
     keys share the int of a pane's start — and the results it already gave stay as they
-    were when later records change those lists."""
-    native, _ = pair(KINDS["hopping"], REDUCERS["aggregate"], monkeypatch)
+    were when later records change those lists (panes as stores from before columns
+    keep them)."""
+    native, _ = pair(KINDS["hopping"], REDUCERS["aggregate"], monkeypatch, "panes")
     state = native.fold(None, {"x": 2}, 1_010)[0]
     aggregate, pair_list = state[1], state[1][4]
     assert native.fold(state, {"x": 3}, 1_020) == (state, False)
@@ -284,7 +306,7 @@ def test_c_folds_and_closes_in_place_and_no_result_changes_after(
     for ts in (1_120, 1_130):
         native.fold(state, {"x": 9}, ts)
     assert repr(results) == shown
-    single_mean = pair(KINDS["tumbling"], REDUCERS["mean"], monkeypatch)[0]
+    single_mean = pair(KINDS["tumbling"], REDUCERS["mean"], monkeypatch, "panes")[0]
     state = single_mean.fold(None, {"x": 1}, 10)[0]
     mean_pair = state[1]
     single_mean.fold(state, {"x": 2}, 20)
@@ -298,7 +320,7 @@ def test_aggregates_the_fold_did_not_make_are_replaced_not_changed(
     """In-place adds only touch lists shaped as the fold makes them: an aggregate or a
     mean's pair that is a tuple, or a list of another length, gets a new value as in
     Python (a tuple changed in place would corrupt memory)."""
-    native, python = pair(KINDS["tumbling"], REDUCERS[reducer], monkeypatch)
+    native, python = pair(KINDS["tumbling"], REDUCERS[reducer], monkeypatch, "panes")
     mean = (2, 1)
     made = ([1, 2, 2, 2, shape(mean)] if reducer == "aggregate" else shape(mean))
     states = [[1_000, made], [1_000, copy.deepcopy(made)]]
@@ -308,13 +330,15 @@ def test_aggregates_the_fold_did_not_make_are_replaced_not_changed(
     assert mean == (2, 1)
 
 
-@pytest.mark.parametrize("reducer", ["sum", "min", "max", "mean", "aggregate"])
-def test_window_merges_past_64_bits_equal_python(reducer: str,
+@pytest.mark.parametrize(("reducer", "stored"), [
+    ("sum", None), ("min", None), ("max", None), ("mean", None), ("aggregate", None),
+    ("mean", "panes"), ("aggregate", "panes")])
+def test_window_merges_past_64_bits_equal_python(reducer: str, stored: str | None,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A close adds and compares the panes' ints as C integers while they and their sums
     fit 64 bits: sums that pass 2**63 - 1 or go below -2**63 part-way through a window,
     ints past 64 bits, bools and floats among ints all merge as Python merges them."""
-    native, python = pair(KINDS["hopping"], REDUCERS[reducer], monkeypatch)
+    native, python = pair(KINDS["hopping"], REDUCERS[reducer], monkeypatch, stored)
     rows = [(2**62, 2**62, 2**62, 1), (2**63 - 1, 1, -1, 0), (-(2**63), -1, 2**63 - 1, 2),
             (3, 2**70, 1, 2), (1, True, 2, 1), (2, 2.0, 2, 2.0), (5, -(2**66), 2**66, 1)]
     for amounts in rows:
@@ -336,12 +360,13 @@ below it) and where they stop fitting one digit (2**30: C reads those in place).
 
 @pytest.mark.parametrize("kind", ["tumbling", "hopping"])
 @pytest.mark.parametrize("reducer", ["mean", "aggregate"])
+@pytest.mark.parametrize("stored", [None, "panes"])
 def test_means_divide_as_python_does_around_2_to_the_53(
-        kind: str, reducer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        kind: str, reducer: str, stored: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A mean's result from its pair (one pane) or its panes' pairs (hopping merges three):
     the same float, or the same error for a count of 0, for sums and counts on either side
-    of 2**53 and of 2**30."""
-    native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch)
+    of 2**53 and of 2**30 (in columns: its sum and count columns)."""
+    native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch, stored)
     shapes = [(s, c) for s in EDGES for c in (1, 3, -3, 2**53 - 1, 2**53 + 1, -(2**53) - 1, 0)]
     for (s, c), (s2, c2) in zip(shapes, shapes[9:] + shapes[:9], strict=True):
         outcomes = []
@@ -352,12 +377,22 @@ def test_means_divide_as_python_does_around_2_to_the_53(
                 panes = [[c, s, s, s, [s, c]], [c2, s2, s2, s2, [s2, c2]],
                          [c, s, s, s, [-s2, c2 + c]]]
             state = [0, panes[0], 100, panes[1], 200, panes[2]]
+            if isinstance(layout, Columns):  # the same panes' numbers inline
+                state = [x for i, pane in zip((0, 100, 200), panes, strict=True)
+                         for x in (i, *flatten(pane))]
             try:
                 outcomes.append(layout.close_all([(0, "sa")], {"sa": state}.get, -1, 1_000,
                                                  layout.finish, WindowResult)[0])
             except ZeroDivisionError as error:
                 outcomes.append(repr(error))
         assert same(outcomes[0], outcomes[1]), (s, c, s2, c2)
+
+
+def flatten(aggregate: Any) -> list[Any]:
+    """A `Panes` aggregate's numbers in order (a pane's columns)."""
+    if not isinstance(aggregate, list):
+        return [aggregate]
+    return [x for part in aggregate for x in flatten(part)]
 
 
 def test_a_load_that_changes_what_is_taken_fails_cleanly(monkeypatch: pytest.MonkeyPatch

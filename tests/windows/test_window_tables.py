@@ -22,6 +22,7 @@ from framework.windows import (
     aggregate,
     count,
     fold,
+    layouts,
     max_of,
     mean_of,
     min_of,
@@ -237,9 +238,35 @@ def test_aggregate_emits_every_named_result_per_window() -> None:
 def test_aggregate_as_a_dict_and_in_one_store_value() -> None:
     result, _ = run(Tumbling(size_ms=10), [ev("a", 1, n=4), ev("a", 2, n=3)],
                     reducer={"views": count(), "spent": sum_of("n")})  # type: ignore[arg-type]
-    assert result.stores["w"]["k|sa"] == "[0,[2,7]]"  # one pane: [count, sum]
+    assert result.stores["w"]["k|sa"] == "[0,2,7]"  # one pane: its start, count, sum
     assert result.stores["w"]["a~windows"] == (
-        "aggregate(views=count, spent=sum) over tumbling 10 in panes")
+        "aggregate(views=count, spent=sum) over tumbling 10 in columns")
+
+
+def test_a_store_from_before_columns_keeps_its_panes_until_its_windows_close(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An aggregate's open windows written as panes with a list per pane (before columns)
+    are read and closed as they are, and their results are the same as if columns had
+    kept them; the first start with no window open moves the store to columns."""
+    stats = {"views": count(), "spent": sum_of("n"), "avg": mean_of("n")}
+    kind = Hopping(size_ms=10, advance_ms=5)
+    before, after = [ev("a", 1, n=4), ev("a", 12, n=2)], [ev("a", 13, n=6), mark(100)]
+    with monkeypatch.context() as old_code:
+        old_code.setattr(layouts, "columns_fit", lambda reducer: False)
+        first, _ = run(kind, before, reducer=stats)
+    stored = first.stores["w"]
+    assert stored["k|sa"] == "[10,[1,2,[2,1]]]"  # the pane [10, 15) of a@12
+    assert stored["a~windows"].endswith(" in panes")
+    second, _ = run(kind, after, reducer=stats, stores={"w": stored})
+    assert second.stores["w"]["a~windows"].endswith(" in panes")  # opened in panes
+    in_columns, _ = run(kind, before + after, reducer=stats)
+    assert table(first) + table(second) == table(in_columns) == [
+        ("a", 0, 10, {"views": 1, "spent": 4, "avg": 4.0}),
+        ("a", 5, 15, {"views": 2, "spent": 8, "avg": 4.0}),
+        ("a", 10, 20, {"views": 2, "spent": 8, "avg": 4.0})]
+    third, _ = run(kind, [ev("a", 120, n=5)], reducer=stats, stores={"w": second.stores["w"]})
+    assert third.stores["w"]["a~windows"].endswith(" in columns")
+    assert third.stores["w"]["k|sa"] == "[120,1,5,5,1]"
 
 
 def test_aggregate_merges_sessions_and_updates_by_name() -> None:

@@ -1,0 +1,203 @@
+"""`Columns` (a mean's or an aggregate's panes with their numbers inline) emits what
+`Panes` emits for the same records, in C and in Python: every result, every kept pane
+(read back as `Panes` keeps it) and every gone key of every close; its states are one
+list per key, changed in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.windows import (
+    Hopping,
+    Tumbling,
+    WindowResult,
+    accel,
+    count,
+    fold,
+    max_of,
+    mean_of,
+    min_of,
+    sum_of,
+)
+from framework.windows.kinds import WindowKind
+from framework.windows.layouts import Columns, Panes, columns_fit, layout_for
+from framework.windows.reducers import Reducer, aggregate
+
+REDUCERS = {
+    "every built-in": aggregate(n=count(), total=sum_of("x"), low=min_of("x"),
+                                high=max_of("x"), avg=mean_of("x")),
+    "mean": mean_of("x"),
+    "means first": aggregate(avg=mean_of("x"), again=mean_of("x"), n=count()),
+}
+KINDS: dict[str, WindowKind] = {
+    "tumbling": Tumbling(size_ms=100),
+    "hopping": Hopping(size_ms=300, advance_ms=100),
+    "hopping by 7": Hopping(size_ms=21, advance_ms=7),
+}
+amounts = st.one_of(st.sampled_from([2, 2.0, -1, 0, -0.0, 0.5, 2**70, 2**63 - 1, True]),
+                    st.floats(allow_nan=False, allow_infinity=False, width=32))
+records = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 900), amounts),
+                   min_size=1, max_size=60)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (1 and 1.0 differ)."""
+    return repr(a) == repr(b)
+
+
+def layouts(kind: WindowKind, reducer: Reducer, monkeypatch: pytest.MonkeyPatch
+            ) -> list[Any]:
+    """Columns in C, Columns in Python, and Panes in Python (as before columns)."""
+    native = layout_for(kind, reducer, None)
+    with monkeypatch.context() as patch:
+        patch.setenv(accel.ENV, "0")
+        python = layout_for(kind, reducer, None)
+        panes = layout_for(kind, reducer, "panes")
+    assert isinstance(native, Columns) and native.fold != native.fold_python
+    assert isinstance(python, Columns) and python.fold == python.fold_python
+    assert isinstance(panes, Panes) and panes.fold == panes.fold_python
+    return [native, python, panes]
+
+
+def as_panes(layout: Any, state: Any) -> Any:
+    return layout.nested(state) if isinstance(layout, Columns) else state
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("reducer", list(REDUCERS))
+@settings(max_examples=40, deadline=None)
+@given(stream=records, every=st.integers(1, 12), grace=st.integers(0, 400),
+       step=st.integers(1, 9))
+def test_columns_emit_and_keep_what_panes_do(kind: str, reducer: str,
+                                             stream: list[tuple[str, int, Any]], every: int,
+                                             grace: int, step: int) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        three = layouts(KINDS[kind], REDUCERS[reducer], monkeypatch)
+    states: list[dict[str, Any]] = [{}, {}, {}]
+    closed, high = -1, 0
+
+    def close(bound: int) -> None:
+        seen = []
+        for layout, held in zip(three, states, strict=True):
+            taken = sorted((0, text) for text in held)
+            results, kept, gone = layout.close_all(taken, held.get, closed, bound,
+                                                   layout.finish, WindowResult)
+            for text, remaining, _ in kept:
+                held[text] = remaining
+            for text in gone:
+                del held[text]
+            seen.append((results, [(text, as_panes(layout, state), due)
+                                   for text, state, due in kept], gone))
+        assert same(seen[0], seen[1]) and same(seen[1], seen[2]), (closed, bound)
+
+    for n, (key, ts, amount) in enumerate(stream):
+        text = "s" + key
+        folded = [layout.fold(held.get(text), {"x": amount}, ts)
+                  for layout, held in zip(three, states, strict=True)]
+        assert same(folded[0], folded[1])
+        assert same(as_panes(three[0], folded[0][0]), folded[2][0])
+        assert folded[0][1] == folded[2][1]  # an older pane than it had: the same
+        for held, (state, _) in zip(states, folded, strict=True):
+            held[text] = state
+        for layout, held in zip(three, states, strict=True):  # emit="update"'s view
+            assert same(layout.touched(held[text], ts),
+                        three[2].touched(as_panes(layout, held[text]), ts))
+        high = max(high, ts)
+        if n % every == every - 1:
+            bound = max(closed, high - grace)
+            close(bound)
+            closed = bound
+    for bound in range(closed + 1, high + 400, step):
+        close(bound)
+        closed = bound
+    assert states == [{}, {}, {}]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@settings(max_examples=60, deadline=None)
+@given(times=st.lists(st.integers(0, 400), min_size=1, max_size=12),
+       closed=st.integers(-1, 300), ahead=st.integers(0, 200))
+def test_a_columns_close_and_split_are_the_panes_close_and_split(
+        kind: str, times: list[int], closed: int, ahead: int) -> None:
+    """`close` and `split` of one state (each pane's first ts its amount), in both."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        native, python, panes = layouts(KINDS[kind], REDUCERS["every built-in"], monkeypatch)
+    state = None
+    for ts in times:
+        state, _ = native.fold(state, {"x": ts}, ts)
+    assert state is not None
+    bound = closed + ahead
+    emitted, remaining, due = panes.close(native.nested(state), closed, bound)
+    for layout in (native, python):
+        closed_here = layout.close(list(state), closed, bound)
+        assert same((closed_here[0], layout.nested(closed_here[1]), closed_here[2]),
+                    (emitted, remaining, due))
+        assert same(layout.split(list(state), closed, bound)[0], emitted)
+        assert layout.first_close(state, closed) == panes.first_close(
+            native.nested(state), closed)
+
+
+def test_c_columns_change_one_list_in_place() -> None:
+    """A record into an existing pane changes its numbers in the key's list, a new pane
+    goes into the same list (keys share the int of a pane's start), a close trims the
+    list it keeps in place, and the results it gave do not change with later records."""
+    layout = layout_for(KINDS["hopping"], REDUCERS["every built-in"], None)
+    assert isinstance(layout, Columns) and layout.fold != layout.fold_python
+    state = layout.fold(None, {"x": 2}, 1_010)[0]
+    assert layout.fold(state, {"x": 3}, 1_020) == (state, False)
+    assert state == [1_000, 2, 5, 2, 3, 5, 2]
+    assert layout.fold(state, {"x": 4}, 1_110) == (state, False)  # a newer pane
+    assert layout.fold(state, {"x": 1}, 910) == (state, True)  # an older one
+    assert state == [900, 1, 1, 1, 1, 1, 1, 1_000, 2, 5, 2, 3, 5, 2,
+                     1_100, 1, 4, 4, 4, 4, 1]
+    other = layout.fold(None, {"x": 1}, 1_030)[0]
+    assert other[0] is state[7]  # one int object for the pane start 1000
+    results, kept, gone = layout.close_all([(0, "sa")], {"sa": state}.get, -1, 1_300,
+                                           layout.finish, WindowResult)
+    assert kept == [("sa", state, 1_400)] and kept[0][1] is state and gone == []
+    assert state == [1_100, 1, 4, 4, 4, 4, 1]
+    assert [(r.start, r.end, r.value) for r in results] == [
+        (700, 1_000, {"n": 1, "total": 1, "low": 1, "high": 1, "avg": 1.0}),
+        (800, 1_100, {"n": 3, "total": 6, "low": 1, "high": 3, "avg": 2.0}),
+        (900, 1_200, {"n": 4, "total": 10, "low": 1, "high": 4, "avg": 2.5}),
+        (1_000, 1_300, {"n": 3, "total": 9, "low": 2, "high": 4, "avg": 3.0})]
+    shown = repr(results)
+    for ts in (1_120, 1_130):
+        layout.fold(state, {"x": 9}, ts)
+    assert repr(results) == shown
+
+
+@pytest.mark.parametrize("broken", [[1_000, 1, 2], [1_000, 1, 2, 3, 4, 5, 6, 7], [], (1, 2)])
+def test_a_state_that_is_not_whole_panes_is_refused_in_c(broken: Any) -> None:
+    """Columns read a pane's numbers by position: a state whose length is not a number of
+    whole panes (a store edited by hand, another layout's state) raises, reads nothing."""
+    layout = layout_for(KINDS["tumbling"], REDUCERS["every built-in"], None)
+    with pytest.raises(TypeError, match="whole panes"):
+        layout.fold(broken, {"x": 1}, 1_010)
+    if broken:
+        with pytest.raises(TypeError, match="whole panes"):
+            layout.close_all([(0, "sa")], {"sa": list(broken)}.get, -1, 5_000,
+                             layout.finish, WindowResult)
+
+
+def test_which_reducers_are_kept_in_columns() -> None:
+    """A mean and an aggregate of built-ins reading the value or a field; a lone count,
+    sum, min or max is one column already (panes keep it just so); anything with a
+    function of its own stays in panes."""
+    assert columns_fit(mean_of()) and columns_fit(mean_of("x"))
+    assert columns_fit(aggregate(n=count(), top=max_of("x")))
+    assert columns_fit(aggregate(**{f"n{i}": count() for i in range(32)}))
+    assert not columns_fit(aggregate(**{f"n{i}": count() for i in range(33)}))
+    assert not any(columns_fit(r) for r in (count(), sum_of("x"), min_of(), max_of("x")))
+    assert not columns_fit(mean_of(lambda v: v["x"]))
+    assert not columns_fit(aggregate(n=count(), own=fold(0, max, max)))
+    assert not columns_fit(aggregate(n=count(), top=max_of(lambda v: v)))
+    hopping = KINDS["hopping"]
+    assert isinstance(layout_for(hopping, aggregate(n=count()), None), Columns)
+    assert isinstance(layout_for(hopping, aggregate(n=count()), "columns"), Columns)
+    assert isinstance(layout_for(hopping, aggregate(n=count()), "panes"), Panes)
+    assert isinstance(layout_for(hopping, count(), None), Panes)
