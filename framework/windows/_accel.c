@@ -736,6 +736,29 @@ read_again(PyObject *of, PyObject *value, PyObject **last_of, PyObject **last_x)
     return x;
 }
 
+/* a + b as Python adds them: two ints that fit 64 bits (and their sum) added in C. */
+static inline PyObject *
+add_ints(PyObject *a, PyObject *b)
+{
+    long long u, v, w;
+    if (small_int(a, &u) && small_int(b, &v) && !__builtin_add_overflow(u, v, &w))
+        return PyLong_FromLongLong(w);
+    return PyNumber_Add(a, b);
+}
+
+/* pick (min or max as the builtins), two ints that fit 64 bits compared in C. */
+static inline PyObject *
+pick_ints(PyObject *a, PyObject *x, int op)
+{
+    long long u, v;
+    if (small_int(a, &u) && small_int(x, &v)) {
+        PyObject *r = (op == Py_LT ? v < u : v > u) ? x : a;
+        Py_INCREF(r);
+        return r;
+    }
+    return pick(a, x, op);
+}
+
 /* A pane's columns with ``value`` folded in, into made[0 ..] (new references): the pane
  * at state[at]'s, or a new pane's when at < 0 (the reducers' start). Every column is
  * computed before the caller writes any. 0, or -1 with an error and nothing made. */
@@ -754,21 +777,22 @@ column_values(PyObject *spec, Py_ssize_t parts, PyObject *state, Py_ssize_t at,
         PyObject *a = at < 0 ? NULL : PyList_GET_ITEM(state, at + 1 + m);
         switch (kind) {
         case K_COUNT:  /* 1, a + 1 */
-            r = a == NULL ? (Py_INCREF(ONE), ONE) : PyNumber_Add(a, ONE);
+            r = a == NULL ? (Py_INCREF(ONE), ONE) : add_ints(a, ONE);
             break;
         case K_SUM:  /* x, a + x */
-            r = a == NULL ? (Py_INCREF(x), x) : PyNumber_Add(a, x);
+            r = a == NULL ? (Py_INCREF(x), x) : add_ints(a, x);
             break;
         case K_MIN: case K_MAX:  /* x, min(a, x) / max(a, x) */
-            r = a == NULL ? (Py_INCREF(x), x) : pick(a, x, kind == K_MIN ? Py_LT : Py_GT);
+            r = a == NULL ? (Py_INCREF(x), x)
+                          : pick_ints(a, x, kind == K_MIN ? Py_LT : Py_GT);
             break;
         case K_MEAN:  /* x, 1; a[0] + x, a[1] + 1 */
-            r = a == NULL ? (Py_INCREF(x), x) : PyNumber_Add(a, x);
+            r = a == NULL ? (Py_INCREF(x), x) : add_ints(a, x);
             if (r == NULL)
                 break;
             made[m++] = r;
             a = at < 0 ? NULL : PyList_GET_ITEM(state, at + 1 + m);
-            r = a == NULL ? (Py_INCREF(ONE), ONE) : PyNumber_Add(a, ONE);
+            r = a == NULL ? (Py_INCREF(ONE), ONE) : add_ints(a, ONE);
             break;
         default:
             PyErr_SetString(PyExc_ValueError, "_accel: unknown reducer kind");
@@ -1753,8 +1777,9 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(ssp);
         if (failed)
             goto done;
+        if (call)  /* the watermark may have moved; else it is the one read above */
+            none = time_attr(event_time, S_watermark, &watermark);
     }
-    none = time_attr(event_time, S_watermark, &watermark);
     if (none < 0)
         goto done;
     if (none) {
