@@ -1560,6 +1560,47 @@ time_attr(PyObject *obj, PyObject *name, long long *out)
     return failed ? -1 : none;
 }
 
+/* Key ``text`` into the due index's bucket of ``time`` (DueIndex._buckets): appended, or a
+ * new bucket with its time pushed onto the heap ``times`` (NULL: index._times, read only
+ * then). 0, or -1 with an error. */
+static int
+bucket_add(PyObject *buckets, PyObject *times, PyObject *index, PyObject *time,
+           PyObject *text)
+{
+    int failed = -1;
+    PyObject *bucket = PyDict_GetItemWithError(buckets, time);
+    if (bucket != NULL) {
+        Py_INCREF(bucket);
+        if (PyList_CheckExact(bucket)) {
+            failed = PyList_Append(bucket, text);
+        } else {
+            PyObject *r = PyObject_CallMethod(bucket, "append", "O", text);
+            failed = r == NULL ? -1 : 0;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(bucket);
+        return failed;
+    }
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *fresh = PyList_New(1), *heap = times, *pushed = NULL;
+    if (fresh == NULL)
+        return -1;
+    Py_INCREF(text);
+    PyList_SET_ITEM(fresh, 0, text);
+    if (heap == NULL)
+        heap = PyObject_GetAttr(index, S_times);
+    else
+        Py_INCREF(heap);
+    if (heap != NULL && PyDict_SetItem(buckets, time, fresh) == 0)
+        pushed = PyObject_CallFunctionObjArgs(HEAPPUSH, heap, time, NULL);
+    Py_DECREF(fresh);
+    Py_XDECREF(heap);
+    failed = pushed == NULL ? -1 : 0;
+    Py_XDECREF(pushed);
+    return failed;
+}
+
 /* DueIndex.note (move 0) or DueIndex.move (move 1) of key ``text`` at ``at``: the time
  * it is due now in *out. */
 static int
@@ -1588,25 +1629,9 @@ due_note(PyObject *index, PyObject *text, long long at, int move, long long *out
     if (time == NULL || PyDict_SetItem(due, text, time) < 0)
         goto done;
     buckets = PyObject_GetAttr(index, S_buckets);
-    if (buckets == NULL)
+    if (buckets == NULL || bucket_add(buckets, NULL, index, time, text) < 0)
         goto done;
-    PyObject *bucket = PyDict_GetItemWithError(buckets, time);
-    if (bucket != NULL) {
-        failed = PyList_Append(bucket, text);
-    } else if (!PyErr_Occurred()) {  /* a new bucket, its time onto the heap */
-        PyObject *fresh = PyList_New(1), *times = NULL, *pushed = NULL;
-        if (fresh != NULL) {
-            Py_INCREF(text);
-            PyList_SET_ITEM(fresh, 0, text);
-            if (PyDict_SetItem(buckets, time, fresh) == 0
-                    && (times = PyObject_GetAttr(index, S_times)) != NULL)
-                pushed = PyObject_CallFunctionObjArgs(HEAPPUSH, times, time, NULL);
-        }
-        failed = pushed == NULL ? -1 : 0;
-        Py_XDECREF(fresh);
-        Py_XDECREF(times);
-        Py_XDECREF(pushed);
-    }
+    failed = 0;
     *out = at;
 done:
     Py_DECREF(due);
@@ -1917,7 +1942,7 @@ index_note(PyObject *at, PyObject *buckets, PyObject *times, PyObject *granule,
     if (time == NULL)
         return -1;
     int failed = -1;
-    PyObject *was = PyDict_GetItemWithError(at, text), *bucket = NULL;
+    PyObject *was = PyDict_GetItemWithError(at, text);
     if (was == NULL && PyErr_Occurred())
         goto done;
     if (was != NULL) {
@@ -1929,32 +1954,9 @@ index_note(PyObject *at, PyObject *buckets, PyObject *times, PyObject *granule,
             goto done;
         }
     }
-    if (PyDict_SetItem(at, text, time) < 0)
-        goto done;
-    bucket = PyDict_GetItemWithError(buckets, time);
-    if (bucket != NULL) {
-        Py_INCREF(bucket);
-        if (PyList_CheckExact(bucket)) {
-            failed = PyList_Append(bucket, text);
-        } else {
-            PyObject *r = PyObject_CallMethod(bucket, "append", "O", text);
-            failed = r == NULL ? -1 : 0;
-            Py_XDECREF(r);
-        }
-    } else if (!PyErr_Occurred()) {  /* a new bucket, its time onto the heap */
-        PyObject *fresh = PyList_New(1), *pushed = NULL;
-        if (fresh != NULL) {
-            Py_INCREF(text);
-            PyList_SET_ITEM(fresh, 0, text);
-            if (PyDict_SetItem(buckets, time, fresh) == 0)
-                pushed = PyObject_CallFunctionObjArgs(HEAPPUSH, times, time, NULL);
-            Py_DECREF(fresh);
-        }
-        failed = pushed == NULL ? -1 : 0;
-        Py_XDECREF(pushed);
-    }
+    if (PyDict_SetItem(at, text, time) == 0)
+        failed = bucket_add(buckets, times, NULL, time, text);
 done:
-    Py_XDECREF(bucket);
     Py_DECREF(time);
     return failed;
 }
