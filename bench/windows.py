@@ -18,14 +18,18 @@ record is processed and committed.
   each), within 2 s before and after, a left join: one output per pair and per unjoined
   left record.
 
-The machine is shared, so the jobs run in rounds, each round in the opposite order of
-the last, and each is measured twice: records per second of wall-clock time, and records
-per CPU second of the benchmark's process (all its threads: what other processes on the
-machine take does not count). Each job's figure is its median over the rounds, and its
-share of the sum the median of its per-round ratios to that round's sum.
+The machine is shared, and its speed drifts by a quarter within minutes, so each job is
+measured against a per-key sum run next to it: in each round, every job runs in a pair
+with the sum, back to back (which of the two goes first alternates), and its share of
+the sum is the median over the rounds of its ratio to its own pair's sum. Each run is
+measured twice: records per second of wall-clock time, and records per CPU second of
+the benchmark's process (all its threads: what other processes on the machine take does
+not count). ``--mode rounds`` runs each job once per round instead (the round's order
+reversed each time) against the round's one sum run — a job can then run half a minute
+away from its sum, and the drift in between shows in its ratio.
 
 Run: ``.venv/bin/python -m bench.windows`` (``--records N --keys K --rounds R --jobs
-sum,tumbling,…`` for another run).
+sum,tumbling,… --mode pairs|rounds`` for another run).
 """
 
 from __future__ import annotations
@@ -202,42 +206,68 @@ async def _rate(config: JobConfig,
     return len(records) / elapsed, len(records) / cpu, outputs
 
 
+def _order(names: list[str], number: int, mode: str) -> list[list[str]]:
+    """Round ``number``'s runs, as groups whose jobs are compared with the group's sum:
+    a pair per job (``pairs``; the sum first in every other pair), or the whole round
+    (``rounds``; in reverse every other round).
+
+    >>> _order(["sum", "a", "b"], 1, "pairs"), _order(["sum", "a", "b"], 1, "rounds")
+    ([['b', 'sum'], ['sum', 'a']], [['b', 'a', 'sum']])
+    """
+    if mode == "rounds":
+        return [names if number % 2 == 0 else names[::-1]]
+    others = names[1:] if number % 2 == 0 else names[:0:-1]
+    return [["sum", name] if (number + n) % 2 == 0 else [name, "sum"]
+            for n, name in enumerate(others)]
+
+
 def run(records: int = RECORDS, keys: int = KEYS, rounds: int = ROUNDS,
-        jobs: list[str] | None = None) -> dict[str, float]:
-    """Run the jobs in interleaved rounds; print and return each job's median share of
-    the sum in records per CPU second (the sum's own entry: its median of those)."""
+        jobs: list[str] | None = None, mode: str = "pairs") -> dict[str, float]:
+    """Run the jobs interleaved with the sum (see the module); print and return each
+    job's median share of the sum in records per CPU second (the sum's own entry: its
+    median of those)."""
     names = ["sum", *[name for name in (jobs or list(JOBS)) if name != "sum"]]
     data = _records(records, keys)
     print(f"{records:,} JSON records, {keys:,} keys, {PARTITIONS} partitions, 1 worker, "
           f"logged RocksDB store; event time spans {records * STEP_MS / 60_000:,.0f} min; "
-          f"{rounds} rounds, order alternating", flush=True)
+          f"{rounds} rounds, "
+          f"{'each job next to a sum run' if mode == 'pairs' else 'order alternating'}",
+          flush=True)
     rates: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
+    wall: dict[str, list[float]] = {name: [] for name in names}  # ratios to the sum
+    per_cpu: dict[str, list[float]] = {name: [] for name in names}
     outputs: dict[str, int] = {}
     work = Path(tempfile.mkdtemp(prefix="sampan-bench-windows-"))
     try:
         for number in range(rounds):
-            order = names if number % 2 == 0 else names[::-1]
-            for name in order:
-                config = _job(work / f"{name}-{number}", name, JOBS[name][1])
-                rate, cpu, outputs[name] = asyncio.run(_rate(
-                    config, _split(data) if name == "join" else data))
-                rates[name].append(rate)
-                cpus[name].append(cpu)
-                print(f"  round {number + 1} {name:<9} {rate:>10,.0f} records/s "
-                      f"{cpu:>10,.0f} records/CPU-s", flush=True)
+            for group in _order(names, number, mode):
+                measured = {}
+                for name in group:
+                    config = _job(work / f"{name}-{number}-{len(rates[name])}", name,
+                                  JOBS[name][1])
+                    rate, cpu, outputs[name] = asyncio.run(_rate(
+                        config, _split(data) if name == "join" else data))
+                    measured[name] = rate, cpu
+                    rates[name].append(rate)
+                    cpus[name].append(cpu)
+                    print(f"  round {number + 1} {name:<9} {rate:>10,.0f} records/s "
+                          f"{cpu:>10,.0f} records/CPU-s", flush=True)
+                base_rate, base_cpu = measured["sum"]
+                for name, (rate, cpu) in measured.items():
+                    wall[name].append(rate / base_rate)
+                    per_cpu[name].append(cpu / base_cpu)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{'job':<38} {'records/s':>10} {'rec/CPU-s':>10}  share of the sum (wall; CPU)")
     shares = {"sum": statistics.median(cpus["sum"])}
     for name in names:
-        wall = [r / total for r, total in zip(rates[name], rates["sum"], strict=True)]
-        per_cpu = [r / total for r, total in zip(cpus[name], cpus["sum"], strict=True)]
-        shares[name] = statistics.median(per_cpu)
+        shares[name] = statistics.median(per_cpu[name])
         line = (f"{JOBS[name][0]:<38} {statistics.median(rates[name]):>10,.0f} "
                 f"{statistics.median(cpus[name]):>10,.0f}")
         if name != "sum":
-            line += f"  {statistics.median(wall):.0%}; {shares[name]:.0%}"
+            line += (f"  {statistics.median(wall[name]):.0%}; {shares[name]:.0%} (per "
+                     f"pair {', '.join(f'{r:.0%}' for r in per_cpu[name])})")
         print(f"{line}  ({outputs[name]:,} outputs)")
     return shares
 
@@ -249,8 +279,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--jobs", default=",".join(JOBS),
                         help=f"comma-separated, of {', '.join(JOBS)} (sum always runs)")
+    parser.add_argument("--mode", choices=("pairs", "rounds"), default="pairs",
+                        help="each job next to its own sum run (pairs), or once per round "
+                             "against the round's sum (rounds)")
     args = parser.parse_args()
-    run(args.records, args.keys, args.rounds, args.jobs.split(","))
+    run(args.records, args.keys, args.rounds, args.jobs.split(","), args.mode)
 
 
 if __name__ == "__main__":
