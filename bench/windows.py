@@ -267,7 +267,8 @@ def run(records: int = RECORDS, keys: int = KEYS, rounds: int = ROUNDS,
                 f"{statistics.median(cpus[name]):>10,.0f}")
         if name != "sum":
             line += (f"  {statistics.median(wall[name]):.0%}; {shares[name]:.0%} (per "
-                     f"pair {', '.join(f'{r:.0%}' for r in per_cpu[name])})")
+                     f"{'pair' if mode == 'pairs' else 'round'} "
+                     f"{', '.join(f'{r:.0%}' for r in per_cpu[name])})")
         print(f"{line}  ({outputs[name]:,} outputs)")
     return shares
 
