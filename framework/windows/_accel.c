@@ -469,10 +469,67 @@ part_of(PyObject *agg, int single, Py_ssize_t p)
     return subscript(agg, p);
 }
 
+/* Merge the non-mean part p (kind) of the panes at state[first], state[first + stride],
+ * … (count >= 1; acc, stolen: the first pane's part) left to right, a pane's part being
+ * the item itself when single: while the parts are ints that fit 64 bits (and their sums
+ * do), they are added and compared as C integers — what Python's int arithmetic gives
+ * for them — and the rest through the object API. New reference. */
+static PyObject *
+merged_values(int kind, PyObject *state, Py_ssize_t first, Py_ssize_t stride, int single,
+              Py_ssize_t p, Py_ssize_t count, PyObject *acc)
+{
+    Py_ssize_t k = 1;
+    long long total, more;
+    if ((kind == K_COUNT || kind == K_SUM) && small_int(acc, &total)) {
+        Py_ssize_t from = k;
+        for (; k < count; k++) {
+            PyObject *b = part_peek(PyList_GET_ITEM(state, first + stride * k), single, p);
+            if (b == NULL || !small_int(b, &more) || __builtin_add_overflow(total, more, &more))
+                break;
+            total = more;
+        }
+        if (k > from) {
+            PyObject *t = PyLong_FromLongLong(total);
+            Py_DECREF(acc);
+            if (t == NULL)
+                return NULL;
+            acc = t;
+        }
+    } else if ((kind == K_MIN || kind == K_MAX) && small_int(acc, &total)) {
+        for (; k < count; k++) {  /* the first of equals stays, as min and max keep it */
+            PyObject *b = part_peek(PyList_GET_ITEM(state, first + stride * k), single, p);
+            if (b == NULL || !small_int(b, &more))
+                break;
+            if (kind == K_MIN ? more < total : more > total) {
+                total = more;
+                Py_INCREF(b);
+                Py_SETREF(acc, b);
+            }
+        }
+    }
+    for (; k < count; k++) {
+        PyObject *b = part_of(PyList_GET_ITEM(state, first + stride * k), single, p);
+        if (b == NULL) {
+            Py_DECREF(acc);
+            return NULL;
+        }
+        PyObject *t;
+        if (kind == K_MIN || kind == K_MAX)
+            t = pick(acc, b, kind == K_MIN ? Py_LT : Py_GT);
+        else
+            t = PyNumber_Add(acc, b);
+        Py_DECREF(b);
+        Py_DECREF(acc);
+        if (t == NULL)
+            return NULL;
+        acc = t;
+    }
+    return acc;
+}
+
 /* Merge part p over the aggregates state[first], state[first + 2], ... (count >= 1), left
- * to right, then finish it: a pure merge's result over those panes. While the parts are
- * ints that fit 64 bits (and their sums do), they are added and compared as C integers —
- * what Python's int arithmetic gives for them — and the rest through the object API. */
+ * to right, then finish it: a pure merge's result over those panes (a mean's sum and
+ * count as C integers while they fit 64 bits, as merged_values does for the others). */
 static PyObject *
 merged_part(PyObject *spec, int single, Py_ssize_t p, PyObject *state, Py_ssize_t first,
             Py_ssize_t count)
@@ -480,7 +537,7 @@ merged_part(PyObject *spec, int single, Py_ssize_t p, PyObject *state, Py_ssize_
     int kind = spec_kind(spec, p);
     PyObject *acc = part_of(PyList_GET_ITEM(state, first), single, p);
     Py_ssize_t k = 1;
-    long long total, more, sum, n, s_more, n_more;
+    long long sum, n, s_more, n_more;
     if (acc == NULL)
         return NULL;
     if (kind == K_MEAN) {  /* two columns: sum and count, each added left to right */
@@ -539,51 +596,7 @@ merged_part(PyObject *spec, int single, Py_ssize_t p, PyObject *state, Py_ssize_
         Py_DECREF(c);
         return r;
     }
-    if ((kind == K_COUNT || kind == K_SUM) && small_int(acc, &total)) {
-        Py_ssize_t from = k;
-        for (; k < count; k++) {
-            PyObject *b = part_peek(PyList_GET_ITEM(state, first + 2 * k), single, p);
-            if (b == NULL || !small_int(b, &more) || __builtin_add_overflow(total, more, &more))
-                break;
-            total = more;
-        }
-        if (k > from) {
-            PyObject *t = PyLong_FromLongLong(total);
-            Py_DECREF(acc);
-            if (t == NULL)
-                return NULL;
-            acc = t;
-        }
-    } else if ((kind == K_MIN || kind == K_MAX) && small_int(acc, &total)) {
-        for (; k < count; k++) {  /* the first of equals stays, as min and max keep it */
-            PyObject *b = part_peek(PyList_GET_ITEM(state, first + 2 * k), single, p);
-            if (b == NULL || !small_int(b, &more))
-                break;
-            if (kind == K_MIN ? more < total : more > total) {
-                total = more;
-                Py_INCREF(b);
-                Py_SETREF(acc, b);
-            }
-        }
-    }
-    for (; k < count; k++) {
-        PyObject *b = part_of(PyList_GET_ITEM(state, first + 2 * k), single, p);
-        if (b == NULL) {
-            Py_DECREF(acc);
-            return NULL;
-        }
-        PyObject *t;
-        if (kind == K_MIN || kind == K_MAX)
-            t = pick(acc, b, kind == K_MIN ? Py_LT : Py_GT);
-        else
-            t = PyNumber_Add(acc, b);
-        Py_DECREF(b);
-        Py_DECREF(acc);
-        if (t == NULL)
-            return NULL;
-        acc = t;
-    }
-    return acc;
+    return merged_values(kind, state, first, 2, single, p, count, acc);
 }
 
 /* A window's result over ``count`` panes' aggregates starting at state[first] (count 0:
@@ -890,59 +903,14 @@ columns_fold_core(long long advance, PyObject *spec, Py_ssize_t parts, PyObject 
 }
 
 /* The column at state[first], state[first + width], … (count >= 1 panes) merged left to
- * right: a + b (counts, sums, a mean's two columns) or min / max (the first of equals
- * stays), as C integers while they are ints that fit 64 bits (and their sums do), then
- * through the object API. One pane: its own value. New reference. */
+ * right (merged_values; one pane: its own value). New reference. */
 static PyObject *
 merged_column(int kind, PyObject *state, Py_ssize_t first, Py_ssize_t width,
               Py_ssize_t count)
 {
     PyObject *acc = PyList_GET_ITEM(state, first);
-    long long total, more;
-    Py_ssize_t k = 1;
     Py_INCREF(acc);
-    if (count > 1 && small_int(acc, &total)) {
-        if (kind == K_MIN || kind == K_MAX) {
-            for (; k < count; k++) {
-                PyObject *b = PyList_GET_ITEM(state, first + k * width);
-                if (!small_int(b, &more))
-                    break;
-                if (kind == K_MIN ? more < total : more > total) {
-                    total = more;
-                    Py_INCREF(b);
-                    Py_SETREF(acc, b);
-                }
-            }
-        } else {
-            for (; k < count; k++) {
-                PyObject *b = PyList_GET_ITEM(state, first + k * width);
-                if (!small_int(b, &more) || __builtin_add_overflow(total, more, &more))
-                    break;
-                total = more;
-            }
-            if (k > 1) {
-                PyObject *t = PyLong_FromLongLong(total);
-                Py_DECREF(acc);
-                if (t == NULL)
-                    return NULL;
-                acc = t;
-            }
-        }
-    }
-    for (; k < count; k++) {
-        PyObject *b = PyList_GET_ITEM(state, first + k * width), *t;
-        Py_INCREF(b);
-        if (kind == K_MIN || kind == K_MAX)
-            t = pick(acc, b, kind == K_MIN ? Py_LT : Py_GT);
-        else
-            t = PyNumber_Add(acc, b);
-        Py_DECREF(b);
-        Py_DECREF(acc);
-        if (t == NULL)
-            return NULL;
-        acc = t;
-    }
-    return acc;
+    return merged_values(kind, state, first, width, 1, 0, count, acc);
 }
 
 /* Part p's result over ``count`` panes from the pane at state[first] (columns of

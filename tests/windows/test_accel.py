@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wtasks import close_layouts, replay
 
 from framework import StreamTask
 from framework.api import Envelope, MessageCollector, TaskContext, TaskCoordinator
@@ -123,23 +124,14 @@ def test_c_and_python_fold_and_close_alike(kind: str, reducer: str, stored: str 
     the end closes ``step`` ms apart until nothing is open: every window boundary met."""
     with pytest.MonkeyPatch.context() as monkeypatch:
         native, python = pair(KINDS[kind], REDUCERS[reducer], monkeypatch, stored)
-    states: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
-    closed, high = -1, 0
+    states: list[dict[str, Any]] = [{}, {}]
 
-    def close(bound: int) -> None:
-        closes = []
-        for layout, held in zip((native, python), states, strict=True):
-            taken = sorted((0, text) for text in held)
-            closes.append(layout.close_all(taken, held.get, closed, bound, layout.finish,
-                                           WindowResult))
-            _, kept, gone = closes[-1]
-            for text, remaining, _ in kept:
-                held[text] = remaining
-            for text in gone:
-                del held[text]
-        assert same(closes[0], closes[1]), (closed, bound)
+    def close(closed: int, bound: int) -> None:
+        seen = close_layouts([native, python], states, closed, bound)
+        assert same(seen[0], seen[1]), (closed, bound)
 
-    for n, (key, ts, amount) in enumerate(stream):
+    def fold(n: int) -> None:
+        key, ts, amount = stream[n]
         value = amount if reducer == "sum of the value" else {"x": amount}
         text = key_text(key)
         folded = [layout.fold(held.get(text), value, ts)
@@ -147,15 +139,9 @@ def test_c_and_python_fold_and_close_alike(kind: str, reducer: str, stored: str 
         assert same(folded[0], folded[1]), (n, key, ts, amount)
         for held, (state, _) in zip(states, folded, strict=True):
             held[text] = state
-        high = max(high, ts)
-        if n % every == every - 1:
-            bound = max(closed, high - grace)
-            close(bound)
-            closed = bound
-    for bound in range(closed + 1, high + 400, step):
-        close(bound)
-        closed = bound
-    assert states == ({}, {})
+
+    replay([ts for _, ts, _ in stream], every, grace, step, fold, close)
+    assert states == [{}, {}]
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wtasks import close_layouts, replay
 
 from framework.windows import (
     Hopping,
@@ -78,23 +79,13 @@ def test_columns_emit_and_keep_what_panes_do(kind: str, reducer: str,
     with pytest.MonkeyPatch.context() as monkeypatch:
         three = layouts(KINDS[kind], REDUCERS[reducer], monkeypatch)
     states: list[dict[str, Any]] = [{}, {}, {}]
-    closed, high = -1, 0
 
-    def close(bound: int) -> None:
-        seen = []
-        for layout, held in zip(three, states, strict=True):
-            taken = sorted((0, text) for text in held)
-            results, kept, gone = layout.close_all(taken, held.get, closed, bound,
-                                                   layout.finish, WindowResult)
-            for text, remaining, _ in kept:
-                held[text] = remaining
-            for text in gone:
-                del held[text]
-            seen.append((results, [(text, as_panes(layout, state), due)
-                                   for text, state, due in kept], gone))
+    def close(closed: int, bound: int) -> None:
+        seen = close_layouts(three, states, closed, bound, as_panes)
         assert same(seen[0], seen[1]) and same(seen[1], seen[2]), (closed, bound)
 
-    for n, (key, ts, amount) in enumerate(stream):
+    def fold(n: int) -> None:
+        key, ts, amount = stream[n]
         text = "s" + key
         folded = [layout.fold(held.get(text), {"x": amount}, ts)
                   for layout, held in zip(three, states, strict=True)]
@@ -106,14 +97,8 @@ def test_columns_emit_and_keep_what_panes_do(kind: str, reducer: str,
         for layout, held in zip(three, states, strict=True):  # emit="update"'s view
             assert same(layout.touched(held[text], ts),
                         three[2].touched(as_panes(layout, held[text]), ts))
-        high = max(high, ts)
-        if n % every == every - 1:
-            bound = max(closed, high - grace)
-            close(bound)
-            closed = bound
-    for bound in range(closed + 1, high + 400, step):
-        close(bound)
-        closed = bound
+
+    replay([ts for _, ts, _ in stream], every, grace, step, fold, close)
     assert states == [{}, {}, {}]
 
 

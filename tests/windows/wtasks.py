@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from framework import StreamTask
@@ -10,7 +11,15 @@ from framework.serdes import JsonSerde, StringSerde
 from framework.stores.buffer import TaskStore
 from framework.stores.memory import MemoryEngine
 from framework.testing import TaskRunResult, run_task
-from framework.windows import EventTime, IntervalJoin, Reducer, WindowKind, Windows, count
+from framework.windows import (
+    EventTime,
+    IntervalJoin,
+    Reducer,
+    WindowKind,
+    WindowResult,
+    Windows,
+    count,
+)
 from groupers import SystemStreamPartition
 
 OUT = "local.out"
@@ -131,3 +140,41 @@ class Sent:
 def envelope(key: str, ts: int, offset: int) -> Envelope:
     """A record of `Context`'s one input partition, its event time the timestamp."""
     return Envelope(SystemStreamPartition("local", "views", 0), offset, key, {}, ts)
+
+
+def replay(times: list[int], every: int, grace: int, step: int, fold: Callable[[int], None],
+           close: Callable[[int, int], None]) -> None:
+    """Record n of a stream at ``times[n]`` folded in (``fold(n)``), a close
+    (``close(closed, bound)``) after every ``every`` records as a watermark ``grace``
+    behind the newest passes them, and at the end closes ``step`` ms apart until nothing
+    can be open: every window boundary met."""
+    closed, high = -1, 0
+    for n, ts in enumerate(times):
+        fold(n)
+        high = max(high, ts)
+        if n % every == every - 1:
+            bound = max(closed, high - grace)
+            close(closed, bound)
+            closed = bound
+    for bound in range(closed + 1, high + 400, step):
+        close(closed, bound)
+        closed = bound
+
+
+def close_layouts(layouts: list[Any], states: list[dict[str, Any]], closed: int, bound: int,
+                  view: Callable[[Any, Any], Any] = lambda layout, state: state
+                  ) -> list[tuple[Any, ...]]:
+    """A close of every key each layout holds (its states then updated): per layout, its
+    results, kept keys (their states as ``view`` shows them) and gone keys."""
+    seen: list[tuple[Any, ...]] = []
+    for layout, held in zip(layouts, states, strict=True):
+        taken = sorted((0, text) for text in held)
+        results, kept, gone = layout.close_all(taken, held.get, closed, bound, layout.finish,
+                                               WindowResult)
+        for text, remaining, _ in kept:
+            held[text] = remaining
+        for text in gone:
+            del held[text]
+        seen.append((results, [(text, view(layout, state), due) for text, state, due in kept],
+                     gone))
+    return seen
