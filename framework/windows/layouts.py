@@ -552,6 +552,7 @@ class Columns:
     def nested(self, state: list[Any] | None) -> list[Any] | None:
         """``state`` as `Panes` keeps it: ``[pane start, aggregate, …]`` (new lists).
 
+        >>> from framework.windows.kinds import Tumbling
         >>> from framework.windows.reducers import aggregate, count, mean_of
         >>> flat = Columns(Tumbling(size_ms=10), aggregate(n=count(), avg=mean_of()))
         >>> state = flat.fold(flat.fold(None, 4, 3)[0], 6, 15)[0]
