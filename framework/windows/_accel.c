@@ -643,6 +643,25 @@ window_result(PyObject *spec, int single, Py_ssize_t parts, PyObject *names,
 
 /* -- fold ------------------------------------------------------------------------------ */
 
+/* The last pane of ``state`` (panes of ``width`` items, a start each) starting at or
+ * before ``pane``, searched from the newest: its index in *i (-1: none) and its start
+ * in *at. 0, or -1 with an error. */
+static int
+find_pane(PyObject *state, Py_ssize_t width, long long pane, Py_ssize_t *i, long long *at)
+{
+    *i = PyList_GET_SIZE(state) - width;
+    if (item_time(state, *i, at) < 0)
+        return -1;
+    while (*at != pane && *i >= 0) {
+        if (item_time(state, *i, at) < 0)
+            return -1;
+        if (*at <= pane)
+            break;
+        *i -= width;
+    }
+    return 0;
+}
+
 /* Panes.fold of a record into ``state`` (None: a new one): the state (a new reference;
  * ``state`` itself, changed in place, unless it was None) and in *sooner whether it
  * gained an older pane than it had. NULL on an error, the state then untouched. */
@@ -672,18 +691,9 @@ panes_fold_core(long long advance, PyObject *spec, int single, Py_ssize_t parts,
         PyErr_SetString(PyExc_TypeError, "panes_fold: a state must be a non-empty list");
         return NULL;
     }
-    Py_ssize_t i = PyList_GET_SIZE(state) - 2;
-    if (item_time(state, i, &at) < 0)
+    Py_ssize_t i;
+    if (find_pane(state, 2, pane, &i, &at) < 0)
         return NULL;
-    if (at != pane) {
-        while (i >= 0) {
-            if (item_time(state, i, &at) < 0)
-                return NULL;
-            if (at <= pane)
-                break;
-            i -= 2;
-        }
-    }
     if (i >= 0 && at == pane) {  /* the pane exists: its aggregate replaced */
         if (add_at(spec, single, parts, state, i + 1, value) < 0)
             return NULL;
@@ -865,18 +875,9 @@ columns_fold_core(long long advance, PyObject *spec, Py_ssize_t parts, PyObject 
                         "columns_fold: a state must be a non-empty list of whole panes");
         return NULL;
     }
-    Py_ssize_t i = n - width;
-    if (item_time(state, i, &at) < 0)
+    Py_ssize_t i;
+    if (find_pane(state, width, pane, &i, &at) < 0)
         return NULL;
-    if (at != pane) {
-        while (i >= 0) {
-            if (item_time(state, i, &at) < 0)
-                return NULL;
-            if (at <= pane)
-                break;
-            i -= width;
-        }
-    }
     int found = i >= 0 && at == pane;
     if (column_values(spec, parts, state, found ? i : -1, value, made) < 0)
         return NULL;

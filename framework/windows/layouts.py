@@ -617,13 +617,11 @@ def columns_fit(reducer: Reducer) -> bool:
     """Whether `Columns` can keep ``reducer``'s panes: a mean or an `aggregate` of up to
     `COLUMN_PARTS` built-in reducers reading the value or a field (a lone count, sum, min
     or max is one column already: `Panes` keeps it just so)."""
-    parts = [part for _, part in reducer.parts] if reducer.parts else [reducer]
-    if len(parts) > COLUMN_PARTS or (not reducer.parts and parts[0].inline is not None
-                                     and parts[0].inline.kind != "mean"):
-        return False
-    return all(part.inline is not None and part.inline.kind in accel.KINDS
-               and (part.inline.of is None or isinstance(part.inline.of, str))
-               for part in parts)
+    if reducer.parts:
+        shaped = len(reducer.parts) <= COLUMN_PARTS
+    else:
+        shaped = reducer.inline is not None and reducer.inline.kind == "mean"
+    return shaped and accel.spec(reducer) is not None  # what the C code can run
 
 
 def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
