@@ -131,11 +131,13 @@ class HostReporter:
         after: dict[str, dict[str, int]] = {}
         counted: dict[str, int] = {}
         epochs: dict[str, int] = {}
+        restored_to: dict[str, int] = {}
         for report in current.values():
             modes.update(report.restore_modes)
             after.update(report.store_positions)
             counted.update(report.restored_tasks)
             epochs.update(report.task_epochs)
+            restored_to.update(report.restored_ends)
         # What a worker restored for each task when it last started or added it counts for
         # the tasks started in the rebalance the report describes (`moved_epoch`: its first
         # model, so a follow-up keeps what its first model restored, and a model moving
@@ -145,7 +147,10 @@ class HostReporter:
         fresh = {t for t in counted if epochs.get(t, self._model.epoch) >= (since or 0)}
         restored = {task: counted[task] if task in fresh else 0 for task in self.report.active}
         modes = {k: m for k, m in modes.items() if k.split("/", 1)[0] in fresh}
-        ends = {t: sum(after.get(t, {}).values()) for t in self.report.active}
+        # where each task's restore ended (a task restored by an earlier model of this
+        # rebalance has run since: its stores' positions have moved on)
+        ends = {t: restored_to[t] if t in restored_to else sum(after.get(t, {}).values())
+                for t in self.report.active}
         unavailable = self.report.unavailable_ms if self._quiet else {
             **self._carried, **self._unavailable(current)}
         if self._quiet:  # nothing moved here: the last move's restore ends stay reported

@@ -233,6 +233,9 @@ class WorkerReport(_Record):
     task_epochs: dict[str, int] = field(default_factory=dict)
     """Task → the epoch at which this process last started or added it (empty from a
     worker older than this field: its `restored_tasks` were then this epoch's only)."""
+    restored_ends: dict[str, int] = field(default_factory=dict)
+    """Task → the changelog offsets its stores were restored to then (summed): its
+    `store_positions` move on as it runs (empty from a worker older than this field)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

@@ -155,6 +155,7 @@ class Worker:
         self.restored = 0
         self._restored_tasks: dict[str, int] = {}  # `WorkerReport.restored_tasks`
         self._task_epochs: dict[str, int] = {}  # `WorkerReport.task_epochs`
+        self._restored_ends: dict[str, int] = {}  # `WorkerReport.restored_ends`
         self.restore_modes: dict[str, str] = {}  # "task/store" -> none | delta | full
         # errors.process_policy skip/dead-letter: per task, the journal that undoes a
         # failed process() call's store writes.
@@ -236,12 +237,13 @@ class Worker:
         return WorkerResult(model.epoch, 0, 0, 0, self.restored, reason)
 
     def _task_restores(self, report: WorkerReport) -> WorkerReport:
-        """``report`` with `WorkerReport.restored_tasks` and `task_epochs` of the tasks this
-        worker runs."""
+        """``report`` with `WorkerReport.restored_tasks`, `task_epochs` and `restored_ends`
+        of the tasks this worker runs."""
         running = {i.name for i in self.instances}
         return replace(report, restored_tasks={
             t: n for t, n in self._restored_tasks.items() if t in running}, task_epochs={
-            t: e for t, e in self._task_epochs.items() if t in running})
+            t: e for t, e in self._task_epochs.items() if t in running}, restored_ends={
+            t: e for t, e in self._restored_ends.items() if t in running})
 
     async def _check_fence(self) -> None:
         """`FencedError` once this worker's epoch is no longer the job's current one."""
@@ -326,6 +328,7 @@ class Worker:
         self.restored += opened.restored
         self._restored_tasks[task_model.name] = opened.restored
         self._task_epochs[task_model.name] = self.model.epoch if self.model else 0
+        self._restored_ends[task_model.name] = sum(opened.positions.values())
         self.restore_modes.update({f"{task_model.name}/{s}": m
                                    for s, m in opened.modes.items()})
         instance = TaskInstance(

@@ -22,11 +22,12 @@ HOSTS: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
 class _Coordinator:
     """The coordinator stream as the reporter reads it: no other host, worker 0's report;
     and what worker 0 restored for each task when it last added it (task → (records,
-    epoch)), which a worker reports for every task it runs."""
+    epoch, changelog offset restored to)), which a worker reports for every task it runs.
+    A task's store stands at offset 10 × epoch: it moves on as the task runs."""
 
     def __init__(self) -> None:
         self.workers: dict[int, WorkerReport] = {}
-        self.restores: dict[str, tuple[int, int]] = {}
+        self.restores: dict[str, tuple[int, int, int]] = {}
 
     async def read(self) -> Any:
         return SimpleNamespace(hosts={}, workers=dict(self.workers))
@@ -54,14 +55,15 @@ def _resume(reporter: HostReporter, coordinator: _Coordinator, epoch: int,
             tasks: list[str], added: dict[str, int], *, collected: bool = True) -> None:
     """Worker 0 resumed ``epoch`` running ``tasks``, having added ``added`` now (records
     restored, delta); the host looks at its report unless not ``collected`` yet."""
-    coordinator.restores.update((t, (n, epoch)) for t, n in added.items())
+    coordinator.restores.update((t, (n, epoch, 10 * epoch)) for t, n in added.items())
     mine = {t: coordinator.restores[t] for t in tasks if t in coordinator.restores}
     coordinator.workers[0] = WorkerReport(
         epoch=epoch, pid=1, started_ms=1, resumed_ms=2, tasks=tasks,
         restore_modes={f"{t}/totals": "delta" for t in coordinator.restores},
-        store_positions={t: {"totals": 10} for t in tasks},
-        restored_tasks={t: n for t, (n, _) in mine.items()},
-        task_epochs={t: e for t, (_, e) in mine.items()})
+        store_positions={t: {"totals": 10 * epoch} for t in tasks},
+        restored_tasks={t: n for t, (n, _, _) in mine.items()},
+        task_epochs={t: e for t, (_, e, _) in mine.items()},
+        restored_ends={t: end for t, (_, _, end) in mine.items()})
     if collected:
         asyncio.run(reporter.tick({}))
 
@@ -131,7 +133,10 @@ def test_a_follow_up_keeps_what_its_first_model_restored(
     fully: 12 records) and parks Partition 4 until c lets it go; the follow-up gives a
     Partition 4. The follow-up's report names both moves with their restores — whether
     or not the host had read its worker's report of the first model before the follow-up
-    came (a fresh-clone run saw Partition 3 reported restored 0, without a mode)."""
+    came (a fresh-clone run saw Partition 3 reported restored 0, without a mode) — and
+    the changelog offsets each was restored to, not where Partition 3's store stands after
+    running through the follow-up (CI saw a full restore of 9 records reported against
+    the store's later offset)."""
     report, coordinator = reporter
     three: dict[str, tuple[int, ...]] = {"a": (0,), "b": (2,), "c": (1,)}
     two: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
@@ -153,3 +158,5 @@ def test_a_follow_up_keeps_what_its_first_model_restored(
     assert report.report.restored == {"Partition 2": 0, "Partition 3": 12, "Partition 4": 0}
     assert report.report.restore_modes == {"Partition 3/totals": "delta",
                                            "Partition 4/totals": "delta"}
+    assert report.report.restore_ends == {"Partition 2": 50, "Partition 3": 60,
+                                          "Partition 4": 70}
