@@ -14,10 +14,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from kafka_broker import KafkaBroker
 
 from bench.peers import expansion, throughput
-from bench.peers.kafka_io import OutputReader, create_topics, produce
+from bench.peers.kafka_io import OutputReader, create_topics, delete_topics_with, produce
 from bench.peers.peers import SampanPeer
 from bench.peers.process import PeerProcess, report_line
 from bench.peers.verdict import (
@@ -78,6 +79,40 @@ async def test_outputs_read_back_from_kafka_get_each_kind_of_verdict(
     assert check.worst()[0] == MISCOUNTED
     assert check.miscounted["miscount"] == "last total 5, true total 10; 2 outputs for 2 records"
     assert classify(error=None, processed=True, check=check).verdict == MISCOUNTED
+
+
+async def test_a_drain_waits_for_the_markers_of_a_commit_and_not_for_an_open_transaction(
+        kafka_broker: KafkaBroker) -> None:
+    """A transaction committed while the drain settles is read (its commit's markers land
+    after the peer exits: a fresh-clone run's drain came back short without this); one
+    left open past ``settle_s`` stays outside, and the drain returns."""
+    topic = f"peers-settle-{uuid.uuid4().hex[:8]}"
+    await create_topics(kafka_broker.bootstrap, {topic: 2})
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap,
+                                transactional_id=f"{topic}-txn", enable_idempotence=True)
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send_and_wait(topic, b"7", key=b"a", partition=0)
+
+        async def commit_soon() -> None:
+            await asyncio.sleep(1.0)
+            await producer.commit_transaction()
+
+        async with OutputReader(kafka_broker.bootstrap, topic, 2) as reader:
+            committing = asyncio.create_task(commit_soon())
+            outputs = await reader.drain()
+            await committing
+        assert outputs == {"a": [7]}
+        await producer.begin_transaction()
+        await producer.send_and_wait(topic, b"8", key=b"b", partition=1)
+        async with OutputReader(kafka_broker.bootstrap, topic, 2) as reader:
+            outputs = await reader.drain(settle_s=1.0)
+        assert outputs == {"a": [7]}
+        await producer.abort_transaction()
+    finally:
+        await producer.stop()
+        await delete_topics_with(kafka_broker.bootstrap, topic)
 
 
 @pytest.mark.parametrize(("outputs", "verdict"), [
