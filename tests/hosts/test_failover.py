@@ -1,8 +1,8 @@
 """A job on 3 hosts, on Apache Kafka and on tansu: a host SIGKILLed mid-run fails over with
 exact results; with standbys the takeover restores only the standby's gap, without them all
 of it; a new empty host warms up before it gets active tasks; a duplicate host name is
-refused. (Standbys run on Apache Kafka only: tansu's group protocol is what the failover
-without them, and tests/hosts/test_incremental.py's warmups, take through it.)"""
+refused. (Standbys are tested on Apache Kafka only; on tansu, the failover without them and
+the warmups of tests/hosts/test_incremental.py cover its group protocol.)"""
 
 from __future__ import annotations
 
@@ -133,7 +133,6 @@ BROKERS = pytest.mark.parametrize("broker", ["kafka_broker", "tansu_broker"])
 
 @pytest.mark.parametrize("broker", ["kafka_broker"])
 def test_failover_with_standbys_restores_only_the_gap_then_a_new_host_warms_up(
-
         broker: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     hosts, work = _hosts(tmp_path, request.getfixturevalue(broker).bootstrap, 1)
     with hosts.logs_kept_on_failure("failover-standbys"):

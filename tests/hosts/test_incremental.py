@@ -1,9 +1,10 @@
-"""Incremental rebalancing on real Apache Kafka: 3 hosts × 2 workers over 8 tasks under
+"""Incremental rebalancing on real Apache Kafka: 3 hosts (2 workers each) over 8 tasks under
 steady input; a fourth host joins (warmups, probing rebalances, then tasks move to it),
 one host leaves with SIGTERM, then one is SIGKILLed with its workers (a failover). No
 worker process of a host that stays is restarted (same pids throughout), tasks move only
 once let go, and every output record is checked: one per input record with its running
-sum, in order per key, at-least-once replays only."""
+sum, in order per key, at-least-once replays only. The same on tansu, and with eager
+rebalances, at 1 worker per host."""
 
 from __future__ import annotations
 
