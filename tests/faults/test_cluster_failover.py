@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,7 @@ from jobs import harness as h
 from jobs.kafka_run import SumRun, checkpointed, exact_outputs
 from kafka_broker import KafkaCluster
 
-from framework.config import JobConfig
-from framework.systems import open_system
-from framework.systems.base import OffsetRange, ProducerRecord, System
+from framework.systems.base import OffsetRange, ProducerRecord
 from framework.systems.kafka.system import KafkaSystem
 from groupers import SystemStreamPartition as SSP
 
@@ -94,18 +91,6 @@ def test_a_replicated_stream_keeps_every_record_when_its_leader_is_killed(
     assert kafka_cluster.node(leader).starts == starts[leader] + 1
 
 
-async def _patient_meta(config: JobConfig) -> System:
-    """The job's metadata system for the test's own reads and input writes, with a 60 s
-    client timeout: a write right after a node is killed waits out the leader's move
-    (the cluster's broker session timeout, 6 s, then an election and a metadata refresh),
-    which took over the default 10 s on a loaded machine. The job keeps the default."""
-    system = config.system(config.metadata_system)
-    patient = replace(system, client_options={**system.client_options, "timeout_s": 60})
-    opened = open_system(patient)
-    await opened.start()
-    return opened
-
-
 @pytest.mark.timeout(900)
 async def test_killing_the_leader_of_an_input_and_a_changelog_partition_keeps_every_output(
         kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
@@ -115,7 +100,11 @@ async def test_killing_the_leader_of_an_input_and_a_changelog_partition_keeps_ev
     events = h.streams(config)[0]
     changelog = config.changelog_stream("totals").partition(".")[2]
     work = h.Workload(KEYS, stream=events)
-    meta = await _patient_meta(config)
+    # The test's own input writes get a 60 s client timeout: one right after a node is
+    # killed waits out the leader's move (the cluster's broker session timeout, 6 s, then
+    # an election and a metadata refresh), which took over the default 10 s on a loaded
+    # machine. The job keeps the default.
+    meta = await h.open_meta(config, timeout_s=60)
     run.start()
     try:
         async def healthy() -> bool:

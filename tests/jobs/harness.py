@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
@@ -106,9 +106,14 @@ class Workload:
         return sum(map(len, self.amounts.values()))
 
 
-async def open_meta(config: JobConfig) -> System:
-    """The job's metadata system, started."""
-    system = open_system(config.system(config.metadata_system))
+async def open_meta(config: JobConfig, timeout_s: float | None = None) -> System:
+    """The job's metadata system, started; ``timeout_s`` replaces its client timeout (the
+    test's own reads and writes only: the job keeps its own)."""
+    settings = config.system(config.metadata_system)
+    if timeout_s is not None:
+        settings = replace(settings, client_options={**settings.client_options,
+                                                     "timeout_s": timeout_s})
+    system = open_system(settings)
     await system.start()
     return system
 
