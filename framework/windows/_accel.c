@@ -26,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <float.h>
+#include <structmember.h>
 
 enum { K_COUNT = 0, K_SUM = 1, K_MIN = 2, K_MAX = 3, K_MEAN = 4 };
 
@@ -1506,7 +1507,7 @@ close_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return close_each(&c, args, 7, close_sessions);
 }
 
-/* -- a record's whole step ------------------------------------------------------------- */
+/* -- a record's whole step: the Stepper ------------------------------------------------ */
 
 static PyObject *S_value, *S_timestamp, *S_key, *S_ssp, *S_watermark, *S_hot, *S_dirty,
                 *S_quiet, *S_next_close, *S_record, *S_s, *S_max_cached, *S_emptied,
@@ -1530,11 +1531,9 @@ time_attr(PyObject *obj, PyObject *name, long long *out)
 }
 
 /* Key ``text`` into the due index's bucket of ``time`` (DueIndex._buckets): appended, or a
- * new bucket with its time pushed onto the heap ``times`` (NULL: index._times, read only
- * then). 0, or -1 with an error. */
+ * new bucket with its time pushed onto the heap ``times``. 0, or -1 with an error. */
 static int
-bucket_add(PyObject *buckets, PyObject *times, PyObject *index, PyObject *time,
-           PyObject *text)
+bucket_add(PyObject *buckets, PyObject *times, PyObject *time, PyObject *text)
 {
     int failed = -1;
     PyObject *bucket = PyDict_GetItemWithError(buckets, time);
@@ -1552,75 +1551,75 @@ bucket_add(PyObject *buckets, PyObject *times, PyObject *index, PyObject *time,
     }
     if (PyErr_Occurred())
         return -1;
-    PyObject *fresh = PyList_New(1), *heap = times, *pushed = NULL;
+    PyObject *fresh = PyList_New(1), *pushed = NULL;
     if (fresh == NULL)
         return -1;
     Py_INCREF(text);
     PyList_SET_ITEM(fresh, 0, text);
-    if (heap == NULL)
-        heap = PyObject_GetAttr(index, S_times);
-    else
-        Py_INCREF(heap);
-    if (heap != NULL && PyDict_SetItem(buckets, time, fresh) == 0)
-        pushed = PyObject_CallFunctionObjArgs(HEAPPUSH, heap, time, NULL);
+    if (PyDict_SetItem(buckets, time, fresh) == 0)
+        pushed = PyObject_CallFunctionObjArgs(HEAPPUSH, times, time, NULL);
     Py_DECREF(fresh);
-    Py_XDECREF(heap);
     failed = pushed == NULL ? -1 : 0;
     Py_XDECREF(pushed);
     return failed;
 }
 
+/* A `Windows` aggregation's step, made once per aggregation (`stepper`): what a record's
+ * step reads of it that never changes — its parameters, and the keyed states' and due
+ * index's containers, which are never rebound — held here instead of read per record.
+ * Called as ``stepper(envelope, collector)`` it is the aggregation's `process`;
+ * ``stepper.step(envelope)`` is its C step alone. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *windows, *event_time, *keyed, *spec, *general;
+    PyObject *close_due;  /* windows._close_due: a close is due */
+    PyObject *slow;       /* windows._process_python: a record the C step does not take */
+    PyObject *method;     /* Windows.process (the class's): a call with keywords */
+    PyObject *dirty, *emptied, *at, *buckets, *times;  /* keyed's and its index's */
+    long long grace, layout, param, size, granule;
+    int single;
+    Py_ssize_t parts;
+    Py_ssize_t taken;     /* records the C step took (for tests) */
+} Stepper;
+
 /* DueIndex.note (move 0) or DueIndex.move (move 1) of key ``text`` at ``at``: the time
  * it is due now in *out. */
 static int
-due_note(PyObject *index, PyObject *text, long long at, int move, long long *out)
+due_note(Stepper *s, PyObject *text, long long at, int move, long long *out)
 {
-    long long granule, was = 0;
-    if (time_attr(index, S_granule, &granule) != 0)
-        return -1;
-    if (granule > 1)
-        at += floor_mod(-at, granule);
-    PyObject *due = PyObject_GetAttr(index, S_at), *buckets = NULL, *time = NULL;
-    int failed = -1;
-    if (due == NULL)
-        return -1;
-    PyObject *held = PyDict_GetItemWithError(due, text);
+    long long was = 0;
+    if (s->granule > 1)
+        at += floor_mod(-at, s->granule);
+    PyObject *held = PyDict_GetItemWithError(s->at, text);
     if (held == NULL && PyErr_Occurred())
-        goto done;
+        return -1;
     if (held != NULL && as_time(held, &was) < 0)
-        goto done;
+        return -1;
     if (held != NULL && (move ? was == at : was <= at)) {  /* kept as it is */
         *out = move ? at : was;
-        failed = 0;
-        goto done;
+        return 0;
     }
-    time = time_obj(at);
-    if (time == NULL || PyDict_SetItem(due, text, time) < 0)
-        goto done;
-    buckets = PyObject_GetAttr(index, S_buckets);
-    if (buckets == NULL || bucket_add(buckets, NULL, index, time, text) < 0)
-        goto done;
-    failed = 0;
-    *out = at;
-done:
-    Py_DECREF(due);
-    Py_XDECREF(buckets);
+    PyObject *time = time_obj(at);
+    int failed = time == NULL || PyDict_SetItem(s->at, text, time) < 0
+                 || bucket_add(s->buckets, s->times, time, text) < 0;
     Py_XDECREF(time);
-    return failed;
+    if (failed)
+        return -1;
+    *out = at;
+    return 0;
 }
 
 /* After a fold that may have moved a key's first due time (``sooner``: 1 sooner, 2 later):
  * Layout.first_close of its state, noted (moved) in the keyed states' due index, and
  * Windows._next_close lowered to it — Windows._after_fold's first step. */
 static int
-note_due(PyObject *windows, PyObject *keyed, long long layout, long long param,
-         long long size, PyObject *text, PyObject *state, int sooner)
+note_due(Stepper *s, PyObject *text, PyObject *state, int sooner)
 {
-    long long closed, due, first, next_close;
-    if (time_attr(keyed, S_closed, &closed) != 0)
-        return -1;
-    if (layout != 1) {  /* Panes.first_close (and Columns') */
-        if (item_time(state, 0, &first) < 0)
+    long long due, first, next_close;
+    if (s->layout != 1) {  /* Panes.first_close (and Columns') */
+        long long closed, param = s->param, size = s->size;
+        if (time_attr(s->keyed, S_closed, &closed) != 0 || item_time(state, 0, &first) < 0)
             return -1;
         due = first - size + param;
         due = (due > 0 ? due : 0) + size;
@@ -1629,47 +1628,33 @@ note_due(PyObject *windows, PyObject *keyed, long long layout, long long param,
     } else {  /* Sessions.first_close */
         if (item_time(state, 1, &first) < 0)
             return -1;
-        due = first + param + 1;
+        due = first + s->param + 1;
     }
-    PyObject *index = PyObject_GetAttr(keyed, S_index);
-    if (index == NULL)
+    if (due_note(s, text, due, sooner == 2, &due) < 0)
         return -1;
-    int failed = due_note(index, text, due, sooner == 2, &due);
-    Py_DECREF(index);
-    if (failed)
-        return -1;
-    int none = time_attr(windows, S_next_close, &next_close);
+    int none = time_attr(s->windows, S_next_close, &next_close), failed = 0;
     if (none < 0)
         return -1;
     if (none || due < next_close) {
         PyObject *value = time_obj(due);
-        failed = value == NULL || PyObject_SetAttr(windows, S_next_close, value) < 0;
+        failed = value == NULL || PyObject_SetAttr(s->windows, S_next_close, value) < 0;
         Py_XDECREF(value);
     }
     return failed ? -1 : 0;
 }
 
-/* record_step(windows, event_time, keyed, grace, layout, param, size, spec, general,
- * envelope): Windows.process of one record in its common case — a data record with an
- * int event time, on time, a str key, states cached and written back (with room for a new
- * one) — (layout 0: panes of ``param`` = advance and ``size``; 1: sessions of ``param`` =
- * gap, ``general`` their Python fold; 2: panes in columns, as 0). Returns False having done nothing when the record
- * is not such a case (the Python path then takes it); else None (nothing to close) or
- * True (a close is due: Windows._close_due's turn). */
+/* Windows.process of one record in its common case — a data record with an int event
+ * time, on time, a str key, states cached and written back (with room for a new one) —
+ * for layout 0 (panes of ``param`` = advance and ``size``), 1 (sessions of ``param`` =
+ * gap, ``general`` their Python fold) or 2 (panes in columns, as 0). Returns False
+ * having done nothing when the record is not such a case (the Python path then takes
+ * it); else None (nothing to close) or True (a close is due: Windows._close_due's turn). */
 static PyObject *
-record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+step_core(Stepper *s, PyObject *envelope)
 {
-    if (arity(nargs, 10, "record_step") < 0)
-        return NULL;
-    PyObject *windows = args[0], *event_time = args[1], *keyed = args[2], *spec = args[7];
-    PyObject *general = args[8], *envelope = args[9];
-    long long grace, param, size, layout, ts, watermark, next_close, quiet_time;
-    int single, sooner = 0, none;
-    Py_ssize_t parts;
-    if (as_time(args[3], &grace) < 0 || as_time(args[4], &layout) < 0
-            || as_time(args[5], &param) < 0 || as_time(args[6], &size) < 0
-            || parse_spec(spec, &single, &parts) < 0)
-        return NULL;
+    long long grace = s->grace, layout = s->layout, param = s->param, ts, watermark;
+    long long next_close, quiet_time;
+    int sooner = 0, none;
     PyObject *value = PyObject_GetAttr(envelope, S_value);
     if (value == NULL)
         return NULL;
@@ -1692,21 +1677,21 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(ts_obj);
         return NOT_HANDLED;  /* Windows.process names the bad event time */
     }
-    none = time_attr(event_time, S_watermark, &watermark);
+    none = time_attr(s->event_time, S_watermark, &watermark);
     if (none < 0 || (!none && ts < watermark - grace)) {  /* late: the Python path's */
         Py_DECREF(value);
         Py_DECREF(ts_obj);
         return none < 0 ? NULL : NOT_HANDLED;
     }
     PyObject *key = PyObject_GetAttr(envelope, S_key), *hot = NULL, *text = NULL;
-    PyObject *old = NULL, *state = NULL, *dirty = NULL, *out = NULL;
+    PyObject *old = NULL, *state = NULL, *out = NULL;
     if (key == NULL)
         goto done;
     if (!PyUnicode_CheckExact(key)) {
         out = NOT_HANDLED;
         goto done;
     }
-    hot = PyObject_GetAttr(keyed, S_hot);
+    hot = PyObject_GetAttr(s->keyed, S_hot);
     if (hot == NULL)
         goto done;
     if (!PyDict_CheckExact(hot)) {  /* None: states are not cached and written back */
@@ -1719,7 +1704,7 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     old = PyDict_GetItemWithError(hot, text);
     if (old == NULL) {  /* a key with no open windows: a new state, if the cache has room */
         long long room;
-        if (PyErr_Occurred() || time_attr(keyed, S_max_cached, &room) != 0)
+        if (PyErr_Occurred() || time_attr(s->keyed, S_max_cached, &room) != 0)
             goto done;
         if (PyDict_GET_SIZE(hot) >= room) {  /* KeyedStates.save makes room */
             out = NOT_HANDLED;
@@ -1729,30 +1714,24 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_INCREF(old);
     state = layout == 0
-        ? panes_fold_core(param, spec, single, parts, old, value, ts, &sooner)
+        ? panes_fold_core(param, s->spec, s->single, s->parts, old, value, ts, &sooner)
         : layout == 2
-        ? columns_fold_core(param, spec, parts, old, value, ts, &sooner)
-        : sessions_fold_core(param, spec, single, parts, general, old, value, ts, ts_obj,
-                             &sooner);
+        ? columns_fold_core(param, s->spec, s->parts, old, value, ts, &sooner)
+        : sessions_fold_core(param, s->spec, s->single, s->parts, s->general, old, value,
+                             ts, ts_obj, &sooner);
     if (state == NULL)
         goto done;
     if (state != old && PyDict_SetItem(hot, text, state) < 0)
         goto done;
-    dirty = PyObject_GetAttr(keyed, S_dirty);
-    if (dirty == NULL || PySet_Add(dirty, text) < 0)
+    if (PySet_Add(s->dirty, text) < 0)
         goto done;
-    if (old == Py_None) {  /* written again: not to be deleted at the next close */
-        PyObject *emptied = PyObject_GetAttr(keyed, S_emptied);
-        int failed = emptied == NULL || PySet_Discard(emptied, text) < 0;
-        Py_XDECREF(emptied);
-        if (failed)
-            goto done;
-    }
-    if (sooner && note_due(windows, keyed, layout, param, size, text, state, sooner) < 0)
+    if (old == Py_None && PySet_Discard(s->emptied, text) < 0)
+        goto done;  /* written again: not to be deleted at the next close */
+    if (sooner && note_due(s, text, state, sooner) < 0)
         goto done;
     {
         PyObject *ssp = PyObject_GetAttr(envelope, S_ssp);
-        PyObject *quiet = ssp == NULL ? NULL : PyObject_GetAttr(event_time, S_quiet);
+        PyObject *quiet = ssp == NULL ? NULL : PyObject_GetAttr(s->event_time, S_quiet);
         if (quiet == NULL) {
             Py_XDECREF(ssp);
             goto done;
@@ -1763,7 +1742,8 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                || (as_time(at, &quiet_time) == 0 && ts > quiet_time));
         failed = failed || PyErr_Occurred() != NULL;
         if (call) {  /* else EventTime.record would change nothing */
-            PyObject *moved = PyObject_CallMethodObjArgs(event_time, S_record, ssp, ts_obj, NULL);
+            PyObject *moved = PyObject_CallMethodObjArgs(s->event_time, S_record, ssp, ts_obj,
+                                                         NULL);
             failed = moved == NULL;
             Py_XDECREF(moved);
         }
@@ -1772,7 +1752,7 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (failed)
             goto done;
         if (call)  /* the watermark may have moved; else it is the one read above */
-            none = time_attr(event_time, S_watermark, &watermark);
+            none = time_attr(s->event_time, S_watermark, &watermark);
     }
     if (none < 0)
         goto done;
@@ -1781,7 +1761,7 @@ record_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(out);
         goto done;
     }
-    none = time_attr(windows, S_next_close, &next_close);
+    none = time_attr(s->windows, S_next_close, &next_close);
     if (none < 0)
         goto done;
     out = (none || watermark - grace < next_close) ? Py_None : Py_True;
@@ -1794,8 +1774,172 @@ done:
     Py_XDECREF(text);
     Py_XDECREF(old);
     Py_XDECREF(state);
-    Py_XDECREF(dirty);
+    if (out != NULL && out != Py_False)
+        s->taken++;
     return out;
+}
+
+/* stepper.step(envelope): the C step alone (None, True or False; see step_core). */
+static PyObject *
+stepper_step(PyObject *self, PyObject *envelope)
+{
+    return step_core((Stepper *)self, envelope);
+}
+
+/* stepper(envelope, collector): Windows.process — the C step, then what it asks for: no
+ * result, the due close, or the Python path for a record it does not take. */
+static PyObject *
+stepper_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Stepper *s = (Stepper *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 2 || kwnames != NULL) {  /* keywords: Windows.process itself sorts them */
+        Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+        PyObject *stack[8];
+        if (total > 7)
+            return PyErr_Format(PyExc_TypeError,
+                                "process(envelope, collector) got %zd arguments", total);
+        stack[0] = s->windows;
+        for (Py_ssize_t i = 0; i < total; i++)
+            stack[i + 1] = args[i];
+        return PyObject_Vectorcall(s->method, stack, nargs + 1, kwnames);
+    }
+    PyObject *done = step_core(s, args[0]);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);  /* None, True or False: immortal enough (held by the interpreter) */
+    if (done == Py_None)
+        return PyList_New(0);
+    if (done == Py_True)
+        return PyObject_CallOneArg(s->close_due, args[1]);
+    return PyObject_Vectorcall(s->slow, args, 2, NULL);
+}
+
+static int
+stepper_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Stepper *s = (Stepper *)self;
+    Py_VISIT(s->windows);
+    Py_VISIT(s->event_time);
+    Py_VISIT(s->keyed);
+    Py_VISIT(s->spec);
+    Py_VISIT(s->general);
+    Py_VISIT(s->close_due);
+    Py_VISIT(s->slow);
+    Py_VISIT(s->method);
+    Py_VISIT(s->dirty);
+    Py_VISIT(s->emptied);
+    Py_VISIT(s->at);
+    Py_VISIT(s->buckets);
+    Py_VISIT(s->times);
+    return 0;
+}
+
+static int
+stepper_clear(PyObject *self)
+{
+    Stepper *s = (Stepper *)self;
+    Py_CLEAR(s->windows);
+    Py_CLEAR(s->event_time);
+    Py_CLEAR(s->keyed);
+    Py_CLEAR(s->spec);
+    Py_CLEAR(s->general);
+    Py_CLEAR(s->close_due);
+    Py_CLEAR(s->slow);
+    Py_CLEAR(s->method);
+    Py_CLEAR(s->dirty);
+    Py_CLEAR(s->emptied);
+    Py_CLEAR(s->at);
+    Py_CLEAR(s->buckets);
+    Py_CLEAR(s->times);
+    return 0;
+}
+
+static void
+stepper_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    stepper_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyMethodDef stepper_methods[] = {
+    {"step", stepper_step, METH_O,
+     "step(envelope) -> None, True or False: the C step of one record (see _accel.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef stepper_members[] = {
+    {"taken", T_PYSSIZET, offsetof(Stepper, taken), READONLY,
+     "How many records the C step took (the others went to the Python path)."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject StepperType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "framework.windows._accel.Stepper",
+    .tp_basicsize = sizeof(Stepper),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A Windows aggregation's process in C (see stepper()).",
+    .tp_vectorcall_offset = offsetof(Stepper, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = stepper_traverse,
+    .tp_clear = stepper_clear,
+    .tp_dealloc = stepper_dealloc,
+    .tp_methods = stepper_methods,
+    .tp_members = stepper_members,
+};
+
+/* stepper(windows, event_time, keyed, grace, layout, param, size, spec, general,
+ * close_due, slow, method) -> Stepper: see the type. */
+static PyObject *
+stepper(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (arity(nargs, 12, "stepper") < 0)
+        return NULL;
+    Stepper *s = PyObject_GC_New(Stepper, &StepperType);
+    if (s == NULL)
+        return NULL;
+    s->vectorcall = stepper_call;
+    s->taken = 0;
+    PyObject **held[] = {&s->windows, &s->event_time, &s->keyed, &s->spec, &s->general,
+                         &s->close_due, &s->slow, &s->method};
+    PyObject *given[] = {args[0], args[1], args[2], args[7], args[8], args[9], args[10],
+                         args[11]};
+    for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++) {
+        Py_INCREF(given[i]);
+        *held[i] = given[i];
+    }
+    s->dirty = s->emptied = s->at = s->buckets = s->times = NULL;
+    PyObject_GC_Track((PyObject *)s);
+    PyObject *index = PyObject_GetAttr(s->keyed, S_index);
+    if (index == NULL)
+        goto fail;
+    s->dirty = PyObject_GetAttr(s->keyed, S_dirty);
+    s->emptied = s->dirty == NULL ? NULL : PyObject_GetAttr(s->keyed, S_emptied);
+    s->at = s->emptied == NULL ? NULL : PyObject_GetAttr(index, S_at);
+    s->buckets = s->at == NULL ? NULL : PyObject_GetAttr(index, S_buckets);
+    s->times = s->buckets == NULL ? NULL : PyObject_GetAttr(index, S_times);
+    int failed = s->times == NULL || time_attr(index, S_granule, &s->granule) != 0;
+    Py_DECREF(index);
+    if (failed)
+        goto fail;
+    if (!PySet_CheckExact(s->dirty) || !PySet_CheckExact(s->emptied)
+            || !PyDict_CheckExact(s->at) || !PyDict_CheckExact(s->buckets)
+            || !PyList_CheckExact(s->times)) {
+        PyErr_SetString(PyExc_TypeError, "stepper: the keyed states' dirty and emptied "
+                        "must be sets, their index's at and _buckets dicts, _times a list");
+        goto fail;
+    }
+    if (as_time(args[3], &s->grace) < 0 || as_time(args[4], &s->layout) < 0
+            || as_time(args[5], &s->param) < 0 || as_time(args[6], &s->size) < 0
+            || parse_spec(s->spec, &s->single, &s->parts) < 0)
+        goto fail;
+    return (PyObject *)s;
+fail:
+    Py_DECREF(s);
+    return NULL;
 }
 
 /* -- the due index's loops (DueIndex.due, and KeyedStates.finish_close's notes) ------- */
@@ -1924,7 +2068,7 @@ index_note(PyObject *at, PyObject *buckets, PyObject *times, PyObject *granule,
         }
     }
     if (PyDict_SetItem(at, text, time) == 0)
-        failed = bucket_add(buckets, times, NULL, time, text);
+        failed = bucket_add(buckets, times, time, text);
 done:
     Py_DECREF(time);
     return failed;
@@ -1983,9 +2127,9 @@ static PyMethodDef methods[] = {
      "close_all(layout, param, size, spec, names, key_from_text, close, taken, load, "
      "closed, bound, result) -> (results, kept, gone): Panes.close_all (layout 0), "
      "Sessions.close_all (layout 1) or Columns.close_all (layout 2)."},
-    {"record_step", (PyCFunction)(void (*)(void))record_step, METH_FASTCALL,
-     "record_step(windows, event_time, keyed, grace, layout, param, size, spec, general, "
-     "envelope): Windows.process of a record in its common case (see _accel.c)."},
+    {"stepper", (PyCFunction)(void (*)(void))stepper, METH_FASTCALL,
+     "stepper(windows, event_time, keyed, grace, layout, param, size, spec, general, "
+     "close_due, slow, method) -> Stepper: Windows.process in C (see _accel.c)."},
     {"due_take", (PyCFunction)(void (*)(void))due_take, METH_FASTCALL,
      "due_take(at, buckets, times, bound) -> [(time, key)]: DueIndex.due's loop."},
     {"note_kept", (PyCFunction)(void (*)(void))note_kept, METH_FASTCALL,
@@ -2033,8 +2177,12 @@ PyInit__accel(void)
     Py_DECREF(heapq);
     if (HEAPPOP == NULL)
         return NULL;
+    if (PyType_Ready(&StepperType) < 0)
+        return NULL;
     PyObject *made = PyModule_Create(&module);
-    if (made != NULL && PyModule_AddObject(made, "MAX_TIME", PyLong_FromLongLong(MAX_TIME)) < 0)
+    if (made != NULL && (PyModule_AddObject(made, "MAX_TIME",
+                                            PyLong_FromLongLong(MAX_TIME)) < 0
+                         || PyModule_AddType(made, &StepperType) < 0))
         Py_CLEAR(made);  /* tests/windows/test_accel.py checks it equals kinds.MAX_TIME */
     return made;
 }

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any, Literal, NamedTuple
 
 from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
@@ -149,7 +148,12 @@ class Windows:
         self._open_layout(where)
         self._keyed.first_due = self.layout.first_close
         self._next_close = self._keyed.index.next()
-        self._step = self._native_step()
+        self._step: Callable[[Envelope], Any] | None = None
+        """The C step of one record (`_accel.Stepper.step`), or None: Python only."""
+        stepper = self._native_stepper()
+        if stepper is not None:  # `process` is then the stepper, called from C
+            self._step = stepper.step
+            self.__dict__["process"] = stepper
         if isinstance(context, WindowTicks):
             context.on_window(self._close_due)  # windows close on a tick too (idle partitions)
 
@@ -165,14 +169,21 @@ class Windows:
 
     def process(self, envelope: Envelope, collector: MessageCollector) -> list[WindowResult]:
         """Fold one record in (or account for a watermark record); return, and send to
-        ``output`` if set, the windows it closed and — with ``emit="update"`` — changed."""
+        ``output`` if set, the windows it closed and — with ``emit="update"`` — changed.
+        (Where the C extension takes the aggregation, an `_accel.Stepper` doing this
+        stands in for this method on the instance.)"""
         step = self._step
-        if step is not None:  # the common case in C (`_accel.record_step`)
+        if step is not None:  # the common case in C
             done = step(envelope)
             if done is None:
                 return []
             if done is True:
                 return self._close_due(collector)
+        return self._process_python(envelope, collector)
+
+    def _process_python(self, envelope: Envelope, collector: MessageCollector
+                        ) -> list[WindowResult]:
+        """`process` for a record the C step does not take (or without it)."""
         value = envelope.value
         event_time = self.event_time
         if type(value) is dict and "watermark" in value:
@@ -234,9 +245,10 @@ class Windows:
         e.g. past an idle partition)."""
         return self._close_due(collector)
 
-    def _native_step(self) -> Callable[[Envelope], Any] | None:
-        """`_accel.record_step` bound to this aggregation, or None: its layout, reducer,
-        event time or emission need the Python path for every record."""
+    def _native_stepper(self) -> Any:
+        """`_accel.Stepper` of this aggregation (its `process` in C), or None: its
+        layout, reducer, event time or emission need the Python path for every record.
+        It holds the keyed states' and due index's containers, which are never rebound."""
         native, layout, event_time = accel.native(), self.layout, self.event_time
         if (native is None or not isinstance(layout, Panes | Columns | Sessions)
                 or layout.native_spec is None or self.emit_updates
@@ -250,8 +262,9 @@ class Windows:
             kind, param, size = 2, layout.advance, layout.size
         else:
             kind, param, size, general = 1, layout.gap, 0, layout.fold_python
-        return partial(native.record_step, self, event_time, self._keyed, self._grace, kind,
-                       param, size, spec, general)
+        return native.stepper(self, event_time, self._keyed, self._grace, kind, param, size,
+                              spec, general, self._close_due, self._process_python,
+                              Windows.process)
 
     # -- state ----------------------------------------------------------------------------
 

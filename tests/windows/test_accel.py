@@ -7,8 +7,10 @@ columns) and panes as stores written before columns keep them, and sessions."""
 from __future__ import annotations
 
 import copy
+import gc
 import importlib
 import sys
+import weakref
 from typing import Any
 
 import pytest
@@ -402,9 +404,9 @@ class StepTask(StreamTask):
     sent to ``local.out``; counts the records the C step took."""
 
     def __init__(self, kind: WindowKind, reducer: Reducer, grace_policy: str,
-                 cached: int | None = None) -> None:
+                 cached: int | None = None, keywords: bool = False) -> None:
         self.kind, self.reducer, self.policy, self.cached = kind, reducer, grace_policy, cached
-        self.stepped = 0
+        self.keywords = keywords  # every other record's process called with keywords
         self.trace: list[tuple[dict[str, int], int | None]] = []
 
     def init(self, context: TaskContext) -> None:
@@ -413,17 +415,18 @@ class StepTask(StreamTask):
                                late_stream="local.late")
         if self.cached is not None:
             self.windows._keyed.max_cached = self.cached
-        step = self.windows._step
-        if step is not None:
-            def counted(envelope: Envelope) -> Any:
-                done = step(envelope)
-                self.stepped += done is not False
-                return done
-            self.windows._step = counted
+
+    @property
+    def stepped(self) -> int:
+        """How many records the C step took (0 where Python runs every record)."""
+        return getattr(self.windows.process, "taken", 0)  # a Python method has none
 
     def process(self, envelope: Envelope, collector: MessageCollector,
                 coordinator: TaskCoordinator) -> None:
-        self.windows.process(envelope, collector)
+        if self.keywords and envelope.offset % 2:
+            self.windows.process(envelope=envelope, collector=collector)
+        else:
+            self.windows.process(envelope, collector)
         windows = self.windows  # when each key is due next, as the closes will read it
         self.trace.append((dict(windows._keyed.index.at), windows._next_close))
 
@@ -460,6 +463,26 @@ def run_both(kind: WindowKind, reducer: Reducer, rows: list[tuple[Any, int, int,
 
 def outputs(result: Any) -> list[tuple[Any, ...]]:
     return [(m.stream, m.key, repr(m.value)) for m in result.outputs]
+
+
+def test_the_c_process_takes_keywords_and_is_freed_with_its_aggregation() -> None:
+    """`Windows.process` in C (`_accel.Stepper`) called with keywords gives what the
+    Python path gives (the C step still taking the common records), and an aggregation
+    holding its stepper (a reference cycle) is freed by the collector once dropped."""
+    stream = [(key, p, ts, 1) for ts in range(0, 600, 7) for key, p in (("a", 0), ("b", 1))]
+    python = None
+    for setting in ("0", "1"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(accel.ENV, setting)
+            task = StepTask(Tumbling(size_ms=100), count(), "count", keywords=True)
+            result = run_task(task, envelopes(stream), stores={"w": None})
+        python = outputs(result) if python is None else python
+    assert outputs(result) == python and len(python) == 10
+    assert task.stepped == len(stream) - 1  # the first record decides the cache, in Python
+    freed = weakref.ref(task.windows)
+    del task.windows, result
+    gc.collect()
+    assert freed() is None
 
 
 
