@@ -13,10 +13,10 @@
  * Columns (layouts.Columns): the panes of a mean or an `aggregate` with every number of a
  * pane inline in the key's list, a mean as two columns (its sum and its count).
  *
- * Sessions: the in-place cases of Sessions.fold and a key's one closing session of
- * Sessions.close_all; the rest through the Python functions passed in. record_step runs
- * Windows.process for a record in its common case, its due-time note included, and hands
- * every other record back to the Python path untouched.
+ * Sessions: the in-place cases of Sessions.fold, and Sessions.close_all of every state
+ * whose session bounds are ints that fit 64 bits; the rest through the Python functions
+ * passed in. A Stepper is Windows.process: it runs a record in its common case, its
+ * due-time note included, and hands every other record to the Python path untouched.
  *
  * A reducer is described by a "spec" tuple: (single, kind0, of0, kind1, of1, ...), where
  * single is 1 for one reducer (its aggregate is the part itself) and 0 for an
@@ -944,7 +944,7 @@ column_part(int kind, PyObject *state, Py_ssize_t first, Py_ssize_t width,
 typedef struct {
     long long size, advance, closed, bound;  /* sessions: size is the gap */
     PyObject *spec, *names, *result_type, *key_from_text;
-    PyObject *close;  /* sessions: Sessions.close, for all but a key's one closing session */
+    PyObject *close;  /* sessions: Sessions.close, for a state with other than int bounds */
     int single;
     Py_ssize_t parts;
     long long stack[STACK_PANES];  /* panes: a state's pane starts */
@@ -1419,15 +1419,18 @@ fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
-/* Sessions.close_all for one key (a CloseKey): its one closing session here, anything
- * else through Sessions.close. */
+/* Sessions.close_all for one key (a CloseKey): Sessions.close of a state whose bounds are
+ * all ints that fit 64 bits here (the key's one closing session, the common case, first),
+ * of any other through Sessions.close. What remains is the state itself when nothing
+ * closed, else a new list of the sessions left, as Sessions.close makes it. */
 static int
 close_sessions(Close *c, PyObject *text, PyObject *state, PyObject *results,
                PyObject *kept, PyObject *gone)
 {
     long long last = c->bound - c->size - 1;  /* a session closes when its end <= last */
     long long first, end;
-    if (PyList_GET_SIZE(state) == 3) {
+    Py_ssize_t n = PyList_GET_SIZE(state);
+    if (n == 3) {
         if (item_time(state, 0, &first) < 0 || item_time(state, 1, &end) < 0)
             return -1;
         if (end <= last) {  /* the common case: the key's one session closes */
@@ -1438,6 +1441,47 @@ close_sessions(Close *c, PyObject *text, PyObject *state, PyObject *results,
             Py_XDECREF(key);
             return failed ? -1 : PyList_Append(gone, text);
         }
+    }
+    int plain = n % 3 == 0;  /* every start and end an int that fits: Sessions.close here */
+    for (Py_ssize_t i = 0; plain && i < n; i += 3) {
+        int overflow = 0;
+        for (Py_ssize_t j = i; plain && j < i + 2; j++) {
+            PyObject *item = PyList_GET_ITEM(state, j);
+            plain = PyLong_CheckExact(item)
+                    && (PyLong_AsLongLongAndOverflow(item, &overflow), !overflow)
+                    && !PyErr_Occurred();
+        }
+    }
+    if (plain) {
+        Py_ssize_t i = 0;
+        while (i < n && (item_time(state, i + 1, &end), end <= last))
+            i += 3;
+        PyObject *key = NULL;
+        for (Py_ssize_t j = 0; j < i; j += 3) {
+            item_time(state, j, &first);
+            item_time(state, j + 1, &end);
+            if (key == NULL && (key = key_of(c, text)) == NULL)
+                return -1;
+            PyObject *value = window_result(c->spec, c->single, c->parts, c->names, state,
+                                            j + 2, 1, NULL);
+            if (emit(c, results, key, first, end + 1, value) < 0) {
+                Py_DECREF(key);
+                return -1;
+            }
+        }
+        Py_XDECREF(key);
+        if (i == n)
+            return PyList_Append(gone, text);
+        item_time(state, i + 1, &end);  /* the first session left: due after its gap */
+        PyObject *remaining = i == 0 ? (Py_INCREF(state), state)
+                                     : PyList_GetSlice(state, i, n);
+        PyObject *due = remaining == NULL ? NULL : time_obj(end + c->size + 1);
+        PyObject *row = due == NULL ? NULL : PyTuple_Pack(3, text, remaining, due);
+        int failed = row == NULL || PyList_Append(kept, row) < 0;
+        Py_XDECREF(remaining);
+        Py_XDECREF(due);
+        Py_XDECREF(row);
+        return failed ? -1 : 0;
     }
     PyObject *closed = time_obj(c->closed), *bound = time_obj(c->bound);
     PyObject *out = closed && bound
