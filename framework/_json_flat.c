@@ -87,7 +87,49 @@ static PyObject *flat(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(answer);
 }
 
+/* dumps(obj, write, depth, buffer): `write(obj)` (orjson's dumps) when `obj` is flat to
+ * `depth`, its bytes copied to an object of their own size when at most `buffer` long
+ * (see serdes._ORJSON_BUFFER); None when it is not flat or `write` raised a TypeError (an
+ * integer past 64 bits). One call for what serdes.JsonSerde.to_bytes made four of. */
+static PyObject *dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "dumps(obj, write, depth, buffer) takes 4 arguments");
+        return NULL;
+    }
+    PyObject *check[2] = {args[0], args[2]};
+    PyObject *answer = flat(module, check, 2);
+    if (answer != Py_True) {
+        if (answer == NULL) {
+            return NULL;
+        }
+        Py_DECREF(answer);
+        Py_RETURN_NONE;
+    }
+    Py_DECREF(answer);
+    Py_ssize_t buffer = PyLong_AsSsize_t(args[3]);
+    if (buffer == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *data = PyObject_CallOneArg(args[1], args[0]);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) > buffer) {
+        return data;
+    }
+    PyObject *copy = PyBytes_FromStringAndSize(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+    Py_DECREF(data);
+    return copy;
+}
+
 static PyMethodDef methods[] = {
+    {"dumps", (PyCFunction)(void (*)(void))dumps, METH_FASTCALL,
+     "dumps(obj, write, depth, buffer): write(obj) for a flat obj, short bytes copied; "
+     "else None."},
     {"flat", (PyCFunction)(void (*)(void))flat, METH_FASTCALL,
      "flat(obj, depth): serdes._flat's answer for a dict or a list, in C."},
     {NULL, NULL, 0, NULL},

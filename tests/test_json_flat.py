@@ -12,6 +12,7 @@ import math
 import sys
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from framework import serdes
 from framework.serdes import JsonSerde
 
 flat = importlib.import_module("framework._json_flat").flat
+dumps = importlib.import_module("framework._json_flat").dumps
 
 
 class Level(enum.IntEnum):
@@ -59,7 +61,7 @@ documents = st.recursive(
 
 def test_the_extension_is_built_and_used_by_the_json_serde() -> None:
     """`pip install -e .` builds it; a missing build would run the Python check, slower."""
-    assert serdes._is_flat is flat
+    assert serdes._is_flat is flat and serdes._dumps is dumps
 
 
 @given(st.lists(documents, max_size=4) | st.dictionaries(st.text(max_size=2), documents,
@@ -107,11 +109,37 @@ def test_the_json_serde_writes_the_stdlib_bytes_with_either_check(document: Any)
             document, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
     except (TypeError, ValueError):
         expected = TypeError
-    for check in (flat, serdes._flat):
+    for check, write in ((flat, dumps), (serdes._flat, serdes._dumps_flat)):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(serdes, "_is_flat", check)
+            patch.setattr(serdes, "_dumps", write)
             try:
                 written: bytes | type[Exception] = JsonSerde().to_bytes(document)
             except serdes.SerdeError:
                 written = TypeError
         assert written == expected, check
+
+
+@given(documents, st.integers(1, 4), st.sampled_from([0, 5, 1024]))
+def test_c_dumps_answers_as_python_does(document: Any, depth: int, buffer: int) -> None:
+    """The check, orjson's write and the copy of a short result in one C call: the same
+    bytes (or None: not flat, or orjson refused an integer) as the Python steps."""
+    if not isinstance(document, dict | list):
+        document = [document]
+    expected = serdes._dumps_flat(document, orjson.dumps, depth, buffer)
+    written = dumps(document, orjson.dumps, depth, buffer)
+    assert written == expected and type(written) is type(expected)
+
+
+def test_dumps_copies_only_short_results_and_lets_other_errors_through() -> None:
+    long = dumps(["x" * 2000], orjson.dumps, 3, 1024)
+    short = dumps(["x"], orjson.dumps, 3, 1024)
+    assert long == orjson.dumps(["x" * 2000]) and short == b'["x"]'
+
+    def refuses(obj: Any) -> bytes:
+        raise ValueError("not this one")
+
+    with pytest.raises(ValueError, match="not this one"):
+        dumps([1], refuses, 3, 1024)
+    assert dumps([2**70], orjson.dumps, 3, 1024) is None  # orjson's TypeError: not for it
+    assert dumps([b"b"], orjson.dumps, 3, 1024) is None  # not flat: orjson never called
