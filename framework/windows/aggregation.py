@@ -151,9 +151,10 @@ class Windows:
         self._step: Callable[[Envelope], Any] | None = None
         """The C step of one record (`_accel.Stepper.step`), or None: Python only."""
         stepper = self._native_stepper()
-        if stepper is not None:  # `process` is then the stepper, called from C
+        if stepper is not None:
             self._step = stepper.step
-            self.__dict__["process"] = stepper
+            if type(self).process is Windows.process:  # a subclass's `process` stays
+                self.__dict__["process"] = stepper  # the stepper, called from C
         if isinstance(context, WindowTicks):
             context.on_window(self._close_due)  # windows close on a tick too (idle partitions)
 

@@ -409,10 +409,13 @@ class StepTask(StreamTask):
         self.keywords = keywords  # every other record's process called with keywords
         self.trace: list[tuple[dict[str, int], int | None]] = []
 
+    windows_type: type[Windows] = Windows
+
     def init(self, context: TaskContext) -> None:
-        self.windows = Windows(context, "w", self.kind, self.reducer, output="local.out",
-                               late=self.policy,  # type: ignore[arg-type]
-                               late_stream="local.late")
+        self.windows = self.windows_type(context, "w", self.kind, self.reducer,
+                                         output="local.out",
+                                         late=self.policy,  # type: ignore[arg-type]
+                                         late_stream="local.late")
         if self.cached is not None:
             self.windows._keyed.max_cached = self.cached
 
@@ -483,6 +486,29 @@ def test_the_c_process_takes_keywords_and_is_freed_with_its_aggregation() -> Non
     del task.windows, result
     gc.collect()
     assert freed() is None
+
+
+class _CountedWindows(Windows):
+    """A subclass with its own `process` (calling the base's)."""
+
+    calls = 0
+
+    def process(self, envelope: Envelope, collector: MessageCollector) -> list[WindowResult]:
+        _CountedWindows.calls += 1
+        return super().process(envelope, collector)
+
+
+def test_a_subclass_keeps_its_own_process_over_the_c_step() -> None:
+    """The C `process` stands in only for `Windows.process` itself: a subclass's override
+    is still called for every record, and its base call still takes the C step."""
+    stream = [(key, p, ts, 1) for ts in range(0, 600, 7) for key, p in (("a", 0), ("b", 1))]
+    task = StepTask(Tumbling(size_ms=100), count(), "count")
+    python = outputs(run_task(task, envelopes(stream), stores={"w": None}))
+    task = StepTask(Tumbling(size_ms=100), count(), "count")
+    task.windows_type = _CountedWindows
+    result = run_task(task, envelopes(stream), stores={"w": None})
+    assert _CountedWindows.calls == len(stream) and outputs(result) == python
+    assert task.windows._step is not None and "process" not in task.windows.__dict__
 
 
 
