@@ -4,10 +4,14 @@ from __future__ import annotations
 
 __all__ = [
     "EXIT_FENCED",
+    "EXIT_PERMANENT",
     "EXIT_STUCK",
+    "AuthenticationError",
+    "AuthorizationError",
     "ConfigError",
     "FencedError",
     "JobModelError",
+    "PermanentError",
     "ProcessingError",
     "SampanError",
     "SerdeError",
@@ -25,17 +29,24 @@ EXIT_FENCED = 3
 """Exit status of a worker stopped because a newer job model fenced it out."""
 EXIT_STUCK = 4
 """Exit status of a worker whose task watchdog found a task stuck (``job.task_timeout_ms``)."""
+EXIT_PERMANENT = 5
+"""Exit status of a worker stopped by a `PermanentError`: restarting it would fail again."""
 
 
 class SampanError(Exception):
     """Root of every error the sampan runtime raises on purpose."""
 
 
-class ConfigError(SampanError, ValueError):
+class PermanentError(SampanError):
+    """An error a restart cannot fix (the job file, code that does not load, credentials,
+    missing ACLs): a job stops at once on it instead of restarting its workers."""
+
+
+class ConfigError(PermanentError, ValueError):
     """The job file is invalid; the message names the key, the file and line, and the fix."""
 
 
-class TaskLoadError(SampanError):
+class TaskLoadError(PermanentError):
     """The task class named by ``job.task`` cannot be imported or is not a StreamTask."""
 
 
@@ -57,6 +68,20 @@ class SystemUnavailableError(SampanError):
 
 class DamagedLogError(SystemUnavailableError):
     """A local log's file is damaged: no process can read it until it is restored or moved."""
+
+
+class AuthenticationError(PermanentError):
+    """A Kafka cluster refused who sampan said it is (wrong password, untrusted or expired
+    certificate, TLS expected); names the system, the brokers and what to check."""
+
+
+class AuthorizationError(PermanentError):
+    """A Kafka cluster's ACLs refused one operation on one resource; names both."""
+
+    def __init__(self, message: str, *, operation: str = "", resource: str = "") -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.resource = resource
 
 
 class FencedError(SampanError):
