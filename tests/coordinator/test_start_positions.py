@@ -132,3 +132,25 @@ async def test_reset_offsets_prepares_a_job_that_never_ran_and_retention_keeps_w
     await job.wait_outputs()
     assert await job.stop() == 0
     await job.assert_exact()
+
+
+async def test_reset_offsets_to_a_time_sets_each_partition_at_its_first_record_stamped_then(
+        make_job: Callable[..., Job]) -> None:
+    job = make_job("reset-to-time", {"words": 2})
+    await job.create("words", 2)
+    job.truth.discard(await produce_stamped(job, 2, 1_000_000))
+    mark = await ends(job)
+    await produce_stamped(job, 2, 2_000_000)
+    naive = job.sampan("streams", "reset-offsets", "local.words", "--to",
+                       "1970-01-01T00:33:20", "--job", "{job}")
+    assert naive.returncode == 2 and "has no zone" in naive.stderr
+    reset = job.sampan("streams", "reset-offsets", "local.words", "--to",
+                       "1970-01-01T00:33:20Z", "--job", "{job}")
+    assert reset.returncode == 0, reset.stderr
+    assert "to 1970-01-01T00:33:20.000Z" in reset.stdout
+    assert await positions(job) == {("Partition 0", 0, mark[0]), ("Partition 1", 1, mark[1])}
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs()
+    assert await job.stop() == 0
+    await job.assert_exact()
