@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from framework.commands.jobarg import add_job_argument
-from framework.config import JobConfig, StreamRef, load_config
+from framework.config import JobConfig, StartPosition, StreamRef, load_config
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.retention import retention_policy
 from framework.errors import ConfigError, SampanError, SerdeError, StreamNotFoundError
@@ -69,14 +69,17 @@ def add_streams_command(commands: Any) -> None:
     p.set_defaults(handler=_produce)
     p = sub.add_parser(
         "reset-offsets", help="set where a stopped job's tasks continue reading an input",
-        description="Move every task of a stopped job to the oldest record (earliest) or the "
-        "end (latest) of one input stream; stores keep their state. The remedy when an input "
-        "was deleted and created again.")
+        description="Move every task of a stopped job to the oldest record (earliest), the "
+        "end (latest) or the first record at or after a time of one input stream; stores "
+        "keep their state. The remedy when an input was deleted and created again. For a "
+        "job that has never run, it sets where its first run starts reading the stream "
+        "(overriding the stream's start_position).")
     p.add_argument("stream", metavar="SYSTEM.STREAM")
     job_arg(p)
-    p.add_argument("--to", required=True, choices=["earliest", "latest"],
+    p.add_argument("--to", required=True, type=_start_position, metavar="WHERE",
                    help="earliest: read everything the stream holds now; latest: only what "
-                   "comes next")
+                   "comes next; a time with its zone (2026-05-01T12:00:00Z) or ms since the "
+                   "epoch: the first record stamped at or after it, per partition")
     p.set_defaults(handler=_reset_offsets)
     p = sub.add_parser(
         "discard-held", help="release a held input of a stopped job by skipping the records "
@@ -398,9 +401,20 @@ def _reset_offsets(args: argparse.Namespace) -> int:
     _split(config, args.stream)
     changes = asyncio.run(reset_offsets(config, args.stream, args.to))
     print(describe(changes))
+    where = "earliest" if args.to.kind == "oldest" else args.to.describe()
     print(f"reset {len(changes)} partition{'' if len(changes) == 1 else 's'} of {args.stream} "
-          f"to {args.to}; start the job with `sampan run {config.path}`")
+          f"to {where}; start the job with `sampan run {config.path}`")
     return 0
+
+
+def _start_position(text: str) -> StartPosition:
+    """``--to``: earliest (or oldest), latest, a time with its zone or ms since the
+    epoch."""
+    try:
+        return StartPosition.parse({"earliest": "oldest"}.get(text) or (
+            int(text) if text.isdigit() else text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _discard_held(args: argparse.Namespace) -> int:

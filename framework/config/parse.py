@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from framework.config.model import (
     JobConfig,
     MetricsConfig,
     RocksDBConfig,
+    StartPosition,
     StoreConfig,
     StreamConfig,
     StreamRef,
@@ -188,6 +190,7 @@ def _streams(
         partitions = section.optional_integer("partitions", minimum=1)
         compacted = section.boolean("compacted", False)
         retention = _retention(section, None)
+        start = _start_position(section)
         if any(value is not None for value in retention):
             where = systems.get(system)
             if compacted:
@@ -200,7 +203,7 @@ def _streams(
                              "remove retention_ms / retention_bytes / retention_mode")
         section.finish()
         streams[qualified] = StreamConfig(system, name, key_serde, value_serde, partitions,
-                                          compacted, *retention)
+                                          compacted, *retention, start)
     return streams
 
 
@@ -239,6 +242,23 @@ def _retention(section: Section, default_mode: str | None
     if not section.present("retention_mode"):
         mode = default_mode
     return retention_ms, retention_bytes, mode
+
+
+def _start_position(section: Section) -> str | int | None:
+    """``start_position`` of a stream table as the job file spells it (a TOML date-time
+    as its ISO-8601 string); None when unset or wrong (the problem is recorded)."""
+    value = section.raw("start_position")
+    if value is None:
+        return None
+    try:
+        StartPosition.parse(value)
+    except ValueError as error:
+        section.problems.add((*section.path, "start_position"), str(error))
+        section.values["start_position"] = None
+        return None
+    spelled: str | int = value.isoformat() if isinstance(value, datetime) else value
+    section.values["start_position"] = spelled
+    return spelled
 
 
 def _rocksdb(table: dict[str, Any], path: tuple[str, ...], problems: Problems) -> RocksDBConfig:

@@ -98,6 +98,13 @@ class Section:
             f"missing required key; add {key} = {example} to [{format_path(self.path)}]",
         )
 
+    def raw(self, key: str) -> Any:
+        """``key``'s value as TOML gave it (None when absent), for a key of several
+        accepted types that its caller checks (and then records in `values`)."""
+        value = self._take(key)
+        self.values[key] = value
+        return value
+
     def present(self, key: str) -> bool:
         """Whether the table sets ``key``."""
         return key in self.table

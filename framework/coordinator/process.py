@@ -38,6 +38,7 @@ from framework.coordinator.runfile import (
     shared_folder,
     write_run_file,
 )
+from framework.coordinator.starts import write_start_positions
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
@@ -333,6 +334,8 @@ class Coordinator:
             end_offsets=ends, checkpoints=checkpoints,
             local_state=await self._local_state(previous), holds=holds)
         await self.ensure_changelogs(model)
+        # Before the model: from it on, the job is a reader of every input partition.
+        await write_start_positions(self.config, self.systems, model, previous, checkpoints)
         model = await publish_model(self.meta, self.config, model, previous=previous,
                                     in_place=in_place)
         log.info("published job model epoch %d (%s): %s on %s", model.epoch,

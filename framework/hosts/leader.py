@@ -23,6 +23,7 @@ from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import ExpansionBook
 from framework.coordinator.process import Coordinator
+from framework.coordinator.starts import write_start_positions
 from framework.hosts.handover import first_model
 from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
@@ -176,6 +177,8 @@ async def _build_and_publish(coordinator: Coordinator, config: JobConfig,
                  "(another leader's round overlapped); building it again on that one", now,
                  fenced)
         return None
+    # Before the model, as on one host: from it on, the job reads every input partition.
+    await write_start_positions(config, coordinator.systems, model, previous, checkpoints)
     incremental = previous is not None and incremental_rebalances(config)
     first = first_model(previous, model, members) if incremental else None
     gone = sorted(set(previous.worker_ids()) - set(model.worker_ids())) if (

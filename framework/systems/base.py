@@ -23,6 +23,7 @@ __all__ = [
     "GrowthHistory",
     "GrowthRecorder",
     "OffsetRange",
+    "OffsetsByTime",
     "OutputColumns",
     "ProducerRecord",
     "ProducerRow",
@@ -267,6 +268,17 @@ class SettlesOffsets(Protocol):
 
     async def settled_offsets(self, stream: str) -> dict[int, OffsetRange]:
         """`System.offsets` once every commit that has returned is visible (bounded)."""
+        ...
+
+
+@runtime_checkable
+class OffsetsByTime(Protocol):
+    """A system that finds records by their timestamps (a job's time `start_position`,
+    `sampan streams reset-offsets --to TIME`)."""
+
+    async def offsets_for_time(self, stream: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition of ``stream``, the offset of its first record stamped at or after
+        ``timestamp_ms`` (ms since the epoch), or its end when none is."""
         ...
 
 

@@ -53,3 +53,13 @@ class _Stamped:
 
     def send(self, stream, key=None, value=None, **options):
         self.collector.send(stream, key=key, value={**value, "t": self.at}, **options)
+
+
+class SlowCountTask(CountTask):
+    """Counts, a millisecond per record: a job far behind a burst of input."""
+
+    def process(self, envelope, collector, coordinator):
+        import time
+
+        time.sleep(0.001)
+        super().process(envelope, collector, coordinator)

@@ -341,6 +341,18 @@ class KafkaAdmin:
                 return {tp.partition: OffsetRange(oldest[tp], end[tp]) for tp in tps}
             await asyncio.sleep(_POLL_S)
 
+    async def offsets_for_time(self, stream: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition, the offset of the first record stamped at or after
+        ``timestamp_ms`` (ListOffsets by time); the end (`offsets`) when none is."""
+        count = (await self.partition_counts([stream]))[stream]
+        wanted = {TopicPartition(self.topic(stream), p): timestamp_ms for p in range(count)}
+        async with self._offsets_lock:
+            assert self._offsets is not None
+            found = await self.bounded("ListOffsets", self._offsets.offsets_for_times(wanted))
+        ends = await self.offsets(stream)
+        return {tp.partition: ends[tp.partition].end if found.get(tp) is None
+                else found[tp].offset for tp in wanted}
+
     def _stable(self, tp: TopicPartition, high: int) -> int:
         """The fetch's last stable offset when below ``high``: a read_committed fetch
         never goes past it (an open transaction), so neither may the end."""

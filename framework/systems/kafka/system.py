@@ -217,6 +217,11 @@ class KafkaSystem:
     async def offsets(self, stream: str) -> dict[int, OffsetRange]:
         return await self.admin.offsets(stream)
 
+    async def offsets_for_time(self, stream: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition, the first record stamped at or after ``timestamp_ms``, else the
+        end (`framework.systems.base.OffsetsByTime`)."""
+        return await self.admin.offsets_for_time(stream, timestamp_ms)
+
     async def settled_offsets(self, stream: str) -> dict[int, OffsetRange]:
         """`offsets` after waiting (at most ``timeout_s``) for the markers of transactions
         that have committed or aborted: what a check of finished work reads up to."""

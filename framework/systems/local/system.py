@@ -66,6 +66,7 @@ from framework.systems.local.retention import (
     release_free_pages,
 )
 from framework.systems.local.schema import LocalOptions, database_file
+from framework.systems.local.seek import offsets_for_time
 from groupers import SystemStreamPartition
 
 __all__ = ["LocalConsumer", "LocalSystem"]
@@ -144,6 +145,11 @@ class LocalSystem:
 
     async def offsets(self, stream: str) -> dict[int, OffsetRange]:
         return await self.call(LocalLog.offsets, stream)
+
+    async def offsets_for_time(self, stream: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition, the first record stamped at or after ``timestamp_ms`` (or the
+        end): `framework.systems.local.seek`."""
+        return await self.call(offsets_for_time, stream, timestamp_ms)
 
     def consumer(self) -> LocalConsumer:
         return LocalConsumer(self)
