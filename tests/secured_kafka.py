@@ -23,7 +23,8 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,10 +180,10 @@ class SecuredKafka:
     # -- ACLs -------------------------------------------------------------------------
 
     def grant(self, acls: Iterable[Acl]) -> None:
-        asyncio.run(self._change(list(acls), create=True))
+        _run(self._change(list(acls), create=True))
 
     def revoke(self, acls: Iterable[Acl]) -> None:
-        asyncio.run(self._change(list(acls), create=False))
+        _run(self._change(list(acls), create=False))
 
     @contextmanager
     def granted(self, acls: Iterable[Acl]) -> Iterator[None]:
@@ -215,6 +216,18 @@ class SecuredKafka:
         finally:
             await admin.close()
         await asyncio.sleep(0.2)  # the authorizer applies metadata records asynchronously
+
+
+def _run(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` to its end, also from inside a running event loop (an async test):
+    then on a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(work)
+        return
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, work).result()
 
 
 def start_secured_kafka(folder: Path | None = None) -> SecuredKafka:
