@@ -36,6 +36,7 @@ from framework.systems import open_system
 from framework.systems.base import Checkpoint, Consumer, FetchedRecord, System
 from framework.systems.fetched import FetchedColumns
 from framework.usercode import load_task_class
+from framework.wording import counted
 from framework.worker.codec import RecordCodec
 from framework.worker.collector import tuned_collector
 from framework.worker.commit import Committer, begin_commits
@@ -419,8 +420,8 @@ class Worker:
             stages = self._stages.get(instance.name)
             while stages and stages[0].passed(instance.positions):
                 stage = stages.pop(0)
-                log.info("task %s passed its expansion barrier; consuming %d new partitions",
-                         instance.name, len(stage.held))
+                log.info("task %s passed its expansion barrier; consuming %s",
+                         instance.name, counted(len(stage.held), "new partition"))
                 released = True
             if stages is not None and not stages:
                 del self._stages[instance.name]
@@ -708,7 +709,8 @@ class Worker:
             self._route()
         self.in_place_changes += 1
         took_ms = int((time.monotonic() - began) * 1000)
-        done = [f"task {t} +{len(s)} partitions" for t, s in sorted(change.gained.items())]
+        done = [f"task {t} +{counted(len(s), 'partition')}"
+                for t, s in sorted(change.gained.items())]
         done += [f"task {t} let go" for t in change.dropped]
         done += [f"task {t} added" for t in change.added]
         done += [f"{'hold' if s in model.holds else 'release'} {s}"
