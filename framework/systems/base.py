@@ -19,6 +19,7 @@ __all__ = [
     "CommitRequest",
     "Consumer",
     "ConsumerGroups",
+    "DeletesStreams",
     "FetchedRecord",
     "GrowthHistory",
     "GrowthRecorder",
@@ -308,6 +309,16 @@ class GrowthHistory:
     count: int
     ends: Mapping[int, int]
     grown: Mapping[int, Mapping[int, int]]
+
+
+@runtime_checkable
+class DeletesStreams(Protocol):
+    """A system that deletes streams (the local log; Kafka with DeleteTopics)."""
+
+    async def delete_streams(self, streams: Sequence[str]) -> None:
+        """Delete ``streams`` with all their records, and wait until the system no longer
+        lists them; one that does not exist is skipped."""
+        ...
 
 
 @runtime_checkable

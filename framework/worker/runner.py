@@ -43,7 +43,7 @@ from framework.worker.commit import Committer, begin_commits
 from framework.worker.dispatch import Batch, dispatch_many, dispatch_one, fetcher
 from framework.worker.in_place import InPlaceChange, in_place_change
 from framework.worker.instance import TaskInstance
-from framework.worker.policies import ErrorPolicies, describe
+from framework.worker.policies import ErrorPolicies, UndecodableRecordError, describe
 from framework.worker.state import OpenedStores, heal_damaged_store, open_task_stores
 from framework.worker.watchdog import Busy, TaskWatchdog
 from groupers import SystemStreamPartition
@@ -168,6 +168,9 @@ class Worker:
         """The newer model a fence announced, read aside while the tasks go on (no commit
         until it is taken: `_take_newer_model`)."""
         self._fenced: FencedError | None = None
+        self._undecodable: UndecodableRecordError | None = None
+        """The record ``policy = "fail"`` stopped at: raised once what preceded it is
+        committed."""
         self._fence_check: tuple[int, asyncio.Future[None]] | None = None
         """The loop's fence check in flight (`FENCE_CHECK_S`), answered aside, and the epoch
         it asks about (an answer for an epoch the worker has left since is dropped)."""
@@ -207,6 +210,8 @@ class Worker:
             await self._report(report)
             with tuned_collector():
                 reason = await self._loop(committer)
+            if self._undecodable is not None:
+                reason = "a record it cannot decode"
             report = self._report_base
             result = WorkerResult(report.epoch, sum(i.processed for i in self.instances),
                                   sum(i.skipped for i in self.instances), committer.commits,
@@ -214,6 +219,8 @@ class Worker:
             await self._report(replace(
                 report, stopped_ms=_now_ms(), reason=reason, processed=result.processed,
                 skipped=result.skipped, store_positions=_store_positions(committer)))
+            if self._undecodable is not None:
+                raise self._undecodable
             return result
         except StoreCorruptedError as error:
             await self._close()  # closed first: then wipe it for a full restore
@@ -488,7 +495,11 @@ class Worker:
                         records = self._below_limit(ssp, records)
                         if not records:
                             continue
-                    await self._dispatch(ssp, records)
+                    try:
+                        await self._dispatch(ssp, records)
+                    except UndecodableRecordError as error:  # commit what came before it
+                        self._undecodable = self._undecodable or error
+                        self.stop.set()
                     dirty = dirty or bool(records)
                     read = True
             if self._adding:
