@@ -175,7 +175,7 @@ async def _drill_in(options: DrillOptions, output: Path) -> DrillReport:
     initial = options.initial_partitions or scenario.initial_partitions
     steps = options.steps or scenario.steps
     if any(b <= a for a, b in itertools.pairwise((initial, *steps))):
-        raise ConfigError(f"--steps must grow from {initial} partitions: "
+        raise ConfigError(f"--steps must grow from {counted(initial, 'partition')}: "
                           f"{' → '.join(map(str, (initial, *steps)))}")
     namespace = drill_namespace(options.example) if options.system == "kafka" else ""
     config = load_config(render_job(options.example, options, output / "job",

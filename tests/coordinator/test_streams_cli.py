@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from coordjobs import Job, job_text, keys
 
+from framework.commands.held import Discarded
 from framework.systems.base import ProducerRecord
 
 
@@ -156,3 +157,29 @@ async def test_delete_is_refused_while_a_running_job_uses_the_stream(
     assert "words" not in await job.call(lambda s: s.list_streams())
     status = json.loads(job.sampan("status", "{job}", "--json").stdout)
     assert status["stream_partition_counts"] == {}  # status still reads, without it
+
+
+def test_a_discard_of_one_record_is_said_in_the_singular() -> None:
+    assert Discarded("local.a", {0: (5, 6), 1: (3, 3)}, "local.a 1→3→4", 4, 1).text(
+        "job.toml") == (
+        "discarded 1 record of local.a (local.a 1→3→4): partition 0 offsets 5..5. The job "
+        "skips them; they stay in the stream. It reads local.a at 1 partition from epoch 4 "
+        "on: start it with `sampan run job.toml`")
+
+
+async def test_a_partition_past_the_streams_count_is_named_with_its_count(
+        make_job: Callable[..., Job]) -> None:
+    job = make_job("counted", {"words": 1})
+    await job.create("words", 1)
+    done = job.sampan("streams", "produce", "local.words", "{job}", "--value-hex", "00",
+                      "--partition", "1")
+    assert one_line_error(done) == (
+        "partition 1 of stream 'words' does not exist in system 'local' (it has 1 partition)")
+
+
+def test_the_expansion_plan_counts_in_words(make_job: Callable[..., Job]) -> None:
+    job = make_job("planned", {"words": 1})
+    done = job.sampan("expansion-plan", "--partitions", "1", "2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("local.events with 1 partition → 1 task\n")
+    assert "\nlocal.events with 2 partitions → 1 task\n" in done.stdout

@@ -84,6 +84,8 @@ async def test_naive_grouper_miscounts(tmp_path: Path) -> None:
 async def test_drill_rejects_bad_options(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--steps must grow from 2 partitions: 2 → 4 → 3"):
         await run_drill(DrillOptions(steps=(4, 3), output=tmp_path / "x"))
+    with pytest.raises(ConfigError, match="--steps must grow from 1 partition: 1 → 1"):
+        await run_drill(DrillOptions(initial_partitions=1, steps=(1,), output=tmp_path / "w"))
     with pytest.raises(ConfigError, match="--example 'nope': no drillable example"):
         await run_drill(DrillOptions(example="nope", output=tmp_path / "y"))
     with pytest.raises(ConfigError, match=re.escape(
