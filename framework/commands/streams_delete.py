@@ -22,7 +22,7 @@ from framework.coordinator.liveness import check_coordinator
 from framework.errors import ConfigError, SampanError
 from framework.jobmodel import JobModel
 from framework.metadata import MODEL_KEY, read_state
-from framework.systems.base import DeletesStreams, System
+from framework.systems.base import DeletesStreams, HidesStreams, System
 from framework.systems.local.system import LocalSystem
 from framework.systems.reading import read_range
 from framework.wording import counted
@@ -59,9 +59,8 @@ async def delete_stream(config: JobConfig, qualified: str,
         if not isinstance(source, DeletesStreams):
             raise ConfigError(f"system {system_name!r} cannot delete streams")
         existing = await source.list_streams()
-        hidden = getattr(source, "hidden_streams", None)
-        if hidden is not None:
-            existing.update(await hidden())
+        if isinstance(source, HidesStreams):
+            existing.update(await source.hidden_streams())
         if stream not in existing:
             raise missing_stream(config, qualified, existing)
         await _refuse_if_used(config, meta, source, qualified)

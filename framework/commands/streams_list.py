@@ -7,27 +7,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Protocol, runtime_checkable
 
 from framework.commands.internal_streams import internal_role
 from framework.commands.stream_ref import started_system
 from framework.config import JobConfig, load_config
 from framework.coordinator.retention import retention_policy
-from framework.systems.base import System
+from framework.systems.base import HidesStreams, System
 from framework.systems.local.system import LocalSystem
 from framework.wording import counted
 
 __all__ = ["COLUMNS", "list_streams"]
 
 COLUMNS = ("STREAM", "PARTITIONS", "OLDEST", "NEWEST", "BYTES", "RETENTION")
-
-
-@runtime_checkable
-class _HidesStreams(Protocol):
-    """A system whose `list_streams` leaves its own streams out (Kafka: checkpoints and
-    fences topics)."""
-
-    async def hidden_streams(self) -> dict[str, int]: ...
 
 
 def list_streams(args: argparse.Namespace) -> int:
@@ -39,7 +30,7 @@ def list_streams(args: argparse.Namespace) -> int:
             system = await started_system(config, name)
             try:
                 streams = await system.list_streams()
-                if isinstance(system, _HidesStreams):
+                if isinstance(system, HidesStreams):
                     streams.update(await system.hidden_streams())
                 for stream, count in sorted(streams.items()):
                     role = internal_role(config, name, stream)

@@ -23,6 +23,7 @@ __all__ = [
     "FetchedRecord",
     "GrowthHistory",
     "GrowthRecorder",
+    "HidesStreams",
     "OffsetRange",
     "OutputColumns",
     "ProducerRecord",
@@ -318,6 +319,16 @@ class DeletesStreams(Protocol):
     async def delete_streams(self, streams: Sequence[str]) -> None:
         """Delete ``streams`` with all their records, and wait until the system no longer
         lists them; one that does not exist is skipped."""
+        ...
+
+
+@runtime_checkable
+class HidesStreams(Protocol):
+    """A system whose `System.list_streams` leaves some of its own streams out (Kafka: the
+    checkpoints and fences topics)."""
+
+    async def hidden_streams(self) -> dict[str, int]:
+        """The streams `list_streams` leaves out: name → partition count."""
         ...
 
 
