@@ -53,3 +53,11 @@ class _Stamped:
 
     def send(self, stream, key=None, value=None, **options):
         self.collector.send(stream, key=key, value={**value, "t": self.at}, **options)
+
+
+class UndeclaredStoreTask(CountTask):
+    """Asks in ``init`` for a store the job file does not declare: no restart can help."""
+
+    def init(self, context):
+        super().init(context)
+        self.view = context.store("view")
