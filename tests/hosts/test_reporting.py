@@ -194,3 +194,37 @@ def test_a_move_not_yet_resumed_is_measured_when_a_quiet_model_follows(
     assert report.report.moved_epoch == 6
     assert report.report.unavailable_ms == {"Partition 3": 4000}
     assert report.report.restored == {"Partition 2": 0, "Partition 3": 12}
+
+
+def test_a_move_not_yet_collected_is_measured_when_its_follow_up_moves_nothing_here(
+        reporter: tuple[HostReporter, _Coordinator], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failover's first model (t = 1,000 ms) gives a the dead host b's Partition 3 and
+    parks a's Partition 4 for c; a's worker resumes (t = 4,000) and the leader publishes
+    the follow-up before a's host read that report. The follow-up moves nothing to or from
+    a; a's report still names Partition 3 gained from b, unavailable for 3,000 ms."""
+    report, coordinator = reporter
+    clock = [0]
+    monkeypatch.setattr(reporting, "_now_ms", lambda: clock[0])
+    three: dict[str, tuple[int, ...]] = {"a": (0,), "b": (2,), "c": (1,)}
+    two: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
+    running = placed(5, three, {"Partition 2": 0, "Partition 3": 2, "Partition 4": 0})
+    asyncio.run(report.assigned(running, None, [0], ["Partition 2", "Partition 4"], [], [],
+                                leader=False))
+    _resume(report, coordinator, 5, ["Partition 2", "Partition 4"], {"Partition 2": 0})
+    clock[0] = 1000
+    first = _parked(placed(6, two, {"Partition 2": 0, "Partition 3": 0, "Partition 4": 1}),
+                    "Partition 4", "a")
+    asyncio.run(report.assigned(first, running, [0], ["Partition 2", "Partition 3"], [], [],
+                                leader=False, kept=True))
+    _resume(report, coordinator, 6, ["Partition 2", "Partition 3"], {"Partition 3": 12},
+            collected=False, resumed_ms=4000)
+    clock[0] = 4500
+    follow = placed(7, two, {"Partition 2": 0, "Partition 3": 0, "Partition 4": 1})
+    asyncio.run(report.in_place(follow, first, ["Partition 2", "Partition 3"]))
+    _resume(report, coordinator, 7, ["Partition 2", "Partition 3"], {}, resumed_ms=4000)
+    assert report.report.resumed_ms == 4000
+    assert (report.report.gained, report.report.lost) == ({"Partition 3": "b"},
+                                                          ["Partition 4"])
+    assert report.report.moved_epoch == 6
+    assert report.report.unavailable_ms == {"Partition 3": 3000}
+    assert report.report.restored == {"Partition 2": 0, "Partition 3": 12}
