@@ -17,6 +17,7 @@ from framework.config import JobConfig, StreamRef
 from framework.errors import (
     FencedError,
     JobModelError,
+    PermanentError,
     ProcessingError,
     StoreCorruptedError,
     StoreError,
@@ -347,6 +348,8 @@ class Worker:
         self.instances.append(instance)  # closed with the worker even if init fails
         try:
             await instance.init()
+        except PermanentError:
+            raise  # e.g. an undeclared store: every restart would fail alike; the job stops
         except Exception as error:
             raise ProcessingError(
                 f"task {task_model.name!r}: init() raised {describe(error)}; fix the "
@@ -700,6 +703,8 @@ class Worker:
                     task_model, ssps=gained, broadcast=frozenset()), None)
                 try:
                     await instance.renew(self._task_class(), start)
+                except PermanentError:
+                    raise
                 except Exception as error:
                     raise ProcessingError(
                         f"task {instance.name!r}: init() raised {describe(error)} when it "

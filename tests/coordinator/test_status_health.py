@@ -3,6 +3,7 @@ healthy job; 1 degraded, 3 not running, 4 failed — the same with and without -
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coordjobs import CLI, REPO, Job, keys
+from coordjobs import CLI, REPO, Job, blocked_writing_stdout, keys
 
 from framework.config import load_config
 
@@ -212,7 +213,10 @@ async def test_status_lists_the_metrics_urls_of_live_processes_only(
     assert "  metrics:" not in text
 
 
-async def test_status_watch_writes_frames_into_a_pipe(make_job: Callable[..., Job]) -> None:
+async def test_status_watch_writes_frames_into_a_pipe(
+        make_job: Callable[..., Job]) -> None:
+    """Text frames into a pipe; once the reader stops reading, the pipe fills and the watch
+    blocks writing: Ctrl-C still ends it (exit 0) instead of leaving it blocked."""
     job = make_job("piped", {"words": 2}, workers=1)
     await job.create("words", 2)
     job.start()
@@ -222,6 +226,7 @@ async def test_status_watch_writes_frames_into_a_pipe(make_job: Callable[..., Jo
                              env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         assert watch.stdout is not None
+        fcntl.fcntl(watch.stdout, fcntl.F_SETPIPE_SZ, 4096)  # a few frames fill it
         frames = 0
         seen = []
         while frames < 2:
@@ -229,6 +234,10 @@ async def test_status_watch_writes_frames_into_a_pipe(make_job: Callable[..., Jo
             assert line, f"--watch ended early: {''.join(seen)}"
             seen.append(line)
             frames += line.startswith("  health: healthy (exit status 0)")
+
+        async def blocked() -> bool:
+            return blocked_writing_stdout(watch)
+        await job.wait(blocked, "status --watch to block on its full pipe", timeout=120)
         watch.send_signal(signal.SIGINT)
         assert watch.wait(30) == 0
     finally:
