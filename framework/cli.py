@@ -75,8 +75,10 @@ def _expansion_plan(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sampan` console script; returns the exit status."""
+    from framework.client_logs import install_client_log_gate
     from framework.commands.jobarg import resolve_job
 
+    install_client_log_gate()  # every command's Kafka client, whatever its logging
     parser = _build_parser()
     args, extra = parser.parse_known_args(argv)
     extra = resolve_job(args, extra)

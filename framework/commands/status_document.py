@@ -179,11 +179,18 @@ class JobFigures:
     task_hosts: dict[str, TaskHosts] | None = None
     idle_workers: list[int] = field(default_factory=list)
     idle_message: str | None = None
+    stream_partition_counts: dict[str, int] = field(default_factory=dict)
+    """Each input's partition count in its system now (`partition_counts` is the count
+    the job model reads: fewer while an input is held or a growth is not applied yet)."""
+    held_inputs: list[str] = field(default_factory=list)
+    """Inputs the job reads only up to where a refused partition change began."""
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "epoch": self.epoch, "reason": self.reason,
-            "partition_counts": self.partition_counts, "workers": self.workers,
+            "partition_counts": self.partition_counts,
+            "stream_partition_counts": self.stream_partition_counts,
+            "held_inputs": self.held_inputs, "workers": self.workers,
             "expansions": [row.to_json() for row in self.expansions],
             "restoring": [row.to_json() for row in self.restoring],
             "metrics": _plain(self.metrics),

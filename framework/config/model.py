@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+from framework.config.schema import did_you_mean, did_you_mean_stream
 from framework.config.sections import (
     ERROR_POLICIES,
     NOT_A_KEY,
@@ -157,6 +158,7 @@ class JobConfig:
             raise ConfigError(
                 f'stream "{qualified}" is not declared in {self.path}; add a '
                 f'[streams."{qualified}"] table (declared: {_names(self.streams)})'
+                f"{did_you_mean_stream(qualified, self.streams)}"
             )
         return found
 
@@ -166,7 +168,7 @@ class JobConfig:
         if found is None:
             raise ConfigError(
                 f'system "{name}" is not declared in {self.path}; add a [systems.{name}] '
-                f"table (declared: {_names(self.systems)})"
+                f"table (declared: {_names(self.systems)}){did_you_mean(name, self.systems)}"
             )
         return found
 

@@ -74,6 +74,18 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"; did you mean {json.dumps(match, ensure_ascii=False)}?" if match else ""
 
 
+def did_you_mean_stream(qualified: str, known: Iterable[str]) -> str:
+    """`did_you_mean` for a ``system.stream`` name: the streams of the same system are
+    compared by their names alone (a shared ``local.`` would make any two look alike)."""
+    system, _, stream = qualified.partition(".")
+    known = list(known)
+    same = {k.partition(".")[2]: k for k in known if k.partition(".")[0] == system}
+    match = closest(stream, same) if same else None
+    if match is not None:
+        return f"; did you mean {json.dumps(same[match], ensure_ascii=False)}?"
+    return "" if same else did_you_mean(qualified, known)
+
+
 class Section:
     """One table of the job file being read."""
 

@@ -33,6 +33,7 @@ from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
 from framework.jobmodel import JobModel, StreamHold
 from framework.systems.base import Checkpoint, GrowthRecorder, System
+from framework.wording import counted
 
 __all__ = ["Growth", "Held", "HoldPlan", "InputNow", "ReadPositions", "input_now",
            "plan_holds", "read_positions", "records_past", "stops_at"]
@@ -163,7 +164,8 @@ class Held:
                     f"{self._rekey(job)} or {discard} (after growing it to a count "
                     f"{self.tasks} tasks map)")
         if self.recorded:
-            written = ", ".join(f"{n} records were written while it had {k} partitions"
+            written = ", ".join(f"{counted(n, 'record')} {'was' if n == 1 else 'were'} "
+                                f"written while it had {k} partitions"
                                 for k, n in sorted(self.unmappable_written.items()))
             why = (f"{written}, which {self.tasks} tasks cannot map (placed for that count, "
                    f"no task owns their keys)")

@@ -16,10 +16,12 @@ __all__ = ["HostProcesses", "write_job"]
 
 
 def write_job(folder: Path, bootstrap: str, name: str, *, partitions: int, standbys: int,
-              session_timeout_ms: int, extra: str = "") -> Path:
+              session_timeout_ms: int, extra: str = "", namespace: str = "") -> Path:
     """A per-key sum job over ``kafka.<name>-in`` with one worker per host and the fast
     timeouts a drill wants (every value is an ordinary job key, see docs/hosts.md);
-    ``extra`` adds ``[job]`` lines (the tests use it)."""
+    ``extra`` adds ``[job]`` lines (the tests use it); ``namespace``: the Kafka system's
+    `client_options.namespace`."""
+    options = f'client_options = {{namespace = "{namespace}"}}\n' if namespace else ""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "job.toml"
     path.write_text(f"""\
@@ -41,7 +43,7 @@ acceptable_recovery_lag = 0
 [systems.kafka]
 type = "kafka"
 bootstrap = "{bootstrap}"
-
+{options}
 [streams."kafka.{name}-in"]
 partitions = {partitions}
 key_serde = "string"

@@ -53,6 +53,8 @@ class DrillOptions:
     input_retention_bytes: int | None = None
     """Retention of the expanded input on the local log (bytes per partition, applied by
     the coordinator every 500 ms): the drill then runs with its oldest offsets moving."""
+    keep: bool = False
+    """Kafka: keep the drill's topics on the broker (default: deleted when it ends)."""
 
     def __post_init__(self) -> None:
         if self.example_dir is not None:  # reports name the example by its folder

@@ -552,3 +552,34 @@ class KafkaAdmin:
                 f"{partitions} partitions: {type(exc).__name__}: {exc}"
             ) from exc
         await self.wait_for_count(stream, partitions)
+
+    async def delete_streams(self, streams: Sequence[str]) -> None:
+        """DeleteTopics of ``streams`` (names inside the namespace), then wait until
+        metadata no longer lists them; one that does not exist is no error."""
+        from aiokafka.errors import UnknownTopicOrPartitionError
+
+        if not streams:
+            return
+        await self.start()
+        assert self._admin is not None
+        topics = [self.topic(stream) for stream in streams]
+        try:
+            response = await self.bounded("DeleteTopics", self._admin.delete_topics(topics))
+        except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
+            raise UnsupportedOperation(
+                f"DeleteTopics: the broker at {self.bootstrap} cannot delete topics; delete "
+                f"{', '.join(topics)} with the broker's own tools") from exc
+        for topic, code in response.topic_error_codes:
+            if code and code != UnknownTopicOrPartitionError.errno:
+                raise SampanError(
+                    f"Kafka at {self.bootstrap} refused to delete topic {topic!r}: "
+                    f"{for_code(code).__name__} (a broker with delete.topic.enable = false "
+                    f"refuses every deletion; deleting needs the Delete ACL on the topic)")
+        gone = set(streams)
+        self._seen -= gone  # absent from now on by design, not a broker's stale answer
+        deadline = time.monotonic() + self.options.timeout_s
+        while gone & (await self.topic_counts()).keys():
+            if time.monotonic() > deadline:
+                raise self.unavailable(f"metadata without deleted {', '.join(topics)}",
+                                       TimeoutError())
+            await asyncio.sleep(_POLL_S)

@@ -206,6 +206,15 @@ class KafkaSystem:
     async def partition_counts(self, streams: Sequence[str]) -> dict[str, int]:
         return await self.admin.partition_counts(list(streams))
 
+    async def hidden_streams(self) -> dict[str, int]:
+        """The checkpoint and fence topics `list_streams` leaves out: sampan's own."""
+        counts = await self.admin.topic_counts()
+        return {t: n for t, n in sorted(counts.items()) if _is_internal(t)}
+
+    async def delete_streams(self, streams: Sequence[str]) -> None:
+        """DeleteTopics of ``streams`` (`DeletesStreams`)."""
+        await self.admin.delete_streams(streams)
+
     async def create_stream(
         self, stream: str, partitions: int, *, compacted: bool = False, exist_ok: bool = False
     ) -> None:
