@@ -309,6 +309,8 @@ class KafkaAdmin:
         deadline = time.monotonic() + self.options.timeout_s
         while (await self.topic_counts()).get(stream, 0) < partitions:
             if time.monotonic() > deadline:
+                if stream not in await self.topic_counts():
+                    await self._raise_if_hidden(stream)  # it exists, but not for us
                 raise self.unavailable(
                     f"metadata of {stream!r} with {partitions} partitions", TimeoutError()
                 )

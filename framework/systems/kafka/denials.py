@@ -65,11 +65,16 @@ def denial(kind: type[KafkaError], operation: str, resource: str, *, system: str
     target = flag if resource_type == "CLUSTER" else f"{flag} '{resource}'"
     camel = "".join(part.capitalize() for part in operation.split("_"))
     grant_to = principal if principal.startswith("User:") else "<principal>"
+    if operation == "DESCRIBE" and resource_type == "TOPIC":
+        fix = ("Kafka hides a topic its principal may not describe; READ or WRITE on it "
+               "grant DESCRIBE too — `sampan acls JOB` lists which of them the job needs")
+    else:
+        fix = (f"grant it: kafka-acls.sh --bootstrap-server {bootstrap} --add "
+               f"--allow-principal '{grant_to}' --operation {camel} {target} (`sampan acls "
+               "JOB` lists every ACL the job needs)")
     return AuthorizationError(
         f"Kafka at {bootstrap} (system {system!r}): not authorized — {principal} may not "
-        f"{operation} {what} ({doing}); grant it: kafka-acls.sh --bootstrap-server "
-        f"{bootstrap} --add --allow-principal '{grant_to}' --operation {camel} {target} "
-        "(`sampan acls JOB` lists every ACL the job needs)",
+        f"{operation} {what} ({doing}); {fix}",
         operation=operation, resource=f"{resource_type}:{resource}")
 
 

@@ -17,6 +17,7 @@ import contextlib
 import ssl
 import struct
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from aiokafka.conn import create_conn
 from aiokafka.errors import (
@@ -29,21 +30,16 @@ from aiokafka.protocol.admin import SaslHandShakeRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
 from framework.errors import AuthenticationError, SampanError, SystemUnavailableError
+from framework.systems.kafka.certificates import not_after
 from framework.systems.kafka.options import KafkaOptions
+from framework.systems.kafka.security import KafkaSecurity
 
 __all__ = ["diagnose"]
 
-_ALERTS = {
-    "CERTIFICATE_REQUIRED": "the broker requires a client certificate: set ssl_certfile "
-                            "and ssl_keyfile (mutual TLS)",
-    "CERTIFICATE_EXPIRED": "the broker refused the client certificate: it has expired; "
-                           "renew ssl_certfile",
-    "UNKNOWN_CA": "the broker refused the client certificate: it is not signed by a CA the "
-                  "broker trusts (its ssl.truststore); use a certificate from that CA",
-    "BAD_CERTIFICATE": "the broker refused the client certificate",
-    "CERTIFICATE_UNKNOWN": "the broker refused the client certificate",
-    "CERTIFICATE_REVOKED": "the broker refused the client certificate: it was revoked",
-}
+_REFUSED_CERTIFICATE = ("BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "CERTIFICATE_EXPIRED",
+                        "UNKNOWN_CA", "CERTIFICATE_REVOKED", "UNSUPPORTED_CERTIFICATE")
+"""TLS alerts of a broker that refused the client certificate (Kafka's Java engine sends
+certificate_unknown for most reasons, so the certificate itself is looked at)."""
 
 
 async def diagnose(system: str, bootstrap: str, options: KafkaOptions) -> SampanError | None:
@@ -109,7 +105,7 @@ async def _one(where: str, host: str, port: int, options: KafkaOptions) -> Sampa
             + (" (ssl_check_hostname = false only if the certificate cannot name the "
                "address you connect to)" if "mismatch" in str(error.verify_message) else ""))
     except ssl.SSLError as error:
-        return _tls_error(where, error)
+        return _tls_error(where, error, security)
     except KafkaConnectionError:
         return await _closed(where, host, port, options)
     except OSError as error:
@@ -127,11 +123,23 @@ async def _one(where: str, host: str, port: int, options: KafkaOptions) -> Sampa
     return None
 
 
-def _tls_error(where: str, error: ssl.SSLError) -> SampanError:
+def _tls_error(where: str, error: ssl.SSLError, security: KafkaSecurity) -> SampanError:
     reason = str(error.reason or error)
-    for alert, meaning in _ALERTS.items():
-        if alert in reason:
-            return AuthenticationError(f"{where}: TLS failed — {meaning}")
+    if "CERTIFICATE_REQUIRED" in reason or (
+            security.cert_file is None and any(a in reason for a in _REFUSED_CERTIFICATE)):
+        return AuthenticationError(f"{where}: TLS failed — the broker requires a client "
+                                   "certificate: set ssl_certfile and ssl_keyfile (mutual TLS)")
+    if any(alert in reason for alert in _REFUSED_CERTIFICATE):
+        assert security.cert_file is not None
+        ends = not_after(security.cert_file)
+        if ends is not None and ends < datetime.now(UTC):
+            why = (f"it expired on {ends:%Y-%m-%d %H:%M} UTC; renew ssl_certfile "
+                   f"({security.cert_file})")
+        else:
+            why = (f"ssl_certfile ({security.cert_file}) is not signed by a CA the broker "
+                   "trusts (its ssl.truststore), or was revoked; use a certificate from that CA")
+        return AuthenticationError(f"{where}: TLS failed — the broker refused the client "
+                                   f"certificate: {why}")
     if "WRONG_VERSION_NUMBER" in reason or "RECORD_LAYER" in reason:
         return AuthenticationError(
             f"{where}: TLS failed — the listener does not speak TLS; set security_protocol "
@@ -152,7 +160,7 @@ async def _closed(where: str, host: str, port: int, options: KafkaOptions) -> Sa
         assert security.ssl_context is not None
         refused = await _tls_alert(host, port, security.ssl_context, options.timeout_s)
         if refused is not None:
-            return _tls_error(where, refused)
+            return _tls_error(where, refused, security)
     if not security.sasl:
         mechanisms = await _sasl_mechanisms(host, port, options)
         if mechanisms:

@@ -311,7 +311,7 @@ class KafkaSystem:
             cause = transaction_error(producer) or exc  # AddPartitionsToTxn's own answer
             if isinstance(cause, DENIALS):
                 raise self.admin.denial(cause, "WRITE", self.admin.topic(streams[0]),
-                                        f"producing to {', '.join(streams)}") from exc
+                                        "producing records") from exc
             if exc.retriable:
                 raise self.admin.transient(f"producing to {streams}", exc) from exc
             raise SampanError(
