@@ -184,6 +184,10 @@ class _Fetcher:
                         aborted = data[2] if version >= 11 else data[-2] if version >= 4 else None
                         stable = data[0] if version >= 4 and data[0] >= 0 else highwater
                         return min(highwater, stable), list(aborted or ()), data[-1] or b""
+                    refused = self.system.admin.refused(code, "READ", self.tp.topic,
+                                                        f"reading {self.where}")
+                    if refused is not None:
+                        raise refused
                     if error_type is kafka_errors.OffsetOutOfRangeError:
                         raise SystemUnavailableError(
                             f"cannot read {self.where} from offset {position}: the broker no "

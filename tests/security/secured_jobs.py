@@ -29,6 +29,7 @@ __all__ = [
     "inline",
     "job_acls",
     "job_options",
+    "sampan",
     "secrets_shown",
     "secured_sum_run",
 ]
@@ -39,11 +40,13 @@ CLI = [sys.executable, "-m", "framework.cli"]
 
 
 def job_options(broker: SecuredKafka, namespace: str, **extra: Any) -> dict[str, Any]:
-    """``client_options`` of a job connecting as ``alice`` with SCRAM-SHA-512 over TLS."""
-    return {"namespace": namespace, "security_protocol": "SASL_SSL",
-            "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
-            "sasl_plain_password": "${" + PASSWORD_ENV + "}", "ssl_cafile": str(broker.ca_file),
-            **extra}
+    """``client_options`` of a job connecting as ``alice`` with SCRAM-SHA-512 over TLS
+    (``extra`` adds or, set to None, removes options)."""
+    options = {"namespace": namespace, "security_protocol": "SASL_SSL",
+               "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
+               "sasl_plain_password": "${" + PASSWORD_ENV + "}",
+               "ssl_cafile": str(broker.ca_file), **extra}
+    return {key: value for key, value in options.items() if value is not None}
 
 
 def inline(options: Mapping[str, Any]) -> str:
@@ -70,7 +73,8 @@ def secured_sum_run(folder: Path, broker: SecuredKafka, *, guarantee: str,
 def admin_view(config: JobConfig, broker: SecuredKafka) -> JobConfig:
     """``config`` connecting as the super user (same namespace): for the test's own
     writes and reads, which the job's principal may not do."""
-    options = dict(config.system("kafka").client_options)
+    kept = ("namespace", "timeout_s")
+    options = {k: v for k, v in config.system("kafka").client_options.items() if k in kept}
     admin = {**options, **broker.admin_options()}
     return config.with_overrides({("systems", "kafka", "client_options"): admin})
 
@@ -101,6 +105,17 @@ def job_acls(job: Path, principal: str | None = None) -> list[Acl]:
     return [Acl(rule["resource"], rule["pattern"], rule["name"], operation,
                 principal=system["principal"])
             for system in systems for rule in system["acls"] for operation in rule["operations"]]
+
+
+def sampan(*args: str, env: Mapping[str, str] | None = None, stdin: str | None = None,
+           timeout_s: float = 120) -> tuple[int, str, list[str]]:
+    """Run `sampan ARGS` (the job principal's password in its environment): exit status,
+    stdout, stderr's lines."""
+    import os
+
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout_s,
+                          cwd=h.REPO, input=stdin, env={**os.environ, **(env or {})})
+    return done.returncode, done.stdout, done.stderr.strip().splitlines()
 
 
 def secrets_shown(secret: str, *places: Path | str) -> list[str]:

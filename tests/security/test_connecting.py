@@ -84,9 +84,8 @@ async def test_each_way_of_authenticating_reads_and_writes_as_the_job_principal(
                    "ssl_cafile": str(secured_kafka.ca_file)}
     else:
         (tmp_path / "password").write_text(secured_kafka.password() + "\n")
-        options = {**job_options(secured_kafka, namespace), "sasl_mechanism": how,
-                   "sasl_plain_password": None, "sasl_plain_password_file": "password"}
-        del options["sasl_plain_password"]
+        options = job_options(secured_kafka, namespace, sasl_mechanism=how,
+                              sasl_plain_password=None, sasl_plain_password_file="password")
     options["namespace"] = namespace
     system = KafkaSystem("kafka", bootstrap, options, root=tmp_path)
     topic = f"{namespace}round-trip"

@@ -15,7 +15,6 @@ from jobs.harness import Workload, exact_problems
 from secured_jobs import (
     PASSWORD_ENV,
     admin_view,
-    inline,
     job_acls,
     job_options,
     secrets_shown,
@@ -34,12 +33,9 @@ def test_three_hosts_holding_their_acls_expand_through_a_sigkill_exactly(
         secured_kafka: SecuredKafka, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PASSWORD_ENV, secured_kafka.password())
     name = f"sh{os.getpid()}"
-    path = outputs_job(tmp_path / "job", secured_kafka.bootstrap, name, tasks=2, workers=1)
-    options = job_options(secured_kafka, f"sec-{name}.")
-    line = f'bootstrap = "{secured_kafka.bootstrap}"\n'
-    secured = f"{line}client_options = {{ {inline(options)} }}\n"
-    path.write_text(path.read_text().replace(line, secured)
-                    .replace("[job]\n", '[job]\nguarantee = "exactly-once"\n'))
+    path = outputs_job(tmp_path / "job", secured_kafka.bootstrap, name, tasks=2, workers=1,
+                       client_options=job_options(secured_kafka, f"sec-{name}."))
+    path.write_text(path.read_text().replace("[job]\n", '[job]\nguarantee = "exactly-once"\n'))
     hosts = Hosts(path, tmp_path)
     config = hosts.config
     admin = admin_view(config, secured_kafka)

@@ -362,15 +362,11 @@ class KafkaAdmin:
         stable = self._offsets.last_stable_offset(tp)
         return high if stable is None or stable < 0 else min(high, stable)
 
-    def _raise_fetch_error(self, tps: Sequence[TopicPartition]) -> None:
-        """Raise a refused read of ``tps`` at once (the offsets reader fetches the tail of
-        each partition; without READ on a topic it would wait for it to its deadline)."""
+    def _refused_reads(self, tps: Sequence[TopicPartition]) -> set[TopicPartition]:
+        """The partitions among ``tps`` the broker would not let the offsets reader fetch
+        (no READ on their topic: an output of the job, say)."""
         assert self._offsets is not None
-        for tp in tps:
-            error = fetch_error(self._offsets, tp)
-            if isinstance(error, DENIALS):
-                raise self.denial(error, "READ", tp.topic,
-                                  f"reading the end of {tp.topic}[{tp.partition}]")
+        return {tp for tp in tps if isinstance(fetch_error(self._offsets, tp), DENIALS)}
 
     async def _committed_end(self, tp: TopicPartition, oldest: int, high: int) -> int:
         """One past the last committed record before ``high`` (`oldest` when none).
@@ -390,7 +386,8 @@ class KafkaAdmin:
             last, committed = -1, CommittedFilter()
             released: list[TxnRecord] = []
             while await consumer.position(tp) < high:
-                self._raise_fetch_error([tp])
+                if self._refused_reads([tp]):
+                    return high  # ListOffsets' answer (see `_high_watermarks`)
                 if time.monotonic() > deadline:
                     raise self.unavailable(f"Fetch of {tp}", TimeoutError())
                 fetched = (await consumer.getmany(tp, timeout_ms=50)).get(tp, [])
@@ -424,15 +421,19 @@ class KafkaAdmin:
             for tp in tps:
                 consumer.seek(tp, max(listed[tp] - 1, oldest[tp]))
             deadline = time.monotonic() + self.options.timeout_s
-            while any(consumer.highwater(tp) is None for tp in tps):
-                self._raise_fetch_error(tps)
+            unread: set[TopicPartition] = set()
+            while any(consumer.highwater(tp) is None for tp in tps if tp not in unread):
+                unread |= self._refused_reads(tps)
                 if time.monotonic() > deadline:
                     raise self.unavailable(f"Fetch of {tps[0].topic!r}", TimeoutError())
                 await asyncio.sleep(0.002)
-            watermarks = {tp: max(listed[tp], consumer.highwater(tp)) for tp in tps}
+            # A partition it may not read keeps ListOffsets' answer (read_committed: the
+            # last stable offset), right on Apache Kafka.
+            watermarks = {tp: listed[tp] if tp in unread else
+                          max(listed[tp], consumer.highwater(tp)) for tp in tps}
             high = {tp: self._stable(tp, watermarks[tp]) for tp in tps}
             ends = {tp: await self._committed_end(tp, oldest[tp], high[tp])
-                    if high[tp] > oldest[tp] else high[tp] for tp in tps}
+                    if high[tp] > oldest[tp] and tp not in unread else high[tp] for tp in tps}
             return ends, {tp for tp in tps if high[tp] < watermarks[tp]}
         finally:
             consumer.assign([])
@@ -572,6 +573,9 @@ class KafkaAdmin:
                 f"DeleteTopics: the broker at {self.bootstrap} cannot delete topics; delete "
                 f"{', '.join(topics)} with the broker's own tools") from exc
         for topic, code in response.topic_error_codes:
+            refused = self.refused(code, "DELETE", topic, f"deleting topic {topic!r}")
+            if refused is not None:
+                raise refused
             if code and code != UnknownTopicOrPartitionError.errno:
                 raise SampanError(
                     f"Kafka at {self.bootstrap} refused to delete topic {topic!r}: "

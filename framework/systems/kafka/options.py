@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from difflib import get_close_matches
@@ -12,7 +14,7 @@ from typing import Any
 from framework.errors import ConfigError
 from framework.systems.kafka.security import SECURITY_OPTIONS, KafkaSecurity
 
-__all__ = ["KafkaOptions"]
+__all__ = ["KafkaOptions", "read_client_options", "toml_inline"]
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9._-]{0,200}")
 
@@ -118,3 +120,31 @@ class KafkaOptions:
             "request_timeout_ms": int(self.timeout_s * 1000),
             **self.security.client_kwargs(),
         }
+
+
+def read_client_options(path: Path) -> dict[str, Any]:
+    """The ``client_options`` a TOML file holds (``sampan drill --client-options``,
+    benches): its file names made absolute from the file's folder, checked at once
+    (`ConfigError` naming the file)."""
+    try:
+        with path.open("rb") as handle:
+            options = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"--client-options {path}: cannot read it ({error}); give a TOML "
+                          'file of kafka client_options, e.g. security_protocol = "SASL_SSL"'
+                          ) from None
+    for key, value in options.items():
+        if key.endswith("file") and isinstance(value, str) and "${" not in value:
+            options[key] = str((path.parent / Path(value).expanduser()).resolve())
+    try:
+        KafkaOptions.from_mapping("kafka", options, path.parent)
+    except ConfigError as error:
+        raise ConfigError(f"--client-options {path}: {error}") from None
+    return options
+
+
+def toml_inline(options: Mapping[str, Any]) -> str:
+    """``options`` as a TOML inline table (strings, numbers and booleans)."""
+    def value(item: Any) -> str:
+        return ("true" if item else "false") if isinstance(item, bool) else json.dumps(item)
+    return "{ " + ", ".join(f"{key} = {value(v)}" for key, v in options.items()) + " }"
