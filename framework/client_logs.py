@@ -116,6 +116,9 @@ _RETRIES: dict[str, _Retry] = {
     'Unable to request metadata from "%s:%s": %s': _Retry(lambda a: f"{a[:2]}", None),
     "Unable to request metadata from node with id %s: %r": _Retry(_arg(0), None),
     "Unable to update metadata from %s": _Retry(_arg(0), None),
+    # Denials: sampan stops on them with the missing ACL in its own words.
+    "Not authorized to read from topic %s.": _Retry(_arg(0), None),
+    "Topic %s is not authorized for this client": _Retry(_arg(0), None),
     # The group protocol (a host's membership, the coordinator's lease on Kafka).
     "Group Coordinator Request failed: %s": _Retry(lambda a: "", lambda _, a, s: (
         f"Kafka has had no coordinator for this process's group {_waiting(s)} ({a[0]}); "

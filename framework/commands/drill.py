@@ -71,6 +71,9 @@ def add_drill_command(commands: Any) -> None:
                         help="where the streams live")
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
                         help="Kafka broker supporting CreatePartitions (with --system kafka)")
+    parser.add_argument("--client-options", type=Path, metavar="FILE",
+                        help="Kafka: a TOML file of the cluster's client_options (TLS, SASL: "
+                        "see docs/security.md); its file names are relative to it")
     parser.add_argument("--keep", action="store_true",
                         help="Kafka: keep the drill's topics (its namespace, named on the "
                         "report) instead of deleting them when it ends")
@@ -113,9 +116,19 @@ def _host_command(args: argparse.Namespace) -> int:
         bootstrap=args.bootstrap, hosts=args.hosts, standbys=args.standbys,
         records=args.records, keys=args.keys, session_timeout_ms=args.session_timeout_ms,
         output=args.output, partitions=args.partitions or HostDrillOptions.partitions,
-        steps=tuple(args.steps or ()), guarantee=args.guarantee, keep=args.keep)))
+        steps=tuple(args.steps or ()), guarantee=args.guarantee, keep=args.keep,
+        client_options=_client_options(args))))
     print(report.text())
     return 0 if report.ok else 1
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--client-options FILE``'s options ({} without it)."""
+    if args.client_options is None:
+        return {}
+    from framework.systems.kafka.options import read_client_options
+
+    return read_client_options(args.client_options)
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -134,7 +147,8 @@ def _command(args: argparse.Namespace) -> int:
         output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,
         monitor_interval_ms=args.monitor_interval_ms, seed=args.seed, plot=not args.no_plot,
         verify=args.verify, guarantee=args.guarantee,
-        input_retention_bytes=args.input_retention_bytes, keep=args.keep)
+        input_retention_bytes=args.input_retention_bytes, keep=args.keep,
+        client_options=_client_options(args))
     report = asyncio.run(run_drill(options))
     print(report.text())
     return 0 if report.exact else 1

@@ -33,6 +33,7 @@ from framework.config.sections import (
     SystemConfig,
 )
 from framework.errors import ConfigError
+from framework.secrets import without_secrets
 
 __all__ = [
     "ERROR_POLICIES",
@@ -227,9 +228,11 @@ class JobConfig:
 
     @cached_property
     def digest(self) -> str:
-        """sha256 of the canonical JSON of `to_dict`: equal for equal configurations,
-        whatever the key order or which defaults the file spells out."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"),
+        """sha256 of the canonical JSON of `to_dict` without its secrets: equal for equal
+        configurations, whatever the key order, which defaults the file spells out, and
+        whether a password is written or referred to (``${VAR}``)."""
+        canonical = json.dumps(without_secrets(self.to_dict()), sort_keys=True,
+                               separators=(",", ":"),
                                ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -161,7 +161,8 @@ def _systems(
         retention = _retention(section, None) if kind == "local" else _NO_RETENTION
         if known_type:
             section.finish(f" for a {kind} system")
-        systems[name] = SystemConfig(name, kind, path, bootstrap, options, *retention)
+        systems[name] = SystemConfig(name, kind, path, bootstrap, options, *retention,
+                                     root=root)
     return systems
 
 

@@ -78,6 +78,9 @@ class SystemConfig:
     """local: default ``retention_bytes`` (payload bytes per partition); unset: no bound."""
     retention_mode: str | None = None
     """local: default ``retention_mode``; unset: ``"wait-for-readers"``."""
+    root: Path | None = field(default=None, metadata=NOT_A_KEY)
+    """The job file's folder: relative paths and user code named in ``client_options``
+    (certificates, a token provider) resolve from it."""
 
 
 StartKind = Literal["oldest", "latest", "time"]

@@ -182,7 +182,12 @@ class Coordinator:
             if self.lease is not None and self.lease.held:  # never overwrite another's status
                 ended: RunState = "failed" if isinstance(failed, Exception) else "stopped"
                 self._write_run_file(ended)
-                await self._report(state=ended)
+                try:
+                    await self._report(state=ended)
+                except SampanError as error:  # e.g. what stopped the job stops this too
+                    log.log(logging.DEBUG if failed else logging.WARNING,
+                            "could not record in the coordinator stream that the job %s: %s",
+                            ended, error)
             if self.lease is not None:
                 await self.lease.release()
             await self.close_systems()

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from framework.config import JobConfig, load_config
 from framework.drill.folder import drill_folder
@@ -61,6 +61,8 @@ class HostDrillOptions:
     """How long each phase (settling, failover, catch-up) may take."""
     keep: bool = False
     """Keep the drill's topics on the broker (default: deleted when it ends)."""
+    client_options: dict[str, Any] = field(default_factory=dict)
+    """The cluster's connection settings (TLS, SASL: `--client-options FILE`)."""
 
     def validate(self) -> None:
         if self.hosts < 2:
@@ -246,7 +248,8 @@ async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillRe
     extra = f'guarantee = "{options.guarantee}"\n' if options.guarantee else ""
     job = write_job(output / "job", options.bootstrap, name, partitions=options.partitions,
                     standbys=options.standbys, session_timeout_ms=options.session_timeout_ms,
-                    extra=extra, namespace=drill_namespace("hosts"))
+                    extra=extra, namespace=drill_namespace("hosts"),
+                    client_options=options.client_options)
     config = load_config(job)
     try:
         report = await _host_drill(options, output, config)
