@@ -8,6 +8,7 @@ output and no file sampan writes (logs, the stored configuration) shows."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,10 @@ async def test_the_commands_do_what_the_jobs_acls_allow_and_name_what_they_do_no
         code, out, err = sampan("status", job)
         assert code == 0, err
         status_json = sampan("status", job, "--json")[1]
+        urls = json.loads(status_json)["metrics"]
+        metrics = "".join(urllib.request.urlopen(url, timeout=30).read().decode()
+                          for url in [urls["coordinator"], *urls["workers"].values()])
+        assert "sampan_" in metrics
         assert await run.stop() == 0
     finally:
         run.kill()
@@ -105,5 +110,5 @@ async def test_the_commands_do_what_the_jobs_acls_allow_and_name_what_they_do_no
     snapshots = list((run.folder / "state").rglob("config-*.json"))
     assert snapshots and all("${SAMPAN_SECRET_KAFKA_SASL_PLAIN_PASSWORD}" in p.read_text()
                              for p in snapshots)
-    shown = secrets_shown(password, run.folder, out, status_json)
+    shown = secrets_shown(password, run.folder, out, status_json, metrics)
     assert shown == [str(run.path)]  # the job file, where the user wrote it
