@@ -149,13 +149,9 @@ class KafkaSecurity:
 
 def _with_sasl(security: KafkaSecurity, reader: _Reader) -> KafkaSecurity:
     """``security`` with the SASL keys read and checked."""
-    sasl_keys = reader.present("sasl_")
     if not security.sasl:
-        if sasl_keys:
-            raise ConfigError(
-                f"{reader.where} {sasl_keys[0]} is set but security_protocol = "
-                f"{security.protocol!r} does not use SASL; set security_protocol = "
-                f"\"SASL_SSL\" (or \"SASL_PLAINTEXT\"), or remove {', '.join(sasl_keys)}")
+        reader.refuse_unused("sasl_", security.protocol, "SASL",
+                             '"SASL_SSL" (or "SASL_PLAINTEXT")')
         return security
     mechanism = reader.values.get("sasl_mechanism", "PLAIN").upper()
     if mechanism in _REFUSED_MECHANISMS:
@@ -185,15 +181,11 @@ def _with_sasl(security: KafkaSecurity, reader: _Reader) -> KafkaSecurity:
             "sasl_plain_password = \"${ENV_VAR}\" (keep secrets out of the job file)")
     return _replace(security, mechanism=mechanism, username=username, password=password)
 
+
 def _with_tls(security: KafkaSecurity, reader: _Reader) -> KafkaSecurity:
     """``security`` with the TLS keys read, checked and made into a context."""
-    tls_keys = reader.present("ssl_")
     if not security.tls:
-        if tls_keys:
-            raise ConfigError(
-                f"{reader.where} {tls_keys[0]} is set but security_protocol = "
-                f"{security.protocol!r} does not use TLS; set security_protocol = \"SSL\" or "
-                f"\"SASL_SSL\", or remove {', '.join(tls_keys)}")
+        reader.refuse_unused("ssl_", security.protocol, "TLS", '"SSL" or "SASL_SSL"')
         return security
     ca_file, cert_file, key_file = (reader.path("ssl_cafile"), reader.path("ssl_certfile"),
                                     reader.path("ssl_keyfile"))
@@ -225,6 +217,14 @@ class _Reader:
 
     def present(self, prefix: str) -> list[str]:
         return [key for key in _STRINGS if key.startswith(prefix) and key in self.values]
+
+    def refuse_unused(self, prefix: str, protocol: str, what: str, protocols: str) -> None:
+        """`ConfigError` when ``prefix`` keys are set for a protocol without ``what``."""
+        keys = self.present(prefix)
+        if keys:
+            raise ConfigError(
+                f"{self.where} {keys[0]} is set but security_protocol = {protocol!r} does not "
+                f"use {what}; set security_protocol = {protocols}, or remove {', '.join(keys)}")
 
     def path(self, key: str) -> Path | None:
         if key not in self.values:
