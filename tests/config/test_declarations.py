@@ -22,6 +22,7 @@ from framework.config.sections import (
     StreamConfig,
     SystemConfig,
 )
+from framework.config.snapshot import job_file_change, load_snapshot, snapshot_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = (JobConfig, SystemConfig, StreamConfig, StoreConfig, RocksDBConfig, ErrorsConfig,
@@ -239,3 +240,11 @@ def test_an_absent_key_of_a_system_stream_or_store_takes_its_declared_default(
         SystemConfig("local", "local", path=tmp_path / "data"),
         StreamConfig("local", "events"),
         StoreConfig("totals", rocksdb=RocksDBConfig()))
+
+
+def test_a_snapshot_of_a_job_setting_every_key_loads_back_to_the_same_config(
+        tmp_path: Path) -> None:
+    (tmp_path / "full.toml").write_text(EVERY_KEY)
+    config = load_config(tmp_path / "full.toml")
+    loaded = load_snapshot(snapshot_config(config), config.path)
+    assert (loaded, loaded.digest, job_file_change(config)) == (config, EVERY_KEY_DIGEST, None)
