@@ -135,12 +135,14 @@ class StreamConfig:
         "from their first record, whatever it says: records produced into them before the "
         "coordinator sees the growth must not be skipped. A time without a zone is refused. "
         "See [systems.md](systems.md#where-a-job-starts-reading).",
-        default_doc='`"oldest"`'))
+        default_doc=f'`"{StartPosition().kind}"`'))
 
     @property
     def start(self) -> StartPosition:
         """`start_position`, parsed (validated at load)."""
-        return StartPosition.parse(self.start_position or "oldest")
+        if self.start_position is None:
+            return StartPosition()
+        return StartPosition.parse(self.start_position)
 
     @property
     def qualified(self) -> str:
