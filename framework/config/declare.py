@@ -79,6 +79,7 @@ class Setting:
     """The declaration of one key, carried in its field's metadata (see `setting`)."""
 
     kind: Kind
+    """How its value is read, checked and described (`framework.config.kinds`)."""
     doc: str
     """Its meaning: the Markdown of the meaning column of ``docs/config.md``."""
     name: str | None = None
@@ -163,12 +164,12 @@ def read_table(cls: type[Any], reading: Reading) -> dict[str, Any]:
     Problems are recorded; the caller checks what spans keys, then calls
     ``section.finish()``."""
     section = reading.section
-    for spec, declared_setting, key in declared(cls):
-        if declared_setting.when not in (None, reading.values.get("type")):
+    for spec, declaration, key in declared(cls):
+        if declaration.when not in (None, reading.values.get("type")):
             continue
-        if declared_setting.required is not None and not section.present(key):
-            section.missing(key, declared_setting.required)
-        default = (declared_setting.derive(reading) if declared_setting.derive is not None
-                   else declared_setting.default_of(spec))
-        reading.values[spec.name] = declared_setting.kind.read(reading, key, default)
+        if declaration.required is not None and not section.present(key):
+            section.missing(key, declaration.required)
+        default = (declaration.derive(reading) if declaration.derive is not None
+                   else declaration.default_of(spec))
+        reading.values[spec.name] = declaration.kind.read(reading, key, default)
     return reading.values
