@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["EPISODE_GAP_S", "PERSISTS_S", "ClientLogGate", "LibraryThrottle",
-           "install_client_log_gate"]
+__all__ = ["EPISODE_GAP_S", "PERSISTS_S", "ClientFutureFilter", "ClientLogGate",
+           "LibraryThrottle", "install_client_log_gate"]
 
 PERSISTS_S = 10.0
 """How long a condition aiokafka keeps retrying lasts before sampan says what it means."""
@@ -205,8 +206,24 @@ class _Gate(logging.Handler):
 _installed = threading.Lock()
 
 
+class ClientFutureFilter(logging.Filter):
+    """asyncio's "Future exception was never retrieved" for a future of aiokafka's own
+    connections (a connection the broker closed or a TLS alert it sent): the client
+    dropped that future, and sampan has already said what failed. Anything else of
+    asyncio's goes through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None or not record.getMessage().startswith(
+                "Future exception was never retrieved"):
+            return True
+        frames = traceback.extract_tb(error.__traceback__)
+        return not any("aiokafka" in frame.filename for frame in frames)
+
+
 def install_client_log_gate() -> None:
-    """Route every aiokafka record through one `ClientLogGate` (once per process)."""
+    """Route every aiokafka record through one `ClientLogGate`, and keep aiokafka's
+    dropped futures out of asyncio's log (once per process)."""
     with _installed:
         library = logging.getLogger("aiokafka")
         if any(isinstance(h, _Gate) for h in library.handlers):
@@ -215,3 +232,4 @@ def install_client_log_gate() -> None:
         gate.addFilter(ClientLogGate())
         library.addHandler(gate)
         library.propagate = False
+        logging.getLogger("asyncio").addFilter(ClientFutureFilter())

@@ -21,12 +21,14 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import queue
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -86,11 +88,53 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
+class _Spawner:
+    """One thread that lives as long as the process and starts every broker process.
+
+    Linux sends the parent-death signal when the *thread* that forked the child ends, not
+    the process: a broker started from a short-lived thread (``asyncio.to_thread``, whose
+    executor a test's event loop shuts down) would be killed with that thread."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        """The process the thread runs in (a forked child needs a spawner of its own)."""
+        self._requests: queue.Queue[tuple[Sequence[str], dict[str, Any], queue.Queue[Any]]]
+        self._requests = queue.Queue()
+        threading.Thread(target=self._serve, name="broker-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        parent = self.pid
+        while True:
+            command, kwargs, reply = self._requests.get()
+            try:
+                reply.put(subprocess.Popen(command, preexec_fn=lambda: _die_with(parent),
+                                           **kwargs))
+            except BaseException as error:  # handed to the caller, raised there
+                reply.put(error)
+
+    def spawn(self, command: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        reply: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._requests.put((command, kwargs, reply))
+        result = reply.get()
+        if isinstance(result, BaseException):
+            raise result
+        process: subprocess.Popen[bytes] = result
+        return process
+
+
+_spawner: _Spawner | None = None
+_spawner_lock = threading.Lock()
+
+
 def spawn(command: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     """`subprocess.Popen` of a broker process that dies with this process (Linux's parent-
     death signal): brokers started by tests and benches never outlive their starter."""
-    parent = os.getpid()
-    return subprocess.Popen(command, preexec_fn=lambda: _die_with(parent), **kwargs)
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or _spawner.pid != os.getpid():
+            _spawner = _Spawner()
+        spawner = _spawner
+    return spawner.spawn(command, **kwargs)
 
 
 def free_port() -> int:

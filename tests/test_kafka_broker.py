@@ -47,6 +47,25 @@ def test_a_process_spawned_for_a_broker_dies_when_its_starter_is_killed() -> Non
         starter.kill()
 
 
+def test_a_process_spawned_from_a_thread_outlives_that_thread() -> None:
+    """The parent-death signal follows the thread that forks: a broker started from a
+    short-lived thread (``asyncio.to_thread``) must not die when the thread ends."""
+    import threading
+
+    import kafka_broker
+
+    started: list[subprocess.Popen[bytes]] = []
+    thread = threading.Thread(target=lambda: started.append(kafka_broker.spawn(["sleep", "60"])))
+    thread.start()
+    thread.join()
+    child = started[0]
+    try:
+        assert not _gone(child.pid, 2), "the process died with the thread that started it"
+    finally:
+        child.kill()
+        child.wait(10)
+
+
 @pytest.mark.slow
 @pytest.mark.kafka
 def test_the_development_broker_serves_until_ctrl_c() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from drill.drill_cli import run_cli_drill
+from drill_cli import run_cli_drill
 from secured_kafka import Acl, SecuredKafka
 
 DRILL_ACLS = [Acl(resource, "PREFIXED", "drill-", "ALL")

@@ -48,8 +48,8 @@ async def diagnose(system: str, bootstrap: str, options: KafkaOptions) -> Sampan
     security = options.security
     found: list[SampanError] = []
     for host, port in _addresses(bootstrap):
-        where = (f"Kafka at {host}:{port} (system {system!r}, "
-                 f"{security.describe()})")
+        how = "" if security.protocol == "PLAINTEXT" else f", {security.describe()}"
+        where = f"Kafka at {host}:{port} (system {system!r}{how})"
         problem = await _one(where, host, port, options)
         if problem is None:
             return None
