@@ -121,6 +121,8 @@ class JobTables:
     """Tables of ``[streams]`` to add (keys of an existing table win)."""
     stores: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Tables of ``[stores]`` to add (keys of an existing table win)."""
+    client_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """System → ``client_options`` to add to its declared table (the file's win)."""
 
 
 @runtime_checkable
@@ -200,6 +202,11 @@ def expand_document(document: Mapping[str, Any], root: Path,
         if isinstance(entry, dict):
             for key, value in defaults.items():
                 entry.setdefault(key, value)
+    for system, options in tables.client_options.items():
+        table = _table(_table(expanded.get("systems")).get(system))
+        if isinstance(table.setdefault("client_options", {}), dict):
+            for key, value in options.items():
+                table["client_options"].setdefault(key, value)
     for name in tables.intermediate:
         entry = expanded["streams"][name]
         if isinstance(entry, dict) and entry.get("compacted") is True:

@@ -26,12 +26,18 @@ from framework.config.pipeline import DeclaredStream, JobFacts, JobTables
 from framework.pipelines.graph import EVENT_TIME, ROOTS, STATEFUL, Node, PipelineError
 from framework.windows import Reducer, Session, WindowKind
 
-__all__ = ["INTERMEDIATE_RETENTION_MS", "Plan", "Stage", "StoreUse", "compile_plan",
-           "upstream_roots"]
+__all__ = ["INTERMEDIATE_METADATA_MAX_AGE_S", "INTERMEDIATE_RETENTION_MS", "Plan", "Stage",
+           "StoreUse", "compile_plan", "upstream_roots"]
 
 INTERMEDIATE_RETENTION_MS = 3_600_000
 """``retention_ms`` of an intermediate stream on the local log unless the job file sets
 one: batches an hour old that every reader has committed past are deleted."""
+INTERMEDIATE_METADATA_MAX_AGE_S = 0
+"""``metadata_max_age_s`` of a Kafka system holding intermediate streams unless the job
+file sets it: a worker places the records it writes to them by the partition count the
+broker gives at each commit, not by one up to 5 s old, so when one is expanded the
+records the job writes under the old count land before the barrier the coordinator sets
+(see docs/pipelines.md)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class Plan:
     stores: dict[str, StoreUse]
     stages: list[Stage]
     intermediate_defaults: dict[str, dict[str, Any]]
+    client_options: dict[str, dict[str, Any]]
 
     def tables(self) -> JobTables:
         """What the job file gets from this plan (`framework.config.pipeline`)."""
@@ -83,7 +90,8 @@ class Plan:
             sources=tuple(self.sources), inputs=(*self.sources, *self.intermediate),
             broadcast_inputs=tuple(self.broadcast), intermediate=tuple(self.intermediate),
             streams=self.intermediate_defaults,
-            stores={name: dict(use.defaults) for name, use in self.stores.items()})
+            stores={name: dict(use.defaults) for name, use in self.stores.items()},
+            client_options=self.client_options)
 
     def stage_of(self, node: Node) -> Stage:
         return next(stage for stage in self.stages if node in stage.nodes)
@@ -138,7 +146,9 @@ def compile_plan(nodes: list[Node], facts: JobFacts) -> Plan:
         partitions=partitions, intermediate=intermediate,
         sources=[streams[n.id] for n in declared if not n.args.get("broadcast")],
         broadcast=[streams[n.id] for n in declared if n.args.get("broadcast")],
-        stores=stores, stages=stages, intermediate_defaults=defaults)
+        stores=stores, stages=stages, intermediate_defaults=defaults,
+        client_options=({meta: {"metadata_max_age_s": INTERMEDIATE_METADATA_MAX_AGE_S}}
+                        if intermediate and facts.systems.get(meta) == "kafka" else {}))
 
 
 def _declared(node: Node, stream: str, facts: JobFacts) -> str:
