@@ -4,8 +4,8 @@ intermediate stream, and a join of a source with another intermediate stream.
 - ``events`` (key: user; value ``{"user", "n", "page", "amount"}``; timestamp: event time)
   are re-keyed by page through ``by-page``; per page a running sum (each output names the
   record that made it) goes to ``page-sums``, and tumbling counts per page to
-  ``page-windows`` (a grace so wide that windows close only when a far-future record
-  passes every partition);
+  ``page-windows`` (a grace wider than the test's span of event time, so windows close
+  only when a record ten minutes ahead passes every partition);
 - ``clicks`` (key: click id; value ``{"id", "user", "n"}``, one millisecond after the
   event it clicks) are re-keyed by user through ``clicks-by-user`` and joined with
   ``events`` by user within 5 ms: each click to exactly its event, in ``attributed``.
@@ -21,7 +21,7 @@ from framework.windows import Tumbling, count
 SYSTEM = "local"
 PREFIX = ""
 WINDOW_MS = 1000
-GRACE_MS = 10**9
+GRACE_MS = 600_000
 
 Event = dict[str, Any]
 

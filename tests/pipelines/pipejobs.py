@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from framework.systems.base import ProducerRecord, System
 
 HERE = Path(__file__).resolve().parent
 WINDOW_MS = 1000
-GRACE_MS = 10**9
+GRACE_MS = 600_000
 PAGES = [f"page-{n:02d}" for n in range(12)]
 USERS = [f"u{n:03d}" for n in range(30)]
 
@@ -135,10 +136,12 @@ class PipelineJob(Job):
 
 @dataclass
 class Traffic:
-    """Events with strictly increasing event times (10 ms apart) over 30 users and 12
-    pages, a click for every third one (1 ms after it); the truth of what was sent."""
+    """Events with strictly increasing event times (10 ms apart, from now: a broker's
+    retention would delete records stamped long ago) over 30 users and 12 pages, a click
+    for every third one (1 ms after it); the truth of what was sent."""
 
     seed: int = 5
+    start_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     events: list[dict[str, Any]] = field(default_factory=list)
     clicks: list[dict[str, Any]] = field(default_factory=list)
     flushed: list[str] = field(default_factory=list)
@@ -150,7 +153,7 @@ class Traffic:
         for _ in range(count):
             user = rng.choice(USERS)
             seen[user] += 1
-            ts = 10 * (len(self.events) + 1)
+            ts = self.start_ms + 10 * (len(self.events) + 1)
             event = {"user": user, "n": seen[user], "page": rng.choice(PAGES),
                      "amount": rng.randint(1, 9), "ts": ts}
             self.events.append(event)
@@ -163,14 +166,15 @@ class Traffic:
         return batch
 
     def flush(self, job: PipelineJob, partitions: int) -> list[ProducerRecord]:
-        """An event far past every window (and its grace) for each partition of by-page."""
+        """An event past every window and its grace (ten minutes ahead: within what a
+        broker accepts) for each partition of by-page."""
         pages: dict[int, str] = {}
         n = 0
         while len(pages) < partitions:
             page = f"flush-{n:03d}"
             pages.setdefault(partition_for_key(page.encode(), partitions), page)
             n += 1
-        ts = 2 * GRACE_MS
+        ts = self.start_ms + 10 * len(self.events) + GRACE_MS + 2 * WINDOW_MS
         self.flushed = sorted(pages.values())
         return [_record(job.stream("events"), "flush", {"user": "flush", "n": i + 1,
                                                          "page": page, "amount": 0, "ts": ts},

@@ -40,7 +40,7 @@ async def grown_to(job: PipelineJob, counts: dict[str, int]) -> int:
                                           for s, n in counts.items())
                 and all(w in state.workers and state.workers[w].epoch == model.epoch
                         and state.workers[w].stopped_ms is None
-                        for w in range(job.config.workers)))
+                        for w in range(model.workers)))
     await job.wait(there, f"the model of {counts} running on every worker", timeout=90)
     model = (await job.state()).model
     assert model is not None
