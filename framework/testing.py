@@ -1,4 +1,4 @@
-"""Run a `StreamTask` over in-memory input in a unit test: no broker, no disk.
+"""Run a `StreamTask` or a pipeline over in-memory input in a unit test: no broker, no disk.
 
 `run_task` feeds records to one instance of the task the way a worker does: the same
 `TaskInstance`, buffered `TaskStore`s over in-memory engines, and the worker's real
@@ -27,6 +27,24 @@ results do not depend on a crash (they do when a task keeps state outside its st
     {'totals': {'a': 5, 'b': 15}}
     >>> result.last_values("local.totals")
     {'a': 5, 'b': 15}
+
+`run_pipeline` runs a pipeline (`framework.pipelines`) the same way, in one task, stage by
+stage: the records its stages write to intermediate streams are read back, through the
+streams' serdes, by the stages after them.
+
+    >>> from framework.pipelines import Pipeline
+    >>> p = Pipeline()
+    >>> (p.source("local.views")
+    ...   .partition_by(lambda user, view: view["page"], name="by-page")
+    ...   .count(store="views")
+    ...   .to("local.views-per-page"))
+    >>> result = run_pipeline(p, [("local.views", "u1", {"page": "home"}),
+    ...                           ("local.views", "u2", {"page": "faq"}),
+    ...                           ("local.views", "u2", {"page": "home"})])
+    >>> [(m.key, m.value) for m in result.sent_to("local.views-per-page")]
+    [('home', 1), ('faq', 1), ('home', 2)]
+    >>> result.stores
+    {'views': {'faq': 1, 'home': 2}}
 """
 
 from __future__ import annotations
@@ -428,16 +446,19 @@ async def run_pipeline_async(
         records, stage by stage, until none is left; a commit after each round."""
         nonlocal left
         batch = [e for e in envelopes if e.offset >= instance.positions.get(e.ssp, 0)]
-        while batch:
+        while True:
+            batch = batch or [codec.decode(ssp, record) for ssp in intermediate
+                              for record in run.systems[ssp.system].records(
+                                  ssp.stream, 0, instance.positions.get(ssp, 0))]
+            if not batch:
+                return
             for envelope in batch:
                 if left is not None and left <= 0:
                     raise _Crash
                 await run.process(instance, envelope)
                 left = None if left is None else left - 1
             await run.commit(instance)
-            batch = [codec.decode(ssp, record) for ssp in intermediate
-                     for record in run.systems[ssp.system].records(
-                         ssp.stream, 0, instance.positions.get(ssp, 0))]
+            batch = []
 
     instance = await run.start(task)
     try:
