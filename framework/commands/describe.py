@@ -18,6 +18,7 @@ from framework.config import JobConfig, StreamConfig
 from framework.pipelines.graph import ROOTS, Node
 from framework.pipelines.plan import Plan
 from framework.pipelines.task import compiled_for
+from framework.windows import Session, WindowKind
 from framework.wording import counted
 
 __all__ = ["add_describe_command", "describe_job"]
@@ -70,13 +71,14 @@ def _task_job(config: JobConfig) -> str:
 def _pipeline_job(config: JobConfig, plan: Plan) -> str:
     lines = [f'Job "{config.name}": pipeline {config.pipeline}, run by {config.task}']
     for stage in plan.stages:
-        lines += ["", f"Stage {stage.index}: reads {', '.join(stage.reads)}"
-                  + (f"; writes {', '.join(stage.writes)}" if stage.writes else "")]
+        lines += ["", f"Stage {stage.index}", f"  reads:  {', '.join(stage.reads)}"]
+        if stage.writes:
+            lines.append(f"  writes: {', '.join(stage.writes)}")
         for node in stage.nodes:
             if node.kind == "branch_port":
                 continue
             lines.append(f"  {node.label}{_detail(node, plan, config)} [{node.where}]")
-            lines += [f"    --> {name}" for name in _followers(node)]
+            lines += [f"    --> {name}" for name in _followers(node, plan)]
             lines += [f"    <-- {name}" for name in _feeders(node)]
     roles = {**{s: "source" for s in plan.sources}, **{s: "table" for s in plan.broadcast},
              **{s: "intermediate" for s in plan.intermediate}}
@@ -136,8 +138,10 @@ def _detail(node: Node, plan: Plan, config: JobConfig) -> str:
     if node.kind in ("aggregate", "count", "reduce"):
         return f" (store {args['store']})"
     if node.kind == "window":
-        return (f" ({args['kind']!r}, store {args['store']}, emit {args['emit']}, event "
-                f"time from {args['event_time']})")
+        options = "".join(f", {name} {args[key]}" for name, key, default in (
+            ("emit", "emit", "close"), ("event time from", "event_time", "records"))
+                          if args[key] != default)
+        return f" ({_window_kind(args['kind'])}, store {args['store']}{options})"
     if node.kind == "join":
         return (f" ({args['how']}, {args['before_ms']} ms before to {args['after_ms']} ms "
                 f"after, grace {args['grace_ms']} ms, store {args['store']})")
@@ -153,8 +157,23 @@ def _detail(node: Node, plan: Plan, config: JobConfig) -> str:
     return ""
 
 
-def _followers(node: Node) -> list[str]:
-    """What ``node`` passes records to (a branch: each branch's operators)."""
+def _window_kind(kind: WindowKind) -> str:
+    """``kind`` in a few words: ``tumbling 60000 ms``, ``hopping 300000 ms every 60000
+    ms``, ``sessions gap 30000 ms``, with the grace when there is one."""
+    if isinstance(kind, Session):
+        shown = f"sessions gap {kind.gap_ms} ms"
+    elif kind.advance_ms == kind.size_ms:
+        shown = f"tumbling {kind.size_ms} ms"
+    else:
+        shown = f"hopping {kind.size_ms} ms every {kind.advance_ms} ms"
+    return shown + (f", grace {kind.grace_ms} ms" if kind.grace_ms else "")
+
+
+def _followers(node: Node, plan: Plan) -> list[str]:
+    """What ``node`` passes records to (a branch: each branch's operators; a table: the
+    joins that read it)."""
+    if node.kind == "table":
+        return [n.label for n in plan.nodes if n.kind == "join_table" and n.args["table"] is node]
     if node.kind == "branch":
         return [f"{child.label} (branch {port.args['index']})"
                 for port in node.children for child in port.children]

@@ -120,7 +120,7 @@ class JobConfig:
         Text(form='"module:Class"', pattern=SPEC_PATTERN, suggest=_task_fix),
         '`"module:Class"` of a `framework.StreamTask` subclass, importable from the job '
         "file's folder. Not with `pipeline`, which sets it to the task that runs the "
-        "compiled pipeline.", required='"module:Class" (or pipeline = "module:build")'))
+        "compiled pipeline.", required='"module:Class"'))
     inputs: tuple[str, ...] = field(metadata=setting(
         StreamNames(nonempty=True),
         "Streams grouped into tasks by `grouper`. Each must be declared under `[streams]`. "

@@ -67,7 +67,7 @@ def build_config(
     metrics = _metrics(tables.get("metrics", {}), job.get("workers", JobConfig.workers),
                        problems)
     if problems:
-        raise ConfigError(report(problems, shown, lines))
+        raise ConfigError(report(_pipeline_first(problems), shown, lines))
     return JobConfig(path=path, errors=errors, coordinator=coordinator, metrics=metrics,
                      systems=systems, streams=streams, stores=stores,
                      intermediate_streams=intermediate, **job)
@@ -82,6 +82,19 @@ def report(problems: Problems, shown: str, lines: KeyLines | None) -> str:
         indices = tuple(p for p in path if isinstance(p, int))
         rows.append((line or 0, indices, order, f"{where}: {format_path(path)}: {message}"))
     return "\n".join(row[-1] for row in sorted(rows))
+
+
+def _pipeline_first(problems: Problems) -> Problems:
+    """``problems`` without the keys a pipeline that failed to compile would have given
+    (its task and inputs): only what is wrong with it is news."""
+    if not any(path == ("job", "pipeline") for path, _ in problems):
+        return problems
+    kept = Problems()
+    for path, message in problems:
+        if not (path in (("job", "task"), ("job", "inputs"))
+                and message.startswith("missing required key")):
+            kept.add(path, message)
+    return kept
 
 
 def _tables(document: Mapping[str, Any], problems: Problems) -> dict[str, dict[str, Any]]:

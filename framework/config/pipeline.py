@@ -174,7 +174,6 @@ def expand_document(document: Mapping[str, Any], root: Path,
     if task is not None and task != PIPELINE_TASK:
         problems.add(("job", "task"), "a pipeline job runs its compiled pipeline, not a task "
                      "of its own: remove task (or pipeline, to run the task)")
-        return document, ()
     try:
         tables = load_pipeline(spec, root).job_tables(JobFacts.of_document(document))
     except ConfigError as error:
