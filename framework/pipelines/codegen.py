@@ -37,8 +37,9 @@ Factory = Callable[[dict[int, Any]], tuple[dict[str, Any], list[tuple[int, Any]]
 _PASS_THROUGH = frozenset({"filter", "peek", "branch", "branch_port", "merge",
                            "with_timestamp"})
 """Operators whose records keep their value (a `WindowResult` stays one)."""
-_SAME_RECORD = frozenset({"filter", "peek", "branch", "branch_port"})
-"""Operators whose records are their envelope's: key, value and timestamp untouched."""
+_EMITTING = frozenset({"window", "join", "process"})
+"""Operators whose results reach what follows them through a function of its own, called
+on a record and on a window tick."""
 
 
 @dataclass(frozen=True)
@@ -104,21 +105,20 @@ class _Writer:
                 self._shared(f"m{node.id}", node)
             elif node.kind == "join":
                 self._join(node)
-            if node.kind in ("window", "join", "process"):
+            if node.kind in _EMITTING:
                 self._shared(f"a{node.id}", node)
-            if node.kind in ("window", "join", "process"):
                 self._tick(node)
         for node in plan.nodes:
             if node.kind == "process":
                 self.line(1, f"E{node.id}.after = a{node.id}")
         roots = ", ".join(f"{plan.streams[n.id]!r}: r{n.id}" for n in plan.nodes
                           if n.kind in ROOTS)
-        ticks = ", ".join(f"({n.id}, tick{n.id})" for n in plan.nodes
-                          if n.kind in ("window", "join", "process"))
+        ticks = ", ".join(f"({n.id}, tick{n.id})" for n in plan.nodes if n.kind in _EMITTING)
         self.line(1, f"return {{{roots}}}, [{ticks}]")
         return "\n".join(self.lines) + "\n"
 
     def _bindings(self, node: Node) -> Iterator[str]:
+        """The factory's lines binding ``node``'s per-task object to a closure variable."""
         i = node.id
         if node.kind in ("aggregate", "count", "reduce", "table"):
             yield f"ST{i} = rt[{i}]"

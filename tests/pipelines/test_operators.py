@@ -299,3 +299,77 @@ def test_run_pipeline_runs_a_pipeline_job_file_through_its_declared_serdes(
                                                   ("local.numbers", "c", 5)])
     assert sent(result, "local.counts") == [(1, 1), (0, 1), (1, 2)]
     assert result.stores["counts"] == {0: 1, 1: 2}
+
+
+def test_watermark_records_reach_a_markers_window_without_passing_the_operators_before_it(
+        ) -> None:
+    p = Pipeline()
+    (p.source("local.in")
+     .map_values(lambda value: {"n": value["n"] * 2})  # a watermark record has no "n"
+     .window(Tumbling(size_ms=10), sum_of("n"), store="w", event_time="markers")
+     .to("local.out"))
+    result = run_pipeline(p, [("local.in", "a", {"n": 1}, 0, 1), ("local.in", "a", {"n": 2}, 0, 5),
+                              ("local.in", "marker-0", {"watermark": 10}, 0, 6)])
+    assert sent(result, "local.out") == [
+        ("a", {"start": 0, "end": 10, "value": 6, "final": True})]
+
+
+class TickingContext:
+    """A task's context where partition 1 of the input has been idle for a minute and the
+    window ticks are the test's to call."""
+
+    def __init__(self, config: Any, ssps: frozenset[Any]) -> None:
+        from framework.serdes import get_serde
+        from framework.stores import MemoryEngine, TaskStore
+
+        self.task_name, self.ssps, self.config = "Partition 0", ssps, config
+        self.stores = {name: TaskStore(name, MemoryEngine(), get_serde("string"),
+                                       get_serde("json"), 1000, task=self.task_name)
+                       for name in config.stores}
+        self.ticks: list[Any] = []
+
+    def store(self, name: str) -> Any:
+        return self.stores[name]
+
+    def track_watermark(self, source: Any) -> None:
+        return None
+
+    def on_window(self, callback: Any) -> None:
+        self.ticks.append(callback)
+
+    def input_idle_ms(self, ssp: Any) -> int | None:
+        return 60_000 if ssp.partition == 1 else None
+
+
+class Collected:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any, Any]] = []
+
+    def send(self, stream: str, key: Any = None, value: Any = None, **_: Any) -> None:
+        self.sent.append((stream, key, value))
+
+
+def test_a_window_closed_on_a_tick_passes_its_result_on() -> None:
+    """An idle partition stops holding the watermark back on a window tick, which closes
+    the window: its result goes on to the operators after the window, as on a record."""
+    from framework.api import Envelope
+    from framework.pipelines.task import PipelineTask
+    from framework.testing import _pipeline_job
+    from groupers import SystemStreamPartition
+
+    p = Pipeline()
+    (p.source("local.in").window(Tumbling(size_ms=10), count(), store="w")
+     .map_values(lambda result: result.value).to("local.out"))
+    config, compiled = _pipeline_job(p)
+    ssps = frozenset(SystemStreamPartition("local", "in", n) for n in (0, 1))
+    context = TickingContext(config, ssps)
+    task = PipelineTask.bound(compiled)()
+    task.init(context)  # type: ignore[arg-type]
+    collector = Collected()
+    for offset, ts in enumerate((1, 5, 30)):
+        task.process(Envelope(SystemStreamPartition("local", "in", 0), offset, "a", {}, ts),
+                     collector, None)  # type: ignore[arg-type]
+    assert collector.sent == []  # partition 1 delivered nothing: no watermark yet
+    for tick in context.ticks:
+        tick(collector)
+    assert collector.sent == [("local.out", "a", 2)]
