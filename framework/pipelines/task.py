@@ -45,6 +45,7 @@ class Compiled:
 
     @classmethod
     def of(cls, pipeline: Pipeline, config: JobConfig, label: str) -> Compiled:
+        """``pipeline`` compiled for ``config``; ``label`` names its generated source."""
         plan = pipeline.compile(JobFacts.of_config(config))
         return cls(plan, generate(plan, label))
 
