@@ -11,6 +11,8 @@ is checked against the records the job read, one by one.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import random
 import time
@@ -132,6 +134,48 @@ class PipelineJob(Job):
             found["page-windows"] = {}
         return problems(self.traffic, by_page, by_user, found, exactly_once=exactly_once,
                         windows=windows)
+
+
+async def feed(job: PipelineJob, stop: asyncio.Event) -> int:
+    """40 events (and their clicks) every 50 ms until ``stop``; the batches sent."""
+    batches = 0
+    while not stop.is_set():
+        await job.send(40)
+        batches += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.05)
+    return batches
+
+
+async def grown_to(job: PipelineJob, counts: dict[str, int]) -> int:
+    """Until the job's model has ``counts`` and every worker runs it; its epoch."""
+    async def there() -> bool:
+        state = await job.state()
+        model = state.model
+        return (model is not None and all(model.partition_counts.get(s) == n
+                                          for s, n in counts.items())
+                and all(w in state.workers and state.workers[w].epoch == model.epoch
+                        and state.workers[w].stopped_ms is None
+                        for w in range(model.workers)))
+    await job.wait(there, f"the model of {counts} running on every worker", timeout=90)
+    model = (await job.state()).model
+    assert model is not None
+    return model.epoch
+
+
+async def drained(job: PipelineJob) -> None:
+    """Until every event has its running sum and, after the flush, every window closed."""
+    events = len(job.traffic.events)
+
+    async def summed() -> bool:
+        return await job.output_count(job.stream("page-sums")) >= events
+    await job.wait(summed, f"{events} page sums", timeout=120)
+    await job.flush()
+    windows = sum(map(len, job.traffic.windows().values()))
+
+    async def closed() -> bool:
+        return await job.output_count(job.stream("page-windows")) >= windows
+    await job.wait(closed, f"{windows} closed windows", timeout=120)
 
 
 @dataclass

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipejobs import PipelineJob
-from test_exact_local import drained, feed, grown_to
+from pipejobs import PipelineJob, drained, feed, grown_to
 
 pytestmark = pytest.mark.slow
 

@@ -9,57 +9,14 @@ job."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 from pathlib import Path
 
 import pytest
-from pipejobs import PipelineJob
+from pipejobs import PipelineJob, drained, feed, grown_to
 
 pytestmark = pytest.mark.slow
-
-
-async def feed(job: PipelineJob, stop: asyncio.Event) -> int:
-    """40 events (and their clicks) every 50 ms until ``stop``; the batches sent."""
-    batches = 0
-    while not stop.is_set():
-        await job.send(40)
-        batches += 1
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 0.05)
-    return batches
-
-
-async def grown_to(job: PipelineJob, counts: dict[str, int]) -> int:
-    """Until the job's model has ``counts`` and every worker runs it; its epoch."""
-    async def there() -> bool:
-        state = await job.state()
-        model = state.model
-        return (model is not None and all(model.partition_counts.get(s) == n
-                                          for s, n in counts.items())
-                and all(w in state.workers and state.workers[w].epoch == model.epoch
-                        and state.workers[w].stopped_ms is None
-                        for w in range(model.workers)))
-    await job.wait(there, f"the model of {counts} running on every worker", timeout=90)
-    model = (await job.state()).model
-    assert model is not None
-    return model.epoch
-
-
-async def drained(job: PipelineJob) -> None:
-    """Until every event has its running sum and, after the flush, every window closed."""
-    events = len(job.traffic.events)
-
-    async def summed() -> bool:
-        return await job.output_count(job.stream("page-sums")) >= events
-    await job.wait(summed, f"{events} page sums", timeout=120)
-    await job.flush()
-    windows = sum(map(len, job.traffic.windows().values()))
-
-    async def closed() -> bool:
-        return await job.output_count(job.stream("page-windows")) >= windows
-    await job.wait(closed, f"{windows} closed windows", timeout=120)
 
 
 async def test_expansions_of_an_input_and_of_an_intermediate_stream_keep_every_output_exact(
@@ -138,14 +95,14 @@ async def test_a_non_multiple_change_of_an_input_or_an_intermediate_stream_is_re
     await job.send(200)
     job.start()
     await grown_to(job, {events: 2, by_page: 2})
+
+    async def summed() -> bool:
+        return await job.output_count(job.stream("page-sums")) >= 200
+    await job.wait(summed, "the sums of every record")  # then nothing writes by-page
     await job.expand(job.intermediate("by-page"), 3)
     assert await refused(job, f"{by_page} 2→3") == refusal_text(by_page, job)
     await job.expand(job.stream("events"), 3)
     assert await refused(job, f"{events} 2→3") == " ".join(
         refusal_text(s, job) for s in sorted([events, by_page]))
-
-    async def summed() -> bool:
-        return await job.output_count(job.stream("page-sums")) >= 200
-    await job.wait(summed, "the sums of the records before the holds")
     assert await job.stop() == 0
     assert await job.checked(exactly_once=True, windows=False) == []
