@@ -39,6 +39,7 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(handler=_expansion_plan)
 
     from framework.commands.acls import add_acls_command
+    from framework.commands.describe import add_describe_command
     from framework.commands.drill import add_drill_command
     from framework.commands.rekey import add_rekey_command
     from framework.commands.run import add_run_command
@@ -55,6 +56,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_verify_command(commands)
     add_rekey_command(commands)
     add_acls_command(commands)
+    add_describe_command(commands)
     return parser
 
 

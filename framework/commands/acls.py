@@ -53,8 +53,8 @@ def job_acls(config: JobConfig) -> dict[str, list[AclRule]]:
             job=config.name,
             namespace=_option(system.client_options, "namespace", name),
             inputs=sorted(inputs),
-            outputs=sorted(s.stream for s in streams
-                           if s.stream not in inputs and s.stream not in internal),
+            outputs=sorted(s.stream for s in streams if s.stream not in internal and (
+                s.stream not in inputs or s.qualified in config.intermediate_streams)),
             created_if_missing=sorted(s.stream for s in streams if s.partitions is not None),
             changelogs=sorted(changelogs) if metadata else [],
             metadata=metadata,

@@ -119,11 +119,24 @@ class JobConfig:
     task: str = field(metadata=setting(
         Text(form='"module:Class"', pattern=SPEC_PATTERN, suggest=_task_fix),
         '`"module:Class"` of a `framework.StreamTask` subclass, importable from the job '
-        "file's folder.", required='"module:Class"'))
+        "file's folder. Not with `pipeline`, which sets it to the task that runs the "
+        "compiled pipeline.", required='"module:Class"'))
     inputs: tuple[str, ...] = field(metadata=setting(
         StreamNames(nonempty=True),
-        "Streams grouped into tasks by `grouper`. Each must be declared under `[streams]`.",
+        "Streams grouped into tasks by `grouper`. Each must be declared under `[streams]`. "
+        "A pipeline job's are its sources and intermediate streams (leave it out).",
         required='["local.events"]'))
+    pipeline: str | None = field(default=None, metadata=setting(
+        Text(form='"module:function"', pattern=SPEC_PATTERN, suggest=_task_fix),
+        '`"module:function"` returning a `framework.pipelines.Pipeline` (or naming one), '
+        "importable from the job file's folder, instead of `task`: the pipeline is compiled "
+        "when the file loads, into the job's task, its `inputs` (the pipeline's sources and "
+        "intermediate streams) and the streams and stores it needs, each added unless the "
+        "file declares it (then the file's keys win). See "
+        "[pipelines.md](pipelines.md#the-job-file)."))
+    intermediate_streams: tuple[str, ...] = field(default=(), metadata=NOT_A_KEY)
+    """The streams a pipeline job re-keys through: inputs of the job that its own tasks
+    write (derived from `pipeline`; empty for a task job)."""
     broadcast_inputs: tuple[str, ...] = field(default=(), metadata=setting(
         StreamNames(),
         "Streams every task consumes in full (e.g. a small reference table). Not also in "

@@ -6,7 +6,8 @@ is checked here (a stream's retention against its system, the dead-letter stream
 against the policies, the metrics ports against the workers). Custom serdes and
 expansion algorithms are imported while reading, so a typo fails at load with its line
 rather than in a worker later. The task class is not: it is imported by
-`framework.usercode.load_task_class` where it runs.
+`framework.usercode.load_task_class` where it runs. A job naming a ``pipeline`` is first
+expanded into the tables its compiled pipeline needs (`framework.config.pipeline`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from framework.config.model import (
     StreamRef,
     SystemConfig,
 )
+from framework.config.pipeline import expand_document
 from framework.config.schema import Problems, Section, closest, show
 from framework.config.source import KeyLines, format_path
 from framework.errors import ConfigError
@@ -52,6 +54,7 @@ def build_config(
     messages); one `ConfigError` listing every problem, one per line, otherwise."""
     problems = Problems()
     root = path.parent
+    document, intermediate = expand_document(document, root, problems)
     tables = _tables(document, problems)
     systems = _systems(tables.get("systems", {}), root, problems)
     streams = _streams(tables.get("streams", {}), systems, root, problems)
@@ -64,9 +67,10 @@ def build_config(
     metrics = _metrics(tables.get("metrics", {}), job.get("workers", JobConfig.workers),
                        problems)
     if problems:
-        raise ConfigError(report(problems, shown, lines))
+        raise ConfigError(report(_pipeline_first(problems), shown, lines))
     return JobConfig(path=path, errors=errors, coordinator=coordinator, metrics=metrics,
-                     systems=systems, streams=streams, stores=stores, **job)
+                     systems=systems, streams=streams, stores=stores,
+                     intermediate_streams=intermediate, **job)
 
 
 def report(problems: Problems, shown: str, lines: KeyLines | None) -> str:
@@ -78,6 +82,19 @@ def report(problems: Problems, shown: str, lines: KeyLines | None) -> str:
         indices = tuple(p for p in path if isinstance(p, int))
         rows.append((line or 0, indices, order, f"{where}: {format_path(path)}: {message}"))
     return "\n".join(row[-1] for row in sorted(rows))
+
+
+def _pipeline_first(problems: Problems) -> Problems:
+    """``problems`` without the keys a pipeline that failed to compile would have given
+    (its task and inputs): only what is wrong with it is news."""
+    if not any(path == ("job", "pipeline") for path, _ in problems):
+        return problems
+    kept = Problems()
+    for path, message in problems:
+        if not (path in (("job", "task"), ("job", "inputs"))
+                and message.startswith("missing required key")):
+            kept.add(path, message)
+    return kept
 
 
 def _tables(document: Mapping[str, Any], problems: Problems) -> dict[str, dict[str, Any]]:

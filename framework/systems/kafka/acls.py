@@ -54,7 +54,9 @@ def acl_rules(job: JobFootprint) -> list[AclRule]:
     check that its compacted topics are compacted, and says so once).
     """
     ns = job.namespace
-    rules = [AclRule("TOPIC", "LITERAL", ns + s, ("READ",), "input")
+    rules = [AclRule("TOPIC", "LITERAL", ns + s, ("READ", "WRITE"),
+                     "input the job writes too (a pipeline's intermediate stream)")
+             if s in job.outputs else AclRule("TOPIC", "LITERAL", ns + s, ("READ",), "input")
              for s in sorted(job.inputs)]
     rules += [AclRule("TOPIC", "LITERAL", ns + s, ("WRITE",), "output")
               for s in sorted(job.outputs) if s not in job.inputs]
