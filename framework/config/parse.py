@@ -36,8 +36,8 @@ from framework.config.model import (
 from framework.config.schema import Problems, Section, closest, show
 from framework.config.source import KeyLines, format_path
 from framework.errors import ConfigError
+from framework.importing import SPEC_PATTERN, make_expansion_algorithm
 from framework.serdes import get_serde
-from framework.usercode import SPEC_PATTERN, make_expansion_algorithm
 
 __all__ = ["build_config", "report"]
 
