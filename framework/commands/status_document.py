@@ -93,6 +93,8 @@ class Endpoints:
     coordinator: str | None
     workers: dict[str, str]
     file_sd: str = ""
+    hosts: dict[str, str] = field(default_factory=dict)
+    """Several hosts: each running host's own endpoint."""
 
 
 @dataclass

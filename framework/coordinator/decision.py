@@ -68,7 +68,7 @@ def decide_partition_change(config: JobConfig, model: JobModel, counts: Mapping[
     """The next model's counts and holds against ``model`` (pure).
 
     ``counts`` are every input's counts now and ``inputs`` what the systems show of those
-    whose count differs from ``model``'s or that it holds (`Coordinator.inputs_now`);
+    whose count differs from ``model``'s or that it holds (`ModelService.inputs_now`);
     ``read`` where the job's checkpoints say it read them (`holds.read_positions`).
     """
     plan = plan_holds(config, model, counts, inputs, now_ms=now_ms, read=read)

@@ -50,6 +50,7 @@ from framework.metadata import (
     ensure_coordinator_stream,
     publish_model,
 )
+from framework.metrics import HostMetrics
 from framework.stores import RocksDBEngine, store_path
 from framework.systems import open_system
 from framework.systems.base import System
@@ -65,11 +66,11 @@ FOLLOW_UP_CHECK_S = 0.25
 PARKED_GRACE_S = 30.0
 """How long a host that is not the leader waits for the follow-up of a model parking tasks
 before it asks for a rebalance (the leader that owed it is gone)."""
-_ENDING = (HostPhase.STOPPING, HostPhase.STOPPED, HostPhase.FAILED)
-
 IN_PLACE_GRACE_S = 10.0
 """How long a host that is not the leader leaves a count change to the leader (which
 applies an expansion in place) before it asks for a rebalance itself."""
+_ENDING = (HostPhase.STOPPING, HostPhase.STOPPED, HostPhase.FAILED)
+"""Phases a host only leaves for its end (`Host._move` moves nothing from them)."""
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class Host:
             crash_window_s=coordinator.crash_window_ms / 1000, command=self._worker_command,
             restart_fenced=self._runs_current_model)
         self.model: JobModel | None = None
+        self.metrics = HostMetrics(config, name)
         self.replicas: Replicas | None = None
         self.refused: SampanError | None = None
         self._lock = asyncio.Lock()
@@ -258,8 +260,10 @@ class Host:
         try:
             port = claim_base_port(self.config, self.name)  # a fixed port: one host a machine
             try:
+                self.metrics.serve(self, port)  # on the claimed port, when fixed
                 await self._run()
             finally:
+                self.metrics.close()
                 if port is not None:
                     port.close()
         finally:
@@ -282,7 +286,7 @@ class Host:
             await service.open()  # every input's system: detection and the leader's models
             self.model = await coordinator.latest_model()
             self._reporter = HostReporter(self.config, meta, coordinator, self.name,
-                                          self.machine, self.phase.name)
+                                          self.machine, self.phase.name, self.metrics.port)
             session = self.config.coordinator.session_timeout_ms
             self._membership = Membership(
                 meta, self.config.name, self.config.coordinator_ref.stream, self._member({}),

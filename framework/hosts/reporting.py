@@ -48,12 +48,13 @@ class HostReporter:
     """Builds and publishes one host's reports."""
 
     def __init__(self, config: JobConfig, meta: System, coordinator: CoordinatorReader,
-                 host: str, machine: str, phase: str) -> None:
+                 host: str, machine: str, phase: str, metrics_port: int | None = None
+                 ) -> None:
         self.config = config
         self.meta = meta
         self.coordinator = coordinator
         self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining",
-                                 phase=phase)
+                                 phase=phase, metrics_port=metrics_port)
         self._model: JobModel | None = None
         self._stopped: dict[str, int] = {}
         """Gained task → when its previous host stopped it (that host's `revoked_ms`)."""

@@ -261,6 +261,8 @@ class HostReport(_Record):
     phase: str | None = None
     """The host's lifecycle phase (`framework.hosts.phase.HostPhase` name, e.g. ``RUNNING``,
     ``REBALANCING``); None from a host that had none."""
+    metrics_port: int | None = None
+    """The port of the host's own ``/metrics`` endpoint; None when metrics are off."""
     leader: bool = False
     updated_ms: int | None = None
     workers: list[int] = field(default_factory=list)

@@ -86,4 +86,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("sampan_coordinator_phase", "gauge", ("job", "phase"),
            "1 for the coordinator's lifecycle phase now, 0 for every other phase (CREATED, "
            "STARTING, RUNNING, CHANGING_MODEL, STOPPING, STOPPED, FAILED)."),
+    # host (several hosts)
+    Family("sampan_host_phase", "gauge", ("job", "host", "phase"),
+           "1 for the host's lifecycle phase now, 0 for every other phase (CREATED, "
+           "STARTING, REBALANCING, BUILDING_MODEL, AWAITING_MODEL, RUNNING, CHANGING_MODEL, "
+           "STOPPING, STOPPED, FAILED)."),
 )

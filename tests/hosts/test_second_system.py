@@ -2,20 +2,25 @@
 hosts watch it like every other input (the model service's detection covers every input
 of every system), so its expansion is applied in place, without a rebalance, with every
 output exact. On real Apache Kafka; the second system is the same broker under another
-system name, which is all the hosts can tell apart."""
+system name, which is all the hosts can tell apart. The host's phase is in its report,
+`sampan status` and its own ``/metrics``."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from hostjobs import Hosts, outputs_job, state, wait_for
+from hostjobs import CLI, Hosts, outputs_job, state, wait_for
 from jobs.harness import Workload, outputs, produce, replay_problems
+from prometheus_client.parser import text_string_to_metric_families
 
 from framework.config import JobConfig
 from framework.drill.hosts import settled
+from framework.hosts.phase import HostPhase
 from framework.systems import open_system
 from framework.systems.base import System
 
@@ -39,6 +44,14 @@ def _on_events(config: JobConfig, step: Any) -> Any:
         finally:
             await system.close()
     return asyncio.run(run())
+
+
+def _phases(port: int) -> dict[str, float]:
+    """``sampan_host_phase`` of the host serving on ``port``: phase → value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {s.labels["phase"]: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "sampan_host_phase"}
 
 
 def test_an_input_on_a_second_kafka_system_expands_in_place_on_hosts(
@@ -73,7 +86,14 @@ def test_an_input_on_a_second_kafka_system_expands_in_place_on_hosts(
         assert problems == [], problems[:10]
         after = state(config)
         assert [e.change for e in after.status.expansions] == [f"{stream} 2→4"]
-        assert after.hosts["a"].phase == "RUNNING"
+        report = after.hosts["a"]
+        assert report.phase == "RUNNING" and report.metrics_port
+        assert _phases(report.metrics_port) == {
+            phase.name: float(phase is HostPhase.RUNNING) for phase in HostPhase}
+        text = subprocess.run([*CLI, "status", str(hosts.path)], check=True,
+                              capture_output=True, text=True).stdout
+        assert f"host a: running at epoch {after.model.epoch}, leader, phase RUNNING " in text
+        assert f", host a http://127.0.0.1:{report.metrics_port}/metrics" in text
         assert "taken in place by its" in hosts.log("a")
         assert hosts.terminate("a") == 0
         assert state(config).hosts["a"].phase == "STOPPED"
