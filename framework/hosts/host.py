@@ -504,20 +504,21 @@ class Host:
         hosts = leading[1]
         assert self._service is not None
         self._move(HostPhase.BUILDING_MODEL)
-        try:
-            led = await asyncio.wait_for(
-                lead(self._service, hosts, f"hosts {', '.join(sorted(hosts))}", round_id),
-                lead_timeout_ms(self.config) / 1000)
-        except Exception as error:
-            log.error("leader: could not build the next job model (%r); asking for another "
-                      "rebalance in 2 s", error)
-            self._rejoin_at = time.monotonic() + 2
+        try:  # whatever happens, the round is over: the host runs what it has
+            try:
+                led = await asyncio.wait_for(
+                    lead(self._service, hosts, f"hosts {', '.join(sorted(hosts))}", round_id),
+                    lead_timeout_ms(self.config) / 1000)
+            except Exception as error:
+                log.error("leader: could not build the next job model (%r); asking for "
+                          "another rebalance in 2 s", error)
+                self._rejoin_at = time.monotonic() + 2
+                return
+            self._follow_up = (led.model, led.follow_up) if led.follow_up is not None else None
+            self._next_follow_up = 0.0
+            await self._run_model(led.model, led.probing)
+        finally:
             self._move(HostPhase.RUNNING)
-            return
-        self._follow_up = (led.model, led.follow_up) if led.follow_up is not None else None
-        self._next_follow_up = 0.0
-        await self._run_model(led.model, led.probing)
-        self._move(HostPhase.RUNNING)
 
     async def _await_round_model(self) -> None:
         """Run the model the last round's leader publishes once it is there; ask for a
@@ -528,8 +529,10 @@ class Host:
         assert self._meta is not None and self._membership is not None
         latest = await self._reader().latest_model()
         if latest is not None and latest.round_id == round_id:
-            await self._run_model(latest, False)
-            self._move(HostPhase.RUNNING)
+            try:
+                await self._run_model(latest, False)
+            finally:  # the model came: not waiting any more, whatever running it raised
+                self._move(HostPhase.RUNNING)
         elif time.monotonic() > deadline:
             self._move(HostPhase.RUNNING)
             log.warning("host %r: the leader of the last rebalance published no model within "
@@ -670,17 +673,19 @@ class Host:
             return
         self._follow_up = None
         self._move(HostPhase.CHANGING_MODEL)
-        model = await publish_model(
-            self._meta, self.config, replace(target, epoch=first.epoch + 1,
-                                             created_ms=_now_ms(),
-                                             reason=f"{target.reason}; follow-up: "
-                                             f"{len(first.parked)} task(s) placed"),
-            previous=first, in_place=True)
-        log.info("leader published job model epoch %d: the %d task(s) parked in epoch %d "
-                 "were let go and now run on their new hosts", model.epoch, len(first.parked),
-                 first.epoch)
-        await self._follow_in_place()
-        self._move(HostPhase.RUNNING)
+        try:
+            model = await publish_model(
+                self._meta, self.config, replace(target, epoch=first.epoch + 1,
+                                                 created_ms=_now_ms(),
+                                                 reason=f"{target.reason}; follow-up: "
+                                                 f"{len(first.parked)} task(s) placed"),
+                previous=first, in_place=True)
+            log.info("leader published job model epoch %d: the %d task(s) parked in epoch %d "
+                     "were let go and now run on their new hosts", model.epoch,
+                     len(first.parked), first.epoch)
+            await self._follow_in_place()
+        finally:
+            self._move(HostPhase.RUNNING)
 
     async def _changed_in_place(self, held: bool) -> bool:
         """The leader of the last rebalance applies a change of the inputs' counts in place

@@ -48,8 +48,8 @@ class HostReporter:
     """Builds and publishes one host's reports."""
 
     def __init__(self, config: JobConfig, meta: System, coordinator: CoordinatorReader,
-                 host: str, machine: str, phase: str, metrics_port: int | None = None
-                 ) -> None:
+                 host: str, machine: str, phase: str | None = None,
+                 metrics_port: int | None = None) -> None:
         self.config = config
         self.meta = meta
         self.coordinator = coordinator

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import io
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from jobs.harness import write_job
@@ -15,6 +17,8 @@ from jobs.harness import write_job
 from framework.commands.status_document import Endpoints, HostRow, JobFigures, TaskHosts
 from framework.commands.status_hosts import print_hosts
 from framework.config import load_config
+from framework.errors import StoreLockedError
+from framework.hosts import host as host_module
 from framework.hosts.host import Host
 from framework.hosts.member import Answer
 from framework.hosts.phase import HOST_TRANSITIONS, HostPhase
@@ -88,6 +92,41 @@ def test_a_host_stopping_keeps_its_phase_through_a_round_that_ends_meanwhile(
 
     asyncio.run(late_round())
     assert host.phase is P.STOPPING
+
+
+@pytest.mark.parametrize("leading", [True, False], ids=["leader", "follower"])
+def test_a_rounds_model_that_fails_to_run_still_ends_the_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leading: bool) -> None:
+    """Running the round's model raised (a replica's store still locked by a stopping
+    worker: seen under load): the round is over all the same — the host is RUNNING what it
+    has, and the next round may start (as before phases, the callback's error is logged by
+    aiokafka and the host goes on)."""
+    host = _host(tmp_path)
+    for phase in (P.STARTING, P.REBALANCING):
+        host.lifecycle.to(phase)
+    model = SimpleNamespace(round_id="r1", epoch=1)
+
+    async def latest_model() -> Any:
+        return model
+
+    async def lead(*_: object) -> Any:
+        return SimpleNamespace(model=model, follow_up=None, probing=False)
+
+    async def run_model(*_: object) -> None:
+        raise StoreLockedError("cannot open store 'totals' of task 'Partition 3'")
+
+    monkeypatch.setattr(host_module, "lead", lead)
+    host._coordinator = SimpleNamespace(latest_model=latest_model)  # type: ignore[assignment]
+    host._meta = SimpleNamespace()  # type: ignore[assignment]
+    host._membership = SimpleNamespace(in_round=False)  # type: ignore[assignment]
+    host._service = SimpleNamespace()  # type: ignore[assignment]
+    host._run_model = run_model  # type: ignore[method-assign]
+    host._leading = ("r1", {}) if leading else None
+    with pytest.raises(StoreLockedError):
+        asyncio.run(host._lead_or_wait("r1"))
+    assert host.phase is P.RUNNING
+    asyncio.run(host._revoked())
+    assert host.phase is P.REBALANCING
 
 
 def _figures(report: HostReport) -> JobFigures:
