@@ -36,7 +36,7 @@ def print_status(status: JobStatus, out: TextIO) -> None:
           f"{counted(figures.workers, 'worker')}, coordinator {state}, "
           f"total lag {figures.total_lag}", file=out)
     _health(status, out)
-    if report.phase:
+    if report.phase and state == "running":  # once ended, its state says it all
         print(f"  coordinator phase: {report.phase}", file=out)
     for stream, count in sorted(figures.partition_counts.items()):
         print(f"  input {stream}: {_input_counts(figures, stream, count)}", file=out)

@@ -131,12 +131,12 @@ async def test_a_run_that_fails_while_starting_ends_failed(tmp_path: Path) -> No
     assert (ended.state, ended.phase) == ("failed", "FAILED")
 
 
-def _status(phase: str | None) -> JobStatus:
+def _status(phase: str | None, state: str = "running") -> JobStatus:
     figures = JobFigures(epoch=2, reason="r", partition_counts={}, workers=1, expansions=[],
                          restoring=[], metrics=Endpoints(None, {}), worker_reports={},
                          total_lag=0, tasks=[], retention_resets=[])
-    return JobStatus("j", "running", "running", None, figures=figures,
-                     report=CoordinatorStatus(state="running", phase=phase))
+    return JobStatus("j", state, state, None, figures=figures,  # type: ignore[arg-type]
+                     report=CoordinatorStatus(state=state, phase=phase))  # type: ignore[arg-type]
 
 
 def test_status_names_the_phase_after_the_health() -> None:
@@ -145,6 +145,14 @@ def test_status_names_the_phase_after_the_health() -> None:
     assert "\n  health: not running (exit status 3)\n  coordinator phase: CHANGING_MODEL\n" in (
         out.getvalue())
     assert _status("CHANGING_MODEL").to_json()["phase"] == "CHANGING_MODEL"
+
+
+def test_an_ended_coordinators_phase_is_in_the_json_only() -> None:
+    """Its state (stopped, failed) says it in the text already."""
+    out = io.StringIO()
+    print_status(_status("FAILED", "failed"), out)
+    assert "phase" not in out.getvalue()
+    assert _status("FAILED", "failed").to_json()["phase"] == "FAILED"
 
 
 def test_a_status_from_a_coordinator_without_phases_prints_none() -> None:
