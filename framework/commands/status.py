@@ -220,7 +220,10 @@ def _live(found: Endpoints, state: CoordinatorState, running: bool) -> Endpoints
         if machine != here and not running:
             continue
         workers[worker] = url
-    return Endpoints(found.coordinator if running else None, workers, found.file_sd)
+    hosts = {name: url for name, url in found.hosts.items()
+             if (host := state.hosts[name]).state == "running"
+             and (host.machine != here or pid_alive(host.pid))}
+    return Endpoints(found.coordinator if running else None, workers, found.file_sd, hosts)
 
 
 def _this_machines_run(config: JobConfig, pid: int | None = None) -> RunRecord | None:

@@ -93,6 +93,8 @@ class Endpoints:
     coordinator: str | None
     workers: dict[str, str]
     file_sd: str = ""
+    hosts: dict[str, str] = field(default_factory=dict)
+    """Several hosts: each running host's own endpoint."""
 
 
 @dataclass
@@ -205,7 +207,7 @@ class JobFigures:
         return document
 
 
-_REPORTED = ("refusal", "worker_logs", "config_change", "stuck", "restarts", "crashes",
+_REPORTED = ("phase", "refusal", "worker_logs", "config_change", "stuck", "restarts", "crashes",
              "crash_window_ms", "max_restarts", "coordinator_pid", "coordinator_host",
              "updated_ms")
 """What a full status shows of the coordinator's report as it is."""

@@ -36,6 +36,8 @@ def print_status(status: JobStatus, out: TextIO) -> None:
           f"{counted(figures.workers, 'worker')}, coordinator {state}, "
           f"total lag {figures.total_lag}", file=out)
     _health(status, out)
+    if report.phase and state == "running":  # once ended, its state says it all
+        print(f"  coordinator phase: {report.phase}", file=out)
     for stream, count in sorted(figures.partition_counts.items()):
         print(f"  input {stream}: {_input_counts(figures, stream, count)}", file=out)
     if status.error:
@@ -128,9 +130,10 @@ def _print_progress(figures: JobFigures, out: TextIO) -> None:
         print(f"  expansion {record.change} → epoch {record.epoch}: detected "
               f"{_clock(record.detected_ms)}, {steps}{resume}{pause}", file=out)
     metrics = figures.metrics
-    if metrics.coordinator or metrics.workers:
+    if metrics.coordinator or metrics.workers or metrics.hosts:
         print(f"  metrics: coordinator {metrics.coordinator or '-'}" + "".join(
-            f", worker {w} {url}" for w, url in metrics.workers.items())
+            f", worker {w} {url}" for w, url in metrics.workers.items()) + "".join(
+            f", host {h} {url}" for h, url in metrics.hosts.items())
             + f" (Prometheus file_sd: {metrics.file_sd})", file=out)
 
 

@@ -20,8 +20,8 @@ from typing import Any
 from framework.config.declare import Reading, read_table
 from framework.config.schema import Section
 from framework.errors import ConfigError
+from framework.importing import SPEC_PATTERN, make_expansion_algorithm
 from framework.serdes import get_serde
-from framework.usercode import SPEC_PATTERN, make_expansion_algorithm
 
 __all__ = [
     "BOOTSTRAP",

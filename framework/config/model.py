@@ -44,8 +44,8 @@ from framework.config.sections import (
     SystemConfig,
 )
 from framework.errors import ConfigError
+from framework.importing import SPEC_PATTERN
 from framework.secrets import without_secrets
-from framework.usercode import SPEC_PATTERN
 
 __all__ = [
     "ERROR_POLICIES",

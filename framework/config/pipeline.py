@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from framework.config.schema import Problems, show
 from framework.errors import ConfigError
-from framework.usercode import SPEC_PATTERN, ImportSpecError, import_spec
+from framework.importing import SPEC_PATTERN, ImportSpecError, import_spec
 
 if TYPE_CHECKING:
     from framework.config.model import JobConfig

@@ -48,11 +48,13 @@ class HostReporter:
     """Builds and publishes one host's reports."""
 
     def __init__(self, config: JobConfig, meta: System, coordinator: CoordinatorReader,
-                 host: str, machine: str) -> None:
+                 host: str, machine: str, phase: str | None = None,
+                 metrics_port: int | None = None) -> None:
         self.config = config
         self.meta = meta
         self.coordinator = coordinator
-        self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining")
+        self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining",
+                                 phase=phase, metrics_port=metrics_port)
         self._model: JobModel | None = None
         self._stopped: dict[str, int] = {}
         """Gained task → when its previous host stopped it (that host's `revoked_ms`)."""
@@ -71,6 +73,12 @@ class HostReporter:
         self._published = 0.0
         self._polled = 0.0
         self._dirty = True
+
+    def phase(self, name: str) -> None:
+        """The host moved to lifecycle phase ``name``: the next `tick` publishes it."""
+        if name != self.report.phase:
+            self.report = replace(self.report, phase=name)
+            self._dirty = True
 
     async def revoked(self, running: bool) -> None:
         """The rebalance stops this host's tasks now (``running``: it had some); published
