@@ -12,7 +12,9 @@ there and raises `SparkUnavailableError` naming the fix otherwise::
 from __future__ import annotations
 
 import atexit
+import os
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from framework.spark.jvm import (  # noqa: E402
     driver_java_options,
     keep_archive,
 )
+from framework.spark.workers import worker_python  # noqa: E402
 
 __all__ = [
     "RekeyError",
@@ -67,8 +70,9 @@ def local_session(master: str = "local[2]", app: str = "sampan",
     """A loopback-only local session with the UI off and few shuffle partitions, with the
     ``sampan`` DataSource registered; ``options``: more Spark settings (set at start).
 
-    A session that starts the JVM starts it quickly (`framework.spark.jvm`); the Python
-    workers' handshake waits `PYTHON_AUTH_TIMEOUT`."""
+    A session that starts the JVM starts it quickly (`framework.spark.jvm`) and has Spark
+    start Python workers that import compiled pyspark (`framework.spark.workers`); their
+    handshake waits `PYTHON_AUTH_TIMEOUT`."""
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -81,7 +85,10 @@ def local_session(master: str = "local[2]", app: str = "sampan",
     }
     archive, java = None, java_binary()
     if _gateway() is None and java is not None:  # this session launches the JVM
-        archive = class_archive(java, Path(_find_spark_home()), settings)
+        spark_home = Path(_find_spark_home())
+        if os.environ.get("PYSPARK_PYTHON") == sys.executable:  # ours, not the user's
+            os.environ["PYSPARK_PYTHON"] = worker_python(spark_home)
+        archive = class_archive(java, spark_home, settings)
         settings["spark.driver.extraJavaOptions"] = driver_java_options(
             archive, settings.get("spark.driver.extraJavaOptions", ""))
     builder = SparkSession.builder.master(master).appName(app)
