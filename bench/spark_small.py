@@ -9,7 +9,9 @@
 Per command: the wall time from spawning the process to its exit (interpreter, JVM, Spark
 session, the work, the JVM's exit), the median of ``--runs`` after one warm-up run (the
 first run on a machine also writes the JVM's class archive: `framework.spark.jvm`), and
-its split: Python start-up, session start, the command, exit. For the re-key the command
+its split: Python start-up, session start, the command, exit; and the CPU time of every
+process the command started (the JVM and Spark's Python processes included), which a
+shared machine's load does not inflate as it does wall time. For the re-key the command
 splits further, from Spark's event log: metadata (before and after Spark), planning (the
 DataSource's planner processes), the read stage (scan + partial compaction) and the write
 stage (compaction, routing, producing). The load average is printed with each figure.
@@ -21,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -38,6 +42,7 @@ if __package__ in (None, ""):
 from bench.spark import _copy, _fill_reads, _fill_state
 from framework.config import load_config
 
+_PR_SET_CHILD_SUBREAPER = 36
 CHILD = """
 import json, sys, time
 from pathlib import Path
@@ -81,25 +86,48 @@ def _stages(log_dir: Path) -> dict[str, float]:
             "read_end": stages[0][1], "write_start": stages[-1][0], "last_end": stages[-1][1]}
 
 
+def _adopt_orphans() -> None:
+    """Become the parent of our descendants when theirs exit (Linux), so that the JVM and
+    Spark's Python processes are reaped here and their CPU counted."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+
+
+def _cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _run(command: str, job: Path, folder: Path) -> dict[str, Any]:
-    """One fresh process running ``command``; wall-clock marks of each step."""
+    """One fresh process running ``command``; wall-clock marks of each step, and the CPU
+    time of every process it started."""
     log_dir = folder / f"events-{time.monotonic_ns()}"
     log_dir.mkdir()
     load = os.getloadavg()[0]
+    cpu = _cpu_of_children()
     spawned = time.time()
     done = subprocess.run([sys.executable, "-c", CHILD, command, str(job), str(log_dir)],
                           capture_output=True, text=True, check=False)
     ended = time.time()
+    _reap_all()
+    cpu = _cpu_of_children() - cpu
     marks_line = [line for line in done.stdout.splitlines() if line.startswith("MARKS ")]
     if done.returncode != 0 or not marks_line:
         raise SystemExit(f"{command} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     marks = json.loads(marks_line[0][6:])
-    return {"spawned": spawned, "ended": ended, "load": (load, os.getloadavg()[0]),
+    return {"spawned": spawned, "ended": ended, "load": (load, os.getloadavg()[0]), "cpu": cpu,
             **marks, **_stages(log_dir)}
 
 
 def _split_read(run: dict[str, Any]) -> dict[str, float]:
-    return {"end to end": run["ended"] - run["spawned"],
+    return {"end to end": run["ended"] - run["spawned"], "cpu, all processes": run["cpu"],
             "python start-up": run["imported"] - run["spawned"],
             "session start": run["session"] - run["imported"],
             "read + count()": run["done"] - run["session"],
@@ -110,7 +138,7 @@ def _split_read(run: dict[str, Any]) -> dict[str, float]:
 
 
 def _split_rekey(run: dict[str, Any]) -> dict[str, float]:
-    return {"end to end": run["ended"] - run["spawned"],
+    return {"end to end": run["ended"] - run["spawned"], "cpu, all processes": run["cpu"],
             "python start-up": run["imported"] - run["spawned"],
             "session start": run["session"] - run["imported"],
             "rekey": run["done"] - run["session"],
@@ -142,6 +170,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=504)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    _adopt_orphans()
     folder = Path(tempfile.mkdtemp(prefix="sampan-bench-spark-small-"))
     try:
         reads, state = _copy(folder, "reads"), _copy(folder, "state")

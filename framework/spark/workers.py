@@ -1,6 +1,6 @@
 """The interpreter Spark starts for its Python workers and planners: this one, importing the
 pyspark and py4j installed with it rather than the source zips Spark puts first on their
-``PYTHONPATH``.
+``PYTHONPATH``; a process Spark starts on its own connects back before it imports them.
 
 Spark prepends ``$SPARK_HOME/python/lib/pyspark.zip`` and py4j's zip to every Python process
 it starts. Python imports from a zip without writing bytecode, so each process compiles
@@ -8,7 +8,9 @@ pyspark anew: 1.3 s of CPU before it can connect back to the JVM, against 0.4 s 
 installed package. A small command starts five or six such processes, and a streaming
 source's must connect back within a fixed 10 s (docs/spark.md, "Start-up"). With pip's
 layout (``SPARK_HOME`` is the installed pyspark) the zips hold the same files as the
-package, so a small launcher drops them from ``PYTHONPATH`` and runs this interpreter.
+package, so a small launcher drops them from ``PYTHONPATH`` and runs this interpreter —
+for a streaming source's runner through `framework.spark.connect_first`, so that the 10 s
+cover starting Python and connecting only.
 
 Kept free of Spark imports, like `framework.spark.env`.
 """
@@ -48,9 +50,18 @@ def _bundled_zips(spark_home: Path) -> list[Path]:
     return [z for z in zips if z.is_file() and "'" not in str(z)]
 
 
+CONNECT_FIRST = Path(__file__).with_name("connect_first.py")
+"""Runs the processes Spark starts on their own (`STARTED_ALONE`), connecting back first."""
+STARTED_ALONE = ("pyspark.sql.streaming.python_streaming_source_runner",)
+"""The pyspark modules sampan has Spark start as processes of their own: a streaming
+source's runner (``readStream``)."""
+
+
 def launcher_script(python: str, dropped: list[Path]) -> str:
-    """A POSIX shell script running ``python`` with ``dropped`` removed from PYTHONPATH."""
+    """A POSIX shell script running ``python`` with ``dropped`` removed from PYTHONPATH;
+    the modules of `STARTED_ALONE` through `CONNECT_FIRST`."""
     cases = "|".join(f"'{path}'" for path in dropped)
+    alone = "|".join(STARTED_ALONE)
     return f"""#!/bin/sh
 # sampan: Spark's Python workers import the installed, compiled pyspark and py4j, not the
 # source zips Spark puts first on PYTHONPATH (framework/spark/workers.py).
@@ -67,6 +78,11 @@ unset IFS
 set +f
 PYTHONPATH=$kept
 export PYTHONPATH
+if [ "$1" = -m ]; then
+  case "$2" in
+    {alone}) module=$2; shift 2; exec '{python}' -P '{CONNECT_FIRST}' "$module" "$@" ;;
+  esac
+fi
 exec '{python}' "$@"
 """
 
@@ -76,7 +92,7 @@ def worker_python(spark_home: Path) -> str:
     folder, or ``sys.executable`` when there is nothing to drop or no folder to write."""
     setting = os.environ.get(LAUNCHER_ENV, "").strip()
     dropped = [] if setting.lower() == "off" else _bundled_zips(spark_home)
-    if not dropped or "'" in sys.executable:
+    if not dropped or "'" in sys.executable or "'" in str(CONNECT_FIRST):
         return sys.executable
     script = launcher_script(sys.executable, dropped)
     folder = Path(setting) if setting else Path.home() / ".cache" / "sampan" / "spark-python"

@@ -4,6 +4,8 @@ Spark puts first on their PYTHONPATH."""
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -62,3 +64,37 @@ def test_a_spark_task_imports_the_installed_pyspark(spark: Any) -> None:
     rows = spark.range(1).mapInArrow(_where_pyspark, "file string").collect()
 
     assert {row.file for row in rows} == {pyspark.__file__}
+
+
+def test_a_streaming_runner_connects_back_before_it_imports_pyspark(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Spark gives the process a fixed 10 s to connect: the launcher makes that cover
+    starting Python and connecting, not importing pyspark and pyarrow too."""
+    monkeypatch.setenv(workers.LAUNCHER_ENV, str(tmp_path))
+    launcher = worker_python(SPARK_HOME)
+    jvm = socket.create_server(("127.0.0.1", 0))
+    jvm.settimeout(120)
+    secret = "s3cret"
+    env = {**os.environ, "PYTHON_WORKER_FACTORY_PORT": str(jvm.getsockname()[1]),
+           "PYTHON_WORKER_FACTORY_SECRET": secret, "SPARK_AUTH_SOCKET_TIMEOUT": "120",
+           "PYTHONPATH": str(LIB / "pyspark.zip")}
+    runner = subprocess.Popen(
+        [launcher, "-m", "pyspark.sql.streaming.python_streaming_source_runner"], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        connection, _ = jvm.accept()
+        with connection, connection.makefile("rwb") as stream:
+            [length] = struct.unpack("!i", stream.read(4))
+            received = stream.read(length).decode()
+            # The runner now waits for our answer: what has it loaded so far?
+            loaded = Path(f"/proc/{runner.pid}/maps").read_text()
+            stream.write(struct.pack("!i", 2) + b"ok")
+            stream.flush()
+            [pid] = struct.unpack("!i", stream.read(4))
+    finally:
+        jvm.close()
+        runner.wait(timeout=120)
+
+    assert received == secret
+    assert pid == runner.pid
+    assert "pyarrow" not in loaded
