@@ -19,9 +19,11 @@ __all__ = [
     "CommitRequest",
     "Consumer",
     "ConsumerGroups",
+    "DeletesStreams",
     "FetchedRecord",
     "GrowthHistory",
     "GrowthRecorder",
+    "HidesStreams",
     "OffsetRange",
     "OffsetsByTime",
     "OutputColumns",
@@ -320,6 +322,26 @@ class GrowthHistory:
     count: int
     ends: Mapping[int, int]
     grown: Mapping[int, Mapping[int, int]]
+
+
+@runtime_checkable
+class DeletesStreams(Protocol):
+    """A system that deletes streams (the local log; Kafka with DeleteTopics)."""
+
+    async def delete_streams(self, streams: Sequence[str]) -> None:
+        """Delete ``streams`` with all their records, and wait until the system no longer
+        lists them; one that does not exist is skipped."""
+        ...
+
+
+@runtime_checkable
+class HidesStreams(Protocol):
+    """A system whose `System.list_streams` leaves some of its own streams out (Kafka: the
+    checkpoints and fences topics)."""
+
+    async def hidden_streams(self) -> dict[str, int]:
+        """The streams `list_streams` leaves out: name → partition count."""
+        ...
 
 
 @runtime_checkable

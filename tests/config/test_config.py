@@ -790,3 +790,9 @@ def test_a_start_position_named_as_kafka_does_suggests_sampans_name() -> None:
         'counter.toml:13: streams."local.events".start_position: expected "oldest", '
         '"latest", a time with its zone ("2026-05-01T12:00:00Z") or ms since the epoch '
         '(an integer ≥ 0), got "earliest" (sampan calls it "oldest")')
+
+
+def test_a_start_position_of_zero_ms_is_that_time_not_the_default() -> None:
+    events = '[streams."local.events"]\n'
+    write("counter.toml", PINNED.replace(events, f"{events}start_position = 0\n"))
+    assert load_config("counter.toml").stream("local.events").start == StartPosition("time", 0)

@@ -63,3 +63,11 @@ class SlowCountTask(CountTask):
 
         time.sleep(0.001)
         super().process(envelope, collector, coordinator)
+
+
+class UndeclaredStoreTask(CountTask):
+    """Asks in ``init`` for a store the job file does not declare: no restart can help."""
+
+    def init(self, context):
+        super().init(context)
+        self.view = context.store("view")
