@@ -37,6 +37,7 @@ __all__ = [
     "Integer",
     "Nested",
     "OneOf",
+    "OptionalPath",
     "Options",
     "Port",
     "Serde",
@@ -149,6 +150,17 @@ class Folder:
     def read(self, reading: Reading, key: str, default: str | Path) -> Path:
         value = reading.section.string(key, str(default)) or str(default)
         return resolve(reading.root, value)
+
+
+@dataclass(frozen=True)
+class OptionalPath:
+    """A path relative to the job file's folder (made absolute); unset by default."""
+
+    shown = "string (path)"
+
+    def read(self, reading: Reading, key: str, default: Path | None) -> Path | None:
+        value = reading.section.string(key, None)
+        return default if value is None else resolve(reading.root, value)
 
 
 @dataclass(frozen=True)

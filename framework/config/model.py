@@ -36,6 +36,7 @@ from framework.config.sections import (
     ErrorPolicy,
     ErrorsConfig,
     MetricsConfig,
+    QueriesConfig,
     RocksDBConfig,
     StartPosition,
     StoreConfig,
@@ -61,6 +62,7 @@ __all__ = [
     "Guarantee",
     "JobConfig",
     "MetricsConfig",
+    "QueriesConfig",
     "RocksDBConfig",
     "StartPosition",
     "StoreConfig",
@@ -224,6 +226,8 @@ class JobConfig:
     """``[coordinator]``."""
     metrics: MetricsConfig = field(default_factory=MetricsConfig, metadata=TABLE)
     """``[metrics]``."""
+    queries: QueriesConfig = field(default_factory=QueriesConfig, metadata=TABLE)
+    """``[queries]``."""
     systems: Mapping[str, SystemConfig] = field(default_factory=dict, metadata=TABLE)
     """``[systems.*]`` by name."""
     streams: Mapping[str, StreamConfig] = field(default_factory=dict, metadata=TABLE)
