@@ -326,7 +326,10 @@ class JobConfig:
         """sha256 of the canonical JSON of `to_dict` without its secrets: equal for equal
         configurations, whatever the key order, which defaults the file spells out, and
         whether a password is written or referred to (``${VAR}``)."""
-        canonical = json.dumps(without_secrets(self.to_dict()), sort_keys=True,
+        document = without_secrets(self.to_dict())
+        if self.queries == QueriesConfig():  # the digest a job had before [queries] existed:
+            del document["queries"]  # its running workers are not restarted by an upgrade
+        canonical = json.dumps(document, sort_keys=True,
                                separators=(",", ":"),
                                ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()

@@ -69,7 +69,7 @@ def build_config(
     metrics = _metrics(tables.get("metrics", {}), job.get("workers", JobConfig.workers),
                        problems)
     queries = _queries(tables.get("queries", {}), job.get("workers", JobConfig.workers),
-                       problems)
+                       root, problems)
     _keyed_stores(stores, job.get("inputs", ()), root, problems)
     if problems:
         raise ConfigError(report(_pipeline_first(problems), shown, lines))
@@ -137,9 +137,10 @@ def _entries(table: dict[str, Any], kind: str, problems: Problems) -> dict[str, 
 
 
 def _read(cls: type[Any], table: Mapping[str, Any], path: tuple[str, ...],
-          problems: Problems) -> dict[str, Any]:
-    """A table that only its own declarations check: its values, unknown keys reported."""
-    reading = Reading(Section(table, path, problems))
+          problems: Problems, root: Path = Path()) -> dict[str, Any]:
+    """A table that only its own declarations check: its values, unknown keys reported;
+    ``root``: the job file's folder, which relative paths in it are read from."""
+    reading = Reading(Section(table, path, problems), root)
     values = read_table(cls, reading)
     reading.section.finish()
     return values
@@ -269,9 +270,10 @@ def _metrics(table: dict[str, Any], workers: int, problems: Problems) -> Metrics
     return config
 
 
-def _queries(table: dict[str, Any], workers: int, problems: Problems) -> QueriesConfig:
+def _queries(table: dict[str, Any], workers: int, root: Path,
+             problems: Problems) -> QueriesConfig:
     """[queries]: one token source, worker ports that all fit."""
-    config = QueriesConfig(**_read(QueriesConfig, table, ("queries",), problems))
+    config = QueriesConfig(**_read(QueriesConfig, table, ("queries",), problems, root))
     if config.port and config.port + workers - 1 > 65535:
         problems.add(("queries", "port"), f"workers use ports {config.port}.."
                      f"{config.port + workers - 1}, past 65535; choose a port ≤ "

@@ -8,7 +8,6 @@ Each section is a value of its own, so a component can be given just the one it 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from framework.config.kinds import (
     OptionalPath,
     Options,
     Port,
+    SecretReference,
     Serde,
     StartAt,
     Text,
@@ -52,8 +52,6 @@ __all__ = [
     "SystemConfig",
 ]
 
-TOKEN_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
-"""``[queries] token``: only an environment reference, so no token is ever in a job file."""
 SYSTEM_TYPES = ("local", "kafka")
 """``[systems.<name>] type``: the kinds of system."""
 RETENTION_MODES = ("wait-for-readers", "drop-unread")
@@ -375,7 +373,7 @@ class MetricsConfig:
 @dataclass(frozen=True)
 class QueriesConfig:
     """``[queries]``: each worker's read-only HTTP endpoint for the stores its tasks own
-    ([queries.md](queries.md))."""
+    (docs/queries.md)."""
 
     enabled: bool = field(default=False, metadata=setting(
         Flag(), "Serve interactive queries from every worker."))
@@ -395,7 +393,7 @@ class QueriesConfig:
         "`bind` address, or the machine's host name when it binds every address.",
         default_doc="`bind`"))
     token: str | None = field(default=None, metadata=setting(
-        Text(form='an environment reference "${NAME}"', pattern=TOKEN_REFERENCE),
+        SecretReference(),
         "A bearer token every request must carry (`Authorization: Bearer …`), given as "
         "`\"${NAME}\"`: the environment variable of every process of the job and of its "
         "clients (never written in the file, never printed)."))

@@ -17,6 +17,7 @@ from framework.config.sections import (
     CoordinatorConfig,
     ErrorsConfig,
     MetricsConfig,
+    QueriesConfig,
     RocksDBConfig,
     StoreConfig,
     StreamConfig,
@@ -26,7 +27,7 @@ from framework.config.snapshot import job_file_change, load_snapshot, snapshot_c
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = (JobConfig, SystemConfig, StreamConfig, StoreConfig, RocksDBConfig, ErrorsConfig,
-           CoordinatorConfig, MetricsConfig)
+           CoordinatorConfig, MetricsConfig, QueriesConfig)
 
 EXAMPLE_DIGESTS = {
     "examples/ad_join/job.toml":
@@ -209,13 +210,16 @@ def test_to_dict_writes_every_declared_key_and_parses_back_to_the_same_config(
     assert set(document["systems"]["meta"]) == _keys(SystemConfig) - {"bootstrap"}
     assert set(document["systems"]["kafka"]) == {"type", "bootstrap", "client_options"}
     assert set(document["streams"]["meta.events"]) == _keys(StreamConfig)
-    assert set(document["stores"]["totals"]) == _keys(StoreConfig)
+    queryable = {"keyed_by", "key_to_input"}  # unset in EVERY_KEY: its digest is pinned
+    assert set(document["queries"]) == _keys(QueriesConfig) - {"advertised_host", "token",
+                                                                "token_file"}
+    assert set(document["stores"]["totals"]) == _keys(StoreConfig) - queryable
     assert set(document["stores"]["totals"]["rocksdb"]) == _keys(RocksDBConfig)
-    assert set(document["stores"]["scratch"]) == _keys(StoreConfig) - {"rocksdb"}
+    assert set(document["stores"]["scratch"]) == _keys(StoreConfig) - {"rocksdb"} - queryable
     assert parse_config(document, config.path) == config
 
 
-@pytest.mark.parametrize("table", ["job", "coordinator", "metrics", "errors"])
+@pytest.mark.parametrize("table", ["job", "coordinator", "metrics", "queries", "errors"])
 def test_an_absent_key_takes_the_default_its_field_declares(tmp_path: Path,
                                                             table: str) -> None:
     (tmp_path / "job.toml").write_text(MINIMAL)
