@@ -37,7 +37,7 @@ from framework.queries.errors import (
     TaskUnavailableError,
 )
 from framework.queries.reads import Consistency
-from framework.queries.wire import b64, from_wire
+from framework.queries.wire import TextKey, b64, from_wire
 from framework.secrets import Secret
 from framework.systems import open_system
 from framework.systems.base import System
@@ -304,6 +304,8 @@ async def _make(source: Any, options: Mapping[str, Any]) -> Client:
 
 def _key_params(name: str, key: Any) -> dict[str, str]:
     """A key as URL parameters, its form said outright (see `framework.queries.wire`)."""
+    if isinstance(key, TextKey):
+        return {name: str(key)}
     if isinstance(key, str):
         return {name: key, "key_format": "text"}
     if isinstance(key, bytes | bytearray):

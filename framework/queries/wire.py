@@ -25,10 +25,16 @@ import orjson
 
 from framework.queries.errors import QueryError
 
-__all__ = ["KEY_FORMATS", "b64", "from_b64", "from_wire", "key_from_text", "to_wire"]
+__all__ = ["KEY_FORMATS", "TextKey", "b64", "from_b64", "from_wire", "key_from_text",
+           "to_wire"]
 
 KEY_FORMATS = ("text", "json", "base64")
 _BYTES = "$base64"
+
+
+class TextKey(str):
+    """A key as typed on a command line: the endpoint reads it by the store's key serde
+    (`key_from_text` without a ``key_format``), so ``42`` is an integer of an int64 store."""
 
 
 def b64(data: bytes) -> str:

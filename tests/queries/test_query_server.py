@@ -6,95 +6,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from queryjobs import TASKS, WORDS, Job, start_job, stop
 
-from framework.config import JobConfig, parse_config
-from framework.jobmodel import JobModel, TaskModel
-from framework.metadata import publish_model, read_state
+from framework.metadata import read_state
 from framework.partitioner import partition_for_key
 from framework.queries.client import Client
 from framework.queries.errors import NotQueryableError, QueryAuthError, TaskUnavailableError
-from framework.queries.server import QueryServer
 from framework.serdes import get_serde
 from framework.stores.base import ChangelogPosition
 from framework.stores.buffer import TaskStore
 from framework.stores.rocksdb import RocksDBEngine
-from framework.systems.local.system import LocalSystem
-from groupers import SystemStreamPartition as SSP
-
-WORDS = [f"word-{i}" for i in range(40)]
-TASKS = ("Partition 0", "Partition 1")
-
-
-@dataclass
-class FakeTask:
-    name: str
-    stores: dict[str, Any]
-
-
-@dataclass
-class FakeWorker:
-    """What a worker shows its endpoint: its id, model and running tasks."""
-
-    worker_id: int
-    model: JobModel | None
-    instances: list[FakeTask] = field(default_factory=list)
-
-
-@dataclass
-class Job:
-    config: JobConfig
-    system: LocalSystem
-    workers: list[FakeWorker]
-    servers: list[QueryServer]
-    stores: dict[str, TaskStore]
-
-    def task_of(self, word: str) -> str:
-        return f"Partition {partition_for_key(word.encode(), 4) % 2}"
-
-    def commit(self, task: str, values: Mapping[str, int], position: int) -> None:
-        store = self.stores[task]
-        for key, value in values.items():
-            store.put(key, value)
-        store.apply(store.drain(), ChangelogPosition("wc-counts-changelog", 0, position))
-
-
-def config_of(tmp_path: Path, queries: Mapping[str, Any] | None = None) -> JobConfig:
-    return parse_config({
-        "job": {"name": "wc", "task": "m:T", "inputs": ["local.words"], "workers": 2},
-        "systems": {"local": {"type": "local", "path": "log"}},
-        "streams": {"local.words": {}},
-        "stores": {"counts": {"keyed_by": "local.words"}, "unkeyed": {}},
-        "queries": {"enabled": True, **(queries or {})}}, tmp_path / "job.toml")
-
-
-def model_of(config: JobConfig) -> JobModel:
-    """Two tasks of an input that grew 2 → 4: task p reads partitions p and p + 2."""
-    tasks = {f"Partition {p}": TaskModel(
-        f"Partition {p}", frozenset({SSP("local", "words", p), SSP("local", "words", p + 2)}),
-        p, p) for p in (0, 1)}
-    return JobModel("wc", 1, config.digest, 2, tasks, partition_counts={"local.words": 4})
-
-
-async def start_job(tmp_path: Path, queries: Mapping[str, Any] | None = None) -> Job:
-    config = config_of(tmp_path, queries)
-    system = LocalSystem("local", tmp_path / "log")
-    await system.start()
-    model = await publish_model(system, config, model_of(config))
-    serde = get_serde("string")
-    stores = {task: TaskStore("counts", RocksDBEngine(tmp_path / "stores" / task),
-                              serde, get_serde("json"), task=task) for task in TASKS}
-    workers = [FakeWorker(w, model, [FakeTask(TASKS[w], {"counts": stores[TASKS[w]]})])
-               for w in (0, 1)]
-    servers = [QueryServer(config, worker, system) for worker in workers]
-    for server in servers:
-        await server.start()
-    return Job(config, system, workers, servers, stores)
 
 
 @pytest.fixture
@@ -102,14 +28,6 @@ async def job(tmp_path: Path) -> AsyncIterator[Job]:
     started = await start_job(tmp_path)
     yield started
     await stop(started)
-
-
-async def stop(job: Job) -> None:
-    for server in job.servers:
-        await server.close()
-    for store in job.stores.values():
-        store.close()
-    await job.system.close()
 
 
 async def fetch(url: str, **params: str) -> tuple[int, dict[str, Any], Mapping[str, str]]:
@@ -261,7 +179,7 @@ async def test_the_client_reports_a_store_that_is_not_queryable(job: Job) -> Non
 async def test_a_request_without_the_token_is_refused(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WC_QUERY_TOKEN", "s3cret")
-    job = await start_job(tmp_path, {"token": "${WC_QUERY_TOKEN}"})
+    job = await start_job(tmp_path, {"token": '"${WC_QUERY_TOKEN}"'})
     try:
         url = f"{job.servers[0].url}/v1/stores/counts/get"
         status, answer, _ = await fetch(url, key="apple")
