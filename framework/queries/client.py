@@ -45,6 +45,8 @@ from framework.systems.base import System
 __all__ = ["Answer", "Client", "Page", "SyncClient"]
 
 RETRY_FOR_S = 30.0
+DEAD_FOR_S = 2.0
+"""How long an endpoint that did not answer is skipped while others are known."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class Client:
         self._session: aiohttp.ClientSession | None = None
         self._floors: dict[tuple[str, str], int] = {}
         self._next = 0
+        self._dead: dict[str, float] = {}
+        """Endpoint → until when it is skipped (it did not answer)."""
         self.retried = 0
         """503s and unreachable endpoints this client retried."""
         self.stale = 0
@@ -205,7 +209,9 @@ class Client:
 
     async def _once(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
         urls = await self._endpoints()
-        url = urls[self._next % len(urls)]
+        now = time.monotonic()
+        alive = [u for u in urls if self._dead.get(u, 0) <= now] or urls
+        url = alive[self._next % len(alive)]
         session = self._open_session()
         headers = {"Authorization": f"Bearer {self._token.reveal()}"} if self._token else {}
         try:
@@ -213,7 +219,8 @@ class Client:
                 body = await answer.read()
                 status = answer.status
         except (aiohttp.ClientError, TimeoutError) as error:
-            self._next += 1  # the next endpoint, next time
+            self._dead[url] = time.monotonic() + DEAD_FOR_S  # the others meanwhile
+            self._next += 1
             raise EndpointUnreachableError(
                 f"the query endpoint {url} does not answer ({type(error).__name__})"
             ) from None

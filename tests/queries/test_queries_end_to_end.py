@@ -13,26 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import random
 import signal
-import statistics
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from coordinator.coordjobs import Job, keys
+from queryjobs import Querier, changelog_records, wrong_answers
 
 from framework.config import load_config
-from framework.queries.client import Answer, Client
-from framework.queries.errors import EndpointUnreachableError, TaskUnavailableError
-from framework.systems.base import System
-from framework.systems.reading import read_range
-from groupers import SystemStreamPartition
+from framework.queries.client import Client
 
 pytestmark = pytest.mark.slow  # real `sampan run` and workers (tests/conftest.py's SLOW)
 
@@ -65,47 +57,6 @@ def job(tmp_path: Path) -> Iterator[Job]:
         made.kill()
 
 
-@dataclass
-class Querier:
-    """Asks for random keys until stopped; keeps every answer and what it waited."""
-
-    client: Client
-    answers: list[tuple[str, Answer]] = field(default_factory=list)
-    asked: int = 0
-    latencies: list[float] = field(default_factory=list)
-    unavailable_since: dict[str, float] = field(default_factory=dict)
-    longest_unavailable: float = 0.0
-
-    async def run(self, stop: asyncio.Event) -> None:
-        rng = random.Random(49)
-        while not stop.is_set():
-            key = rng.choice(KEYS)
-            began = time.monotonic()
-            self.asked += 1
-            try:
-                answer = await self.client.get("counts", f"words/{key}")
-            except (TaskUnavailableError, EndpointUnreachableError):
-                self.unavailable_since.setdefault(key, began)
-                await asyncio.sleep(0.02)
-                continue
-            now = time.monotonic()
-            self.latencies.append(now - began)
-            since = self.unavailable_since.pop(key, None)
-            if since is not None:
-                self.longest_unavailable = max(self.longest_unavailable, now - since)
-            self.answers.append((key, answer))
-
-    def figures(self) -> str:
-        ordered = sorted(self.latencies)
-        p99 = ordered[int(len(ordered) * 0.99)] if ordered else float("nan")
-        return (f"{len(self.answers)} of {self.asked} queries answered "
-                f"({len(self.answers) / max(self.asked, 1):.1%}), longest unavailable "
-                f"{self.longest_unavailable:.2f} s, p50 "
-                f"{statistics.median(ordered) * 1000 if ordered else float('nan'):.1f} ms, "
-                f"p99 {p99 * 1000:.1f} ms, {self.client.retried} retried, "
-                f"{self.client.stale} stale answers refused")
-
-
 async def produce_until(job: Job, stop: asyncio.Event) -> None:
     while not stop.is_set():
         await job.produce("words", KEYS, 1)
@@ -119,22 +70,6 @@ async def until(job: Job, condition: Callable[[], bool], what: str) -> None:
     await job.wait(holds, what, timeout=120)
 
 
-async def changelog(job: Job) -> dict[int, list[tuple[int, str, int]]]:
-    """Each changelog partition's records: (offset, store key, value), in offset order."""
-    stream = job.config.changelog_ref("counts").stream
-
-    async def read(system: System) -> dict[int, list[tuple[int, str, int]]]:
-        found: dict[int, list[tuple[int, str, int]]] = {}
-        for partition, offsets in sorted((await system.offsets(stream)).items()):
-            rows = found.setdefault(partition, [])
-            ssp = SystemStreamPartition(system.name, stream, partition)
-            async for batch in read_range(system, ssp, offsets.oldest, offsets.end):
-                rows += [(r.offset, (r.key or b"").decode(), json.loads(r.value))
-                         for r in batch if r.value is not None]
-        return found
-    return await job.call(read)  # type: ignore[no-any-return]
-
-
 async def test_queries_stay_exact_through_expansions_and_a_killed_worker(job: Job) -> None:
     await job.create("words", 2)
     await job.produce("words", KEYS, 5)
@@ -142,7 +77,7 @@ async def test_queries_stay_exact_through_expansions_and_a_killed_worker(job: Jo
     await job.wait_epoch(1)
     stop_queries, stop_input = asyncio.Event(), asyncio.Event()
     client = Client(job.config, retry_for=0)
-    querier = Querier(client)
+    querier = Querier(client, "counts", KEYS, lambda key: f"words/{key}")
     querying = asyncio.create_task(querier.run(stop_queries))
     producing = asyncio.create_task(produce_until(job, stop_input))
     try:
@@ -171,30 +106,25 @@ async def test_queries_stay_exact_through_expansions_and_a_killed_worker(job: Jo
     await job.wait_outputs(timeout=180)
     stop_queries.set()
     await querying
+    expected = {key: job.truth.expected_store()[f"words/{key}"] for key in KEYS}
+    final: dict[str, int] = {}
+
+    async def final_counts() -> bool:  # the last commits' values, once applied
+        for key in KEYS:
+            final[key] = (await client.get("counts", f"words/{key}")).value
+        return final == expected
     try:
-        final = {key: (await client.get("counts", f"words/{key}")) for key in KEYS}
+        await job.wait(final_counts, "every key's final count answered", timeout=60)
     finally:
         await client.close()
     log.warning("queries through 2→4→8 and a SIGKILLed worker: %s", querier.figures())
     assert await job.stop() == 0
     await job.assert_exact()
-    expected = job.truth.expected_store()
-    assert {k: a.value for k, a in final.items()} == {k: expected[f"words/{k}"] for k in KEYS}
 
     state = await job.state()
     assert state.model is not None
-    changelog_partition = {t.name: t.changelog_partition for t in state.model.tasks.values()}
-    records = await changelog(job)
-    outputs = await job.outputs()
-    last: dict[str, int] = {}
-    for key, answer in querier.answers:
-        name = f"words/{key}"
-        assert answer.position is not None
-        history = [value for offset, k, value in records[changelog_partition[answer.task]]
-                   if k == name and offset < answer.position]
-        value = answer.value if answer.found else 0
-        assert value == (history[-1] if history else 0), (key, answer)
-        assert value == 0 or value in {count for count, _ in outputs[name]}
-        assert value >= last.get(key, 0), f"{key} went back from {last[key]} to {value}"
-        last[key] = value
+    records = await job.call(lambda system: changelog_records(system, job.config, "counts"))
+    counts = {name.partition("/")[2]: {c for c, _ in found}
+              for name, found in (await job.outputs()).items()}
+    assert wrong_answers(querier.answers, state.model, records, counts) == []
     assert len(querier.answers) >= 600
