@@ -113,6 +113,10 @@ class QueryServer:
             total=self.settings.forward_timeout_ms / 1000))
         _remember_port(self._port_file(), port)
         log.info("worker %d answers queries on %s", self.worker.worker_id, self.url)
+        if self.token is None and self.settings.bind not in ("127.0.0.1", "::1"):
+            log.warning("worker %d answers queries on %s to any machine without a token; "
+                        "set [queries] token = \"${NAME}\" or token_file",
+                        self.worker.worker_id, self.settings.bind)
         await self._publish(self.url)
 
     async def close(self) -> None:
