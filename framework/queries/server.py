@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import socket
 import time
@@ -34,22 +33,30 @@ from framework.metadata import QueryEndpoint, publish_query_endpoint
 from framework.queries.auth import authorized, query_token
 from framework.queries.directory import Directory
 from framework.queries.errors import QueryAuthError, QueryError, TaskUnavailableError
-from framework.queries.reads import CONSISTENCIES, Consistency, Scan, read_key, scan
+from framework.queries.http import (
+    after_of,
+    b64_param,
+    body_of,
+    consistency_of,
+    error_response,
+    json_response,
+    limit_of,
+    relayed,
+)
+from framework.queries.reads import Consistency, Scan, read_key, scan
 from framework.queries.routing import KeyRouter, Route
-from framework.queries.wire import b64, from_b64, key_from_text, to_wire
+from framework.queries.wire import b64, from_b64, key_from_text
 from framework.serdes import get_serde
 from framework.stores.base import prefix_end
 from framework.stores.buffer import TaskStore
 from framework.systems.base import System
 
-__all__ = ["FORWARDED", "MAX_LIMIT", "QueryServer", "TaskView", "WorkerView"]
+__all__ = ["FORWARDED", "QueryServer", "TaskView", "WorkerView"]
 
 log = logging.getLogger(__name__)
 
 FORWARDED = "X-Sampan-Forwarded"
 """Header of a request one endpoint forwarded to another: never forwarded again."""
-MAX_LIMIT = 10_000
-DEFAULT_LIMIT = 100
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -174,9 +181,9 @@ class QueryServer:
         except web.HTTPException:
             raise
         except QueryError as error:
-            return _error(error)
+            return error_response(error)
         except SampanError as error:  # a serde refusing a key: the request's fault
-            return _error(QueryError(str(error)))
+            return error_response(QueryError(str(error)))
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -190,22 +197,23 @@ class QueryServer:
     # -- handlers -----------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
         model = self.worker.model
-        return _json({"worker": self.worker.worker_id, "epoch": model.epoch if model else None,
-                      "tasks": [t.name for t in self.worker.instances]})
+        return json_response({"worker": self.worker.worker_id,
+                              "epoch": model.epoch if model else None,
+                              "tasks": [t.name for t in self.worker.instances]})
 
     async def _get(self, request: web.Request) -> web.StreamResponse:
         store = request.match_info["store"]
         key = self._key(request, store, "key")
-        consistency = _consistency(request)
+        consistency = consistency_of(request)
         route, model = await self._route(store, key)
         if route.worker != self.worker.worker_id:
             return await self._elsewhere(request, route, model)
         task = self._running(route.task)
         found = read_key(_task_store(task, store), key, consistency)
-        return _json({"store": store, "key": key, "found": found.found,
-                      "value": found.value, "task": route.task, "partition": route.partition,
-                      "worker": self.worker.worker_id, "epoch": model.epoch,
-                      "position": found.position, "consistency": consistency})
+        return json_response({
+            "store": store, "key": key, "found": found.found, "value": found.value,
+            "task": route.task, "partition": route.partition, "worker": self.worker.worker_id,
+            "epoch": model.epoch, "position": found.position, "consistency": consistency})
 
     async def _owner(self, request: web.Request) -> web.Response:
         store = request.match_info["store"]
@@ -214,31 +222,32 @@ class QueryServer:
         url = self.directory.url_of(route.worker) if route.worker != PARKED else None
         if route.worker == self.worker.worker_id:
             url = self.url
-        return _json({"store": store, "key": key, "task": route.task, "stream": route.stream,
-                      "partition": route.partition,
-                      "worker": None if route.worker == PARKED else route.worker,
-                      "host": route.host(model), "url": url, "epoch": model.epoch})
+        return json_response({
+            "store": store, "key": key, "task": route.task, "stream": route.stream,
+            "partition": route.partition,
+            "worker": None if route.worker == PARKED else route.worker,
+            "host": route.host(model), "url": url, "epoch": model.epoch})
 
     async def _range(self, request: web.Request) -> web.Response:
         store = request.match_info["store"]
         start = self._bound(request, store, "from")
         end = self._bound(request, store, "to")
-        return await self._scan(request, store, Scan(start, end, _after(request),
-                                                     _limit(request)))
+        return await self._scan(request, store, Scan(start, end, after_of(request),
+                                                     limit_of(request)))
 
     async def _prefix(self, request: web.Request) -> web.Response:
         store = request.match_info["store"]
         prefix = self._bound(request, store, "prefix") or b""
         return await self._scan(request, store, Scan(prefix, prefix_end(prefix),
-                                                     _after(request), _limit(request)))
+                                                     after_of(request), limit_of(request)))
 
     async def _local_scan(self, request: web.Request) -> web.Response:
         """Another endpoint's scan of the tasks it was told this worker runs."""
         store = request.match_info["store"]
         tasks = [t for t in request.query.get("tasks", "").split(",") if t]
-        bounds = Scan(_b64_param(request, "start"), _b64_param(request, "end"),
-                      _after(request), _limit(request))
-        return _json(self._scan_here(store, tasks, bounds, _consistency(request)))
+        bounds = Scan(b64_param(request, "start"), b64_param(request, "end"),
+                      after_of(request), limit_of(request))
+        return json_response(self._scan_here(store, tasks, bounds, consistency_of(request)))
 
     # -- routing ------------------------------------------------------------------------
     async def _route(self, store: str, key: Any, *, refuse_parked: bool = True
@@ -310,7 +319,7 @@ class QueryServer:
     async def _scan(self, request: web.Request, store: str, bounds: Scan) -> web.Response:
         """Every task's entries in ``bounds``, merged in serialized-key order."""
         self.router.queryable(store)
-        consistency = _consistency(request)
+        consistency = consistency_of(request)
         model = await self._model()
         by_worker: dict[int, list[str]] = {}
         for task in model.ordered_tasks():
@@ -324,7 +333,7 @@ class QueryServer:
                          key=lambda e: from_b64(e["raw"], "raw"))
         full = any(p["full"] for p in parts) or len(entries) > bounds.limit
         taken = entries[:bounds.limit]
-        return _json({
+        return json_response({
             "store": store, "epoch": model.epoch, "consistency": consistency,
             "entries": [{"key": e["key"], "value": e["value"], "task": e["task"]}
                         for e in taken],
@@ -349,8 +358,8 @@ class QueryServer:
                    .with_query(query))
         answer = await self._forward(url, path, request)
         if answer.status != 200:
-            raise _relayed(answer)
-        return dict(orjson.loads(_body(answer)))
+            raise relayed(answer)
+        return dict(orjson.loads(body_of(answer)))
 
     def _scan_here(self, store: str, tasks: list[str], bounds: Scan,
                    consistency: Consistency) -> dict[str, Any]:
@@ -396,69 +405,6 @@ def _task_store(task: TaskView, store: str) -> TaskStore:
     if not isinstance(found, TaskStore):
         raise QueryError(f"task {task.name!r} has no queryable store {store!r}")
     return found
-
-
-def _consistency(request: web.Request) -> Consistency:
-    value = request.query.get("consistency", "committed")
-    for known in CONSISTENCIES:
-        if value == known:
-            return known
-    raise QueryError(f"consistency {value!r} is not one of {', '.join(CONSISTENCIES)}")
-
-
-def _limit(request: web.Request) -> int:
-    text = request.query.get("limit", str(DEFAULT_LIMIT))
-    try:
-        limit = int(text)
-    except ValueError:
-        limit = 0
-    if not 1 <= limit <= MAX_LIMIT:
-        raise QueryError(f"limit {text!r} must be an integer from 1 to {MAX_LIMIT}")
-    return limit
-
-
-def _after(request: web.Request) -> bytes | None:
-    return _b64_param(request, "after")
-
-
-def _b64_param(request: web.Request, name: str) -> bytes | None:
-    text = request.query.get(name)
-    return None if text is None else from_b64(text, name)
-
-
-def _json(document: Any, status: int = 200) -> web.Response:
-    return web.Response(body=to_wire(document), status=status,
-                        content_type="application/json")
-
-
-def _error(error: QueryError) -> web.Response:
-    document: dict[str, Any] = {"error": str(error), "status": error.status}
-    if not isinstance(error, TaskUnavailableError):
-        return _json(document, error.status)
-    document["retry_after_ms"] = error.retry_after_ms
-    response = _json(document, error.status)
-    response.headers["Retry-After"] = str(math.ceil(error.retry_after_ms / 1000))
-    return response
-
-
-def _body(answer: web.Response) -> bytes:
-    body = answer.body
-    return body if isinstance(body, bytes) else b""
-
-
-def _relayed(answer: web.Response) -> QueryError:
-    """Another endpoint's error answer as this endpoint's."""
-    try:
-        document = orjson.loads(_body(answer))
-        message = str(document["error"])
-        retry = int(document.get("retry_after_ms", 1000))
-    except (ValueError, KeyError, TypeError):
-        message, retry = f"another endpoint answered {answer.status}", 1000
-    if answer.status == 503:
-        return TaskUnavailableError(message, retry)
-    error = QueryError(message)
-    error.status = answer.status
-    return error
 
 
 def _url(host: str, port: int) -> str:
