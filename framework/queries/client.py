@@ -237,6 +237,10 @@ class Client:
             return self._urls
         if self.config is None:
             raise EndpointUnreachableError("no query endpoint given")
+        if not self.config.queries.enabled:
+            raise NotQueryableError(
+                f"job {self.config.name!r} does not answer queries; add [queries] enabled = "
+                f"true to {self.config.path} and restart it (`sampan run`)")
         if self._directory is None:
             self._system = open_system(self.config.system(self.config.metadata_system))
             await self._system.start()

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from queryjobs import TASKS, WORDS, Job, start_job, stop
+from queryjobs import JOB_FILE, TASKS, WORDS, Job, start_job, stop
 
 from framework.cli import main
 from framework.partitioner import partition_for_key
@@ -93,3 +93,14 @@ async def test_a_key_and_a_scan_together_are_refused(
                                   "--prefix", "b")
     assert (status, err) == (
         2, "sampan query: error: give KEY, or --prefix P, or --range A B (one of them)\n")
+
+
+async def test_a_job_without_queries_is_an_error_naming_the_fix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "off" / "job.toml"
+    path.parent.mkdir()
+    path.write_text(JOB_FILE.replace("enabled = true", "enabled = false"))
+    status, _, err = await sampan(capsys, "query", str(path), "counts", "a")
+    assert (status, err) == (2, "sampan query: error: job 'wc' does not answer queries; add "
+                                f"[queries] enabled = true to {path} and restart it (`sampan "
+                                "run`)\n")
