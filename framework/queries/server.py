@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 FORWARDED = "X-Sampan-Forwarded"
 """Header of a request one endpoint forwarded to another: never forwarded again."""
 
+WITHDRAW_S = 2.0
+"""How long a closing endpoint tries to withdraw its URL from the coordinator stream."""
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -131,8 +134,10 @@ class QueryServer:
         if self._runner is None:
             return
         runner, self._runner = self._runner, None
-        with contextlib.suppress(SampanError):
-            await self._publish(None)
+        # Withdrawn at once or not at all: a stopping worker never waits on a broker for
+        # it (a stale URL only costs the others a refused connection and a 503).
+        with contextlib.suppress(SampanError, TimeoutError):
+            await asyncio.wait_for(self._publish(None), WITHDRAW_S)
         await runner.cleanup()
         if self._session is not None:
             await self._session.close()
