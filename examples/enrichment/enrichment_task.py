@@ -19,6 +19,12 @@ def ts_key(ts):
     return f"{ts:016d}"  # fixed width: string order is time order
 
 
+def profile_user(key):
+    """The profiles input's record key (the user) of a ``profiles`` store key "user|ts":
+    what routes a query of the store (job.toml's ``key_to_input``)."""
+    return key.rsplit("|", 1)[0]
+
+
 class EnrichmentTask(StreamTask):
     def init(self, context):
         self.profiles = context.store("profiles")  # "user|ts" -> profile version

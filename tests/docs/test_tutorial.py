@@ -80,6 +80,18 @@ def wait_for_lines(folder: Path, count: int, timeout: float = 90) -> list[str]:
     return lines
 
 
+def queried(folder: Path, shown: str, *args: str) -> str:
+    """`sampan query views.toml views ARGS…`'s output, asked again until it is ``shown``
+    (or 60 s passed): an output is visible once its commit landed, the store's committed
+    value a moment later, when the worker applies the commit."""
+    deadline = time.monotonic() + 60
+    while (out := sampan(folder, "query", "views.toml", "views", *args)) != shown:
+        if time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+    return out
+
+
 def test_the_unit_test_of_the_tutorial_passes(tmp_path: Path) -> None:
     for name in ("views_task.py", "views.toml", "test_views.py"):
         (tmp_path / name).write_text(block(f"# {name}"))
@@ -128,6 +140,9 @@ def test_the_job_runs_and_expands_as_the_tutorial_shows(tmp_path: Path) -> None:
         shown = after('{"key": "gus", "value": {"page": "/blog"}}')
         second = wait_for_lines(tmp_path, 9)
         assert per_key(second) == per_key(shown.splitlines())
+        value, *entries = after("sampan query views.toml views ana\n").splitlines(True)
+        assert queried(tmp_path, value, "ana") == value == "3\n"
+        assert queried(tmp_path, "".join(entries), "--range", "a", "h") == "".join(entries)
         status = sampan(tmp_path, "status", "views.toml")
         assert status.startswith("job views: epoch 2 (expansion local.page-views 2→4)")
         assert f"worker logs: {tmp_path / 'state' / 'views' / 'logs'}/worker-N.log" in status
