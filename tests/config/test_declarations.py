@@ -40,6 +40,15 @@ EXAMPLE_DIGESTS = {
         "a26ab960e65d672fea8903ab472cd5a5c8b43f1331f0e424e4444d821920d5bb",
     "examples/wordcount/job.toml":  # since its counts store became queryable (issue 49)
         "a69621ff012bc12b66d9d496b4836560f8245979553f37dc0f774ee23afa791f",
+    # the pipeline forms (issue 50 §3), pinned from their first commit
+    "examples/ad_join/job_pipeline.toml":
+        "f7ed5e8a61facc3c6732408e602a863fdceec2a875137b58f5cbf7ca8bae285f",
+    "examples/enrichment/job_pipeline.toml":
+        "d553761ca1c117fad5a380f7906861390fdbaf86b6f3affd79c953df0442988f",
+    "examples/windowed_counts/job_pipeline.toml":
+        "704ca6ba1100b59a163c26d95876a0b5de99e0a3e107e1103be6c4d37be6d8ee",
+    "examples/wordcount/job_pipeline.toml":
+        "c8cd3a54f180210e380b7961a2a874b65a7dbdb6cb2bbf679f5e28d0d887ec46",
 }
 """`JobConfig.digest` of each example, computed on main before the keys were declared on
 their fields: a worker compares digests, so a refactor must not change them."""
