@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from framework.coordinator.lease import pid_alive
+
 __all__ = ["ARCHIVE_ENV", "COMPILER_OPTIONS", "ClassArchive", "class_archive",
            "driver_java_options", "keep_archive"]
 
@@ -49,21 +51,11 @@ def _folder() -> Path | None:
     return Path(setting) if setting else Path.home() / ".cache" / "sampan" / "spark-classes"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _drop_abandoned(folder: Path) -> None:
     """Remove dumps whose JVM is gone without its session keeping them (killed mid-way)."""
     for dump in folder.glob("*.dump-*"):
         pid = dump.name.rpartition("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             dump.unlink(missing_ok=True)
 
 
