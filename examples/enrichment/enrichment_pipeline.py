@@ -11,7 +11,7 @@ records (which reach a step: no markers window or join follows it) pass it.
 
 from typing import Any
 
-from enrichment_task import ts_key
+from enrichment_task import drop_hidden_versions, profile_at, ts_key
 
 from framework.api import KeyValueStore, TaskContext
 from framework.pipelines import Emit, Pipeline, Step, Stream
@@ -47,23 +47,14 @@ class EnrichByEventTime(Step[str, Record, str, Record]):
             emit(view["user"], {**view, "profile": self.profile_at(view["user"], view["ts"])})
 
     def profile_at(self, user: str, ts: int) -> Record | None:
-        """The user's latest profile version with ``version.ts < ts``, or None."""
-        found = None
-        for _, version in self.profiles.range(f"{user}|", f"{user}|{ts_key(ts)}"):
-            found = version
+        found: Record | None = profile_at(self.profiles, user, ts)
         return found
 
     def window(self, emit: Emit[str, Record]) -> None:
         """Drop profile versions no future view can see (as the task does)."""
         watermark = self.watermarks.current()
-        if watermark is None:
-            return
-        previous = None
-        for key, version in list(self.profiles.all()):
-            user = key.rsplit("|", 1)[0]
-            if previous and previous[0] == user and version["ts"] < watermark:
-                self.profiles.delete(previous[1])
-            previous = (user, key)
+        if watermark is not None:
+            drop_hidden_versions(self.profiles, watermark)
 
 
 def build() -> Pipeline:
