@@ -1,10 +1,13 @@
-"""`sampan query JOB STORE KEY [--prefix P | --range A B] [--owner] [--json]`: read a
-running job's state by key, from any of its query endpoints (docs/queries.md).
+"""`sampan query JOB STORE KEY [--prefix P | --range A B | --windows FROM TO] [--owner]
+[--json]`: read a running job's state by key, from any of its query endpoints
+(docs/queries.md).
 
 A key (and a prefix or range bound) is read by the store's key serde: the text itself
 for ``string`` keys, a number for ``int64``, JSON where it parses (else the text) for
 the others. A key prints its value as JSON (exit 1 when it has none); a scan prints one
-``key<TAB>value`` line per entry, page after page; ``--json`` prints whole answers.
+``key<TAB>value`` line per entry, page after page; ``--windows`` one
+``start<TAB>end<TAB>value`` line per open window of the record key KEY; ``--json`` prints
+whole answers.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ def add_query_command(commands: Any) -> None:
     scan.add_argument("--prefix", metavar="P", help="every entry whose key starts with P")
     scan.add_argument("--range", nargs=2, metavar=("A", "B"),
                       help="every entry with A <= key < B (in serialized-key order)")
+    scan.add_argument("--windows", nargs=2, metavar=("FROM", "TO"),
+                      help="the open windows of record key KEY in a window store whose "
+                      "start is in [FROM, TO) (event-time ms; - for unbounded)")
     scan.add_argument("--owner", action="store_true",
                       help="where KEY lives (task, partition, worker, host, endpoint), "
                       "not its value")
@@ -56,6 +62,13 @@ def _command(args: argparse.Namespace) -> int:
         print("sampan query: error: give KEY, or --prefix P, or --range A B (one of them)",
               file=sys.stderr)
         return 2
+    if args.windows is not None:
+        try:
+            args.windows = [None if t == "-" else int(t) for t in args.windows]
+        except ValueError:
+            print(f"sampan query: error: --windows takes two times in milliseconds (or -), "
+                  f"got {' '.join(args.windows)}", file=sys.stderr)
+            return 2
     return asyncio.run(_query(args))
 
 
@@ -70,6 +83,16 @@ async def _query(args: argparse.Namespace) -> int:
                 _print(owner, True)
             else:
                 print(_owner_line(owner))
+            return 0
+        if args.windows is not None:
+            found = await client.windows(args.store, TextKey(args.key), *args.windows)
+            if args.json:
+                _print({"key": found.key, "task": found.task, "epoch": found.epoch,
+                        "position": found.position, "closed": found.closed,
+                        "windows": [{"start": w.start, "end": w.end, "value": w.value}
+                                    for w in found.windows]}, True)
+            for window in [] if args.json else found.windows:
+                print(f"{window.start}\t{window.end}\t{to_wire(window.value).decode()}")
             return 0
         if args.key is not None:
             answer = await client.get(args.store, TextKey(args.key))

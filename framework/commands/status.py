@@ -24,7 +24,13 @@ from framework.commands.status_document import (
 )
 from framework.commands.status_health import assess
 from framework.commands.status_hosts import hosts_state, hosts_status
-from framework.commands.status_live import endpoints, expansions, restoring, scrape_rates
+from framework.commands.status_live import (
+    endpoints,
+    expansions,
+    query_endpoints,
+    restoring,
+    scrape_rates,
+)
 from framework.commands.status_text import print_status
 from framework.config import JobConfig, load_config
 from framework.coordinator.lease import pid_alive
@@ -182,6 +188,7 @@ async def _job_figures(meta: System, config: JobConfig, state: CoordinatorState,
     metrics = _live(endpoints(state, config.metrics.bind), state, running)
     metrics.file_sd = str(targets_dir(config.state_dir) / "*.json")
     rates = await scrape_rates(list(metrics.workers.values()))
+    queries = _live(Endpoints(None, query_endpoints(state)), state, running).workers
     for row in tasks:
         row.rate = rates.get(row.task)
     hosts, task_hosts = hosts_status(state, tasks)
@@ -190,6 +197,7 @@ async def _job_figures(meta: System, config: JobConfig, state: CoordinatorState,
         partition_counts=dict(state.model.partition_counts), stream_partition_counts=counts,
         held_inputs=sorted(state.model.holds), workers=state.model.workers,
         expansions=expansions(state), restoring=restoring(state), metrics=metrics,
+        queries=queries,
         worker_reports={str(k): v for k, v in sorted(state.workers.items())},
         total_lag=total_lag, tasks=tasks, hosts=hosts, task_hosts=task_hosts,
         retention_resets=sorted(resets, key=lambda r: (r.reset_ms, r.stream, r.partition)),

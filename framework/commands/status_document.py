@@ -186,6 +186,8 @@ class JobFigures:
     the job model reads: fewer while an input is held or a growth is not applied yet)."""
     held_inputs: list[str] = field(default_factory=list)
     """Inputs the job reads only up to where a refused partition change began."""
+    queries: dict[str, str] = field(default_factory=dict)
+    """Worker → the URL its live query endpoint answers on (`framework.queries`)."""
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -195,7 +197,7 @@ class JobFigures:
             "held_inputs": self.held_inputs, "workers": self.workers,
             "expansions": [row.to_json() for row in self.expansions],
             "restoring": [row.to_json() for row in self.restoring],
-            "metrics": _plain(self.metrics),
+            "metrics": _plain(self.metrics), "queries": self.queries,
             "worker_reports": {k: v.to_dict() for k, v in self.worker_reports.items()},
             "total_lag": self.total_lag, "tasks": [_plain(row) for row in self.tasks],
             "retention_resets": [row.to_json() for row in self.retention_resets],

@@ -13,7 +13,7 @@ from framework.commands.status_document import Endpoints, ExpansionRow, RestoreR
 from framework.metadata import CoordinatorState
 from framework.metrics.server import endpoint_url
 
-__all__ = ["endpoints", "expansions", "restoring", "scrape_rates"]
+__all__ = ["endpoints", "expansions", "query_endpoints", "restoring", "scrape_rates"]
 
 SCRAPE_TIMEOUT_S = 1.0
 
@@ -29,6 +29,21 @@ def endpoints(state: CoordinatorState, bind: str) -> Endpoints:
          for w, p in sorted(state.progress.items()) if w < workers and p.metrics_port},
         hosts={name: endpoint_url(bind, r.metrics_port)
                for name, r in sorted(state.hosts.items()) if r.metrics_port})
+
+
+def query_endpoints(state: CoordinatorState) -> dict[str, str]:
+    """Worker → the URL it answers interactive queries on, for current workers whose
+    endpoint is listening and was published by the process that reports its progress (a
+    SIGKILLed worker's endpoint stays in the stream until its successor replaces it)."""
+    workers = state.model.workers if state.model is not None else 0
+    found = {}
+    for worker, endpoint in sorted(state.queries.items()):
+        progress = state.progress.get(worker)
+        if worker >= workers or endpoint.url is None or progress is None:
+            continue
+        if endpoint.pid == progress.pid:
+            found[str(worker)] = endpoint.url
+    return found
 
 
 def restoring(state: CoordinatorState) -> list[RestoreRow]:

@@ -135,6 +135,9 @@ def _print_progress(figures: JobFigures, out: TextIO) -> None:
             f", worker {w} {url}" for w, url in metrics.workers.items()) + "".join(
             f", host {h} {url}" for h, url in metrics.hosts.items())
             + f" (Prometheus file_sd: {metrics.file_sd})", file=out)
+    if figures.queries:
+        print("  queries: " + ", ".join(f"worker {w} {url}"
+                                        for w, url in figures.queries.items()), file=out)
 
 
 def _print_partial(status: JobStatus, out: TextIO) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Answer", "Client", "Page", "SyncClient"]
+__all__ = ["Answer", "Client", "Page", "SyncClient", "Window", "WindowsAnswer"]
 
 
 def __getattr__(name: str) -> Any:

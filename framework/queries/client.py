@@ -42,7 +42,7 @@ from framework.secrets import Secret
 from framework.systems import open_system
 from framework.systems.base import System
 
-__all__ = ["Answer", "Client", "Page", "SyncClient"]
+__all__ = ["Answer", "Client", "Page", "SyncClient", "Window", "WindowsAnswer"]
 
 RETRY_FOR_S = 30.0
 DEAD_FOR_S = 2.0
@@ -71,6 +71,30 @@ class Page:
     next: str | None
     epoch: int
     positions: Mapping[str, int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One open window: ``[start, end)`` and its result so far."""
+
+    start: int
+    end: int
+    value: Any
+
+
+@dataclass(frozen=True)
+class WindowsAnswer:
+    """A record key's open windows in a window store, as its owning task committed them."""
+
+    store: str
+    key: Any
+    windows: list[Window]
+    closed: int | None
+    """Every window ending at or before this was closed: its final result is in the
+    task's output, no longer in the store (None: no window closed yet)."""
+    task: str
+    epoch: int
+    position: int | None
 
 
 class Client:
@@ -130,6 +154,22 @@ class Client:
         document = await self._ask(f"/v1/stores/{store}/get", params, store)
         return Answer(store, key, bool(document["found"]), from_wire(document["value"]),
                       str(document["task"]), int(document["epoch"]), document["position"])
+
+    async def windows(self, store: str, key: Any, from_ms: int | None = None,
+                      to_ms: int | None = None) -> WindowsAnswer:
+        """The open windows of record key ``key`` in window store ``store`` whose start is
+        in ``[from_ms, to_ms)`` (None: unbounded), oldest first; committed state."""
+        params = _key_params("key", key)
+        if from_ms is not None:
+            params["from"] = str(int(from_ms))
+        if to_ms is not None:
+            params["to"] = str(int(to_ms))
+        document = await self._ask(f"/v1/stores/{store}/windows", params, store)
+        return WindowsAnswer(
+            store, key, [Window(int(w["start"]), int(w["end"]), from_wire(w["value"]))
+                         for w in document["windows"]],
+            document["closed"], str(document["task"]), int(document["epoch"]),
+            document["position"])
 
     async def owner(self, store: str, key: Any) -> dict[str, Any]:
         """Where ``key`` of ``store`` lives: task, partition, worker, host, url, epoch."""
@@ -283,6 +323,10 @@ class SyncClient:
 
     def owner(self, store: str, key: Any) -> dict[str, Any]:
         return self._runner.run(self._client.owner(store, key))
+
+    def windows(self, store: str, key: Any, from_ms: int | None = None,
+                to_ms: int | None = None) -> WindowsAnswer:
+        return self._runner.run(self._client.windows(store, key, from_ms, to_ms))
 
     def range(self, store: str, start: Any = None, end: Any = None, **options: Any) -> Page:
         return self._runner.run(self._client.range(store, start, end, **options))

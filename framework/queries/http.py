@@ -14,7 +14,7 @@ from framework.queries.reads import CONSISTENCIES, Consistency
 from framework.queries.wire import from_b64, to_wire
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "after_of", "b64_param", "body_of", "consistency_of",
-           "error_response", "json_response", "limit_of", "relayed"]
+           "error_response", "json_response", "limit_of", "relayed", "time_of"]
 
 MAX_LIMIT = 10_000
 DEFAULT_LIMIT = 100
@@ -37,6 +37,18 @@ def limit_of(request: web.Request) -> int:
     if not 1 <= limit <= MAX_LIMIT:
         raise QueryError(f"limit {text!r} must be an integer from 1 to {MAX_LIMIT}")
     return limit
+
+
+def time_of(request: web.Request, name: str) -> int | None:
+    """Parameter ``name`` as event-time milliseconds (None: absent)."""
+    text = request.query.get(name)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise QueryError(f"{name} {text!r} must be a time in milliseconds (an integer)"
+                         ) from None
 
 
 def after_of(request: web.Request) -> bytes | None:

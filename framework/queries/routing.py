@@ -85,11 +85,12 @@ class KeyRouter:
                 f"record keys)")
         return found
 
-    def input_key(self, store: str, key: Any) -> bytes:
-        """``key`` of ``store`` as the serialized record key of the input it is keyed by."""
+    def input_key(self, store: str, key: Any, *, record_key: bool = False) -> bytes:
+        """``key`` of ``store`` as the serialized record key of the input it is keyed by
+        (``record_key``: ``key`` is that record key already, as a window store's are)."""
         spec = self.queryable(store)
         assert spec.keyed_by is not None
-        convert = self._converter(store, spec)
+        convert = None if record_key else self._converter(store, spec)
         try:
             record_key = convert(key) if convert is not None else key
         except Exception as error:
@@ -109,11 +110,13 @@ class KeyRouter:
                              f"{record_key!r} into {type(data).__name__}, not bytes")
         return bytes(data)
 
-    def route(self, model: JobModel, store: str, key: Any) -> Route:
-        """The task (and worker) owning ``key`` of ``store`` in ``model``."""
+    def route(self, model: JobModel, store: str, key: Any, *, record_key: bool = False
+              ) -> Route:
+        """The task (and worker) owning ``key`` of ``store`` in ``model`` (``record_key``:
+        see `input_key`)."""
         spec = self.queryable(store)
         assert spec.keyed_by is not None
-        raw = self.input_key(store, key)
+        raw = self.input_key(store, key, record_key=record_key)
         count = model.partition_counts.get(spec.keyed_by)
         if not count:
             raise TaskUnavailableError(

@@ -7,7 +7,8 @@ a task this worker runs is read here (`framework.queries.reads`: committed state
 redirected with ``redirect=1``). A task that is restoring, moving, or whose endpoint
 does not answer gets 503 with ``Retry-After`` — never an empty or an old answer. Range
 and prefix scans ask every task of the store and merge in serialized-key order; the
-continuation (``next``) is the last key returned. See docs/queries.md for the API.
+continuation (``next``) is the last key returned. A window store answers a record key's
+open windows (``/windows``). See docs/queries.md for the API.
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ from framework.queries.http import (
     json_response,
     limit_of,
     relayed,
+    time_of,
 )
 from framework.queries.reads import Consistency, Scan, read_key, scan
 from framework.queries.routing import KeyRouter, Route
+from framework.queries.windows import read_windows
 from framework.queries.wire import b64, from_b64, key_from_text
 from framework.serdes import get_serde
 from framework.stores.base import prefix_end
@@ -113,6 +116,7 @@ class QueryServer:
             web.get("/v1/stores/{store}/owner", self._owner),
             web.get("/v1/stores/{store}/range", self._range),
             web.get("/v1/stores/{store}/prefix", self._prefix),
+            web.get("/v1/stores/{store}/windows", self._windows),
             web.get("/v1/stores/{store}/local-scan", self._local_scan),
         ])
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -219,6 +223,38 @@ class QueryServer:
             "store": store, "key": key, "found": found.found, "value": found.value,
             "task": route.task, "partition": route.partition, "worker": self.worker.worker_id,
             "epoch": model.epoch, "position": found.position, "consistency": consistency})
+
+    async def _windows(self, request: web.Request) -> web.StreamResponse:
+        """A record key's open windows in a window store, by window start
+        (`framework.queries.windows`): committed state only."""
+        store = request.match_info["store"]
+        spec = self.router.queryable(store)
+        assert spec.keyed_by is not None
+        text = request.query.get("key")
+        if text is None:
+            raise QueryError("the query has no key; add ?key=<record key>")
+        key = key_from_text(self.config.stream(spec.keyed_by).key_serde, text,
+                            request.query.get("key_format"))
+        start, end = time_of(request, "from"), time_of(request, "to")
+        if consistency_of(request) != "committed":
+            raise QueryError("windows are answered from committed state only; leave "
+                             "consistency out")
+        model = await self._model()
+        route = self.router.route(model, store, key, record_key=True)
+        if route.worker == PARKED:
+            raise self._unavailable(f"task {route.task!r} is moving between hosts (epoch "
+                                    f"{model.epoch})")
+        if route.worker != self.worker.worker_id:
+            return await self._elsewhere(request, route, model)
+        task = self._running(route.task)
+        found = read_windows(_task_store(task, store), key, start, end,
+                             self.settings.retry_after_ms)
+        return json_response({
+            "store": store, "key": key, "task": route.task, "partition": route.partition,
+            "worker": self.worker.worker_id, "epoch": model.epoch, "position": found.position,
+            "closed": found.closed, "consistency": "committed",
+            "windows": [{"start": w.start, "end": w.end, "value": w.value}
+                        for w in found.windows]})
 
     async def _owner(self, request: web.Request) -> web.Response:
         store = request.match_info["store"]

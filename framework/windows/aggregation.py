@@ -47,6 +47,7 @@ from framework.windows.layouts import (
     layout_for,
 )
 from framework.windows.reducers import Reducer, aggregate
+from framework.windows.registry import register_windows
 from framework.windows.state import key_from_text, key_text
 
 __all__ = ["LatePolicy", "WindowResult", "Windows"]
@@ -157,6 +158,7 @@ class Windows:
                 self.__dict__["process"] = stepper  # the stepper, called from C
         if isinstance(context, WindowTicks):
             context.on_window(self._close_due)  # windows close on a tick too (idle partitions)
+        register_windows(self.store, self)  # issue 49: readable by the query endpoint
 
     @property
     def watermark(self) -> int | None:
