@@ -49,6 +49,10 @@ def add_query_command(commands: Any) -> None:
     parser.add_argument("--uncommitted", action="store_true",
                         help="read through the tasks' write buffers: newer values that a "
                         "crash may roll back")
+    parser.add_argument("--max-lag", type=int, metavar="N",
+                        help="while KEY's owner is unavailable (failover), accept an answer "
+                        "from a standby copy lagging its committed state by at most N "
+                        "changelog offsets (default: owners only)")
     parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
                         help="how long to retry while the key's task moves or restores "
                         "(default %(default)s)")
@@ -95,11 +99,12 @@ async def _query(args: argparse.Namespace) -> int:
                 print(f"{window.start}\t{window.end}\t{to_wire(window.value).decode()}")
             return 0
         if args.key is not None:
-            answer = await client.get(args.store, TextKey(args.key))
+            answer = await client.get(args.store, TextKey(args.key), max_lag=args.max_lag)
             if args.json:
+                spare = {"standby": answer.standby, "lag": answer.lag} if answer.standby else {}
                 _print({"key": answer.key, "found": answer.found, "value": answer.value,
                         "task": answer.task, "epoch": answer.epoch,
-                        "position": answer.position}, True)
+                        "position": answer.position, **spare}, True)
             elif answer.found:
                 _print(answer.value, True)
             else:

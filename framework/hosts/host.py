@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiokafka.errors import KafkaError
 
@@ -52,11 +53,15 @@ from framework.metadata import (
     publish_model,
 )
 from framework.metrics import HostMetrics
+from framework.queries.hook import start_standby_reads
 from framework.stores import RocksDBEngine, store_path
 from framework.systems import open_system
 from framework.systems.base import System
 from framework.worker.commit import check_guarantee
 from framework.worker.state import rocksdb_options
+
+if TYPE_CHECKING:
+    from framework.queries.standby import StandbyServer
 
 __all__ = ["Host"]
 
@@ -267,6 +272,7 @@ class Host:
 
     async def _run(self) -> None:
         failed: BaseException | None = None
+        standby_reads: StandbyServer | None = None
         self._meta = meta = open_system(self.config.system(self.config.metadata_system))
         await meta.start()
         self._coordinator = coordinator = CoordinatorReader(meta, self.config)
@@ -279,6 +285,8 @@ class Host:
             self._reporter = HostReporter(self.config, meta, coordinator, self.name,
                                           self.machine, self.phase.name, self.metrics.port)
             session = self.config.coordinator.session_timeout_ms
+            # queries hook (framework.queries.standby): standby reads of this host's copies
+            standby_reads = await start_standby_reads(self.config, self, meta)
             self._membership = Membership(
                 meta, self.config.name, self.config.coordinator_ref.stream, self._member({}),
                 lead=self._lead, revoked=self._revoked, assigned=self._assigned,
@@ -322,6 +330,8 @@ class Host:
                 with contextlib.suppress(Exception):
                     await self._reporter.finish("failed" if isinstance(failed, Exception)
                                                 else "stopped", failed)
+            if standby_reads is not None:  # queries hook
+                await standby_reads.close()
             await service.close()
             await coordinator.close()
             await meta.close()

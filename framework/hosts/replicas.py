@@ -62,6 +62,11 @@ class Replicas:
         if self._engines:
             self._runner = asyncio.create_task(self._run())
 
+    def copy_of(self, task: str, store: str) -> RocksDBEngine | None:
+        """The open copy of ``task``'s ``store`` here (None: none, or stopped): read-only,
+        for standby reads (`framework.queries.standby`)."""
+        return self._engines.get((task, store))
+
     async def _run(self) -> None:
         while not self._stopping:
             try:

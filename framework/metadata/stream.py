@@ -33,6 +33,9 @@ WORKER_PREFIX = b"worker/"
 HOST_PREFIX = b"host/"
 PROGRESS_PREFIX = b"progress/"
 QUERIES_PREFIX = b"queries/"
+STANDBY_QUERIES_PREFIX = b"queries-standby/"
+"""Key prefix of a host's standby-read endpoint (not ``queries/``: a reader of an older
+version, which parses ``queries/<worker id>``, ignores it)."""
 
 
 @dataclass
@@ -47,6 +50,8 @@ class CoordinatorState:
     """Worker → its live facts (metrics port, restores in progress)."""
     queries: dict[int, QueryEndpoint] = field(default_factory=dict)
     """Worker → where it answers interactive queries."""
+    standby_queries: dict[str, QueryEndpoint] = field(default_factory=dict)
+    """Host → where it answers reads of its standby copies (``max_lag``)."""
 
 
 def _coordinator_ssp(config: JobConfig) -> SystemStreamPartition:
@@ -111,6 +116,13 @@ async def publish_worker_progress(system: System, config: JobConfig, worker: int
     """Write worker ``worker``'s live facts (metrics port, restore progress)."""
     await _publish_report(system, config, PROGRESS_PREFIX + str(worker).encode(),
                           progress.to_dict())
+
+
+async def publish_standby_endpoint(system: System, config: JobConfig, host: str,
+                                   endpoint: QueryEndpoint) -> None:
+    """Write where host ``host`` answers standby reads (``url`` None: it stopped)."""
+    await _publish_report(system, config, STANDBY_QUERIES_PREFIX + host.encode(),
+                          endpoint.to_dict())
 
 
 async def publish_query_endpoint(system: System, config: JobConfig, worker: int,
@@ -193,6 +205,9 @@ def _decode_into(state: CoordinatorState, key: bytes, value: bytes) -> None:
     elif key.startswith(QUERIES_PREFIX):
         state.queries[int(key[len(QUERIES_PREFIX):])] = QueryEndpoint.from_dict(
             json.loads(value))
+    elif key.startswith(STANDBY_QUERIES_PREFIX):
+        state.standby_queries[key[len(STANDBY_QUERIES_PREFIX):].decode()] = (
+            QueryEndpoint.from_dict(json.loads(value)))
     elif key.startswith(PROGRESS_PREFIX):
         state.progress[int(key[len(PROGRESS_PREFIX):])] = WorkerProgress.from_dict(
             json.loads(value))

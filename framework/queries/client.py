@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,14 @@ from framework.queries.errors import (
     TaskUnavailableError,
 )
 from framework.queries.reads import Consistency
-from framework.queries.wire import TextKey, b64, from_wire
+from framework.queries.routing import KeyRouter
+from framework.queries.wire import TextKey, b64, from_wire, key_from_text
 from framework.secrets import Secret
 from framework.systems import open_system
 from framework.systems.base import System
 
-__all__ = ["Answer", "Client", "Page", "SyncClient", "Window", "WindowsAnswer"]
+__all__ = ["Answer", "Client", "Page", "SyncClient", "Window", "WindowsAnswer",
+           "standby_acceptable"]
 
 RETRY_FOR_S = 30.0
 DEAD_FOR_S = 2.0
@@ -61,6 +63,17 @@ class Answer:
     epoch: int
     position: int | None
     """The task's changelog position the answer reflects (None: an unlogged store)."""
+    standby: str | None = None
+    """The host whose standby copy answered (``max_lag``); None: the task's owner."""
+    lag: int | None = None
+    """A standby answer's lag: changelog offsets of committed state its copy lacked."""
+
+
+def standby_acceptable(lag: int, position: int, max_lag: int, floor: int | None) -> bool:
+    """Whether a standby copy's answer may be returned: its lag is at most ``max_lag`` and
+    its position is not below ``floor``, the highest position this client saw for the
+    task (None: none yet) — so answers never go back per task, standby or not."""
+    return 0 <= lag <= max_lag and (floor is None or position >= floor)
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,11 @@ class Client:
         """503s and unreachable endpoints this client retried."""
         self.stale = 0
         """Answers older than one already seen for their task, asked again."""
+        self.standby_answers = 0
+        """Answers a standby copy gave (``max_lag``)."""
+        self.standby_refused = 0
+        """Standby answers refused: lagging more than ``max_lag``, or behind the task."""
+        self._key_router: KeyRouter | None = None
 
     async def __aenter__(self) -> Client:
         return self
@@ -147,13 +165,23 @@ class Client:
             self._system = None
 
     # -- queries ------------------------------------------------------------------------
-    async def get(self, store: str, key: Any, *, consistency: Consistency | None = None
-                  ) -> Answer:
-        """``key``'s value in ``store`` (``found`` False when it has none)."""
+    async def get(self, store: str, key: Any, *, consistency: Consistency | None = None,
+                  max_lag: int | None = None) -> Answer:
+        """``key``'s value in ``store`` (``found`` False when it has none).
+
+        ``max_lag`` (changelog offsets; needs a job file): while the key's owner answers
+        503 or not at all, a standby copy of its task may answer instead, if it lags the
+        task's committed state by at most ``max_lag`` and is not behind an answer this
+        client already had for the task (`standby_acceptable`)."""
+        if max_lag is not None and (max_lag < 0 or self.config is None):
+            raise QueryError("max_lag must be >= 0, and needs a Client made from the job "
+                             "file (it finds the standby hosts in the job model)")
         params = {**_key_params("key", key), **self._consistency(consistency)}
-        document = await self._ask(f"/v1/stores/{store}/get", params, store)
+        standby = None if max_lag is None else (lambda: self._standby(store, key, max_lag))
+        document = await self._ask(f"/v1/stores/{store}/get", params, store, standby)
         return Answer(store, key, bool(document["found"]), from_wire(document["value"]),
-                      str(document["task"]), int(document["epoch"]), document["position"])
+                      str(document["task"]), int(document["epoch"]), document["position"],
+                      document.get("standby"), document.get("lag"))
 
     async def windows(self, store: str, key: Any, from_ms: int | None = None,
                       to_ms: int | None = None) -> WindowsAnswer:
@@ -207,9 +235,11 @@ class Client:
                      for e in document["entries"]], document["next"],
                     int(document["epoch"]), document.get("positions", {}))
 
-    async def _ask(self, path: str, params: dict[str, str], store: str) -> dict[str, Any]:
+    async def _ask(self, path: str, params: dict[str, str], store: str,
+                   standby: Callable[[], Awaitable[dict[str, Any] | None]] | None = None
+                   ) -> dict[str, Any]:
         """One answer, retried through 503s, unreachable endpoints and stale answers until
-        ``retry_for`` seconds have passed."""
+        ``retry_for`` seconds have passed; ``standby`` is asked after each failure."""
         deadline = time.monotonic() + self.retry_for
         while True:
             try:
@@ -226,6 +256,10 @@ class Client:
             except EndpointUnreachableError as error:
                 wait, failure = 0.2, error
                 await self._forget_endpoints()
+            if standby is not None:
+                spare = await standby()
+                if spare is not None:
+                    return spare
             if time.monotonic() + wait > deadline:
                 raise failure
             self.retried += 1
@@ -246,6 +280,55 @@ class Client:
             else:
                 self._floors[(store, task)] = position
         return stale
+
+    async def _standby(self, store: str, key: Any, max_lag: int) -> dict[str, Any] | None:
+        """An acceptable answer from a standby copy of ``key``'s task, or None."""
+        assert self.config is not None
+        await self._endpoints()
+        assert self._directory is not None
+        model = self._directory.model
+        if model is None:
+            return None
+        router = self._router()
+        try:
+            typed = key_from_text(router.queryable(store).key_serde, str(key), None) if (
+                isinstance(key, TextKey)) else key
+            task = router.route(model, store, typed).task
+        except TaskUnavailableError:
+            return None
+        session = self._open_session()
+        headers = {"Authorization": f"Bearer {self._token.reveal()}"} if self._token else {}
+        for host in model.standbys.get(task, ()):
+            url = self._directory.standby_url(host)
+            if url is None:
+                continue
+            try:
+                async with session.get(f"{url}/v1/stores/{store}/standby",
+                                       params=_key_params("key", key),
+                                       headers=headers) as answer:
+                    if answer.status != 200:
+                        continue
+                    document = dict(orjson.loads(await answer.read()))
+            except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
+                continue
+            position, lag = int(document["position"]), int(document["lag"])
+            if document.get("task") != task:
+                continue
+            floor = self._floors.get((store, task))
+            if not standby_acceptable(lag, position, max_lag, floor):
+                self.standby_refused += 1
+                continue
+            self._floors[(store, task)] = position
+            document["standby"] = host
+            self.standby_answers += 1
+            return document
+        return None
+
+    def _router(self) -> KeyRouter:
+        assert self.config is not None
+        if self._key_router is None:
+            self._key_router = KeyRouter(self.config)
+        return self._key_router
 
     async def _once(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
         urls = await self._endpoints()

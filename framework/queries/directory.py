@@ -33,6 +33,8 @@ class Directory:
         self.max_age = max_age
         self.model: JobModel | None = None
         self.endpoints: dict[int, QueryEndpoint] = {}
+        self.standbys: dict[str, QueryEndpoint] = {}
+        """Host → where it answers reads of its standby copies."""
         self._read_at = float("-inf")
         self._lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
@@ -51,6 +53,7 @@ class Directory:
         async with self._lock:
             state = await self._reader.read()
             self.model, self.endpoints = state.model, state.queries
+            self.standbys = state.standby_queries
             self._read_at = time.monotonic()
 
     async def _read_quietly(self) -> None:
@@ -62,6 +65,11 @@ class Directory:
     def url_of(self, worker: int) -> str | None:
         """The URL worker ``worker`` answers queries on (None: unknown or stopped)."""
         endpoint = self.endpoints.get(worker)
+        return endpoint.url if endpoint is not None else None
+
+    def standby_url(self, host: str) -> str | None:
+        """The URL host ``host`` answers standby reads on (None: unknown or stopped)."""
+        endpoint = self.standbys.get(host)
         return endpoint.url if endpoint is not None else None
 
     def urls(self) -> list[str]:
