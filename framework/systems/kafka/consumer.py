@@ -15,6 +15,10 @@ the records are handed out: once a stream has more partitions than expected, its
 (those of that fetch included) are no longer handed out — Kafka keeps no record of the
 offset where a topic grew, so the reader stops where it noticed, after the records a
 clean check let through. The worker then waits for the model of the new count.
+
+A position the broker no longer holds (the topic's retention deleted those records before
+this job read them) is not reset silently: one warning names the stream, the partition
+and the offsets lost to the job, then reading goes on from the oldest record left.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import OffsetOutOfRangeError
 from aiokafka.structs import ConsumerRecord
 
 from framework.systems.base import FetchedRecord, Record, as_record
@@ -103,6 +108,9 @@ class KafkaConsumer:
         except DENIALS as error:
             raise self._admin.denial(error, "READ", "", "reading the job's inputs and "
                                      "changelogs") from error
+        except OffsetOutOfRangeError as error:
+            await self._past_retention(dict(error.args[0]) if error.args else {})
+            return {}
         if self._expected and any(
                 messages and self._stream(tp) in self._expected
                 for tp, messages in fetched.items()):
@@ -138,6 +146,34 @@ class KafkaConsumer:
         return {tp: messages for tp, messages in fetched.items()
                 if self._stream(tp) not in grown}
 
+    async def _past_retention(self, positions: Mapping[TopicPartition, int]) -> None:
+        """Move each position the broker no longer holds to the oldest record left, with
+        one warning each: the records in between were deleted before this job read them."""
+        assert self._consumer is not None
+        oldest = await self._consumer.beginning_offsets(list(positions))
+        newest = await self._consumer.end_offsets(list(positions))
+        for tp, position in sorted(positions.items()):
+            start = int(oldest[tp])
+            if start <= position <= int(newest[tp]):
+                continue  # in the log again (a leader's answer of a moment): read it
+            ssp = self._ssps.get(tp)
+            where = (f"{ssp.system}.{ssp.stream} partition {ssp.partition}" if ssp else
+                     f"topic {tp.topic} partition {tp.partition}")
+            if position < start:
+                log.warning("%s: offsets %d–%d were deleted by the topic's retention before "
+                            "this job read them (%d record%s lost to it); reading on from "
+                            "offset %d — raise the topic's retention.ms/retention.bytes so "
+                            "it keeps what a stopped or lagging job has not read", where,
+                            position, start - 1, start - position,
+                            "" if start - position == 1 else "s", start)
+            else:
+                log.warning("%s: offset %d is past the end of the partition (the topic "
+                            "was recreated or truncated); reading on from its oldest "
+                            "record, offset %d", where, position, start)
+            self._positions[tp] = start
+            self._filters.pop(tp, None)
+            self._consumer.seek(tp, start)
+
     def _stream(self, tp: TopicPartition) -> str | None:
         ssp = self._ssps.get(tp)
         return None if ssp is None else ssp.stream
@@ -155,9 +191,7 @@ class KafkaConsumer:
         if self._consumer is None:
             consumer = AIOKafkaConsumer(
                 enable_auto_commit=False,
-                # Only reached when a position is outside the retained log (retention
-                # deleted it): continue from the oldest record still there.
-                auto_offset_reset="earliest",
+                auto_offset_reset="none",  # a position outside the log: _past_retention
                 isolation_level="read_committed",
                 max_partition_fetch_bytes=self._admin.options.fetch_partition_kb << 10,
                 **self._admin.options.client_kwargs(self._admin.bootstrap),
