@@ -4,14 +4,18 @@ errors (503 with ``Retry-After``), and another endpoint's answer relayed."""
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from framework.queries.errors import QueryError, TaskUnavailableError
+from framework.errors import SampanError
+from framework.queries.auth import authorized
+from framework.queries.errors import QueryAuthError, QueryError, TaskUnavailableError
 from framework.queries.reads import CONSISTENCIES, Consistency
 from framework.queries.wire import from_b64, to_wire
+from framework.secrets import Secret
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "after_of", "b64_param", "body_of", "consistency_of",
            "error_response", "json_response", "limit_of", "relayed", "time_of"]
@@ -93,3 +97,33 @@ def relayed(answer: web.Response) -> QueryError:
     error = QueryError(message)
     error.status = answer.status
     return error
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def middlewares(token: Secret | None, job: str) -> list[Any]:
+    """An endpoint's two middlewares: errors as JSON answers (a serde refusing a key is the
+    request's fault), then the bearer token when ``token`` is set."""
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise
+        except QueryError as error:
+            return error_response(error)
+        except SampanError as error:
+            return error_response(QueryError(str(error)))
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not authorized(token, request.headers.get("Authorization")):
+            raise QueryAuthError(
+                f"the query endpoints of job {job!r} need a bearer token (Authorization: "
+                "Bearer …, from [queries] token or token_file); this request has none or "
+                "another one")
+        return await handler(request)
+
+    return [errors, auth]

@@ -19,7 +19,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,17 +31,17 @@ from framework.config import JobConfig
 from framework.errors import SampanError
 from framework.jobmodel import PARKED, JobModel
 from framework.metadata import QueryEndpoint, publish_query_endpoint
-from framework.queries.auth import authorized, query_token
+from framework.queries.auth import query_token
 from framework.queries.directory import Directory
-from framework.queries.errors import QueryAuthError, QueryError, TaskUnavailableError
+from framework.queries.errors import QueryError, TaskUnavailableError
 from framework.queries.http import (
     after_of,
     b64_param,
     body_of,
     consistency_of,
-    error_response,
     json_response,
     limit_of,
+    middlewares,
     relayed,
     time_of,
 )
@@ -64,7 +64,6 @@ FORWARDED = "X-Sampan-Forwarded"
 WITHDRAW_S = 2.0
 """How long a closing endpoint tries to withdraw its URL from the coordinator stream."""
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class TaskView(Protocol):
@@ -109,7 +108,7 @@ class QueryServer:
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        app = web.Application(middlewares=[self._errors, self._auth])
+        app = web.Application(middlewares=middlewares(self.token, self.config.name))
         app.add_routes([
             web.get("/v1/health", self._health),
             web.get("/v1/stores/{store}/get", self._get),
@@ -181,27 +180,6 @@ class QueryServer:
         await publish_query_endpoint(self.system, self.config, self.worker.worker_id,
                                      QueryEndpoint(model.epoch if model else 0, os.getpid(),
                                                    self._started_ms, url))
-
-    # -- middlewares --------------------------------------------------------------------
-    @web.middleware
-    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except web.HTTPException:
-            raise
-        except QueryError as error:
-            return error_response(error)
-        except SampanError as error:  # a serde refusing a key: the request's fault
-            return error_response(QueryError(str(error)))
-
-    @web.middleware
-    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not authorized(self.token, request.headers.get("Authorization")):
-            raise QueryAuthError(
-                f"the query endpoints of job {self.config.name!r} need a bearer token "
-                "(Authorization: Bearer …, from [queries] token or token_file); this request "
-                "has none or another one")
-        return await handler(request)
 
     # -- handlers -----------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:

@@ -26,7 +26,6 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiohttp import web
@@ -35,9 +34,9 @@ from framework.config import JobConfig
 from framework.errors import SampanError
 from framework.jobmodel import JobModel
 from framework.metadata import QueryEndpoint, publish_standby_endpoint
-from framework.queries.auth import authorized, query_token
-from framework.queries.errors import QueryAuthError, QueryError, TaskUnavailableError
-from framework.queries.http import error_response, json_response
+from framework.queries.auth import query_token
+from framework.queries.errors import QueryError, TaskUnavailableError
+from framework.queries.http import json_response, middlewares
 from framework.queries.reads import read_key
 from framework.queries.routing import KeyRouter
 from framework.queries.wire import key_from_text
@@ -52,7 +51,6 @@ log = logging.getLogger(__name__)
 
 WITHDRAW_S = 2.0
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Copies(Protocol):
@@ -100,7 +98,7 @@ class StandbyServer:
         self._started_ms = int(time.time() * 1000)
 
     async def start(self) -> None:
-        app = web.Application(middlewares=[self._errors, self._auth])
+        app = web.Application(middlewares=middlewares(self.token, self.config.name))
         app.add_routes([web.get("/v1/health", self._health),
                         web.get("/v1/stores/{store}/standby", self._standby)])
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -136,26 +134,6 @@ class StandbyServer:
             self.system, self.config, self.host.name,
             QueryEndpoint(model.epoch if model else 0, os.getpid(), self._started_ms, url,
                           self.host.name))
-
-    @web.middleware
-    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except web.HTTPException:
-            raise
-        except QueryError as error:
-            return error_response(error)
-        except SampanError as error:
-            return error_response(QueryError(str(error)))
-
-    @web.middleware
-    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not authorized(self.token, request.headers.get("Authorization")):
-            raise QueryAuthError(
-                f"the query endpoints of job {self.config.name!r} need a bearer token "
-                "(Authorization: Bearer …, from [queries] token or token_file); this request "
-                "has none or another one")
-        return await handler(request)
 
     async def _health(self, request: web.Request) -> web.Response:
         model = self.host.model
