@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -183,6 +183,25 @@ class StreamTask:
         """Handle one input record."""
         raise NotImplementedError(f"{type(self).__name__} must implement process()")
 
+    def process_batch(
+        self, envelopes: Iterable[Envelope], collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> Awaitable[None] | None:
+        """Optional: handle a fetched batch of one input partition's records, in offset
+        order, in one call (e.g. ``Windows.process_batch``), where a call per record would
+        cost more than the work. Overridden, the worker calls it instead of `process`
+        while one task reads the partition and ``process_policy`` is ``"fail"``; it must
+        take every record of ``envelopes`` (an iterator: once) and do what `process`
+        would do with each in turn, since `process` still takes them one at a time
+        elsewhere (several tasks reading a partition, the skip and dead-letter policies,
+        `framework.testing`). Not overridden, this calls `process` per record."""
+        records = iter(envelopes)
+        for envelope in records:
+            result = self.process(envelope, collector, coordinator)
+            if result is not None:  # an `async def process`: await it and the rest
+                return _process_rest(self, result, records, collector, coordinator)
+        return None
+
     def window(
         self, collector: MessageCollector, coordinator: TaskCoordinator
     ) -> Awaitable[None] | None:
@@ -196,3 +215,15 @@ class StreamTask:
     def close(self) -> Awaitable[None] | None:
         """Called once when the worker stops cleanly."""
         return None
+
+
+async def _process_rest(task: StreamTask, pending: Awaitable[None],
+                        records: Iterator[Envelope], collector: MessageCollector,
+                        coordinator: TaskCoordinator) -> None:
+    """`StreamTask.process_batch` once a `process` call returned an awaitable: that, then
+    the records after it."""
+    await pending
+    for envelope in records:
+        result = task.process(envelope, collector, coordinator)
+        if result is not None:
+            await result

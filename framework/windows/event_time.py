@@ -195,11 +195,23 @@ class EventTime:
         the hot path of `framework.windows.Windows`."""
         if self._by_markers:
             return
-        old = self._times.get(ssp, _UNTRACKED)
-        if old is _UNTRACKED or (old is not None and timestamp <= old  # type: ignore[operator]
-                                 and not self._idle):
+        times = self._times
+        old = times.get(ssp, _UNTRACKED)
+        if old is _UNTRACKED or old is None or self._idle:
+            if old is not _UNTRACKED:
+                self._advance(ssp, timestamp)
+            return
+        if timestamp <= old:  # type: ignore[operator]
             return  # the common case: not a partition's newest time
-        self._advance(ssp, timestamp)
+        # `_advance` of a partition time that moves on while none is idle, inline
+        times[ssp] = timestamp
+        self.quiet[ssp] = timestamp
+        self._dirty.add(ssp)
+        if old == self._low and not self._unseen:
+            low = self._low = min(times.values())  # type: ignore[type-var]
+            if self.watermark is None or low > self.watermark:  # type: ignore[operator]
+                self.watermark = low
+                self._mark_dirty = True
 
     def _advance(self, ssp: SystemStreamPartition, time: int) -> int | None:
         times = self._times
