@@ -6,8 +6,9 @@ cost does not show there. This loop measures that cost alone, with little noise:
 task's share of `bench.windows`' input (the records of the keys that would hash to one
 of its 4 partitions: 2,500 keys, about 100 records each, the same event times), prebuilt
 as envelopes, passed to one `Windows` over an in-memory task store in batches of 5,000
-(`BATCH`: ``fetch_max_records`` of `bench.windows`' job; ``--per-record``: one `process`
-call per record instead), every closed window made into the bench's output value and
+(`BATCH`: ``fetch_max_records`` of `bench.windows`' job) as columns, as a worker hands
+them (``--per-record``: one `process` call per record instead), every closed window
+made into the bench's output value and
 handed to a collector that drops it; the store is drained (the states written back)
 every 50,000 records, as a commit would. Also ``sum``: the per-key sum's get, put and
 send on the same store, per record. Timed in CPU time of the loop only; the collector
@@ -34,7 +35,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import windows as whole
-from framework.api import Envelope
+from framework.api import BatchColumns, ColumnarBatch, Envelope
 from framework.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
 from framework.windows import (
@@ -87,6 +88,23 @@ class _Context:
         pass
 
 
+class _Columns(ColumnarBatch):
+    """A batch already decoded into columns, as a worker's (`ColumnarBatch`)."""
+
+    def __init__(self, columns: BatchColumns) -> None:
+        self._columns = columns
+
+    def columns(self) -> BatchColumns:
+        return self._columns
+
+
+def _batches(data: list[Envelope], size: int) -> list[_Columns]:
+    """``data`` in batches of ``size`` records as columns."""
+    return [_Columns(BatchColumns(SSP, [e.offset for e in part], [e.key for e in part],
+                                  [e.value for e in part], [e.timestamp for e in part]))
+            for part in (data[at:at + size] for at in range(0, len(data), size))]
+
+
 class _Dropped:
     """A collector that counts what it is sent."""
 
@@ -131,6 +149,7 @@ def _run(job: str, data: list[Envelope], batch: int | None = BATCH) -> tuple[flo
         kind, reducer = JOBS[job]()
         windows = Windows(context, "state", kind, reducer)  # type: ignore[arg-type]
         process = windows.process
+    batches = _batches(data, batch) if batch is not None else []
     gc.collect()
     gc.disable()
     started = time.process_time()
@@ -143,11 +162,11 @@ def _run(job: str, data: list[Envelope], batch: int | None = BATCH) -> tuple[flo
             if n % DRAIN_EVERY == DRAIN_EVERY - 1:
                 store.drain()
     else:
-        for at in range(0, len(data), batch):
-            for window in windows.process_batch(data[at:at + batch], collector):
+        for n, columns in enumerate(batches):
+            for window in windows.process_batch(columns, collector):
                 collector.send("local.out", key=window.key,
                                value={"start": window.start, "value": window.value})
-            if (at + batch) // DRAIN_EVERY != at // DRAIN_EVERY:
+            if ((n + 1) * batch) // DRAIN_EVERY != (n * batch) // DRAIN_EVERY:
                 store.drain()
     elapsed = time.process_time() - started
     gc.enable()

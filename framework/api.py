@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from groupers import SystemStreamPartition
 
@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from framework.config import JobConfig
 
 __all__ = [
+    "BatchColumns",
+    "ColumnarBatch",
     "Envelope",
     "KeyValueStore",
     "MessageCollector",
@@ -46,6 +48,43 @@ class OutgoingMessage:
     partition: int | None = None
     timestamp: int | None = None
     headers: Mapping[str, bytes] | None = None
+
+
+class BatchColumns(NamedTuple):
+    """The records of a batch of one partition as columns, one entry per record in offset
+    order (`ColumnarBatch.columns`): what their envelopes would hold but headers."""
+
+    ssp: SystemStreamPartition
+    offsets: Sequence[int]
+    keys: Sequence[Any]
+    values: Sequence[Any]
+    timestamps: Sequence[int]
+
+
+class ColumnarBatch:
+    """What a worker hands `StreamTask.process_batch`: an iterator of the batch's
+    envelopes that can also give the records it has not handed out yet as columns, with
+    no envelope per record — code that reads only their key, value and timestamp (e.g.
+    ``Windows.process_batch``) takes them that way. (A plain class, so that telling one
+    from another iterable costs nothing.)"""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[Envelope]:
+        raise NotImplementedError
+
+    def __next__(self) -> Envelope:
+        raise NotImplementedError
+
+    def columns(self) -> BatchColumns:
+        """Every record not handed out yet, decoded as the envelopes would have been; the
+        iterator is then exhausted. An exception raised while processing them must be
+        preceded by `failed_at` naming the record's offset (the worker's error names it)."""
+        raise NotImplementedError
+
+    def failed_at(self, offset: int) -> None:
+        """The record at ``offset`` of the columns failed: those before it are done."""
+        raise NotImplementedError
 
 
 @dataclass(slots=True, frozen=True)

@@ -25,21 +25,33 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from heapq import heappush
+from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
-from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
+from framework.api import (
+    ColumnarBatch,
+    Envelope,
+    KeyValueStore,
+    MessageCollector,
+    TaskContext,
+)
 from framework.windows.event_time import (
     EventTime,
     Timestamp,
     WindowTicks,
+    envelope_row,
     envelope_timestamp,
     open_window_store,
+    row_envelope,
 )
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
 from framework.windows.layouts import (
     LATER,
+    Columns,
     Layout,
+    Panes,
+    Sessions,
     describe,
     layout_for,
 )
@@ -161,64 +173,121 @@ class Windows:
     def process(self, envelope: Envelope, collector: MessageCollector) -> list[WindowResult]:
         """Fold one record in (or account for a watermark record); return, and send to
         ``output`` if set, the windows it closed and — with ``emit="update"`` — changed."""
-        return self.process_batch((envelope,), collector)
+        return self._fold(((envelope, envelope.ssp, envelope.offset, envelope.key,
+                            envelope.value, envelope.timestamp),), collector, None)
 
     def process_batch(self, envelopes: Iterable[Envelope], collector: MessageCollector
                       ) -> list[WindowResult]:
         """`process` of each record of ``envelopes`` in turn, in one call (from a task's
         `StreamTask.process_batch`): the same results, sends and store, in the same order,
-        as that many `process` calls, without a call per record."""
+        as that many `process` calls, without a call per record. A worker's batch
+        (`ColumnarBatch`) is read as columns, with no envelope per record, where the event
+        time is the record timestamp."""
+        if isinstance(envelopes, ColumnarBatch) and (
+                self.event_time.timestamp is envelope_timestamp):
+            ssp, offsets, keys, values, stamps = envelopes.columns()
+            return self._fold(zip(repeat(None), repeat(ssp), offsets, keys, values, stamps,
+                                  strict=False),  # the columns: of one length
+                              collector, envelopes)
+        listed = envelopes if type(envelopes) in (list, tuple) else list(envelopes)
+        return self._fold(zip(listed, *zip(*map(envelope_row, listed), strict=True), strict=True),
+                          collector, None)
+
+    def _fold(self, rows: Iterable[tuple[Any, ...]], collector: MessageCollector,
+              batch: ColumnarBatch | None) -> list[WindowResult]:
+        """`process_batch` of ``rows``: ``(envelope, ssp, offset, key, value, timestamp)``
+        per record (envelope None: read as columns from ``batch``, made when needed)."""
         event_time = self.event_time
         timestamp = event_time.timestamp
-        by_envelope = timestamp is envelope_timestamp
+        by_envelope = timestamp is envelope_timestamp  # else: by envelopes, never columns
         grace, keyed, layout = self._grace, self._keyed, self.layout
         fold, first_close, index = layout.fold, layout.first_close, keyed.index
         dirty_add, emptied, updates = keyed.dirty.add, keyed.emptied, self.emit_updates
+        shape, gap, advance, width, start, add = _shape(layout)
         due_at, buckets, times, granule = index.at, index.buckets, index.times, index.granule
         max_time = MAX_TIME
         results: list[WindowResult] = []
         # What only this loop's own calls change, kept in locals between them: the time
         # before which a record is late (the watermark - grace; -1 while there is no
-        # watermark: none is late), the next close (`_NEVER`: none), the states' cache
-        # (`KeyedStates.hot`) and the quiet time of the last record's partition.
+        # watermark: none is late), the next close, the states' cache (`KeyedStates.hot`)
+        # and the quiet time of the last record's partition.
         watermark = event_time.watermark
         late_before = -1 if watermark is None else watermark - grace
-        next_close: int | float = _NEVER if self._next_close is None else self._next_close
+        next_close = self._next_close
         hot = keyed.hot
         quiet_ssp: Any = None
         quiet: int | None = None
+        offset = None
         try:
-            for envelope in envelopes:
-                value = envelope.value
+            for envelope, ssp, offset, key, value, ts in rows:
                 if type(value) is dict and "watermark" in value:
-                    event_time.observe(envelope)
-                    self._next_close = _known(next_close)
+                    event_time.observe(envelope or row_envelope(ssp, offset, key, value, ts))
+                    self._next_close = next_close
                     results += self._close_due(collector)
                     watermark = event_time.watermark
                     late_before = -1 if watermark is None else watermark - grace
-                    next_close = _NEVER if self._next_close is None else self._next_close
+                    next_close = self._next_close
                     hot, quiet_ssp = keyed.hot, None
                     continue
-                ts = envelope.timestamp if by_envelope else timestamp(envelope)
+                if not by_envelope:
+                    ts = timestamp(envelope)
                 if type(ts) is not int or ts < 0 or ts > max_time:
                     raise WindowError(
-                        f"{envelope.ssp} offset {envelope.offset}: event time {ts!r} is not "
+                        f"{ssp} offset {offset}: event time {ts!r} is not "
                         f"a number of milliseconds in [0, {MAX_TIME}]; fix the producer or the "
                         f"timestamp= function")
                 if ts < late_before:
-                    self._next_close = _known(next_close)
-                    self._on_late(envelope, ts, late_before + grace, collector)
+                    self._next_close = next_close
+                    self._on_late(envelope or row_envelope(ssp, offset, key, value, ts), ts,
+                                  late_before + grace, collector)
                     results += self._close_due(collector)
-                    next_close = _NEVER if self._next_close is None else self._next_close
+                    next_close = self._next_close
                     hot = keyed.hot
                     continue
-                key = envelope.key
                 text = "s" + key if type(key) is str else key_text(key)
                 # The record folded into its key's windows: the reducer (user code) runs
                 # before anything is written.
                 if hot is not None:
                     old = hot.get(text)
-                    state, sooner = fold(old, value, ts)
+                    # The layouts' common cases in place, inline (the same steps as their
+                    # `fold`, which takes every other case).
+                    if not old or not shape:
+                        state, sooner = fold(old, value, ts)
+                    elif shape == _SESSIONS:
+                        n = len(old)
+                        first, last = old[n - 3], old[n - 2]
+                        if ts > last + gap:  # a new session after the newest
+                            old += (ts, ts, start(value))
+                            state, sooner = old, False
+                        elif ts >= first - gap and (n == 3 or ts > old[n - 5] + gap):
+                            old[n - 1] = add(old[n - 1], value)  # into the newest one
+                            state, sooner = old, False
+                            if ts < first:
+                                old[n - 3] = ts
+                            elif ts > last:
+                                old[n - 2] = ts
+                                if n == 3:
+                                    sooner = LATER
+                        else:
+                            state, sooner = fold(old, value, ts)
+                    else:  # panes or columns: into the newest pane, or a new one after it
+                        pane = ts - ts % advance
+                        i = len(old) - width
+                        newest = old[i]
+                        if newest == pane:
+                            if shape == _PANES:
+                                old[i + 1] = add(old[i + 1], value)
+                            else:
+                                add(old, i, value)
+                            state, sooner = old, False
+                        elif newest < pane:
+                            if shape == _PANES:
+                                old += (pane, start(value))
+                            else:
+                                old += (pane, *start(value))
+                            state, sooner = old, False
+                        else:
+                            state, sooner = fold(old, value, ts)
                     if state is old:
                         dirty_add(text)  # changed in place
                     elif old is not None or len(hot) < keyed.max_cached:  # `save`, inline
@@ -248,9 +317,8 @@ class Windows:
                             bucket.append(text)
                     elif sooner != LATER:
                         closes = was
-                    if closes < next_close:
+                    if next_close is None or closes < next_close:
                         next_close = closes
-                ssp = envelope.ssp
                 if ssp is not quiet_ssp:
                     quiet_ssp, quiet = ssp, event_time.quiet.get(ssp)
                 if quiet is None or ts > quiet:  # else `record` would change nothing
@@ -259,14 +327,18 @@ class Windows:
                     late_before = -1 if watermark is None else watermark - grace
                 if updates:
                     results += self._updates(text, state, ts, collector)
-                if late_before < next_close:
+                if next_close is None or late_before < next_close:
                     continue  # nothing to close yet (the common case: keep it cheap)
-                self._next_close = _known(next_close)
+                self._next_close = next_close
                 results += self._close_due(collector)
-                next_close = _NEVER if self._next_close is None else self._next_close
+                next_close = self._next_close
                 hot, quiet_ssp = keyed.hot, None
+        except BaseException:
+            if batch is not None and offset is not None:
+                batch.failed_at(offset)
+            raise
         finally:
-            self._next_close = _known(next_close)
+            self._next_close = next_close
         return results
 
     def close_due(self, collector: MessageCollector) -> list[WindowResult]:
@@ -372,10 +444,19 @@ def _same(aggregate: Any) -> Any:
 
 
 _second, _end = operator.itemgetter(1), operator.itemgetter(2)
-_NEVER = float("inf")
-"""`Windows.process_batch`'s next close while nothing is due."""
+_PANES, _COLUMNS, _SESSIONS = 1, 2, 3
 
 
-def _known(time: int | float) -> int | None:
-    """A due time kept with `_NEVER` for none, as the attributes keep it (None)."""
-    return None if time is _NEVER else time  # type: ignore[return-value]
+def _shape(layout: Layout) -> tuple[int, int, int, int, Any, Any]:
+    """(shape, gap, advance, width, start, add) of ``layout`` for `Windows._fold`'s inline
+    folds: `_PANES` (its reducer's start and add), `_COLUMNS` (its column functions),
+    `_SESSIONS` (its reducer's), or 0: `fold` takes every record."""
+    if isinstance(layout, Sessions):
+        return _SESSIONS, layout.gap, 0, 3, layout.start, layout.add
+    if isinstance(layout, Panes):
+        return _PANES, 0, layout.advance, 2, layout.start, layout.add
+    if isinstance(layout, Columns):
+        return _COLUMNS, 0, layout.advance, layout.width, layout.start_columns, \
+            layout.add_columns
+    return 0, 0, 0, 0, None, None
+

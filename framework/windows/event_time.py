@@ -35,6 +35,7 @@ restarts, restores and moves resume from the last commit.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -93,6 +94,17 @@ def open_window_store(context: TaskContext, name: str) -> KeyValueStore:
 
 def envelope_timestamp(envelope: Envelope) -> int:
     return envelope.timestamp
+
+
+envelope_row = operator.attrgetter("ssp", "offset", "key", "value", "timestamp")
+"""An envelope's fields as the windows' batch loops read them (a row per record)."""
+
+
+def row_envelope(ssp: SystemStreamPartition, offset: int, key: Any, value: Any,
+                 timestamp: int) -> Envelope:
+    """The envelope of a record the windows read as columns, where one is needed (a
+    watermark record, a late one): headers are not among the columns, nor read there."""
+    return Envelope(ssp, offset, key, value, timestamp)
 
 
 def _ssp_text(ssp: SystemStreamPartition) -> str:

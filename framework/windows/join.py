@@ -29,16 +29,25 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable
 from heapq import heappush
+from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
-from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
+from framework.api import (
+    ColumnarBatch,
+    Envelope,
+    KeyValueStore,
+    MessageCollector,
+    TaskContext,
+)
 from framework.windows.aggregation import LatePolicy
 from framework.windows.event_time import (
     EventTime,
     Timestamp,
     WindowTicks,
+    envelope_row,
     envelope_timestamp,
     open_window_store,
+    row_envelope,
 )
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, WindowError
@@ -148,16 +157,33 @@ class IntervalJoin:
         """Join one record of ``left`` or ``right`` (or account for a watermark record);
         return, and send to ``output`` if set, the pairs it made and the left records the
         watermark left unjoined (``how="left"``)."""
-        return self.process_batch((envelope,), collector)
+        return self._join(((envelope, envelope.ssp, envelope.offset, envelope.key,
+                            envelope.value, envelope.timestamp),), collector, None)
 
     def process_batch(self, envelopes: Iterable[Envelope], collector: MessageCollector
                       ) -> list[JoinResult]:
         """`process` of each record of ``envelopes`` in turn, in one call (from a task's
         `StreamTask.process_batch`): the same results, sends and store, in the same order,
-        as that many `process` calls, without a call per record."""
+        as that many `process` calls, without a call per record (a worker's batch read as
+        columns where the event time is the record timestamp, as `Windows.process_batch`
+        reads it)."""
+        if isinstance(envelopes, ColumnarBatch) and (
+                self.event_time.timestamp is envelope_timestamp):
+            ssp, offsets, keys, values, stamps = envelopes.columns()
+            return self._join(zip(repeat(None), repeat(ssp), offsets, keys, values, stamps,
+                                  strict=False),  # the columns: of one length
+                              collector, envelopes)
+        listed = envelopes if type(envelopes) in (list, tuple) else list(envelopes)
+        return self._join(zip(listed, *zip(*map(envelope_row, listed), strict=True), strict=True),
+                          collector, None)
+
+    def _join(self, rows: Iterable[tuple[Any, ...]], collector: MessageCollector,
+              batch: ColumnarBatch | None) -> list[JoinResult]:
+        """`process_batch` of ``rows``: ``(envelope, ssp, offset, key, value, timestamp)``
+        per record (envelope None: read as columns from ``batch``, made when needed)."""
         event_time = self.event_time
         timestamp = event_time.timestamp
-        by_envelope = timestamp is envelope_timestamp
+        by_envelope = timestamp is envelope_timestamp  # else: by envelopes, never columns
         sides, grace, keyed = self._sides, self.grace_ms, self._keyed
         before, after, output = self.before_ms, self.after_ms, self.output
         index = keyed.index
@@ -169,32 +195,32 @@ class IntervalJoin:
         watermark, next_due = event_time.watermark, self._next
         quiet_ssp: Any = None
         quiet: int | None = None
+        offset = None
         try:
-            for envelope in envelopes:
-                value = envelope.value
+            for envelope, ssp, offset, key, value, ts in rows:
                 if type(value) is dict and "watermark" in value:
-                    event_time.observe(envelope)
+                    event_time.observe(envelope or row_envelope(ssp, offset, key, value, ts))
                     self._next = next_due
                     results += self._expire_due(collector)
                     watermark, next_due, quiet_ssp = event_time.watermark, self._next, None
                     continue
-                ssp = envelope.ssp
                 is_left = sides.get(ssp)
                 if is_left is None:
-                    is_left = self._side(envelope)
-                ts = envelope.timestamp if by_envelope else timestamp(envelope)
+                    is_left = self._side(ssp, offset)
+                if not by_envelope:
+                    ts = timestamp(envelope)
                 if type(ts) is not int or ts < 0 or ts > MAX_TIME:
                     raise WindowError(
-                        f"{envelope.ssp} offset {envelope.offset}: event time {ts!r} is not "
+                        f"{ssp} offset {offset}: event time {ts!r} is not "
                         f"a number of milliseconds in [0, {MAX_TIME}]; fix the producer or "
                         f"the timestamp= function")
                 if watermark is not None and ts < watermark - grace:
                     self._next = next_due
-                    self._on_late(envelope, ts, watermark, collector)
+                    self._on_late(envelope or row_envelope(ssp, offset, key, value, ts), ts,
+                                  watermark, collector)
                     results += self._expire_due(collector)
                     next_due = self._next
                     continue
-                key = envelope.key
                 text = "s" + key if type(key) is str else key_text(key)
                 hot = keyed.hot
                 state = hot.get(text) if hot is not None else keyed.load(text)
@@ -271,6 +297,10 @@ class IntervalJoin:
                 self._next = next_due
                 results += self._expire_due(collector)
                 next_due, quiet_ssp = self._next, None
+        except BaseException:
+            if batch is not None and offset is not None:
+                batch.failed_at(offset)
+            raise
         finally:
             self._next = next_due
         return results
@@ -282,12 +312,12 @@ class IntervalJoin:
 
     # -- state ----------------------------------------------------------------------------
 
-    def _side(self, envelope: Envelope) -> bool:
-        """Whether ``envelope`` is of the left input (remembered per partition)."""
-        ssp = envelope.ssp
+    def _side(self, ssp: SystemStreamPartition, offset: int) -> bool:
+        """Whether the record at ``offset`` of ``ssp`` is of the left input (remembered
+        per partition)."""
         name = f"{ssp.system}.{ssp.stream}"
         if name not in (self.left, self.right):
-            raise WindowError(f"{ssp} offset {envelope.offset}: the join reads "
+            raise WindowError(f"{ssp} offset {offset}: the join reads "
                               f"{self.left} and {self.right}, not {name}; pass only "
                               f"their records (and watermark records) to it")
         side = self._sides[ssp] = name == self.left

@@ -463,7 +463,10 @@ class Columns:
         """The same windows over aggregates as `Panes` keeps them: the Python close."""
         self.size, self.advance = kind.size_ms, kind.advance_ms
         self.finish = reducer.result
-        self.width, self._start, self._add, self._nest = _column_functions(reducer)
+        self.width, self.start_columns, self.add_columns, self._nest = \
+            _column_functions(reducer)
+        """``start_columns(value)``: a new pane's columns; ``add_columns(state, i, value)``
+        folds a record into the pane at ``state[i]`` (`_column_functions`)."""
         self._merge = _column_merge(reducer, self.width)
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
@@ -471,17 +474,17 @@ class Columns:
         value computed before any is written), or a new pane's inserted."""
         pane, width = ts - ts % self.advance, self.width
         if state is None:
-            return [pane, *self._start(value)], True
+            return [pane, *self.start_columns(value)], True
         i = len(state) - width
         if state[i] == pane:  # the common case: the newest pane
-            self._add(state, i, value)
+            self.add_columns(state, i, value)
             return state, False
         while i >= 0 and state[i] > pane:
             i -= width
         if i >= 0 and state[i] == pane:
-            self._add(state, i, value)
+            self.add_columns(state, i, value)
             return state, False
-        state[i + width:i + width] = (pane, *self._start(value))
+        state[i + width:i + width] = (pane, *self.start_columns(value))
         return state, i < 0
 
     def first_close(self, state: list[Any], closed: int) -> int:

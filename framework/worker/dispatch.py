@@ -14,10 +14,12 @@ one of them) and the skip / dead-letter policies, record by record.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
+from typing import Any
 
-from framework.api import Envelope
+from framework.api import BatchColumns, ColumnarBatch, Envelope
 from framework.errors import ProcessingError, SerdeError, StoreError
 from framework.stores.buffer import TaskStore
 from framework.systems.base import Consumer, FetchedRecord, RawFetcher, Record, as_record
@@ -103,92 +105,165 @@ async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
         instance.processed += count
 
 
-class _Feed:
-    """Where a `process_batch` call is in its batch: the offset of the record it took
-    last (``at``), the position past every record it finished with (``done``), how many
-    it processed, and the error a bad record raised (the decoding's, not the task's)."""
+class _Feed(ColumnarBatch):
+    """The records of one batch as `StreamTask.process_batch` takes them: an iterator of
+    envelopes decoded one at a time (as `dispatch_one` decodes them; a bad record:
+    ``errors.policy``), or, all at once, columns (`ColumnarBatch.columns`). It notes how
+    many records the task took (``taken``), the offset of the last one (``at``: the one
+    an exception is blamed on) and the error a bad record raised (``raised``: the
+    decoding's, not the task's)."""
 
-    __slots__ = ("at", "done", "processed", "raised")
+    __slots__ = ("_codec", "_envelopes", "_instance", "_policies", "_raw", "_ssp", "at",
+                 "end", "raised", "taken")
 
-    def __init__(self, position: int) -> None:
-        self.at = self.done = position
-        self.processed = 0
+    def __init__(self, instance: TaskInstance, ssp: SystemStreamPartition,
+                 records: Sequence[FetchedRecord], codec: RecordCodec,
+                 policies: ErrorPolicies) -> None:
+        position = instance.positions.get(ssp, 0)
+        self._instance, self._ssp, self._codec, self._policies = instance, ssp, codec, policies
+        raw: tuple[Sequence[Any], ...]
+        if type(records) is FetchedColumns:
+            raw = (records.offsets, records.keys, records.values, records.timestamps,
+                   records.headers)
+        else:
+            raw = tuple(zip(*map(_fields, records), strict=True)) or ((), (), (), (), ())
+        start = bisect_left(raw[0], position)  # before it: processed (a rewind)
+        self._raw: tuple[Sequence[Any], ...] = (
+            tuple(column[start:] for column in raw) if start else raw)
+        self.end = raw[0][-1] + 1 if len(raw[0]) > start else position
+        """The position past the batch: every record done, once the task's call returns."""
+        self.at = position
+        self.taken = 0
         self.raised: BaseException | None = None
+        self._envelopes = self._decoded(*self._raw)
 
+    def __iter__(self) -> Iterator[Envelope]:
+        return self._envelopes  # the generator itself: no call of ours per record
 
-def _envelopes(feed: _Feed, instance: TaskInstance, ssp: SystemStreamPartition,
-               rows: Iterable[RawRow], codec: RecordCodec, policies: ErrorPolicies
-               ) -> Generator[Envelope, None, None]:
-    """The envelopes of ``rows`` past ``feed.done``, decoded one at a time as
-    `dispatch_one` decodes them (a bad record: ``errors.policy``), noted in ``feed``: a
-    record is done when the task asks for the next one."""
-    position = feed.done
-    key_from, value_from, short_json = codec.decoding(ssp)
-    for offset, raw_key, raw_value, timestamp, headers in rows:
-        if offset < position:
-            continue  # already processed (a rewind for another reader)
-        try:  # `RecordCodec.decoder`, inline
-            key = raw_key
-            if key is not None:
-                key = key_from(key)
-            value = raw_value
-            if value is not None:
-                value = (short_json(value) if short_json is not None
-                         and len(value) < SHORT_JSON else value_from(value))
-            message = envelope(ssp, offset, key, value, timestamp,
-                               header_map(headers) if headers else NO_HEADERS)
-        except Exception:
-            record = FetchedRow(offset, raw_key, raw_value, timestamp, headers)
-            try:  # the careful path: the record after all, or its SerdeError
-                message = codec.decode(ssp, record)
-            except SerdeError as error:
-                try:
-                    policies.bad_record(ssp, as_record(ssp.partition, record), error,
-                                        [instance])
-                except BaseException as stopped:
-                    feed.raised = stopped
-                    raise
-                feed.done = offset + 1
-                continue
-        feed.at = offset
-        yield message
-        feed.done = offset + 1
-        feed.processed += 1
+    def __next__(self) -> Envelope:
+        return next(self._envelopes)
+
+    def close(self) -> None:
+        self._envelopes.close()
+
+    def _decoded(self, *raw: Sequence[Any]) -> Generator[Envelope, None, None]:
+        """The envelopes of the rows ``raw`` (columns), each noted as taken."""
+        ssp = self._ssp
+        key_from, value_from, short_json = self._codec.decoding(ssp)
+        for offset, raw_key, raw_value, timestamp, headers in zip(*raw, strict=True):
+            try:  # `RecordCodec.decoder`, inline
+                key = raw_key
+                if key is not None:
+                    key = key_from(key)
+                value = raw_value
+                if value is not None:
+                    value = (short_json(value) if short_json is not None
+                             and len(value) < SHORT_JSON else value_from(value))
+                message = envelope(ssp, offset, key, value, timestamp,
+                                   header_map(headers) if headers else NO_HEADERS)
+            except Exception:
+                found = self._careful(offset, raw_key, raw_value, timestamp, headers)
+                if found is None:
+                    continue  # a bad record, passed
+                message = found
+            self.at = offset
+            self.taken += 1
+            yield message
+
+    def _careful(self, offset: int, raw_key: bytes | None, raw_value: bytes | None,
+                 timestamp: int, headers: Any) -> Envelope | None:
+        """A record the inline decoding refused, decoded after all (`RecordCodec.decode`),
+        or None: a bad record, passed under ``errors.policy`` (else its error raised)."""
+        ssp = self._ssp
+        record = FetchedRow(offset, raw_key, raw_value, timestamp, headers)
+        try:
+            return self._codec.decode(ssp, record)
+        except SerdeError as error:
+            try:
+                self._policies.bad_record(ssp, as_record(ssp.partition, record), error,
+                                          [self._instance])
+            except BaseException as stopped:
+                self.raised = stopped
+                raise
+            return None
+
+    def columns(self) -> BatchColumns:
+        """`ColumnarBatch.columns`: every record not taken yet, decoded as the envelopes
+        would be — in one call per column where each record takes the inline decoding
+        (no None, JSON values short enough for orjson), else one at a time."""
+        ssp = self._ssp
+        left = bisect_right(self._raw[0], self.at) if self.taken else 0
+        self._envelopes.close()
+        offsets: Sequence[int]
+        timestamps: Sequence[int]
+        offsets, raw_keys, raw_values, timestamps, headers = (
+            (column[left:] for column in self._raw) if left else self._raw)
+        key_from, value_from, short_json = self._codec.decoding(ssp)
+        try:
+            if None in raw_keys or None in raw_values:
+                raise ValueError("a null key or value: one record at a time")
+            keys = list(map(key_from, raw_keys))
+            if short_json is not None and max(map(len, raw_values), default=0) < SHORT_JSON:
+                values = list(map(short_json, raw_values))
+            else:
+                values = list(map(value_from, raw_values))
+        except Exception:  # `_decoded`'s way, record by record (bad ones passed)
+            taken = self.taken
+            decoded = list(self._decoded(offsets, raw_keys, raw_values, timestamps, headers))
+            self.taken = taken
+            offsets = [message.offset for message in decoded]
+            keys = [message.key for message in decoded]
+            values = [message.value for message in decoded]
+            timestamps = [message.timestamp for message in decoded]
+        self._raw = (offsets,)
+        if offsets:
+            self.at = offsets[0]
+        self.taken += len(offsets)
+        return BatchColumns(ssp, offsets, keys, values, timestamps)
+
+    def failed_at(self, offset: int) -> None:
+        """`ColumnarBatch.failed_at`: the columns' record at ``offset`` is the last taken
+        (and blamed): those after it were not."""
+        self.taken -= len(self._raw[0]) - bisect_right(self._raw[0], offset)
+        self.at = offset
 
 
 async def dispatch_batch(instance: TaskInstance, ssp: SystemStreamPartition,
                          records: Sequence[FetchedRecord], codec: RecordCodec,
                          policies: ErrorPolicies) -> None:
     """Every record of ``records`` not yet processed by ``instance``, in one call of its
-    task's `StreamTask.process_batch` (``instance.process_batch``)."""
+    task's `StreamTask.process_batch` (``instance.process_batch``) with a `_Feed`."""
     position = instance.positions.get(ssp, 0)
-    rows: Iterable[RawRow] = (records.rows() if type(records) is FetchedColumns
-                              else map(_fields, records))
-    feed = _Feed(position)
-    envelopes = _envelopes(feed, instance, ssp, rows, codec, policies)
+    feed = _Feed(instance, ssp, records, codec, policies)
     process_batch = instance.process_batch
     assert process_batch is not None
+    done, failed = position, False
     try:
-        result = process_batch(envelopes, instance, instance)
+        result = process_batch(feed, instance, instance)
         if result is not None:  # an `async def process_batch`
             await result
-        left = next(envelopes, None)
+        left = next(feed, None)
         if left is not None:
             raise ProcessingError(
                 f"task {instance.name!r} failed on {ssp} offset {left.offset}: its "
                 f"process_batch returned before taking that record (and any after it); "
                 f"it must take every envelope it is given, as process takes each")
-    except StoreError:
-        raise  # the store failed, not the task: never skipped, never blamed on it
-    except Exception as error:
-        if error is feed.raised or isinstance(error, ProcessingError):
+        done = feed.end
+    except BaseException as error:
+        failed = True
+        if feed.taken:
+            done = feed.at  # the records before the one it was at are done
+        if isinstance(error, StoreError):
+            raise  # the store failed, not the task: never skipped, never blamed on it
+        if error is feed.raised or isinstance(error, ProcessingError) or not isinstance(
+                error, Exception):
             raise
         raise policies.failed(instance, ssp, feed.at, error) from error
     finally:
-        envelopes.close()
-        if feed.done != position:
-            instance.positions[ssp] = feed.done
-        instance.processed += feed.processed
+        feed.close()
+        if done != position:
+            instance.positions[ssp] = done
+        instance.processed += feed.taken - 1 if failed and feed.taken else feed.taken
 
 
 async def dispatch_many(readers: Sequence[TaskInstance], ssp: SystemStreamPartition,

@@ -3,7 +3,8 @@ by record: the same records, cut into batches with a commit after each, give the
 sends, the same results in the same order, the same writes in every commit (the
 changelog) and the same store, and every key is due at the same time after every batch
 — late records, watermark records, non-str keys, a states' cache too small for every
-key and the journaled stores of the skip and dead-letter policies included."""
+key and the journaled stores of the skip and dead-letter policies included — whether a
+batch comes as envelopes or, as a worker hands it, as columns (`ColumnarBatch`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.api import Envelope
+from framework.api import BatchColumns, ColumnarBatch, Envelope
 from framework.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
 from framework.windows import (
@@ -79,6 +80,39 @@ class Sent:
         self.sent.append((stream, key, repr(value)))
 
 
+class Columns(ColumnarBatch):
+    """A batch of one partition's envelopes, as a worker hands it: also as columns."""
+
+    def __init__(self, envelopes: list[Envelope]) -> None:
+        self.envelopes = iter(envelopes)
+        self.failed: int | None = None
+
+    def __iter__(self) -> Any:
+        return self.envelopes
+
+    def __next__(self) -> Envelope:
+        return next(self.envelopes)
+
+    def columns(self) -> BatchColumns:
+        rest = list(self.envelopes)
+        return BatchColumns(rest[0].ssp, [e.offset for e in rest], [e.key for e in rest],
+                            [e.value for e in rest], [e.timestamp for e in rest])
+
+    def failed_at(self, offset: int) -> None:
+        self.failed = offset
+
+
+def by_partition(envelopes: list[Envelope]) -> list[Columns]:
+    """``envelopes`` as a worker would hand them: a batch per run of one partition."""
+    runs: list[list[Envelope]] = []
+    for envelope in envelopes:
+        if runs and runs[-1][0].ssp == envelope.ssp:
+            runs[-1].append(envelope)
+        else:
+            runs.append([envelope])
+    return [Columns(run) for run in runs]
+
+
 @st.composite
 def records(draw: st.DrawFn, streams: list[str]) -> list[Envelope]:
     """Records whose times follow a clock moving on by 0, 1, 9, 10 or 50 ms, each up to
@@ -103,12 +137,14 @@ def records(draw: st.DrawFn, streams: list[str]) -> list[Envelope]:
 
 
 def run(make: Callable[[Context], Any], streams: list[str], data: list[Envelope],
-        cuts: list[int], *, batch: bool, cached: int | None, journal: bool
+        cuts: list[int], *, batch: str | None, cached: int | None, journal: bool
         ) -> dict[str, Any]:
-    """``data`` through the aggregation ``make`` builds, per record (``batch`` False) or
-    one `process_batch` call per run of records between ``cuts``, committing (draining
-    the store) at each cut: what it sent and returned, each commit's writes and each
-    key's due time then, and the store at the end."""
+    """``data`` through the aggregation ``make`` builds, per record (``batch`` None) or
+    in batches — the records between two ``cuts`` in one `process_batch` call
+    (``"envelopes"``), or in one call per run of one partition among them, as columns
+    (``"columns"``) —, committing (draining the store) at each cut: what it sent and
+    returned, each commit's writes and each key's due time then, and the store at the
+    end."""
     context = Context(streams)
     aggregation = make(context)
     store = context.stores["w"]
@@ -123,8 +159,11 @@ def run(make: Callable[[Context], Any], streams: list[str], data: list[Envelope]
     for cut in [*cuts, len(data)]:
         if cut <= at:
             continue
-        if batch:
+        if batch == "envelopes":
             returned += map(repr, aggregation.process_batch(iter(data[at:cut]), collector))
+        elif batch == "columns":
+            for columns in by_partition(data[at:cut]):
+                returned += map(repr, aggregation.process_batch(columns, collector))
         else:
             for envelope in data[at:cut]:
                 returned += map(repr, aggregation.process(envelope, collector))
@@ -140,9 +179,11 @@ def run(make: Callable[[Context], Any], streams: list[str], data: list[Envelope]
 def same_per_record_and_per_batch(make: Callable[[Context], Any], streams: list[str],
                                   data: list[Envelope], cuts: list[int],
                                   cached: int | None, journal: bool) -> None:
-    per_record = run(make, streams, data, cuts, batch=False, cached=cached, journal=journal)
-    per_batch = run(make, streams, data, cuts, batch=True, cached=cached, journal=journal)
-    assert per_batch == per_record
+    per_record = run(make, streams, data, cuts, batch=None, cached=cached, journal=journal)
+    for batch in ("envelopes", "columns"):
+        per_batch = run(make, streams, data, cuts, batch=batch, cached=cached,
+                        journal=journal)
+        assert per_batch == per_record, batch
 
 
 cuts = st.lists(st.integers(1, 90), max_size=6).map(sorted)
@@ -201,21 +242,39 @@ def test_a_key_written_again_after_its_close_keeps_its_state_in_the_store() -> N
         return Windows(context, "w", Session(gap_ms=50), count())
 
     for cuts in ([1, 2, 3, 4, 5, 6], [6], [3]):
-        per_batch = run(make, ["views"], data, cuts, batch=True, cached=None, journal=False)
-        assert per_batch == run(make, ["views"], data, cuts, batch=False, cached=None,
-                                journal=False)
-        assert b"k|sa" in dict(per_batch["store"])
+        per_record = run(make, ["views"], data, cuts, batch=None, cached=None, journal=False)
+        for batch in ("envelopes", "columns"):
+            per_batch = run(make, ["views"], data, cuts, batch=batch, cached=None,
+                            journal=False)
+            assert per_batch == per_record
+            assert b"k|sa" in dict(per_batch["store"])
 
 
-def test_a_record_that_fails_stops_the_batch_and_keeps_the_next_close() -> None:
-    """A bad event time raises from the batch at its record; the records before it are
-    folded in and the aggregation still knows when its next window closes."""
+@pytest.mark.parametrize("columns", [False, True])
+def test_a_record_that_fails_stops_the_batch_and_keeps_the_next_close(columns: bool) -> None:
+    """A bad event time raises from the batch at its record (read as columns, the batch
+    is told which one failed); the records before it are folded in and the aggregation
+    still knows when its next window closes."""
     views = SystemStreamPartition("local", "views", 0)
     good = [Envelope(views, n, "a", {"x": 1}, ts) for n, ts in enumerate([5, 150])]
     bad = Envelope(views, 2, "a", {"x": 1}, -1)
+    batch = Columns([*good, bad, *good]) if columns else iter([*good, bad, *good])
     context = Context(["views"])
     windows = Windows(context, "w", Tumbling(size_ms=100), count())
     with pytest.raises(Exception, match=r"local\.views\[0\] offset 2: event time -1"):
-        windows.process_batch(iter([*good, bad]), Sent())
+        windows.process_batch(batch, Sent())
     assert windows._next_close == 100
     assert windows._keyed.load("sa") == [0, 1, 100, 1]
+    if isinstance(batch, Columns):
+        assert batch.failed == 2
+
+
+def test_a_join_told_which_record_of_its_columns_failed() -> None:
+    left = SystemStreamPartition("local", "left", 0)
+    batch = Columns([Envelope(left, 0, "a", {}, 5), Envelope(left, 1, "a", {}, 2**70)])
+    context = Context(["left", "right"])
+    join = IntervalJoin(context, "w", left="local.left", right="local.right", before_ms=5,
+                        after_ms=5)
+    with pytest.raises(Exception, match=r"local\.left\[0\] offset 1: event time"):
+        join.process_batch(batch, Sent())
+    assert batch.failed == 1
