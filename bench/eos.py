@@ -19,7 +19,9 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
+from bench.kafka_args import add_client_options, client_options, job_line
 from bench.worker import KEYS, PARTITIONS, TASK, _records, _run_worker
 from framework.config import load_config
 from framework.coordinator.builder import build_job_model
@@ -35,7 +37,7 @@ RUNS = 5
 
 
 async def _sum(bootstrap: str, folder: Path, guarantee: str,
-               records: list[ProducerRecord]) -> float:
+               records: list[ProducerRecord], options: dict[str, Any]) -> float:
     """Records/s of one sum job under ``guarantee`` with its own topics."""
     name = f"bench-eos-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
@@ -51,7 +53,7 @@ guarantee = "{guarantee}"
 [systems.kafka]
 type = "kafka"
 bootstrap = "{bootstrap}"
-
+{job_line(options)}
 [streams."kafka.{name}-events"]
 [streams."kafka.sums"]
 [stores.totals]
@@ -80,7 +82,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=RECORDS)
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--bootstrap", help="a running broker (default: start one)")
+    add_client_options(parser)
     args = parser.parse_args()
+    options = client_options(args)
     records = _records(args.records, KEYS)
     cluster = None if args.bootstrap else start_kafka()
     bootstrap = args.bootstrap or cluster.bootstrap
@@ -91,7 +95,7 @@ def main() -> None:
                 order = list(rates) if run % 2 == 0 else list(reversed(rates))
                 for guarantee in order:  # alternate who goes first: the machine drifts
                     rate = asyncio.run(_sum(bootstrap, Path(tmp) / f"{guarantee}-{run}", guarantee,
-                                            records))
+                                            records, options))
                     rates[guarantee].append(rate)
                     print(f"run {run + 1} {guarantee:>13}: {rate:>10,.0f} records/s", flush=True)
     finally:

@@ -28,7 +28,9 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+from bench.kafka_args import add_client_options, client_options
 from framework.metadata import CoordinatorState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,10 +49,11 @@ def _settled(hosts: Hosts, names: set[str], after: int) -> CoordinatorState | No
     return current if ok else None
 
 
-def run_case(bootstrap: str, folder: Path, standbys: int, keys_per_task: int) -> dict[str, float]:
+def run_case(bootstrap: str, folder: Path, standbys: int, keys_per_task: int,
+             options: dict[str, Any] | None = None) -> dict[str, float]:
     name = f"bench-fo{standbys}-{os.getpid()}-{int(time.time())}"
     path = job_file(folder / "job", bootstrap, name, standbys=standbys,
-                    extra="store_restore_batch = 10000\n")
+                    extra="store_restore_batch = 10000\n", client_options=options)
     path.write_text(path.read_text().replace("acceptable_recovery_lag = 0",
                                              "acceptable_recovery_lag = 10000"))
     hosts = Hosts(path, folder)
@@ -118,7 +121,9 @@ def main() -> None:
     parser.add_argument("--bootstrap",
                         help="HOST:PORT of a broker (default: start Apache Kafka)")
     parser.add_argument("--tansu", action="store_true", help="start tansu, not Apache Kafka")
+    add_client_options(parser)
     args = parser.parse_args()
+    options = client_options(args)
     with tempfile.TemporaryDirectory(prefix="sampan-bench-failover-") as tmp:
         broker = None if args.bootstrap else (
             start_tansu(Path(tmp)) if args.tansu else start_kafka(Path(tmp) / "kafka"))
@@ -126,7 +131,7 @@ def main() -> None:
         try:
             for number, standbys in ((n, s) for n in range(args.rounds) for s in (1, 0)):
                 figures = run_case(bootstrap, Path(tmp) / f"r{number}s{standbys}", standbys,
-                                   args.keys_per_task)
+                                   args.keys_per_task, options)
                 print(f"round {number + 1}, standby_replicas={standbys}: kill → every task "
                       "processing again "
                       f"{figures['failover_s']:.1f} s, records restored "

@@ -51,6 +51,7 @@ from hostjobs import Hosts, SteadyInput, outputs_job, read_on, state, wait_for  
 from jobs.harness import Workload, replay_problems  # noqa: E402
 from kafka_broker import start_kafka  # noqa: E402
 
+from bench.kafka_args import add_client_options, client_options  # noqa: E402
 from framework.drill.hosts import settled  # noqa: E402
 from framework.drill.verify import read_stream  # noqa: E402
 from framework.jobmodel import JobModel  # noqa: E402
@@ -145,11 +146,12 @@ def _stayed(models: list[JobModel], since: int, until: int) -> set[int]:
     return {p for p, host in span[0].items() if host and all(o.get(p) == host for o in span)}
 
 
-def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, workers: int
-           ) -> dict[str, float]:
+def _round(bootstrap: str, folder: Path, mode: str, rate: int, tasks: int, workers: int,
+           options: dict[str, Any] | None = None) -> dict[str, float]:
     name = f"bench-rg-{mode}-{os.getpid()}-{int(time.time())}"
     hosts = Hosts(outputs_job(folder / "job", bootstrap, name, tasks=tasks, workers=workers,
-                              task="sum_task:StampedSumTask", rebalances=mode), folder)
+                              task="sum_task:StampedSumTask", rebalances=mode,
+                              client_options=options), folder)
     config = hosts.config
     work = Workload(keys=400, stream=f"{name}-in")
     try:
@@ -232,7 +234,9 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES),
                         help="which of incremental,eager to run (default both)")
     parser.add_argument("--keep", help="keep the hosts' folders and logs under this folder")
+    add_client_options(parser)
     args = parser.parse_args()
+    options = client_options(args)
     with contextlib.ExitStack() as stack:
         tmp = args.keep or stack.enter_context(tempfile.TemporaryDirectory(
             prefix="sampan-bench-rebalance-"))
@@ -242,7 +246,7 @@ def main() -> None:
             for number in range(args.rounds):
                 for mode in args.modes.split(","):
                     figures = _round(bootstrap, Path(tmp) / f"{mode}-{number}", mode,
-                                     args.rate, args.tasks, args.workers)
+                                     args.rate, args.tasks, args.workers, options)
                     print(f"round {number + 1} {mode}: " + ", ".join(
                         f"{k} {v:,.0f}" for k, v in figures.items()), flush=True)
         finally:

@@ -38,6 +38,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     plan.set_defaults(handler=_expansion_plan)
 
+    from framework.commands.acls import add_acls_command
+    from framework.commands.describe import add_describe_command
     from framework.commands.drill import add_drill_command
     from framework.commands.rekey import add_rekey_command
     from framework.commands.run import add_run_command
@@ -53,6 +55,8 @@ def _build_parser() -> argparse.ArgumentParser:
     add_worker_command(commands)
     add_verify_command(commands)
     add_rekey_command(commands)
+    add_acls_command(commands)
+    add_describe_command(commands)
     return parser
 
 
@@ -73,8 +77,10 @@ def _expansion_plan(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sampan` console script; returns the exit status."""
+    from framework.client_logs import install_client_log_gate
     from framework.commands.jobarg import resolve_job
 
+    install_client_log_gate()  # every command's Kafka client, whatever its logging
     parser = _build_parser()
     args, extra = parser.parse_known_args(argv)
     extra = resolve_job(args, extra)

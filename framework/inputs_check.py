@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from framework.config import JobConfig
-from framework.errors import SampanError
+from framework.config import JobConfig, StartPosition
+from framework.errors import ConfigError, SampanError
 from framework.jobmodel import TaskModel
-from framework.systems.base import Checkpoint, OffsetRange, System
+from framework.systems.base import Checkpoint, OffsetRange, OffsetsByTime, System
 from groupers import SystemStreamPartition
 
-__all__ = ["InputRecreatedError", "check_inputs", "recreated_inputs", "start_positions"]
+__all__ = ["InputRecreatedError", "check_inputs", "offsets_at", "recreated_inputs",
+           "start_positions"]
 
 
 class InputRecreatedError(SampanError):
@@ -57,12 +58,29 @@ def check_inputs(job_file: Path, checkpoints: Mapping[str, Checkpoint],
         f"(read everything the stream holds now) or `--to latest` (only what comes next)")
 
 
+async def offsets_at(system: System, stream: str, start: StartPosition) -> dict[int, int]:
+    """Per partition of ``stream``, the offset ``start`` names now: the oldest retained
+    record, the end, or the first record stamped at or after its time (else the end)."""
+    if start.timestamp_ms is not None:
+        if not isinstance(system, OffsetsByTime):
+            raise ConfigError(f"system {system.name!r} cannot find records by time, so "
+                              f"{system.name}.{stream} cannot start at {start.describe()}; "
+                              f"use \"oldest\" or \"latest\"")
+        return await system.offsets_for_time(stream, start.timestamp_ms)
+    ranges = await system.offsets(stream)
+    return {p: span.oldest if start.kind == "oldest" else span.end
+            for p, span in ranges.items()}
+
+
 async def start_positions(
     config: JobConfig, systems: Mapping[str, System], task: TaskModel,
     checkpoint: Checkpoint | None,
 ) -> dict[SystemStreamPartition, int]:
-    """Where ``task`` starts reading: its checkpointed positions; SSPs without one start
-    from their oldest offset. A checkpoint past its partition's end is refused."""
+    """Where ``task`` starts reading: its checkpointed positions. SSPs without one (a
+    partition an expansion added, or a model published without the coordinator) start
+    from their oldest offset: the coordinator wrote the job's start positions
+    (`framework.coordinator.starts`) as checkpoints before its first model. A checkpoint
+    past its partition's end is refused."""
     done = dict(checkpoint.inputs) if checkpoint else {}
     positions = {}
     ends: dict[SystemStreamPartition, int] = {}

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from framework.client_logs import LibraryThrottle, install_client_log_gate
+
 __all__ = ["FORMATS", "NOTICES_GIVEN_ENV", "JsonFormatter", "LibraryThrottle",
            "configure_logging", "default_format", "notice_level", "set_context_provider"]
 
@@ -74,65 +76,11 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, ensure_ascii=False, default=str)
 
 
-class LibraryThrottle(logging.Filter):
-    """The Kafka client's own lines: at most one per message every ``window_s``, and its
-    errors logged as warnings, an exception folded into the line (no traceback). With a
-    broker down, aiokafka logs the same connection error
-    several times a second from every client of every process (thousands of lines a
-    minute), while sampan says once what is unreachable and since when, and decides what
-    is an error of the job. The line let through after a quiet spell says how many were
-    left out. One filter serves every handler (each record is judged once)."""
-
-    def __init__(self, prefix: str = "aiokafka", window_s: float = 60.0) -> None:
-        super().__init__()
-        self.prefix = prefix
-        self.window_s = window_s
-        self._seen: dict[tuple[str, object], tuple[float, int]] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith(self.prefix):
-            return True
-        fields = vars(record)  # the verdict travels with the record to every handler
-        verdict = fields.get("sampan_throttle")
-        if verdict is None:
-            verdict = fields["sampan_throttle"] = self._judge(record)
-        return bool(verdict)
-
-    def _judge(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.msg)
-        now = time.monotonic()
-        last, left_out = self._seen.get(key, (float("-inf"), 0))
-        if now - last < self.window_s:
-            self._seen[key] = (last, left_out + 1)
-            return False
-        self._seen[key] = (now, 0)
-        if left_out:
-            record.msg = (f"{record.getMessage()} ({left_out} more like it in the last "
-                          f"{now - last:.0f} s)")
-            record.args = None
-        if record.exc_info and record.exc_info[1] is not None:
-            record.msg, record.args = f"{record.getMessage()}: {_chain(record.exc_info[1])}", None
-            record.exc_info, record.exc_text = None, None
-        if record.levelno == logging.ERROR:
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
-def _chain(error: BaseException) -> str:
-    """An exception and what caused it on one line (a library's traceback is not the job's
-    error: sampan says what failed and what to do)."""
-    parts: list[str] = []
-    seen: BaseException | None = error
-    while seen is not None and len(parts) < 4:
-        parts.append(f"{type(seen).__name__}: {seen}")
-        seen = seen.__cause__ or seen.__context__
-    return " <- ".join(parts)
-
-
 def configure_logging(log_format: str, *, process: str, job: str | None,
                       worker: int | None = None, log_file: Path | None = None
                       ) -> logging.FileHandler | None:
-    """Log INFO and up to stderr (and ``log_file``) as ``log_format``; the file handler."""
+    """Log INFO and up to stderr (and ``log_file``) as ``log_format``, the Kafka client's
+    lines through `framework.client_logs`; the file handler."""
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     file_handler = None
     if log_file is not None:
@@ -143,12 +91,11 @@ def configure_logging(log_format: str, *, process: str, job: str | None,
         formatter: logging.Formatter = JsonFormatter(job=job, process=process, worker=worker)
     else:
         formatter = logging.Formatter(f"%(asctime)s {process} %(levelname)s %(message)s")
-    throttle = LibraryThrottle()
     for handler in handlers:
         handler.setFormatter(formatter)
-        handler.addFilter(throttle)
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
     # aiokafka logs every manual assignment ("Updating subscribed topics to: ...") at INFO:
-    # twice a second per process, forever; its warnings and errors stay.
+    # twice a second per process, forever; its warnings and errors go through the gate.
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    install_client_log_gate()
     return file_handler

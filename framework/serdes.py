@@ -48,7 +48,7 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from framework.errors import ConfigError, SerdeError
-from framework.usercode import ImportSpecError, import_spec
+from framework.importing import ImportSpecError, import_spec
 
 __all__ = [
     "BUILTIN_SERDES",

@@ -1,4 +1,4 @@
-"""Run a `StreamTask` over in-memory input in a unit test: no broker, no disk.
+"""Run a `StreamTask` or a pipeline over in-memory input in a unit test: no broker, no disk.
 
 `run_task` feeds records to one instance of the task the way a worker does: the same
 `TaskInstance`, buffered `TaskStore`s over in-memory engines, and the worker's real
@@ -27,19 +27,40 @@ results do not depend on a crash (they do when a task keeps state outside its st
     {'totals': {'a': 5, 'b': 15}}
     >>> result.last_values("local.totals")
     {'a': 5, 'b': 15}
+
+`run_pipeline` runs a pipeline (`framework.pipelines`) the same way, in one task, stage by
+stage: the records its stages write to intermediate streams are read back, through the
+streams' serdes, by the stages after them.
+
+    >>> from framework.pipelines import Pipeline
+    >>> p = Pipeline()
+    >>> (p.source("local.views")
+    ...   .partition_by(lambda user, view: view["page"], name="by-page")
+    ...   .count(store="views")
+    ...   .to("local.views-per-page"))
+    >>> result = run_pipeline(p, [("local.views", "u1", {"page": "home"}),
+    ...                           ("local.views", "u2", {"page": "faq"}),
+    ...                           ("local.views", "u2", {"page": "home"})])
+    >>> [(m.key, m.value) for m in result.sent_to("local.views-per-page")]
+    [('home', 1), ('faq', 1), ('home', 2)]
+    >>> result.stores
+    {'views': {'faq': 1, 'home': 2}}
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from framework.api import Envelope, OutgoingMessage, StreamTask
 from framework.config import JobConfig, StreamRef, load_config, parse_config
+from framework.config.pipeline import PIPELINE_TASK, JobFacts
+from framework.pipelines import Pipeline
+from framework.pipelines.task import Compiled, PipelineTask, compiled_for
 from framework.serdes import Serde, get_serde
 from framework.stores import MemoryEngine, TaskStore
 from framework.stores.restore import changelog_reader, restore_store
@@ -50,14 +71,16 @@ from framework.worker.commit import Committer
 from framework.worker.instance import TaskInstance
 from groupers import SystemStreamPartition
 
-__all__ = ["InputRecord", "TaskRunResult", "run_task", "run_task_async"]
+__all__ = ["InputRecord", "TaskRunResult", "run_pipeline", "run_pipeline_async", "run_task",
+           "run_task_async"]
 
 TASK_NAME = "Partition 0"
 """The name the task instance gets (what ``context.task_name`` returns)."""
 
 InputRecord = Envelope | tuple[Any, ...]
-"""An `Envelope`, or ``(stream, key, value)`` / ``(stream, key, value, partition)`` with
-``stream`` written ``"system.stream"``."""
+"""An `Envelope`, or ``(stream, key, value)`` / ``(stream, key, value, partition)`` /
+``(stream, key, value, partition, timestamp)`` with ``stream`` written
+``"system.stream"`` (partition None: 0; timestamp: 0 unless given)."""
 
 
 @dataclass
@@ -172,14 +195,16 @@ def _envelope(item: InputRecord, offsets: dict[SystemStreamPartition, int],
         return item
     stream, key, value, *rest = item
     system, name = StreamRef.parse(stream)
-    ssp = SystemStreamPartition(system, name, int(rest[0]) if rest else 0)
+    ssp = SystemStreamPartition(system, name, int(rest[0]) if rest and rest[0] is not None
+                                else 0)
+    timestamp = int(rest[1]) if len(rest) > 1 else 0
     offset = offsets.get(ssp, 0)
     offsets[ssp] = offset + 1
     if codec is None:
-        return Envelope(ssp, offset, key, value, 0, {})
+        return Envelope(ssp, offset, key, value, timestamp, {})
     key_serde, value_serde = codec.serdes(stream)
     record = Record(ssp.partition, offset, None if key is None else key_serde.to_bytes(key),
-                    None if value is None else value_serde.to_bytes(value), 0)
+                    None if value is None else value_serde.to_bytes(value), timestamp)
     return codec.decode(ssp, record)  # what the task would see in production
 
 
@@ -355,3 +380,134 @@ def run_task(
                                       write_buffer_max_keys=write_buffer_max_keys,
                                       crash_after=crash_after))
 
+
+
+PipelineSource = Pipeline | Callable[[], Pipeline] | JobConfig | str | os.PathLike[str]
+"""What `run_pipeline` runs: a `Pipeline`, the function building one, or a pipeline job
+(its `JobConfig` or job file)."""
+
+
+class _Crash(Exception):
+    """``crash_after`` records were processed: the task dies here."""
+
+
+def _pipeline_job(source: PipelineSource) -> tuple[JobConfig, Compiled]:
+    """The job and compiled pipeline ``source`` gives; a stand-in job declaring every
+    stream the pipeline names (one partition each, on local systems) for a bare one."""
+    if isinstance(source, JobConfig | str | os.PathLike):
+        config = source if isinstance(source, JobConfig) else load_config(source)
+        return config, compiled_for(config)
+    pipeline = source if isinstance(source, Pipeline) else source()
+    named = sorted({str(value) for node in pipeline.nodes
+                    for key, value in node.args.items()
+                    if key in ("stream", "late_stream") and value})
+    document: dict[str, Any] = {
+        "job": {"name": "test", "task": PIPELINE_TASK},
+        "systems": {StreamRef.parse(n).system: {"type": "local"} for n in named},
+        "streams": {name: {"partitions": 1} for name in named}, "stores": {}}
+    tables = pipeline.job_tables(JobFacts.of_document(document))
+    document["job"].update(inputs=list(tables.inputs),
+                           broadcast_inputs=list(tables.broadcast_inputs))
+    document["streams"].update({n: dict(t) for n, t in tables.streams.items()})
+    document["stores"].update({n: dict(t) for n, t in tables.stores.items()})
+    config = parse_config(document, Path.cwd() / "test-job.toml")
+    return config, Compiled.of(pipeline, config, "test")
+
+
+async def run_pipeline_async(
+    source: PipelineSource,
+    inputs: Iterable[InputRecord],
+    *,
+    stores: Mapping[str, Mapping[Any, Any] | None] | None = None,
+    windows: int = 0,
+    write_buffer_max_keys: int | None = None,
+    crash_after: int | None = None,
+) -> TaskRunResult:
+    """`run_pipeline` for code already inside an event loop."""
+    config, compiled = _pipeline_job(source)
+    task = PipelineTask.bound(compiled)
+    codec = RecordCodec(config)
+    offsets: dict[SystemStreamPartition, int] = {}
+    envelopes = [_envelope(item, offsets, codec) for item in inputs]
+    intermediate = [SystemStreamPartition(*StreamRef.parse(name), 0)
+                    for name in compiled.plan.intermediate]
+    contents = {name: (stores or {}).get(name) for name in sorted({*config.stores,
+                                                                   *(stores or {})})}
+    run = _Run(config, False, contents, frozenset(offsets) | frozenset(intermediate),
+               write_buffer_max_keys or config.write_buffer_max_keys)
+    for ssp in intermediate:
+        await run.systems[ssp.system].create_stream(ssp.stream, 1, exist_ok=True)
+    await run.preload()
+    result = TaskRunResult()
+    left = crash_after
+
+    async def feed(instance: _TestInstance) -> None:
+        """Every record not processed yet: the inputs, then the intermediate streams'
+        records, stage by stage, until none is left; a commit after each round."""
+        nonlocal left
+        batch = [e for e in envelopes if e.offset >= instance.positions.get(e.ssp, 0)]
+        while True:
+            batch = batch or [codec.decode(ssp, record) for ssp in intermediate
+                              for record in run.systems[ssp.system].records(
+                                  ssp.stream, 0, instance.positions.get(ssp, 0))]
+            if not batch:
+                return
+            for envelope in batch:
+                if left is not None and left <= 0:
+                    raise _Crash
+                await run.process(instance, envelope)
+                left = None if left is None else left - 1
+            await run.commit(instance)
+            batch = []
+
+    instance = await run.start(task)
+    try:
+        await feed(instance)
+    except _Crash:
+        result.processed += instance.processed
+        result.crashed_after = instance.processed  # what it did not commit dies with it
+        left = None
+        instance = await run.start(task)
+        await feed(instance)
+    for _ in range(windows):
+        await instance.window()
+        await run.commit(instance)
+        await feed(instance)  # what the ticks sent on through intermediate streams
+    await run.commit(instance)
+    await instance.close()
+    result.outputs = run.durable
+    result.commits = run.committer_commits
+    result.processed += instance.processed
+    result.stores = {name: dict(store.all()) for name, store in instance.stores.items()
+                     if isinstance(store, TaskStore)}
+    return result
+
+
+def run_pipeline(
+    source: PipelineSource,
+    inputs: Iterable[InputRecord],
+    *,
+    stores: Mapping[str, Mapping[Any, Any] | None] | None = None,
+    windows: int = 0,
+    write_buffer_max_keys: int | None = None,
+    crash_after: int | None = None,
+) -> TaskRunResult:
+    """Run a pipeline over ``inputs`` as its job would, in one task, and return what it
+    committed: every record sent (to its output streams and to its intermediate streams,
+    in commit order) and its stores' contents.
+
+    ``source`` is a `Pipeline`, the function building one, or a pipeline job (a
+    `JobConfig` or a job file naming ``pipeline``). A bare pipeline runs in a stand-in job
+    declaring every stream it names with default serdes. Records pass through the
+    streams' serdes as in a worker, the intermediate streams included: the inputs are
+    processed first, in order, then the records their stages wrote to intermediate
+    streams, stage by stage, until no stage writes any more — with a commit after each
+    round, through the worker's `Committer`. ``windows`` then runs the window ticks
+    that many times (windows and joins close on them; custom steps' ``window``).
+    ``stores`` gives initial contents; ``crash_after=N`` drops the task after N records
+    with what it did not commit, and restarts it from its stores' changelogs and its
+    checkpoint, as `run_task` does.
+    """
+    return asyncio.run(run_pipeline_async(source, inputs, stores=stores, windows=windows,
+                                          write_buffer_max_keys=write_buffer_max_keys,
+                                          crash_after=crash_after))

@@ -63,6 +63,12 @@ class ExpandingGrouper(Protocol):
         """Task name → the SSPs it consumes, tasks in `task_sort_key` order."""
         ...
 
+    def count_refusal(self, stream: str, previous: Mapping[int, str], previous_count: int,
+                      count: int) -> ExpansionError | None:
+        """Why `group` would refuse ``stream`` at ``count`` partitions, or None when it
+        maps that count (pure: data in, answer out; nothing is grouped)."""
+        ...
+
 
 def stream_name(ssp: SystemStreamPartition) -> str:
     """``"system.stream"``: the key of ``previous_counts`` and of job models' counts."""
@@ -124,26 +130,67 @@ class FixedTasks:
             assignment.update(self._place_new_streams(current, new_streams, job_tasks))
         return finish_grouping(assignment)
 
+    def count_refusal(self, stream: str, previous: Mapping[int, str], previous_count: int,
+                      count: int) -> ExpansionError | None:
+        """Why `group` refuses ``stream`` (``"system.stream"``) at ``count`` partitions,
+        or None when its tasks map that count: the check `group` makes of every stream the
+        previous model knew, alone (pure; no grouping is built).
+
+        ``previous`` maps each of the stream's partitions in the previous model to its task
+        (empty: a stream new to the job, which the wrapped grouper places, so any count
+        maps); ``previous_count`` is its count there. A count below 1 is refused as a
+        decrease (a stream with no partition would drop its tasks' keys).
+
+            >>> grouper = GroupByPartitionFixedTasks()
+            >>> tasks = {0: "Partition 0", 1: "Partition 1"}
+            >>> grouper.count_refusal("local.e", tasks, 2, 6) is None
+            True
+            >>> print(grouper.count_refusal("local.e", tasks, 2, 3))  # doctest: +ELLIPSIS
+            stream local.e: partition count went from 2 to 3, refused (2 tasks consume it): ...
+        """
+        if not previous:
+            return None
+        try:
+            checked = _previous_count(stream, previous, {stream: previous_count})
+            if count < 1:
+                raise self._decrease(stream, checked, count, previous)
+            self._origins(stream, previous, checked, count)
+        except ExpansionError as error:
+            return error
+        return None
+
     def _place_known_stream(
         self, name: str, ssps: list[SystemStreamPartition], before: Mapping[int, str],
         previous_count: int,
     ) -> Placement:
         """Each SSP of a stream the previous model knew → the task its keys were in."""
         current_count = max(ssp.partition for ssp in ssps) + 1
+        tasks = self._origins(name, before, previous_count, current_count)
+        return {ssp: tasks[ssp.partition] for ssp in ssps}
+
+    def _decrease(self, name: str, previous_count: int, current_count: int,
+                  before: Mapping[int, str]) -> ExpansionError:
+        return ExpansionError(
+            f"stream {name}: partition count went from {previous_count} to "
+            f"{current_count}; a decrease drops the keys of the removed partitions. "
+            f"Restore {name} to {previous_count} partitions (or a multiple of "
+            f"{self._origin_count(name, before, previous_count)}) — partition counts may "
+            f"only grow"
+        )
+
+    def _origins(self, name: str, before: Mapping[int, str], previous_count: int,
+                 current_count: int) -> dict[int, str]:
+        """Partition → the task its keys were in, for ``current_count`` partitions of a
+        stream the previous model knew; `ExpansionError` when its tasks cannot map it."""
         origin_count = self._origin_count(name, before, previous_count)
         if current_count < previous_count:
-            raise ExpansionError(
-                f"stream {name}: partition count went from {previous_count} to "
-                f"{current_count}; a decrease drops the keys of the removed partitions. "
-                f"Restore {name} to {previous_count} partitions (or a multiple of "
-                f"{origin_count}) — partition counts may only grow"
-            )
+            raise self._decrease(name, previous_count, current_count, before)
         tasks = len(set(before.values()))
-        placed: Placement = {}
-        for ssp in ssps:
+        placed: dict[int, str] = {}
+        for partition in range(current_count):
             try:
                 origin = self.expansion.partition_before_expansion(
-                    ssp.partition, current_count, origin_count
+                    partition, current_count, origin_count
                 )
             except ExpansionError as error:
                 raise ExpansionError(
@@ -153,12 +200,12 @@ class FixedTasks:
             task = before.get(origin)
             if task is None:
                 raise ExpansionError(
-                    f"stream {name}: {self.expansion!r} sent partition {ssp.partition} of "
+                    f"stream {name}: {self.expansion!r} sent partition {partition} of "
                     f"{current_count} to partition {origin}, which the previous job model "
                     f"does not have; fix the algorithm to return a partition below "
                     f"{origin_count}"
                 )
-            placed[ssp] = task
+            placed[partition] = task
         return placed
 
     def _origin_count(self, name: str, before: Mapping[int, str], previous_count: int) -> int:

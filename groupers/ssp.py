@@ -92,6 +92,11 @@ class GroupByPartition:
         """The task this grouper gives ``ssp`` when nothing has expanded."""
         return f"Partition {ssp.partition}"
 
+    def count_refusal(self, stream: str, previous: Mapping[int, str], previous_count: int,
+                      count: int) -> ExpansionError | None:
+        """None: this grouper regroups on every model, so every count maps."""
+        return None
+
 
 class GroupBySystemStreamPartition:
     """One task per input partition, named ``"SystemStreamPartition [sys, stream, p]"``."""
@@ -110,6 +115,11 @@ class GroupBySystemStreamPartition:
         """The task this grouper gives ``ssp`` when nothing has expanded."""
         return f"SystemStreamPartition [{ssp.system}, {ssp.stream}, {ssp.partition}]"
 
+    def count_refusal(self, stream: str, previous: Mapping[int, str], previous_count: int,
+                      count: int) -> ExpansionError | None:
+        """None: this grouper regroups on every model, so every count maps."""
+        return None
+
 
 class AllSspToSingleTask:
     """Every input partition in one task, ``"Task-0"``: keys can never change task."""
@@ -124,3 +134,8 @@ class AllSspToSingleTask:
     ) -> Grouping:
         """One task holding everything (none if there is no input)."""
         return finish_grouping({ssp: self.TASK for ssp in unique_ssps(ssps)})
+
+    def count_refusal(self, stream: str, previous: Mapping[int, str], previous_count: int,
+                      count: int) -> ExpansionError | None:
+        """None: this grouper regroups on every model, so every count maps."""
+        return None

@@ -3,18 +3,23 @@
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kafka_broker as brokers
 import pytest
 from kafka_broker import KafkaBroker, KafkaCluster, TansuBroker
 
-__all__ = ["kafka_broker", "kafka_cluster", "kafka_own_broker", "spark", "tansu_broker"]
+if TYPE_CHECKING:
+    from secured_kafka import SecuredKafka
+
+__all__ = ["kafka_broker", "kafka_cluster", "kafka_own_broker", "secured_kafka", "spark",
+           "tansu_broker"]
 
 SLOW = {"coordinator", "drill", "examples", "kafka", "eos", "spark", "windows", "docs", "bench",
-        "hosts", "faults"}
+        "hosts", "faults", "security"}
 """Test folders whose tests run real processes, brokers or Spark."""
-KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "kafka_own_broker", "tansu_broker"}
+KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "kafka_own_broker", "tansu_broker",
+                  "secured_kafka"}
 MODULE_FIXTURES = {"_module_broker", "_module_cluster"}
 """Module-scoped fixtures: a module using one runs on one pytest process."""
 
@@ -25,20 +30,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     Under ``--dist loadgroup`` (the README's test command) every test that uses the Spark
     session runs on one pytest process (each process starting a Spark JVM of its own cost a
-    second session's start and its memory and CPU for the rest of the run), and a module
+    second session's start and its memory and CPU for the rest of the run), so does every
+    test on the secured broker (one secured broker for the run), and a module
     whose tests share a module-scoped broker or cluster runs on one process (it starts
     once); any other test goes wherever a process is free, so that no process ends the run
     alone on a long module.
     """
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        group = ("spark" if "spark" in fixtures else
-                 str(item.path) if MODULE_FIXTURES & fixtures else item.nodeid)
+        group = ("spark" if "spark" in fixtures else "secured" if "secured_kafka" in fixtures
+                 else str(item.path) if MODULE_FIXTURES & fixtures else item.nodeid)
         item.add_marker(pytest.mark.xdist_group(group))
         parts = item.path.parts
         if "tests" in parts and SLOW & set(parts[parts.index("tests") + 1:-1]):
             item.add_marker(pytest.mark.slow)
-        if {"kafka", "eos", "hosts", "faults"} & set(parts) or KAFKA_FIXTURES & set(
+        if {"kafka", "eos", "hosts", "faults", "security"} & set(parts) or KAFKA_FIXTURES & set(
                 getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
 
@@ -62,6 +68,21 @@ def kafka_broker() -> Iterator[KafkaBroker]:
     """
     require_kafka()
     broker = brokers.start_kafka()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_kafka() -> Iterator["SecuredKafka"]:
+    """Apache Kafka as production runs it (`tests/secured_kafka.py`): a SASL_SSL listener
+    (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) and a mutual-TLS one, with a CA made for the
+    run and the StandardAuthorizer denying what no ACL allows; one per pytest process."""
+    require_kafka()
+    from secured_kafka import start_secured_kafka
+
+    broker = start_secured_kafka()
     try:
         yield broker
     finally:

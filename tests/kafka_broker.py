@@ -15,21 +15,26 @@ is missing and how to get it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import ctypes
 import fcntl
 import os
+import queue
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 __all__ = [
     "KAFKA_VERSION",
@@ -69,6 +74,67 @@ class BrokerStartError(RuntimeError):
 
 class KafkaUnavailable(RuntimeError):
     """Java 17+ or Maven is missing, or Maven could not fetch the broker's jars."""
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> None:
+    """In the child before exec: the kernel SIGKILLs it when ``parent`` ends, however that
+    ends (a test run killed by a timeout must not leave brokers behind)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it ended before prctl: nobody would stop this broker
+        os._exit(1)
+
+
+class _Spawner:
+    """One thread that lives as long as the process and starts every broker process.
+
+    Linux sends the parent-death signal when the *thread* that forked the child ends, not
+    the process: a broker started from a short-lived thread (``asyncio.to_thread``, whose
+    executor a test's event loop shuts down) would be killed with that thread."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        """The process the thread runs in (a forked child needs a spawner of its own)."""
+        self._requests: queue.Queue[tuple[Sequence[str], dict[str, Any], queue.Queue[Any]]]
+        self._requests = queue.Queue()
+        threading.Thread(target=self._serve, name="broker-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        parent = self.pid
+        while True:
+            command, kwargs, reply = self._requests.get()
+            try:
+                reply.put(subprocess.Popen(command, preexec_fn=lambda: _die_with(parent),
+                                           **kwargs))
+            except BaseException as error:  # handed to the caller, raised there
+                reply.put(error)
+
+    def spawn(self, command: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        reply: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._requests.put((command, kwargs, reply))
+        result = reply.get()
+        if isinstance(result, BaseException):
+            raise result
+        process: subprocess.Popen[bytes] = result
+        return process
+
+
+_spawner: _Spawner | None = None
+_spawner_lock = threading.Lock()
+
+
+def spawn(command: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """`subprocess.Popen` of a broker process that dies with this process (Linux's parent-
+    death signal): brokers started by tests and benches never outlive their starter."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or _spawner.pid != os.getpid():
+            _spawner = _Spawner()
+        spawner = _spawner
+    return spawner.spawn(command, **kwargs)
 
 
 def free_port() -> int:
@@ -207,6 +273,22 @@ logger.kafka.level = info
 """Warnings and errors only (plus the line saying the server started), into the node's log."""
 
 
+class NodeSecurity(Protocol):
+    """How a secured cluster's nodes listen and authenticate (`tests/secured_kafka.py`)."""
+
+    def node_settings(self, node: KafkaNode) -> dict[str, str]:
+        """Broker properties of ``node``: listeners, TLS, SASL, the authorizer."""
+        ...
+
+    def format_args(self) -> list[str]:
+        """Extra arguments of ``kafka-storage format`` (the SCRAM users)."""
+        ...
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """aiokafka connection arguments of a super user (for the readiness check)."""
+        ...
+
+
 @dataclass
 class KafkaNode:
     """One combined broker+controller JVM; ``start`` after ``kill``/``stop`` keeps its data."""
@@ -219,6 +301,8 @@ class KafkaNode:
     jars: Path
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    tls_port: int = 0
+    """A secured node's second client listener (mutual TLS); 0 on a plain node."""
 
     @property
     def bootstrap(self) -> str:
@@ -240,7 +324,7 @@ class KafkaNode:
         with self.log_path.open("ab") as log:
             log.write(f"\n=== start {self.starts} ===\n".encode())
             log.flush()
-            self.process = subprocess.Popen(
+            self.process = spawn(
                 [_java(), *JVM_OPTIONS,
                  f"-Dlog4j2.configurationFile={self.folder / 'log4j2.properties'}",
                  "-cp", f"{self.jars}/*", "kafka.Kafka", str(self.properties)],
@@ -277,6 +361,7 @@ class KafkaCluster:
     folder: Path
     owns_folder: bool = False
     expected: int = field(default=0)
+    security: NodeSecurity | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -294,7 +379,8 @@ class KafkaCluster:
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait until every live node answers metadata listing every live broker."""
         live = [node for node in self.nodes if node.alive]
-        asyncio.run(_wait_ready(live, len(live), timeout_s))
+        client = self.security.client_kwargs() if self.security else {}
+        asyncio.run(_wait_ready(live, len(live), timeout_s, client))
 
     def stop(self) -> None:
         """Stop every node and remove owned folders. A cluster whose folders go with it is
@@ -365,12 +451,16 @@ def _properties(node: KafkaNode, voters: str, size: int, extra: dict[str, str]) 
 
 def start_cluster(size: int = 3, folder: Path | None = None,
                   settings: dict[str, str] | None = None,
-                  timeout_s: float = READY_TIMEOUT_S) -> KafkaCluster:
+                  timeout_s: float = READY_TIMEOUT_S, *,
+                  security: NodeSecurity | None = None,
+                  ports: Sequence[int] = ()) -> KafkaCluster:
     """Format and start ``size`` KRaft nodes on free loopback ports; stop it when done.
 
     Replication factor ``min(size, 3)``, and ``min.insync.replicas`` 2 from 3 nodes on.
-    ``settings`` adds or overrides broker properties. Raises `KafkaUnavailable` when no
-    broker can run here and `BrokerStartError` (with the nodes' log tails) when one fails.
+    ``settings`` adds or overrides broker properties; ``security`` makes the client
+    listeners secured ones; ``ports`` fixes the nodes' client ports (else free ones). Raises
+    `KafkaUnavailable` when no broker can run here and `BrokerStartError` (with the nodes'
+    log tails) when one fails.
     """
     jars = kafka_jars()
     owns = folder is None
@@ -379,19 +469,23 @@ def start_cluster(size: int = 3, folder: Path | None = None,
     for node_id in range(1, size + 1):
         node_folder = root / f"node-{node_id}"
         node_folder.mkdir(parents=True, exist_ok=True)
-        nodes.append(KafkaNode(node_id, free_port(), free_port(), node_folder,
-                               node_folder / "server.properties", jars))
+        port = ports[node_id - 1] if len(ports) >= node_id else free_port()
+        nodes.append(KafkaNode(node_id, port, free_port(), node_folder,
+                               node_folder / "server.properties", jars,
+                               tls_port=free_port() if security else 0))
     voters = ",".join(f"{node.node_id}@127.0.0.1:{node.controller_port}" for node in nodes)
     cluster_id = _cluster_id()
-    cluster = KafkaCluster(nodes, root, owns_folder=owns, expected=size)
+    cluster = KafkaCluster(nodes, root, owns_folder=owns, expected=size, security=security)
     try:
         formats = []
         for node in nodes:
-            node.properties.write_text(_properties(node, voters, size, settings or {}))
+            extra = {**(security.node_settings(node) if security else {}), **(settings or {})}
+            node.properties.write_text(_properties(node, voters, size, extra))
             (node.folder / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
-            formats.append(subprocess.Popen(
+            formats.append(spawn(
                 [_java(), *JVM_OPTIONS, "-cp", f"{jars}/*", "kafka.tools.StorageTool",
-                 "format", "-t", cluster_id, "-c", str(node.properties)],
+                 "format", "-t", cluster_id, "-c", str(node.properties),
+                 *(security.format_args() if security else ())],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
         for node, formatting in zip(nodes, formats, strict=True):
             output, _ = formatting.communicate(timeout=READY_TIMEOUT_S)
@@ -411,9 +505,10 @@ def start_cluster(size: int = 3, folder: Path | None = None,
 
 
 def start_kafka(folder: Path | None = None, settings: dict[str, str] | None = None,
-                timeout_s: float = READY_TIMEOUT_S) -> KafkaBroker:
+                timeout_s: float = READY_TIMEOUT_S, *, security: NodeSecurity | None = None,
+                ports: Sequence[int] = ()) -> KafkaBroker:
     """One combined broker+controller node (replication factor 1)."""
-    return start_cluster(1, folder, settings, timeout_s)
+    return start_cluster(1, folder, settings, timeout_s, security=security, ports=ports)
 
 
 def _cluster_id() -> str:
@@ -427,8 +522,10 @@ def _cluster_id() -> str:
             return found
 
 
-async def _wait_ready(nodes: Sequence[KafkaNode], brokers: int, timeout_s: float) -> None:
-    """Until each node answers a metadata request naming ``brokers`` brokers."""
+async def _wait_ready(nodes: Sequence[KafkaNode], brokers: int, timeout_s: float,
+                      client: Mapping[str, Any]) -> None:
+    """Until each node answers a metadata request naming ``brokers`` brokers (``client``:
+    the connection arguments of a secured cluster's super user)."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     deadline = time.monotonic() + timeout_s
@@ -447,7 +544,7 @@ async def _wait_ready(nodes: Sequence[KafkaNode], brokers: int, timeout_s: float
                 await asyncio.sleep(0.2)
                 continue
             admin = AIOKafkaAdminClient(bootstrap_servers=node.bootstrap,
-                                        request_timeout_ms=5000)
+                                        request_timeout_ms=5000, **client)
             try:
                 await asyncio.wait_for(admin.start(), 10)
                 described = await asyncio.wait_for(admin.describe_cluster(), 10)
@@ -506,8 +603,8 @@ def start_tansu(log_dir: Path, ready_timeout_s: float = READY_TIMEOUT_S) -> Tans
                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
         log_path = log_dir / f"tansu-{port}.log"
         with log_path.open("wb") as log:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT)
+            process = spawn(command, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT)
         broker = TansuBroker(process, port, log_path)
         try:
             asyncio.run(_wait_tansu(broker, ready_timeout_s))
@@ -561,3 +658,41 @@ def running_kafka(size: int = 1, settings: dict[str, str] | None = None
         yield cluster
     finally:
         cluster.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python tests/kafka_broker.py``: one Apache Kafka node for development, on
+    127.0.0.1, until Ctrl-C (the broker the test suite runs; its data goes with it)."""
+    parser = argparse.ArgumentParser(
+        prog="python tests/kafka_broker.py",
+        description=f"Run Apache Kafka {KAFKA_VERSION} (one KRaft node, PLAINTEXT) on "
+        "127.0.0.1 until Ctrl-C; its jars are fetched with Maven on first use.")
+    parser.add_argument("--port", type=int, default=9092,
+                        help="client port (default %(default)s; 0: any free port)")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with &
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        cluster = start_kafka(ports=[args.port] if args.port else ())
+    except (KafkaUnavailable, BrokerStartError) as error:
+        print(f"kafka_broker: {error}", flush=True)
+        return 1
+    print(f"Apache Kafka {KAFKA_VERSION} is serving at {cluster.bootstrap} "
+          f"(log: {cluster.nodes[0].log_path}); Ctrl-C stops it", flush=True)
+    try:
+        while cluster.nodes[0].alive:
+            time.sleep(0.5)
+        print(f"the broker exited; its log:\n{cluster.nodes[0].log_tail()}", flush=True)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -40,8 +40,9 @@ def add_drill_command(commands: Any) -> None:
         "an exact result; with --naive, 1 and the number of wrong keys.",
         epilog="The drill writes its job file, data, worker logs and timeline.png to --output "
         "or, by default, to a new folder sampan-drill-XXXX under the system's temporary "
-        "directory (the report's last line names it). Nothing else is written; remove the "
-        "folder when done (rm -r FOLDER).")
+        "directory (the report's last line names it); remove the folder when done (rm -r "
+        "FOLDER). On Kafka its topics live in a namespace of its own (drill-NAME-XXXX., on "
+        "the report) and are deleted when it ends, unless --keep.")
     parser.add_argument("--example", default="wordcount",
                         help=f"installed example job, one of: {_examples()}")
     parser.add_argument("--example-dir", type=Path, metavar="DIR",
@@ -70,6 +71,12 @@ def add_drill_command(commands: Any) -> None:
                         help="where the streams live")
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
                         help="Kafka broker supporting CreatePartitions (with --system kafka)")
+    parser.add_argument("--client-options", type=Path, metavar="FILE",
+                        help="Kafka: a TOML file of the cluster's client_options (TLS, SASL: "
+                        "see docs/security.md); its file names are relative to it")
+    parser.add_argument("--keep", action="store_true",
+                        help="Kafka: keep the drill's topics (its namespace, named on the "
+                        "report) instead of deleting them when it ends")
     parser.add_argument("--guarantee", choices=["at-least-once", "exactly-once"],
                         help="job.guarantee (default: exactly-once on the local log, "
                         "at-least-once on Kafka; exactly-once on Kafka needs transactions)")
@@ -109,9 +116,19 @@ def _host_command(args: argparse.Namespace) -> int:
         bootstrap=args.bootstrap, hosts=args.hosts, standbys=args.standbys,
         records=args.records, keys=args.keys, session_timeout_ms=args.session_timeout_ms,
         output=args.output, partitions=args.partitions or HostDrillOptions.partitions,
-        steps=tuple(args.steps or ()), guarantee=args.guarantee)))
+        steps=tuple(args.steps or ()), guarantee=args.guarantee, keep=args.keep,
+        client_options=_client_options(args))))
     print(report.text())
     return 0 if report.ok else 1
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--client-options FILE``'s options ({} without it)."""
+    if args.client_options is None:
+        return {}
+    from framework.systems.kafka.options import read_client_options
+
+    return read_client_options(args.client_options)
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -130,7 +147,8 @@ def _command(args: argparse.Namespace) -> int:
         output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,
         monitor_interval_ms=args.monitor_interval_ms, seed=args.seed, plot=not args.no_plot,
         verify=args.verify, guarantee=args.guarantee,
-        input_retention_bytes=args.input_retention_bytes)
+        input_retention_bytes=args.input_retention_bytes, keep=args.keep,
+        client_options=_client_options(args))
     report = asyncio.run(run_drill(options))
     print(report.text())
     return 0 if report.exact else 1

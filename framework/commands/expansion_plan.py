@@ -10,6 +10,7 @@ import groupers as G
 from framework.config import StreamRef
 from framework.errors import ConfigError
 from framework.partitioner import partition_for_key
+from framework.wording import counted
 
 SAMPLE_KEYS = tuple(f"user-{n}" for n in range(1000))
 
@@ -30,10 +31,10 @@ def print_expansion_plan(stream: str, counts: list[int], *, naive: bool = False)
         try:
             grouping = grouper.group(ssps, previous)
         except G.ExpansionError as error:
-            print(f"{count} partitions: refused — {error}")
+            print(f"{counted(count, 'partition')}: refused — {error}")
             return 1
         previous = G.ssp_task_mapping(grouping)
-        print(f"{stream} with {count} partitions → {len(grouping)} tasks")
+        print(f"{stream} with {counted(count, 'partition')} → {counted(len(grouping), 'task')}")
         for task, members in grouping.items():
             partitions = ", ".join(str(ssp.partition) for ssp in sorted(members))
             print(f"  {task:<12} ← partitions {partitions}")

@@ -34,6 +34,7 @@ from framework.jobmodel import JobModel
 from framework.metadata import publish_model, publish_status, read_state
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, CommitRequest
+from framework.wording import counted
 from groupers import SystemStreamPartition
 
 __all__ = ["Discarded", "discard_held"]
@@ -56,10 +57,10 @@ class Discarded:
     def text(self, job: str) -> str:
         parts = "; ".join(f"partition {p} offsets {first}..{end - 1}"
                           for p, (first, end) in sorted(self.ranges.items()) if end > first)
-        return (f"discarded {self.records} records of {self.stream} ({self.change}): "
-                f"{parts or 'none'}. The job skips them; they stay in the stream. It reads "
-                f"{self.stream} at {self.count} partitions from epoch {self.epoch} on: start "
-                f"it with `sampan run {job}`")
+        return (f"discarded {counted(self.records, 'record')} of {self.stream} "
+                f"({self.change}): {parts or 'none'}. The job skips them; they stay in the "
+                f"stream. It reads {self.stream} at {counted(self.count, 'partition')} from "
+                f"epoch {self.epoch} on: start it with `sampan run {job}`")
 
 
 def _discard_to(held: Held, now: InputNow) -> dict[int, int]:

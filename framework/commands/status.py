@@ -14,6 +14,7 @@ from typing import Any
 
 from framework.commands.jobarg import add_job_argument
 from framework.commands.status_document import (
+    Endpoints,
     JobFigures,
     JobStatus,
     LocalRun,
@@ -34,6 +35,7 @@ from framework.metadata import CoordinatorState, Unreachable, read_state
 from framework.metrics.targets import targets_dir
 from framework.systems import open_system
 from framework.systems.base import System
+from framework.systems.local.schema import database_file
 from framework.systems.local.system import LocalSystem
 
 __all__ = ["JobNotStartedError", "add_status_command", "collect_status"]
@@ -63,22 +65,37 @@ def add_status_command(commands: Any) -> None:
 
 
 async def collect_status(config: JobConfig) -> JobStatus:
-    """The job's status (`JobStatus.to_json` is what `--json` prints), health included."""
+    """The job's status (`JobStatus.to_json` is what `--json` prints), health included.
+    It only reads: a local log that does not exist is not created (the job never ran)."""
+    if _never_created(config, config.metadata_system):
+        raise JobNotStartedError(_not_started(config))
     meta = open_system(config.system(config.metadata_system))
     await meta.start()
     try:
         state = await read_state(meta, config)
         if state.model is None:
-            raise JobNotStartedError(
-                f"job {config.name!r} has not been started: no job model in "
-                f"{config.coordinator_stream}; run `sampan run {config.path}`")
+            raise JobNotStartedError(_not_started(config))
         status = await _coordinator_state(meta, config, state)
-        status.figures = await _job_figures(meta, config, state)
+        status.figures = await _job_figures(meta, config, state,
+                                            running=status.state == "running")
     finally:
         await meta.close()
     status.report = state.status
     status.unreachable = _outages(config, state, state.status.unreachable)
     return _with_health(status)
+
+
+def _not_started(config: JobConfig) -> str:
+    return (f"job {config.name!r} has not been started: no job model in "
+            f"{config.coordinator_stream}; run `sampan run {config.path}`")
+
+
+def _never_created(config: JobConfig, system_name: str) -> bool:
+    """Whether ``system_name`` is a local log whose file does not exist: opening it
+    would create it (and its folder), which a status must not."""
+    settings = config.system(system_name)
+    return settings.type == "local" and settings.path is not None and not database_file(
+        settings.path).exists()
 
 
 async def _coordinator_state(meta: System, config: JobConfig, state: CoordinatorState
@@ -106,22 +123,30 @@ async def _coordinator_state(meta: System, config: JobConfig, state: Coordinator
     return truth
 
 
-async def _job_figures(meta: System, config: JobConfig, state: CoordinatorState
-                       ) -> JobFigures:
-    """Epoch, positions, lag, rates, restores, expansions: what the job is doing."""
+async def _job_figures(meta: System, config: JobConfig, state: CoordinatorState, *,
+                       running: bool) -> JobFigures:
+    """Epoch, positions, lag, rates, restores, expansions: what the job is doing
+    (``running``: its coordinator is alive, so its metrics endpoint answers)."""
     assert state.model is not None
     checkpoints = await meta.read_checkpoints(config.name)
     ends: dict[tuple[str, str, int], int] = {}
     oldest: dict[tuple[str, str, int], int] = {}
+    counts: dict[str, int] = {}
     resets: list[ResetRow] = []
     for qualified in (*config.inputs, *config.broadcast_inputs):
         stream = config.stream(qualified)
+        if stream.system != meta.name and _never_created(config, stream.system):
+            continue
         system = meta if stream.system == meta.name else open_system(
             config.system(stream.system))
         if system is not meta:
             await system.start()
         try:
-            for partition, offsets in (await system.offsets(stream.stream)).items():
+            if stream.stream not in await system.list_streams():
+                continue  # deleted: its partitions end at 0 (`CHECKPOINT PAST THE END`)
+            spans = await system.offsets(stream.stream)
+            counts[qualified] = len(spans)
+            for partition, offsets in spans.items():
                 ends[(stream.system, stream.stream, partition)] = offsets.end
                 oldest[(stream.system, stream.stream, partition)] = offsets.oldest
             if isinstance(system, LocalSystem):
@@ -154,7 +179,7 @@ async def _job_figures(meta: System, config: JobConfig, state: CoordinatorState
         tasks.append(TaskRow(task.name, task.worker, len(task.stages),
                              len(task.stages) - task.pending_stages(done),
                              task.changelog_partition, ssps, by_stream))
-    metrics = endpoints(state, config.metrics.bind)
+    metrics = _live(endpoints(state, config.metrics.bind), state, running)
     metrics.file_sd = str(targets_dir(config.state_dir) / "*.json")
     rates = await scrape_rates(list(metrics.workers.values()))
     for row in tasks:
@@ -162,13 +187,43 @@ async def _job_figures(meta: System, config: JobConfig, state: CoordinatorState
     hosts, task_hosts = hosts_status(state, tasks)
     return JobFigures(
         epoch=state.model.epoch, reason=state.model.reason,
-        partition_counts=dict(state.model.partition_counts), workers=state.model.workers,
+        partition_counts=dict(state.model.partition_counts), stream_partition_counts=counts,
+        held_inputs=sorted(state.model.holds), workers=state.model.workers,
         expansions=expansions(state), restoring=restoring(state), metrics=metrics,
         worker_reports={str(k): v for k, v in sorted(state.workers.items())},
         total_lag=total_lag, tasks=tasks, hosts=hosts, task_hosts=task_hosts,
         retention_resets=sorted(resets, key=lambda r: (r.reset_ms, r.stream, r.partition)),
         idle_workers=state.model.idle_workers(),
         idle_message=state.model.idle_workers_message())
+
+
+def _live(found: Endpoints, state: CoordinatorState, running: bool) -> Endpoints:
+    """``found`` without the endpoints of processes that stopped: the coordinator's while
+    it is not running, a worker's once its process is gone (checked by pid on this
+    machine; elsewhere by its stop report and its host's state)."""
+    here = socket.gethostname()
+    machines = {w: host.machine for host in state.hosts.values() for w in host.workers}
+    gone_hosts = {w for host in state.hosts.values() if host.state != "running"
+                  for w in host.workers}
+    workers = {}
+    for worker, url in found.workers.items():
+        number = int(worker)
+        progress = state.progress.get(number)
+        report = state.workers.get(number)
+        machine = machines.get(number, state.status.coordinator_host or here)
+        if progress is None or number in gone_hosts:
+            continue
+        if machine == here and not pid_alive(progress.pid):
+            continue
+        if report is not None and report.pid == progress.pid and report.stopped_ms:
+            continue
+        if machine != here and not running:
+            continue
+        workers[worker] = url
+    hosts = {name: url for name, url in found.hosts.items()
+             if (host := state.hosts[name]).state == "running"
+             and (host.machine != here or pid_alive(host.pid))}
+    return Endpoints(found.coordinator if running else None, workers, found.file_sd, hosts)
 
 
 def _this_machines_run(config: JobConfig, pid: int | None = None) -> RunRecord | None:

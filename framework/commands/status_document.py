@@ -93,6 +93,8 @@ class Endpoints:
     coordinator: str | None
     workers: dict[str, str]
     file_sd: str = ""
+    hosts: dict[str, str] = field(default_factory=dict)
+    """Several hosts: each running host's own endpoint."""
 
 
 @dataclass
@@ -179,11 +181,18 @@ class JobFigures:
     task_hosts: dict[str, TaskHosts] | None = None
     idle_workers: list[int] = field(default_factory=list)
     idle_message: str | None = None
+    stream_partition_counts: dict[str, int] = field(default_factory=dict)
+    """Each input's partition count in its system now (`partition_counts` is the count
+    the job model reads: fewer while an input is held or a growth is not applied yet)."""
+    held_inputs: list[str] = field(default_factory=list)
+    """Inputs the job reads only up to where a refused partition change began."""
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "epoch": self.epoch, "reason": self.reason,
-            "partition_counts": self.partition_counts, "workers": self.workers,
+            "partition_counts": self.partition_counts,
+            "stream_partition_counts": self.stream_partition_counts,
+            "held_inputs": self.held_inputs, "workers": self.workers,
             "expansions": [row.to_json() for row in self.expansions],
             "restoring": [row.to_json() for row in self.restoring],
             "metrics": _plain(self.metrics),
@@ -198,7 +207,7 @@ class JobFigures:
         return document
 
 
-_REPORTED = ("refusal", "worker_logs", "config_change", "stuck", "restarts", "crashes",
+_REPORTED = ("phase", "refusal", "worker_logs", "config_change", "stuck", "restarts", "crashes",
              "crash_window_ms", "max_restarts", "coordinator_pid", "coordinator_host",
              "updated_ms")
 """What a full status shows of the coordinator's report as it is."""

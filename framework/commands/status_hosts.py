@@ -53,10 +53,13 @@ def print_hosts(figures: JobFigures, out: TextIO) -> None:
     for name, row in figures.hosts.items():
         host = row.report
         if not row.in_model and host.state != "running":
-            print(f"  host {name}: {host.state} (pid {host.pid} on {host.machine})", file=out)
+            phase = f", phase {host.phase}" if host.phase else ""
+            print(f"  host {name}: {host.state}{phase} (pid {host.pid} on {host.machine})",
+                  file=out)
             continue
         leader = ", leader" if host.leader else ""
-        print(f"  host {name}: {host.state} at epoch {host.epoch}{leader} (pid "
+        phase = f", phase {host.phase}" if host.phase else ""
+        print(f"  host {name}: {host.state} at epoch {host.epoch}{leader}{phase} (pid "
               f"{host.pid} on {host.machine}, workers {host.workers})", file=out)
         moved = [f"{t} (from {h})" if h else t for t, h in sorted(host.gained.items())]
         if moved or host.lost:

@@ -26,7 +26,9 @@ def endpoints(state: CoordinatorState, bind: str) -> Endpoints:
     return Endpoints(
         endpoint_url(address, status.metrics_port) if status.metrics_port else None,
         {str(w): endpoint_url(address, p.metrics_port)
-         for w, p in sorted(state.progress.items()) if w < workers and p.metrics_port})
+         for w, p in sorted(state.progress.items()) if w < workers and p.metrics_port},
+        hosts={name: endpoint_url(bind, r.metrics_port)
+               for name, r in sorted(state.hosts.items()) if r.metrics_port})
 
 
 def restoring(state: CoordinatorState) -> list[RestoreRow]:

@@ -36,8 +36,10 @@ def print_status(status: JobStatus, out: TextIO) -> None:
           f"{counted(figures.workers, 'worker')}, coordinator {state}, "
           f"total lag {figures.total_lag}", file=out)
     _health(status, out)
+    if report.phase and state == "running":  # once ended, its state says it all
+        print(f"  coordinator phase: {report.phase}", file=out)
     for stream, count in sorted(figures.partition_counts.items()):
-        print(f"  input {stream}: {counted(count, 'partition')}", file=out)
+        print(f"  input {stream}: {_input_counts(figures, stream, count)}", file=out)
     if status.error:
         print(f"  FAILED: {status.error}", file=out)
     if state == "died":
@@ -67,12 +69,30 @@ def print_status(status: JobStatus, out: TextIO) -> None:
     _print_progress(figures, out)
 
 
+def _input_counts(figures: JobFigures, stream: str, count: int) -> str:
+    """The partitions the job reads of ``stream``, and the stream's own count when they
+    differ: a held input, or a growth not applied yet."""
+    now = figures.stream_partition_counts.get(stream)
+    reads = counted(count, "partition")
+    if now is None:
+        return f"{reads} (the stream does not exist now)"
+    if stream in figures.held_inputs:
+        held = f"(held: read only up to where it had {count})"
+        if now > count:
+            return f"reads {count} of its {counted(now, 'partition')} {held}"
+        return f"{reads}, the stream has {now} now {held}"
+    if now != count:
+        return f"{reads} (the stream has {now} now: the job follows once its coordinator sees it)"
+    return reads
+
+
 def _print_tasks(figures: JobFigures, out: TextIO) -> None:
     for task in figures.tasks:
         stages = task.barrier_stages
         barrier = "" if not stages else (
             ", expansion barrier passed" if task.barrier_stages_passed == stages
-            else f", {stages - task.barrier_stages_passed} expansion barrier(s) pending")
+            else f", {counted(stages - task.barrier_stages_passed, 'expansion barrier')} "
+            "pending")
         print(f"  {task.task} on worker {task.worker} "
               f"(changelog partition {task.changelog_partition}{barrier})", file=out)
         for row in task.ssps:
@@ -110,9 +130,10 @@ def _print_progress(figures: JobFigures, out: TextIO) -> None:
         print(f"  expansion {record.change} → epoch {record.epoch}: detected "
               f"{_clock(record.detected_ms)}, {steps}{resume}{pause}", file=out)
     metrics = figures.metrics
-    if metrics.coordinator or metrics.workers:
+    if metrics.coordinator or metrics.workers or metrics.hosts:
         print(f"  metrics: coordinator {metrics.coordinator or '-'}" + "".join(
-            f", worker {w} {url}" for w, url in metrics.workers.items())
+            f", worker {w} {url}" for w, url in metrics.workers.items()) + "".join(
+            f", host {h} {url}" for h, url in metrics.hosts.items())
             + f" (Prometheus file_sd: {metrics.file_sd})", file=out)
 
 

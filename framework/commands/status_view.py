@@ -1,9 +1,15 @@
 """`sampan status --watch`: the status as rich tables refreshed in place until Ctrl-C; into
-a pipe or a file, one text frame (as `sampan status` prints it) per refresh instead."""
+a pipe or a file, one text frame (as `sampan status` prints it) per refresh instead.
+
+Ctrl-C ends it promptly whatever the reader of its output does: a write blocked on a
+terminal or pipe nobody reads is interrupted, and the last output is given up after
+`FINAL_OUTPUT_S` instead of blocking the exit."""
 
 from __future__ import annotations
 
 import io
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -19,7 +25,11 @@ from framework.commands.status_text import print_status
 from framework.errors import SampanError
 from framework.wording import counted
 
-__all__ = ["render", "watch"]
+__all__ = ["FINAL_OUTPUT_S", "render", "watch"]
+
+FINAL_OUTPUT_S = 2.0
+"""How long a watch stopped by Ctrl-C waits for its reader to take its last output (the
+live table's final frame and the cursor shown again, or the rest of a text frame)."""
 
 
 def _clock(ms: int | None) -> str:
@@ -83,18 +93,21 @@ def watch(collect: Callable[[], JobStatus], interval: float) -> int:
     read shows its error in the frame and is retried."""
     if not sys.stdout.isatty():
         return _stream(collect, interval)
+    live = Live(Text("reading the job's status …"), auto_refresh=False, screen=False)
     try:
-        with Live(Text("reading the job's status …"), auto_refresh=False,
-                  screen=False) as live:
-            while True:
-                try:
-                    frame: Any = render(collect())
-                except SampanError as error:
-                    frame = Text(f"cannot read the status: {error}", style="bold red")
-                live.update(frame, refresh=True)
-                time.sleep(interval)
+        live.start()
+        while True:
+            try:
+                frame: Any = render(collect())
+            except SampanError as error:
+                frame = Text(f"cannot read the status: {error}", style="bold red")
+            live.update(frame, refresh=True)
+            time.sleep(interval)
     except KeyboardInterrupt:
+        _finish_output(live.stop)
         return 0
+    finally:
+        live.stop()  # after another error; a no-op once stopped
 
 
 def _stream(collect: Callable[[], JobStatus], interval: float) -> int:
@@ -110,4 +123,33 @@ def _stream(collect: Callable[[], JobStatus], interval: float) -> int:
             sys.stdout.flush()
             time.sleep(interval)
     except KeyboardInterrupt:
+        _finish_output(lambda: None)
         return 0
+
+
+class _OutputStuck(Exception):
+    """The reader did not take the watch's last output within `FINAL_OUTPUT_S`."""
+
+
+def _finish_output(finish: Callable[[], object]) -> None:
+    """Run ``finish`` (the watch's last writes) and flush stdout, for at most
+    `FINAL_OUTPUT_S`: past that, or on a second Ctrl-C, the rest is dropped and stdout
+    goes to /dev/null, so that the interpreter's flush at exit cannot block either."""
+    armed = True
+
+    def stuck(_signum: int, _frame: object) -> None:
+        if armed:
+            raise _OutputStuck
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.setitimer(signal.ITIMER_REAL, FINAL_OUTPUT_S)
+    try:
+        finish()
+        sys.stdout.flush()
+        armed = False
+    except (_OutputStuck, KeyboardInterrupt, OSError):
+        armed = False
+        os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.__stdout__ or sys.stdout).fileno())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

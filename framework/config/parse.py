@@ -1,55 +1,50 @@
 """Validate a parsed job document and build its `JobConfig`, reporting every problem.
 
-Each table is read by a `Section` (types, ranges, unknown keys); then references
-between tables are checked (inputs → streams → systems, the dead-letter stream, the
-metadata system). Custom serdes and expansion algorithms are imported here, so a typo
-fails at load with its line rather than in a worker later. The task class is not: it
-is imported by `framework.usercode.load_task_class` where it runs.
+Each table is read by the declarations of its dataclass (`framework.config.declare`:
+types, ranges, choices, named parsers, unknown keys); then what spans keys or tables
+is checked here (a stream's retention against its system, the dead-letter stream
+against the policies, the metrics ports against the workers). Custom serdes and
+expansion algorithms are imported while reading, so a typo fails at load with its line
+rather than in a worker later. The task class is not: it is imported by
+`framework.usercode.load_task_class` where it runs. A job naming a ``pipeline`` is first
+expanded into the tables its compiled pipeline needs (`framework.config.pipeline`).
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from framework.config.declare import Reading, read_table
+from framework.config.kinds import (
+    JOB_NAME,
+    NAME_FORM,
+    STREAM_FORM,
+    STREAM_NAME,
+    SYSTEM_NAME,
+    undeclared_system,
+)
 from framework.config.model import (
-    ERROR_POLICIES,
-    EXPANSIONS,
-    GROUPERS,
-    GUARANTEES,
+    TABLES,
     CoordinatorConfig,
     ErrorsConfig,
-    Guarantee,
     JobConfig,
     MetricsConfig,
-    RocksDBConfig,
     StoreConfig,
     StreamConfig,
     StreamRef,
     SystemConfig,
 )
+from framework.config.pipeline import expand_document
 from framework.config.schema import Problems, Section, closest, show
 from framework.config.source import KeyLines, format_path
 from framework.errors import ConfigError
-from framework.serdes import get_serde
-from framework.usercode import SPEC_PATTERN, make_expansion_algorithm
 
 __all__ = ["build_config", "report"]
 
-TABLES = ("job", "errors", "coordinator", "metrics", "systems", "streams", "stores")
-SYSTEM_TYPES = ("local", "kafka")
-JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-SYSTEM_NAME = re.compile(r"[A-Za-z0-9_-]+")
-STREAM_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9._-]+")
-_HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[^\s,:\[\]]+):\d{1,5}"
-BOOTSTRAP = re.compile(rf"{_HOST_PORT}(?:\s*,\s*{_HOST_PORT})*")
-
-_NAME_FORM = 'a name of letters, digits, "_", "." and "-", starting with a letter or digit'
-_STREAM_FORM = 'a "system.stream" name'
-_SERDE_FORM = 'a serde name ("string", "json", "bytes", "msgpack", "int64") or "module:Class"'
+FILE_TABLES = ("job", *TABLES)
+"""The top-level tables of a job file."""
 
 
 def build_config(
@@ -59,6 +54,7 @@ def build_config(
     messages); one `ConfigError` listing every problem, one per line, otherwise."""
     problems = Problems()
     root = path.parent
+    document, intermediate = expand_document(document, root, problems)
     tables = _tables(document, problems)
     systems = _systems(tables.get("systems", {}), root, problems)
     streams = _streams(tables.get("streams", {}), systems, root, problems)
@@ -66,12 +62,15 @@ def build_config(
     job = _job(tables.get("job"), systems, streams, root, problems)
     consumed = (*job.get("inputs", ()), *job.get("broadcast_inputs", ()))
     errors = _errors(tables.get("errors", {}), streams, consumed, problems)
-    coordinator = _coordinator(tables.get("coordinator", {}), problems)
-    metrics = _metrics(tables.get("metrics", {}), job.get("workers", 1), problems)
+    coordinator = CoordinatorConfig(**_read(CoordinatorConfig, tables.get("coordinator", {}),
+                                            ("coordinator",), problems))
+    metrics = _metrics(tables.get("metrics", {}), job.get("workers", JobConfig.workers),
+                       problems)
     if problems:
-        raise ConfigError(report(problems, shown, lines))
+        raise ConfigError(report(_pipeline_first(problems), shown, lines))
     return JobConfig(path=path, errors=errors, coordinator=coordinator, metrics=metrics,
-                     systems=systems, streams=streams, stores=stores, **job)
+                     systems=systems, streams=streams, stores=stores,
+                     intermediate_streams=intermediate, **job)
 
 
 def report(problems: Problems, shown: str, lines: KeyLines | None) -> str:
@@ -85,23 +84,32 @@ def report(problems: Problems, shown: str, lines: KeyLines | None) -> str:
     return "\n".join(row[-1] for row in sorted(rows))
 
 
-def _resolve(root: Path, value: str) -> Path:
-    return Path(os.path.normpath(root / Path(value).expanduser()))
+def _pipeline_first(problems: Problems) -> Problems:
+    """``problems`` without the keys a pipeline that failed to compile would have given
+    (its task and inputs): only what is wrong with it is news."""
+    if not any(path == ("job", "pipeline") for path, _ in problems):
+        return problems
+    kept = Problems()
+    for path, message in problems:
+        if not (path in (("job", "task"), ("job", "inputs"))
+                and message.startswith("missing required key")):
+            kept.add(path, message)
+    return kept
 
 
 def _tables(document: Mapping[str, Any], problems: Problems) -> dict[str, dict[str, Any]]:
     """The known top-level tables; anything else is reported."""
     tables: dict[str, dict[str, Any]] = {}
     for key, value in document.items():
-        if key in TABLES:
+        if key in FILE_TABLES:
             if isinstance(value, dict):
                 tables[key] = value
             else:
                 problems.add((key,), f"expected a table [{key}], got {show(value)}")
         elif isinstance(value, dict):
-            match = closest(key, TABLES)
+            match = closest(key, FILE_TABLES)
             hint = f"; did you mean [{match}]?" if match else (
-                f"; expected one of: {', '.join(f'[{t}]' for t in TABLES)}")
+                f"; expected one of: {', '.join(f'[{t}]' for t in FILE_TABLES)}")
             problems.add((key,), f"unknown table{hint}")
         else:
             problems.add((key,), "unknown key outside any table; keys belong in a table "
@@ -123,16 +131,13 @@ def _entries(table: dict[str, Any], kind: str, problems: Problems) -> dict[str, 
     return entries
 
 
-def _serde(section: Section, key: str, root: Path) -> str:
-    """A serde spec; built-in names and importable custom serdes only."""
-    spec = section.string(key, "string" if key == "key_serde" else "json", form=_SERDE_FORM)
-    assert spec is not None
-    if section.present(key) and isinstance(section.table[key], str):
-        try:
-            get_serde(spec, search_path=root)
-        except ConfigError as error:
-            section.problems.add((*section.path, key), str(error))
-    return spec
+def _read(cls: type[Any], table: Mapping[str, Any], path: tuple[str, ...],
+          problems: Problems) -> dict[str, Any]:
+    """A table that only its own declarations check: its values, unknown keys reported."""
+    reading = Reading(Section(table, path, problems))
+    values = read_table(cls, reading)
+    reading.section.finish()
+    return values
 
 
 def _systems(
@@ -140,33 +145,16 @@ def _systems(
 ) -> dict[str, SystemConfig]:
     systems = {}
     for name, entry in _entries(table, "systems", problems).items():
-        section = Section(entry, ("systems", name), problems)
+        reading = Reading(Section(entry, ("systems", name), problems), root)
         if not SYSTEM_NAME.fullmatch(name):
             problems.add(("systems", name), 'a system name holds letters, digits, "_" and '
                                             '"-" only (a dot separates system and stream)')
-        if not section.present("type"):
-            section.missing("type", '"local"')
-        kind = section.choice("type", "local", SYSTEM_TYPES)
-        known_type = entry.get("type") in SYSTEM_TYPES
-        path = bootstrap = None
-        if kind == "local":
-            path = _resolve(root, section.string("path", "data") or "data")
-        else:
-            bootstrap = section.string("bootstrap", required='"127.0.0.1:9092"',
-                                       pattern=BOOTSTRAP,
-                                       form='"host:port" or "host:port,host:port"')
-        options = section.table_of("client_options")
-        retention = _retention(section, None) if kind == "local" else _NO_RETENTION
-        if known_type:
-            section.finish(f" for a {kind} system")
-        systems[name] = SystemConfig(name, kind, path, bootstrap, options, *retention)
+        values = read_table(SystemConfig, reading)
+        kind = values["type"]
+        if kind is not None:  # keys of an unknown type of system are not checked
+            reading.section.finish(f" for a {kind} system")
+        systems[name] = SystemConfig(name, root=root, **values)
     return systems
-
-
-def _undeclared_system(system: str, systems: Mapping[str, SystemConfig]) -> str:
-    declared = ", ".join(sorted(systems)) or "none"
-    return (f'system "{system}" is not declared; add a [systems.{system}] table '
-            f"(declared: {declared})")
 
 
 def _streams(
@@ -174,113 +162,47 @@ def _streams(
 ) -> dict[str, StreamConfig]:
     streams = {}
     for qualified, entry in _entries(table, "streams", problems).items():
-        section = Section(entry, ("streams", qualified), problems)
+        reading = Reading(Section(entry, ("streams", qualified), problems), root, systems)
         system, name = StreamRef.parse(qualified)
         if not STREAM_NAME.fullmatch(qualified):
             problems.add(("streams", qualified),
-                         f'expected {_STREAM_FORM} of letters, digits, "_", "-" and ".", '
+                         f'expected {STREAM_FORM} of letters, digits, "_", "-" and ".", '
                          f'e.g. [streams."local.events"], got {show(qualified)}')
         elif system not in systems:
-            problems.add(("streams", qualified), _undeclared_system(system, systems))
-        key_serde = _serde(section, "key_serde", root)
-        value_serde = _serde(section, "value_serde", root)
-        partitions = section.optional_integer("partitions", minimum=1)
-        compacted = section.boolean("compacted", False)
-        retention = _retention(section, None)
+            problems.add(("streams", qualified), undeclared_system(system, systems))
+        values = read_table(StreamConfig, reading)
+        retention = (values["retention_ms"], values["retention_bytes"],
+                     values["retention_mode"])
         if any(value is not None for value in retention):
             where = systems.get(system)
-            if compacted:
+            if values["compacted"]:
                 problems.add(("streams", qualified), "a compacted stream keeps the latest "
                              "record per key and is never trimmed by retention; remove "
                              "retention_ms / retention_bytes / retention_mode or compacted")
-            elif where is not None and where.type != "local":
+            elif where is not None and where.type == "kafka":
                 problems.add(("streams", qualified), "retention of a Kafka topic is the "
                              "broker's (set retention.ms / retention.bytes on the topic); "
                              "remove retention_ms / retention_bytes / retention_mode")
-        section.finish()
-        streams[qualified] = StreamConfig(system, name, key_serde, value_serde, partitions,
-                                          compacted, *retention)
+        reading.section.finish()
+        streams[qualified] = StreamConfig(system, name, **values)
     return streams
 
 
 def _stores(table: dict[str, Any], root: Path, problems: Problems) -> dict[str, StoreConfig]:
     stores = {}
     for name, entry in _entries(table, "stores", problems).items():
-        section = Section(entry, ("stores", name), problems)
+        reading = Reading(Section(entry, ("stores", name), problems), root)
         if not JOB_NAME.fullmatch(name):
-            problems.add(("stores", name), f"expected {_NAME_FORM}, got {show(name)}")
-        kind = section.choice("type", "rocksdb", ("rocksdb", "memory"))
-        key_serde = _serde(section, "key_serde", root)
-        value_serde = _serde(section, "value_serde", root)
-        changelog = section.boolean("changelog", True)
-        rocksdb = _rocksdb(section.table_of("rocksdb"), ("stores", name, "rocksdb"), problems)
-        if kind != "rocksdb" and section.values.get("rocksdb"):
-            problems.add(("stores", name, "rocksdb"), 'only a store of type = "rocksdb" has '
-                         'RocksDB options; remove the table or set type = "rocksdb"')
-        section.finish()
-        stores[name] = StoreConfig(name, kind, key_serde, value_serde, changelog,
-                                   rocksdb if kind == "rocksdb" else None)
+            problems.add(("stores", name), f"expected {NAME_FORM}, got {show(name)}")
+        values = read_table(StoreConfig, reading)
+        if values["type"] != "rocksdb":
+            if reading.section.values.get("rocksdb"):
+                problems.add(("stores", name, "rocksdb"), 'only a store of type = "rocksdb" '
+                             'has RocksDB options; remove the table or set type = "rocksdb"')
+            values["rocksdb"] = None
+        reading.section.finish()
+        stores[name] = StoreConfig(name, **values)
     return stores
-
-
-_NO_RETENTION: tuple[int | None, int | None, str | None] = (None, None, None)
-_RETENTION_MODES = ("wait-for-readers", "drop-unread")
-
-
-def _retention(section: Section, default_mode: str | None
-               ) -> tuple[int | None, int | None, str | None]:
-    """``retention_ms``, ``retention_bytes`` and ``retention_mode`` of a local system or
-    stream table (None: not set here)."""
-    retention_ms = section.optional_integer("retention_ms", minimum=1)
-    retention_bytes = section.optional_integer("retention_bytes", minimum=1)
-    mode: str | None = section.choice("retention_mode", _RETENTION_MODES[0],
-                                      _RETENTION_MODES)
-    if not section.present("retention_mode"):
-        mode = default_mode
-    return retention_ms, retention_bytes, mode
-
-
-def _rocksdb(table: dict[str, Any], path: tuple[str, ...], problems: Problems) -> RocksDBConfig:
-    """``[stores.<name>.rocksdb]``: the RocksDB tuning keys, each checked."""
-    section = Section(table, path, problems)
-    defaults = RocksDBConfig()
-    config = RocksDBConfig(
-        block_cache_mb=section.integer("block_cache_mb", defaults.block_cache_mb, minimum=1),
-        write_buffer_mb=section.integer("write_buffer_mb", defaults.write_buffer_mb,
-                                        minimum=1),
-        max_write_buffers=section.integer("max_write_buffers", defaults.max_write_buffers,
-                                          minimum=2),
-        compression=section.choice("compression", defaults.compression,
-                                   ("lz4", "zstd", "snappy", "none")),
-        bloom_bits_per_key=section.integer("bloom_bits_per_key", defaults.bloom_bits_per_key,
-                                           minimum=0),
-    )
-    section.finish()
-    return config
-
-
-def _task_fix(value: str) -> str | None:
-    """``"pkg.mod.Class"`` → ``"pkg.mod:Class"``: the usual slip."""
-    module, dot, name = value.rpartition(".")
-    fixed = f"{module}:{name}"
-    return fixed if dot and ":" not in value and SPEC_PATTERN.fullmatch(fixed) else None
-
-
-def _stream_refs(
-    section: Section, key: str, names: list[str], streams: Mapping[str, StreamConfig],
-    systems: Mapping[str, SystemConfig],
-) -> None:
-    """Each listed stream must be declared (its own table checks its system)."""
-    raw = section.table.get(key)
-    for name in names:
-        if name in streams:
-            continue
-        path = (*section.path, key, raw.index(name)) if isinstance(raw, list) else (
-            *section.path, key)
-        system = StreamRef.parse(name).system
-        also = "" if system in systems else f" and a [systems.{system}] table"
-        section.problems.add(
-            path, f'stream "{name}" is not declared; add a [streams."{name}"] table{also}')
 
 
 def _job(
@@ -293,96 +215,33 @@ def _job(
     """Keyword arguments of `JobConfig` from [job]."""
     if table is None:
         return {}
-    s = Section(table, ("job",), problems)
-    job: dict[str, Any] = {
-        "name": s.string("name", required='"my-job"', pattern=JOB_NAME, form=_NAME_FORM),
-        "task": s.string("task", required='"module:Class"', pattern=SPEC_PATTERN,
-                         form='"module:Class"', suggest=_task_fix),
-    }
-    inputs = s.string_list("inputs", pattern=STREAM_NAME, item=_STREAM_FORM,
-                           items='"system.stream" names', required='["local.events"]')
-    broadcast = s.string_list("broadcast_inputs", pattern=STREAM_NAME, item=_STREAM_FORM,
-                              items='"system.stream" names')
-    _stream_refs(s, "inputs", inputs, streams, systems)
-    _stream_refs(s, "broadcast_inputs", broadcast, streams, systems)
+    reading = Reading(Section(table, ("job",), problems), root, systems, streams)
+    job = read_table(JobConfig, reading)
     raw_broadcast = table.get("broadcast_inputs")
-    for name in broadcast:
-        if name in inputs and isinstance(raw_broadcast, list):
+    for name in job["broadcast_inputs"]:
+        if name in job["inputs"] and isinstance(raw_broadcast, list):
             problems.add(("job", "broadcast_inputs", raw_broadcast.index(name)),
                          f'"{name}" is also in job.inputs; a stream is either grouped into '
                          "tasks or broadcast to all, not both")
-    job.update(
-        inputs=tuple(inputs),
-        broadcast_inputs=tuple(broadcast),
-        workers=s.integer("workers", 1, minimum=1),
-        commit_interval_ms=s.integer("commit_interval_ms", 1000, minimum=1),
-        window_interval_ms=s.integer("window_interval_ms", 1000, minimum=1),
-        input_idle_timeout_ms=s.integer("input_idle_timeout_ms", 30000, minimum=0),
-        grouper=s.choice("grouper", "partition", GROUPERS),
-        expansion=s.choice("expansion", "fixed-tasks", EXPANSIONS),
-        expansion_algorithm_spec=_expansion_algorithm(s, root),
-        data_dir=_resolve(root, s.string("data_dir", "state") or "state"),
-        metadata_system=_metadata_system(s, inputs, systems),
-        write_buffer_max_keys=s.integer("write_buffer_max_keys", 100000, minimum=1),
-        fetch_max_records=s.integer("fetch_max_records", 1000, minimum=1),
-        store_restore_batch=s.integer("store_restore_batch", 10000, minimum=1),
-        task_timeout_ms=s.integer("task_timeout_ms", 60000, minimum=0),
-        standby_replicas=s.integer("standby_replicas", 0, minimum=0),
-        store_memory_mb=s.integer("store_memory_mb", 256, minimum=0),
-    )
-    job["guarantee"] = _guarantee(s, job["metadata_system"], systems)
-    s.finish()
+    reading.section.finish()
     return job
-
-
-def _guarantee(s: Section, metadata_system: str,
-               systems: Mapping[str, SystemConfig]) -> Guarantee:
-    """Default: exactly-once on the local log (atomic commits), at-least-once on Kafka."""
-    meta = systems.get(metadata_system)
-    default: Guarantee = ("at-least-once" if meta is not None and meta.type == "kafka"
-                          else "exactly-once")
-    return s.choice("guarantee", default, GUARANTEES)
-
-
-def _expansion_algorithm(s: Section, root: Path) -> str:
-    spec = s.string("expansion_algorithm", "default", form='"default" or "module:Class"',
-                    pattern=re.compile(f"default|{SPEC_PATTERN.pattern}"))
-    assert spec is not None
-    if spec != "default":
-        try:
-            make_expansion_algorithm(spec, root)
-        except ConfigError as error:
-            s.problems.add(("job", "expansion_algorithm"), str(error))
-    return spec
-
-
-def _metadata_system(
-    s: Section, inputs: list[str], systems: Mapping[str, SystemConfig]
-) -> str:
-    default = StreamRef.parse(inputs[0]).system if inputs else ""
-    name = s.string("metadata_system", default, form="a system name") or default
-    if s.present("metadata_system") and isinstance(s.table["metadata_system"], str) and (
-            name not in systems):
-        s.problems.add(("job", "metadata_system"), _undeclared_system(name, systems))
-    return name
 
 
 def _errors(
     table: dict[str, Any], streams: Mapping[str, StreamConfig], consumed: tuple[str, ...],
     problems: Problems,
 ) -> ErrorsConfig:
-    s = Section(table, ("errors",), problems)
-    policy = s.choice("policy", "fail", ERROR_POLICIES)
-    process_policy = s.choice("process_policy", "fail", ERROR_POLICIES)
-    stream = s.string("dead_letter_stream", pattern=STREAM_NAME, form=_STREAM_FORM)
-    s.finish()
+    config = ErrorsConfig(**_read(ErrorsConfig, table, ("errors",), problems))
+    policy, process_policy, stream = (config.policy, config.process_policy,
+                                      config.dead_letter_stream)
+    present = "dead_letter_stream" in table
     path = ("errors", "dead_letter_stream")
     dead_letters = "dead-letter" in (policy, process_policy)
-    if dead_letters and stream is None and not s.present("dead_letter_stream"):
+    if dead_letters and stream is None and not present:
         which = "policy" if policy == "dead-letter" else "process_policy"
         problems.add(path, f'missing required key when {which} = "dead-letter"; add '
                            'dead_letter_stream = "system.stream" to [errors]')
-    elif not dead_letters and s.present("dead_letter_stream"):
+    elif not dead_letters and present:
         problems.add(path, f'only used with policy or process_policy = "dead-letter" (policy '
                            f'is "{policy}", process_policy is "{process_policy}"); remove it '
                            'or set one of them to "dead-letter"')
@@ -392,45 +251,14 @@ def _errors(
     elif stream is not None and stream in consumed:
         problems.add(path, f'"{stream}" is an input of the job; send dead letters to a '
                            "stream the job does not consume")
-    return ErrorsConfig(policy, stream, process_policy)
-
-
-def _coordinator(table: dict[str, Any], problems: Problems) -> CoordinatorConfig:
-    s = Section(table, ("coordinator",), problems)
-    config = CoordinatorConfig(
-        monitor_interval_ms=s.integer("monitor_interval_ms", 2000, minimum=1),
-        worker_stop_timeout_ms=s.integer("worker_stop_timeout_ms", 10000, minimum=0),
-        worker_restart_backoff_ms=s.integer("worker_restart_backoff_ms", 500, minimum=0),
-        max_worker_restarts=s.integer("max_worker_restarts", 5, minimum=0),
-        crash_window_ms=s.integer("crash_window_ms", 600000, minimum=1),
-        max_unreachable_ms=s.integer("max_unreachable_ms", 600000, minimum=0),
-        assignor=s.choice("assignor", "sticky", ("sticky", "high-availability")),
-        model_changes=s.choice("model_changes", "in-place", ("in-place", "restart")),
-        rebalances=s.choice("rebalances", "incremental", ("incremental", "eager")),
-        lease_timeout_ms=s.integer("lease_timeout_ms", 10000, minimum=1000),
-        compaction_interval_ms=s.integer("compaction_interval_ms", 60000, minimum=0),
-        retention_interval_ms=s.integer("retention_interval_ms", 60000, minimum=0),
-        session_timeout_ms=s.integer("session_timeout_ms", 10000, minimum=1000),
-        acceptable_recovery_lag=s.integer("acceptable_recovery_lag", 10000, minimum=0),
-        max_warmup_replicas=s.integer("max_warmup_replicas", 2, minimum=0),
-        probing_rebalance_interval_ms=s.integer("probing_rebalance_interval_ms", 60000,
-                                                minimum=1000),
-        max_rebalance_wait_ms=s.integer("max_rebalance_wait_ms", 0, minimum=0),
-    )
-    s.finish()
     return config
-
 
 
 def _metrics(table: dict[str, Any], workers: int, problems: Problems) -> MetricsConfig:
     """[metrics]: a bind address that is an IP, a port whose worker ports all fit."""
-    s = Section(table, ("metrics",), problems)
-    enabled = s.boolean("enabled", True)
-    bind = s.ip_address("bind", "127.0.0.1")
-    port = s.port("port", 0)
-    if port and port + workers > 65535:
-        problems.add(("metrics", "port"), f"workers use ports {port + 1}..{port + workers}, past "
-                     f"65535; choose a port ≤ {65535 - workers}, or 0 for free ports")
-    lag_interval_ms = s.integer("lag_interval_ms", 1000, minimum=10)
-    s.finish()
-    return MetricsConfig(enabled, bind, port, lag_interval_ms)
+    config = MetricsConfig(**_read(MetricsConfig, table, ("metrics",), problems))
+    if config.port and config.port + workers > 65535:
+        problems.add(("metrics", "port"), f"workers use ports {config.port + 1}.."
+                     f"{config.port + workers}, past 65535; choose a port ≤ "
+                     f"{65535 - workers}, or 0 for free ports")
+    return config

@@ -21,14 +21,11 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from difflib import get_close_matches
-from typing import Any, TypeVar
+from typing import Any
 
 from framework.config.source import KeyPath, format_path
 
 __all__ = ["Problems", "Section", "closest", "did_you_mean", "show"]
-
-Choice = TypeVar("Choice", bound=str)
-
 
 class Problems:
     """The problems found so far, each a key path and what is wrong with it."""
@@ -74,6 +71,18 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"; did you mean {json.dumps(match, ensure_ascii=False)}?" if match else ""
 
 
+def did_you_mean_stream(qualified: str, known: Iterable[str]) -> str:
+    """`did_you_mean` for a ``system.stream`` name: the streams of the same system are
+    compared by their names alone (a shared ``local.`` would make any two look alike)."""
+    system, _, stream = qualified.partition(".")
+    known = list(known)
+    same = {k.partition(".")[2]: k for k in known if k.partition(".")[0] == system}
+    match = closest(stream, same) if same else None
+    if match is not None:
+        return f"; did you mean {json.dumps(same[match], ensure_ascii=False)}?"
+    return "" if same else did_you_mean(qualified, known)
+
+
 class Section:
     """One table of the job file being read."""
 
@@ -97,6 +106,13 @@ class Section:
             (*self.path, key),
             f"missing required key; add {key} = {example} to [{format_path(self.path)}]",
         )
+
+    def raw(self, key: str) -> Any:
+        """``key``'s value as TOML gave it (None when absent), for a key of several
+        accepted types that its caller checks (and then records in `values`)."""
+        value = self._take(key)
+        self.values[key] = value
+        return value
 
     def present(self, key: str) -> bool:
         """Whether the table sets ``key``."""
@@ -138,30 +154,25 @@ class Section:
         key: str,
         default: str | None = None,
         *,
-        required: str | None = None,
         pattern: re.Pattern[str] | None = None,
         form: str = "a string",
         suggest: Callable[[str], str | None] | None = None,
     ) -> str | None:
-        """A string, optionally matching ``pattern`` (``form`` describes it);
-        ``required`` is an example value, given when the key must be present;
-        ``suggest`` may propose a correction of a string that does not match."""
+        """A string, optionally matching ``pattern`` (``form`` describes it); ``suggest``
+        may propose a correction of a string that does not match."""
         value = self._take(key)
         result = default
-        if value is None:
-            if required is not None:
-                self.missing(key, required)
-        elif isinstance(value, str) and (pattern is None or pattern.fullmatch(value)):
+        if isinstance(value, str) and (pattern is None or pattern.fullmatch(value)):
             result = value
-        else:
+        elif value is not None:
             fix = suggest(value) if suggest is not None and isinstance(value, str) else None
             hint = f"; did you mean {show(fix)}?" if fix else ""
             self.problems.add((*self.path, key), f"expected {form}, got {show(value)}{hint}")
         self.values[key] = result
         return result
 
-    def choice(self, key: str, default: Choice, choices: Sequence[Choice]) -> Choice:
-        """One of ``choices`` (typed as they are: a `Literal` stays one)."""
+    def choice(self, key: str, default: str | None, choices: Sequence[str]) -> str | None:
+        """One of ``choices``."""
         value = self._take(key)
         result = default
         if value is not None:
@@ -183,22 +194,18 @@ class Section:
         pattern: re.Pattern[str],
         item: str,
         items: str,
-        required: str | None = None,
+        nonempty: bool = False,
     ) -> list[str]:
         """A list of strings matching ``pattern`` (``item`` describes one, ``items``
-        several); ``required`` as in `string`, and the list must then be non-empty.
-        Problems name each bad element by its index."""
+        several), ``[]`` when absent; ``nonempty`` refuses an empty one. Problems name
+        each bad element by its index."""
         value = self._take(key)
         result: list[str] = []
-        if value is None or value == []:
-            if required is not None:
-                if value is None:
-                    self.missing(key, required)
-                else:
-                    self._wrong(key, f"a non-empty list of {items}", value)
-        elif not isinstance(value, list):
+        if value == [] and nonempty:
+            self._wrong(key, f"a non-empty list of {items}", value)
+        elif value is not None and not isinstance(value, list):
             self._wrong(key, f"a list of {items}", value)
-        else:
+        elif value is not None:
             for index, element in enumerate(value):
                 if isinstance(element, str) and pattern.fullmatch(element):
                     if element in result:

@@ -13,17 +13,28 @@ from pathlib import Path
 
 from framework.config import JobConfig, load_config, parse_config
 from framework.errors import ConfigError, SampanError
+from framework.secrets import references_only
 
 __all__ = ["job_file_change", "load_snapshot", "snapshot_config"]
 
 
 def snapshot_config(config: JobConfig) -> Path:
-    """Write ``config`` to ``<state_dir>/run/config-<digest>.json`` (atomically); its path."""
+    """Write ``config`` to ``<state_dir>/run/config-<digest>.json`` (atomically); its path.
+
+    A secret written into the job file is not stored: the snapshot refers to an
+    environment variable of this process instead (``SAMPAN_SECRET_<SYSTEM>_<KEY>``), which
+    the workers it starts inherit."""
     folder = config.state_dir / "run"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"config-{config.digest[:16]}.json"
+    document = config.to_dict()
+    for name, table in document.get("systems", {}).items():
+        kept, environment = references_only(table.get("client_options", {}),
+                                            f"SAMPAN_SECRET_{name}")
+        table["client_options"] = kept
+        os.environ.update(environment)
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(config.to_dict(), sort_keys=True, indent=1, default=str))
+    temporary.write_text(json.dumps(document, sort_keys=True, indent=1, default=str))
     os.replace(temporary, path)
     return path
 

@@ -1,6 +1,7 @@
 """Build the next job model from the config, partition counts and the previous model.
 
-Pure apart from reading the config: the coordinator does all I/O and calls this.
+Pure apart from reading the config: the model service (`framework.coordinator.model_service`)
+does all I/O and calls this once per model it publishes.
 """
 
 from __future__ import annotations
@@ -10,27 +11,12 @@ from collections.abc import Callable, Mapping
 import groupers as G
 from framework.config import JobConfig, StreamRef
 from framework.coordinator.expansion import barrier_stages
+from framework.coordinator.grouping import make_grouper
 from framework.jobmodel import BarrierStage, JobModel, StreamHold, TaskModel
 from framework.systems.base import Checkpoint
-from framework.usercode import load_expansion_algorithm
 from groupers import SystemStreamPartition
 
 __all__ = ["build_job_model", "build_rekeyed_model", "make_grouper"]
-
-
-def make_grouper(config: JobConfig) -> G.ExpandingGrouper:
-    """The SSP grouper the config asks for; fixed-task variants for stateful jobs."""
-    fixed = config.expansion == "fixed-tasks" and config.stateful
-    algorithm = load_expansion_algorithm(config)
-    if config.grouper == "single":
-        return G.AllSspToSingleTask()
-    if config.grouper == "system-stream-partition":
-        if fixed:
-            return G.GroupBySystemStreamPartitionFixedTasks(expansion=algorithm)
-        return G.GroupBySystemStreamPartition()
-    if fixed:
-        return G.GroupByPartitionFixedTasks(expansion=algorithm)
-    return G.GroupByPartition()
 
 
 def _ssps(streams: list[str], counts: Mapping[str, int]) -> list[SystemStreamPartition]:

@@ -1,11 +1,13 @@
 """The one decision about the inputs' partition counts, taken by every coordinator.
 
-The one-host coordinator (`framework.coordinator.process`, at start and on every monitor
-pass) and the group leader of several hosts (`framework.hosts.leader`) read the inputs
-and call `decide_partition_change`; it says which counts and holds the next model takes,
-which expansion that applies, which inputs it holds or releases and the refusal
-`sampan status` shows. `ExpansionBook` (`framework.coordinator.expansion`) records the
-refusal and the applied expansion the same way for both.
+The model service (`framework.coordinator.model_service`), which the one-host coordinator
+(at start and on every monitor pass) and the group leader of several hosts both call,
+reads the inputs and calls `decide_partition_change`; it says which counts and holds the
+next model takes, which expansion that applies, which inputs it holds or releases and the
+refusal `sampan status` shows. It builds no model: what the job's tasks can map is asked
+of the grouper (`framework.coordinator.grouping.CountCheck`), one stream and count at a
+time. `ExpansionBook` (`framework.coordinator.expansion_book`) records the refusal and the
+applied expansion the same way for both.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import groupers as G
 from framework.config import JobConfig
-from framework.coordinator.builder import build_job_model
 from framework.coordinator.expansion import describe_change
 from framework.coordinator.holds import InputNow, ReadPositions, plan_holds
 from framework.jobmodel import JobModel, StreamHold
@@ -41,9 +41,6 @@ class PartitionDecision:
     """Why each held input is held and the fix, for the status; None when none is held."""
     changed: bool
     """Whether the next model differs from the running one (counts or holds)."""
-    error: str | None = None
-    """The builder refused the plan (not expected: each input is checked by the plan); the
-    running model's counts and holds stay."""
 
     @property
     def what(self) -> str:
@@ -71,7 +68,7 @@ def decide_partition_change(config: JobConfig, model: JobModel, counts: Mapping[
     """The next model's counts and holds against ``model`` (pure).
 
     ``counts`` are every input's counts now and ``inputs`` what the systems show of those
-    whose count differs from ``model``'s or that it holds (`Coordinator.inputs_now`);
+    whose count differs from ``model``'s or that it holds (`ModelService.inputs_now`);
     ``read`` where the job's checkpoints say it read them (`holds.read_positions`).
     """
     plan = plan_holds(config, model, counts, inputs, now_ms=now_ms, read=read)
@@ -80,13 +77,4 @@ def decide_partition_change(config: JobConfig, model: JobModel, counts: Mapping[
     expansion = describe_change(model.partition_counts, plan.counts)
     toggled = tuple(sorted(set(plan.holds) ^ set(model.holds)))
     changed = plan.counts != dict(model.partition_counts) or plan.holds != dict(model.holds)
-    decision = PartitionDecision(plan.counts, plan.holds, expansion, toggled, refusal, changed)
-    if not changed:
-        return decision
-    try:
-        build_job_model(config, plan.counts, model, holds=plan.holds)
-    except G.ExpansionError as error:
-        return PartitionDecision(
-            dict(model.partition_counts), dict(model.holds), "", (), refusal, False,
-            error=f"partition change {decision.what}: {error}")
-    return decision
+    return PartitionDecision(plan.counts, plan.holds, expansion, toggled, refusal, changed)

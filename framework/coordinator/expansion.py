@@ -1,38 +1,23 @@
-"""Where expansion happens: naming a partition change, the barrier stages of tasks that
-gain partitions, and the bookkeeping of applied and refused changes.
+"""Where expansion happens: naming a partition change and the barrier stages of tasks
+that gain partitions.
 
-Every coordinator (one host or several) decides a change with
-`framework.coordinator.decision.decide_partition_change`; the builder
-(`framework.coordinator.builder`) validates it through the fixed-task grouper and asks
-`barrier_stages` for the barriers; `ExpansionBook` records what happened in the
-coordinator's status for `sampan status` and the drill: the expansions applied and the
-refusal of inputs held after a change their tasks cannot map
-(`framework.coordinator.holds`). Workers enforce the barriers with
-`framework.jobmodel.BarrierStage.passed`, the one barrier rule; status, metrics and re-key
-read their progress with `TaskModel.pending_stages` and `TaskModel.held_behind_barrier`.
+The model service decides a change (`framework.coordinator.decision`) and the builder
+(`framework.coordinator.builder`) asks `barrier_stages` for the barriers of the one model
+it builds; `framework.coordinator.expansion_book` records what happened in the status.
+Workers enforce the barriers with `framework.jobmodel.BarrierStage.passed`, the one barrier
+rule; status, metrics and re-key read their progress with `TaskModel.pending_stages` and
+`TaskModel.held_behind_barrier`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from framework.jobmodel import BarrierStage, JobModel
-from framework.metadata import CoordinatorStatus, ExpansionRecord
 from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
 
-if TYPE_CHECKING:
-    from framework.coordinator.decision import PartitionDecision
-
-__all__ = [
-    "ExpansionBook",
-    "barrier_stages",
-    "describe_change",
-]
-
-log = logging.getLogger(__name__)
+__all__ = ["barrier_stages", "describe_change"]
 
 
 def describe_change(before: Mapping[str, int], after: Mapping[str, int]) -> str:
@@ -72,41 +57,3 @@ def barrier_stages(
                    if (s.system, s.stream) in streams}
         stages.append(BarrierStage(barrier=barrier, held=frozenset(gained)))
     return tuple(stages)
-
-
-class ExpansionBook:
-    """The coordinator's record of applied expansions and held inputs (in its status)."""
-
-    def __init__(self, status: CoordinatorStatus) -> None:
-        self.status = status
-
-    def note(self, decision: PartitionDecision, epoch: int) -> bool:
-        """Record the refusal of ``decision`` (logged once per distinct change), or clear
-        the refusal when it holds no input; True when the status changed."""
-        refusal = decision.refusal
-        if refusal is None:
-            return self.clear_refusal(epoch)
-        known = self.status.refusal
-        if known is not None and (known.change, known.error, known.counts) == (
-                refusal.change, refusal.error, refusal.counts):
-            return False
-        log.error("REFUSED partition change %s: %s. The job keeps running on epoch %d",
-                  refusal.change, refusal.error, epoch)
-        self.status.refusal = refusal
-        return True
-
-    def clear_refusal(self, epoch: int) -> bool:
-        """Forget a refusal once no input is held any more; True if there was one."""
-        if self.status.refusal is None:
-            return False
-        log.info("no input is held any more (epoch %d); refusal cleared", epoch)
-        self.status.refusal = None
-        return True
-
-    def applied(self, record: ExpansionRecord | None) -> bool:
-        """Record an applied expansion in the status timeline (None: none applied); True
-        when the status changed."""
-        if record is None:
-            return False
-        self.status.expansions.append(record)
-        return True

@@ -17,9 +17,11 @@ past it when it took the model stops where it was, so the job's reads of a held 
 end at the hold or at its tasks' checkpoints, whichever is further (`read_positions`):
 records past that are the ones past the hold.
 
-`plan_holds` is pure: the coordinators (one host, and the group leader of several) call
-it through `framework.coordinator.decision.decide_partition_change`; the remedies read
-the inputs (`input_now`) and call it directly.
+`plan_holds` is pure: it asks the job's grouper which counts its tasks map
+(`framework.coordinator.grouping.CountCheck`, no model is built). The model service
+(`framework.coordinator.model_service`, behind the one-host coordinator and the group
+leader of several) calls it through `framework.coordinator.decision.decide_partition_change`;
+the remedies read the inputs (`input_now`) and call it directly.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import groupers as G
 from framework.config import JobConfig
-from framework.coordinator.builder import build_job_model
+from framework.coordinator.grouping import CountCheck
 from framework.jobmodel import JobModel, StreamHold
 from framework.systems.base import Checkpoint, GrowthRecorder, System
+from framework.wording import counted
 
 __all__ = ["Growth", "Held", "HoldPlan", "InputNow", "ReadPositions", "input_now",
            "plan_holds", "read_positions", "records_past", "stops_at"]
@@ -163,7 +165,8 @@ class Held:
                     f"{self._rekey(job)} or {discard} (after growing it to a count "
                     f"{self.tasks} tasks map)")
         if self.recorded:
-            written = ", ".join(f"{n} records were written while it had {k} partitions"
+            written = ", ".join(f"{counted(n, 'record')} {'was' if n == 1 else 'were'} "
+                                f"written while it had {k} partitions"
                                 for k, n in sorted(self.unmappable_written.items()))
             why = (f"{written}, which {self.tasks} tasks cannot map (placed for that count, "
                    f"no task owns their keys)")
@@ -238,17 +241,7 @@ def plan_holds(config: JobConfig, model: JobModel, counts: Mapping[str, int],
     (`read_positions`): records a hold seen at detection counts past it start where the
     job stopped reading (`stops_at`).
     """
-    errors: dict[tuple[str, int], str | None] = {}
-
-    def error(stream: str, count: int) -> str | None:
-        if (stream, count) not in errors:
-            try:
-                build_job_model(config, {**model.partition_counts, stream: count}, model)
-                errors[stream, count] = None
-            except G.ExpansionError as refused:
-                errors[stream, count] = str(refused)
-        return errors[stream, count]
-
+    error = CountCheck(config, model).refusal
     next_counts = dict(counts)
     holds: dict[str, StreamHold] = {}
     held: dict[str, Held] = {}

@@ -32,6 +32,7 @@ from aiokafka.coordinator.protocol import (
 from framework.coordinator.lease import CoordinatorRunningError, Holder
 from framework.errors import SampanError
 from framework.systems.base import ProducerRecord
+from framework.systems.kafka.denials import DENIALS
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 
@@ -121,7 +122,7 @@ class KafkaCoordinatorLease:
             session_timeout_ms=session, heartbeat_interval_ms=max(1000, session // 3),
             rebalance_timeout_ms=session, max_poll_interval_ms=max(session * 3, 30000),
             partition_assignment_strategy=(_lease_assignor(self._holds, self.holder.since_ms),))
-        await self._consumer.start()
+        await self.system.admin.connect(self._consumer.start())
         self._consumer.subscribe([self.system.admin.topic(self.topic)], listener=self._listener)
         deadline = time.monotonic() + 3 * session / 1000 + 30
         waited = False
@@ -158,7 +159,12 @@ class KafkaCoordinatorLease:
         assert self._consumer is not None
         for partition in self._consumer.assignment():
             self._consumer.pause(partition)  # a poll for membership, never for records
-        await self._consumer.getmany(timeout_ms=200)
+        try:
+            await self._consumer.getmany(timeout_ms=200)
+        except DENIALS as error:
+            raise self.system.admin.denial(
+                error, "READ", self.system.options.named(f"__sampan-{self.job}-coordinators"),
+                "joining the group of the job's coordinators (its lease)") from error
 
     async def _announce(self) -> None:
         value = self.holder.to_json().encode()

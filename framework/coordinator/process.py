@@ -1,10 +1,12 @@
 """The coordinator (`sampan run`): publish job models, supervise workers, watch partitions.
 
-Data flows one way: config + partition counts + previous model → builder (pure, calls
-`groupers`) → coordinator stream → workers. On an input expansion it builds the next
-model with expansion barriers, stops the workers gracefully and starts them on the new
-epoch; a change its tasks cannot map (decrease, non-multiple) holds that input
-(`framework.coordinator.holds`) and the job runs on.
+Data flows one way: config + partition counts + previous model → the model service
+(`framework.coordinator.model_service`: detection, decision, one build per model) →
+coordinator stream → workers. On an input expansion it publishes the next model with
+expansion barriers, which the running workers take in place (or, with ``model_changes =
+"restart"``, it stops them and starts them on the new epoch); a change its tasks cannot
+map (decrease, non-multiple) holds that input (`framework.coordinator.holds`) and the job
+runs on. Its lifecycle is a `framework.coordinator.phase.CoordinatorPhase`.
 """
 
 from __future__ import annotations
@@ -14,20 +16,18 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.config.snapshot import job_file_change, snapshot_config
-from framework.coordinator.builder import build_job_model
-from framework.coordinator.decision import PartitionDecision, decide_partition_change
-from framework.coordinator.expansion import ExpansionBook
-from framework.coordinator.holds import InputNow, input_now, read_positions, stops_at
+from framework.coordinator.decision import PartitionDecision
+from framework.coordinator.expansion_book import ExpansionBook
 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
+from framework.coordinator.model_service import ModelChange, ModelService
 from framework.coordinator.modes import refuse_other_mode
+from framework.coordinator.phase import COORDINATOR_TRANSITIONS, CoordinatorPhase, run_state
 from framework.coordinator.reachability import Reachability
 from framework.coordinator.retention import retain_forever, retention_policies
 from framework.coordinator.runfile import (
@@ -41,20 +41,18 @@ from framework.coordinator.runfile import (
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
-from framework.jobmodel import JobModel, StreamHold
+from framework.jobmodel import JobModel
+from framework.lifecycle import Lifecycle
 from framework.metadata import (
     ConfigChange,
     CoordinatorStatus,
     RunState,
     ensure_coordinator_stream,
-    publish_model,
     publish_status,
     read_state,
 )
 from framework.metrics import CoordinatorMetrics
-from framework.systems import open_system
 from framework.systems.base import StartsProducer, System
-from framework.wording import counted
 from framework.worker.commit import check_guarantee
 from groupers import SystemStreamPartition
 
@@ -84,7 +82,8 @@ class Coordinator:
     ) -> None:
         self.config = config
         self.stop = stop or asyncio.Event()
-        self.systems: dict[str, System] = {}
+        self.lifecycle = Lifecycle(f"coordinator of job {config.name!r}",
+                                   CoordinatorPhase.CREATED, COORDINATOR_TRANSITIONS)
         self.supervisor = Supervisor(
             config.path, log_dir=log_dir or config.state_dir / "logs", tee=log_dir is None,
             stop_timeout_s=config.coordinator.worker_stop_timeout_ms / 1000,
@@ -101,14 +100,24 @@ class Coordinator:
         self.expansions = ExpansionBook(self.status)
         self.metrics = CoordinatorMetrics(config)
         self.reach = Reachability(self.status, self._reachability_changed)
+        self.service = ModelService(config, watch=self.reach.watch)
         self.run_file = run_file(config.state_dir)
         self._started_ms = _now_ms()
         self._unpublished = False
         """The status changed while the metadata system could not take it."""
 
     @property
+    def phase(self) -> CoordinatorPhase:
+        return self.lifecycle.state
+
+    @property
+    def systems(self) -> dict[str, System]:
+        """The clients of the job's systems (the model service's)."""
+        return self.service.systems
+
+    @property
     def meta(self) -> System:
-        return self.systems[self.config.metadata_system]
+        return self.service.meta
 
     async def run(self) -> None:
         """Publish the model, start workers, then monitor until stopped."""
@@ -117,6 +126,7 @@ class Coordinator:
         compactor: asyncio.Task[None] | None = None
         retainer: asyncio.Task[None] | None = None
         try:
+            self.lifecycle.to(CoordinatorPhase.STARTING)
             await self.open_systems()
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
             self.supervisor.config_snapshot = snapshot_config(self.config)
@@ -140,7 +150,7 @@ class Coordinator:
             shared = shared_folder(read_run_file(self.run_file), self.config)
             if shared:
                 log.warning("%s", shared)
-            self._write_run_file("running")
+            self._write_run_file()
             self._job_file_stat = _stat(self.config.path)
             state = await read_state(self.meta, self.config)
             # Expansions carry over; a refusal, error or edit is re-detected by this run.
@@ -153,6 +163,7 @@ class Coordinator:
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
+            self.lifecycle.to(CoordinatorPhase.RUNNING)
             if self.config.coordinator.compaction_interval_ms:
                 compactor = asyncio.create_task(self._compact_forever())
             if self.config.coordinator.retention_interval_ms and retention_policies(
@@ -168,6 +179,7 @@ class Coordinator:
             failed = error
             raise
         finally:
+            self.lifecycle.to(CoordinatorPhase.STOPPING)
             for background, what in ((keeper, "the lease keeper"),
                                      (compactor, "the compactor"),
                                      (retainer, "the retention pass")):
@@ -178,10 +190,16 @@ class Coordinator:
             self.metrics.close()
             if isinstance(failed, Exception):
                 self.status.error = str(failed)
+            self.lifecycle.to(CoordinatorPhase.FAILED if isinstance(failed, Exception)
+                              else CoordinatorPhase.STOPPED)
             if self.lease is not None and self.lease.held:  # never overwrite another's status
-                ended: RunState = "failed" if isinstance(failed, Exception) else "stopped"
-                self._write_run_file(ended)
-                await self._report(state=ended)
+                self._write_run_file()
+                try:
+                    await self._report()
+                except SampanError as error:  # e.g. what stopped the job stops this too
+                    log.log(logging.DEBUG if failed else logging.WARNING,
+                            "could not record in the coordinator stream that the job "
+                            "ended: %s", error)
             if self.lease is not None:
                 await self.lease.release()
             await self.close_systems()
@@ -191,95 +209,37 @@ class Coordinator:
         as an expansion (with barriers) or hold the input (`framework.coordinator.holds`)."""
         detected = _now_ms()
         if previous is None:
-            return await self._publish(counts, None, reason="coordinator start")
-        decision = await self.decide(previous, counts, detected)
+            return await self.service.apply(counts, None, reason="coordinator start",
+                                            now_ms=detected)
+        change = await self.service.decide(previous, counts, now_ms=detected)
+        decision = change.decision
         if self.expansions.note(decision, previous.epoch):
-            await self._report(state="running")
-        if decision.error:
-            log.error("REFUSED %s; the job keeps running on epoch %d", decision.error,
-                      previous.epoch)
+            await self._report()
         if not decision.expansion:
-            return await self._publish(decision.counts, previous, reason="coordinator start",
-                                       holds=decision.holds)
+            return await self.service.apply(decision.counts, previous, change=change,
+                                            reason="coordinator start", now_ms=_now_ms())
         log.info("input expansion while the job was stopped: %s", decision.expansion)
-        model = await self._publish(decision.counts, previous, holds=decision.holds,
-                                    reason=f"coordinator start, expansion {decision.expansion}")
+        model = await self.service.apply(
+            decision.counts, previous, change=change, now_ms=_now_ms(),
+            reason=f"coordinator start, expansion {decision.expansion}")
         self.expansions.applied(decision.expansion_record(model.epoch, detected,
                                                           published_ms=_now_ms()))
         return model
 
-    async def decide(self, model: JobModel, counts: Mapping[str, int], now_ms: int
-                     ) -> PartitionDecision:
-        """The decision about the inputs' counts now against ``model``
-        (`framework.coordinator.decision`), with what the systems show of them."""
-        read = None
-        if any(not h.exact for h in model.holds.values()):  # where running workers stopped
-            read = read_positions((await self.meta.read_checkpoints(self.config.name)).values())
-        return decide_partition_change(self.config, model, counts,
-                                       await self.inputs_now(model, counts), now_ms=now_ms,
-                                       read=read)
-
-    async def inputs_now(self, model: JobModel, counts: Mapping[str, int]
-                         ) -> dict[str, InputNow]:
-        """What the systems show of the inputs whose count differs from ``model``'s or that
-        it holds: count, ends and, on the local log, every growth (one snapshot)."""
-        found: dict[str, InputNow] = {}
-        for qualified in self.config.inputs:
-            known = model.partition_counts.get(qualified)
-            if known is None or (counts.get(qualified) == known
-                                 and qualified not in model.holds):
-                continue
-            stream = self.config.stream(qualified)
-            found[qualified] = await input_now(self.systems[stream.system], stream.stream)
-        return found
-
-    async def settle_holds(self, holds: Mapping[str, StreamHold], previous: JobModel
-                           ) -> dict[str, StreamHold]:
-        """New holds seen at detection (Kafka), raised to where the workers' checkpoints
-        say they read (stopped workers: exactly where they stopped; running ones take the
-        hold in place and stop where they are if past it: `holds.stops_at`)."""
-        new = {s: h for s, h in holds.items() if not h.exact and s not in previous.holds}
-        if not new:
-            return dict(holds)
-        read = read_positions((await self.meta.read_checkpoints(self.config.name)).values())
-        return {**holds, **{s: replace(h, ends=stops_at(s, h, read)) for s, h in new.items()}}
-
     async def open_systems(self) -> None:
         """Start a client of the metadata system and of every input's system."""
-        names = {self.config.metadata_system} | {
-            self.config.stream(s).system for s in self._all_inputs()}
-        for name in sorted(names):
-            system = open_system(self.config.system(name))
-            await system.start()
-            self.systems[name] = system
+        await self.service.open()
 
     async def close_systems(self) -> None:
         """Close every system client `open_systems` (or a declared stream) started."""
-        for system in self.systems.values():
-            await system.close()
+        await self.service.close()
 
     def _all_inputs(self) -> list[str]:
-        return [*self.config.inputs, *self.config.broadcast_inputs]
+        return self.service.inputs()
 
     async def partition_counts(self) -> dict[str, int]:
         """Current partition count of every input; creates declared-but-missing inputs."""
-        counts: dict[str, int] = {}
-        for qualified in self._all_inputs():
-            stream = self.config.stream(qualified)
-            system = self.systems[stream.system]
-            try:
-                with self.reach.watch(stream.system):
-                    found = await system.partition_counts([stream.stream])
-                counts[qualified] = found[stream.stream]
-            except StreamNotFoundError:
-                if stream.partitions is None:
-                    raise StreamNotFoundError(
-                        f"input stream {qualified} does not exist; create it with `sampan "
-                        f"streams create {qualified} --partitions N --job {self.config.path}` "
-                        f"or set partitions = N in [streams.\"{qualified}\"]") from None
-                await system.create_stream(stream.stream, stream.partitions, exist_ok=True)
-                counts[qualified] = stream.partitions
-        return counts
+        return await self.service.partition_counts()
 
     async def _start_producers(self) -> None:
         """Connect every Kafka producer of the job now, so what a broker refuses (the
@@ -291,90 +251,12 @@ class Coordinator:
 
     async def create_declared_streams(self) -> None:
         """Create every declared stream with ``partitions`` that does not exist yet (outputs)."""
-        for qualified in sorted(self.config.streams):
-            stream = self.config.stream(qualified)
-            if stream.partitions is None or stream.system not in self.config.systems:
-                continue
-            if stream.system not in self.systems:
-                system = open_system(self.config.system(stream.system))
-                await system.start()
-                self.systems[stream.system] = system
-            system = self.systems[stream.system]
-            if stream.stream not in await system.list_streams():
-                await system.create_stream(stream.stream, stream.partitions,
-                                           compacted=stream.compacted, exist_ok=True)
-                log.info("created stream %s with %s", qualified,
-                         counted(stream.partitions, "partition"))
-
-    async def end_offsets(self) -> dict[SystemStreamPartition, int]:
-        """Every input partition's end offset now (the barriers of the next model)."""
-        ends: dict[SystemStreamPartition, int] = {}
-        for qualified in self.config.inputs:
-            stream = self.config.stream(qualified)
-            ranges = await self.systems[stream.system].offsets(stream.stream)
-            for partition, offset_range in ranges.items():
-                ends[SystemStreamPartition(stream.system, stream.stream, partition)] = (
-                    offset_range.end)
-        return ends
-
-    async def _publish(
-        self, counts: Mapping[str, int], previous: JobModel | None, *, reason: str,
-        holds: Mapping[str, StreamHold] | None = None, in_place: bool = False,
-    ) -> JobModel:
-        checkpoints = await self.meta.read_checkpoints(self.config.name)
-        ends = await self.end_offsets() if previous else {}
-        model = build_job_model(
-            self.config, counts, previous, now_ms=_now_ms(), reason=reason,
-            end_offsets=ends, checkpoints=checkpoints,
-            local_state=await self._local_state(previous), holds=holds)
-        await self.ensure_changelogs(model)
-        model = await publish_model(self.meta, self.config, model, previous=previous,
-                                    in_place=in_place)
-        log.info("published job model epoch %d (%s): %s on %s", model.epoch,
-                 reason, counted(len(model.tasks), "task"), counted(model.workers, "worker"))
-        return model
-
-    async def _local_state(self, previous: JobModel | None) -> dict[int, dict[str, int]] | None:
-        """Worker → task → restore gap, from the workers' last reports of their stores.
-
-        Only the high-availability assignor uses it; None when no worker reported yet.
-        """
-        if self.config.coordinator.assignor != "high-availability" or previous is None:
-            return None
-        reports = (await read_state(self.meta, self.config)).workers
-        if not any(r.store_positions for r in reports.values()):
-            return None
-        ends: dict[str, dict[int, int]] = {}
-        for store in self.config.logged_stores:
-            stream = self.config.changelog_ref(store).stream
-            ends[store] = {p: r.end for p, r in (await self.meta.offsets(stream)).items()}
-        state: dict[int, dict[str, int]] = {}
-        for worker, report in reports.items():
-            for task, stores in report.store_positions.items():
-                if task not in previous.tasks:
-                    continue
-                partition = previous.tasks[task].changelog_partition
-                state.setdefault(worker, {})[task] = sum(
-                    max(0, ends.get(store, {}).get(partition, 0) - offset)
-                    for store, offset in stores.items())
-        return state
-
-    async def ensure_changelogs(self, model: JobModel) -> None:
-        """Each logged store's changelog has at least one partition per task, compacted."""
-        for store in sorted(self.config.logged_stores):
-            system_name, stream = self.config.changelog_ref(store)
-            system = self.systems[system_name]
-            wanted = max(model.changelog_partitions, 1)
-            existing = await system.list_streams()
-            if stream not in existing:
-                await system.create_stream(stream, wanted, compacted=True, exist_ok=True)
-            elif existing[stream] < wanted:
-                await system.expand_stream(stream, wanted)
+        await self.service.create_declared_streams()
 
     async def _monitor(self) -> None:
         interval = self.config.coordinator.monitor_interval_ms / 1000
         self._announce_idle_workers()
-        await self._report(state="running")
+        await self._report()
         while not self.stop.is_set():
             try:
                 await asyncio.wait_for(self.stop.wait(), interval)
@@ -384,7 +266,7 @@ class Coordinator:
             restarts = self.supervisor.restarts
             await self.supervisor.check()
             if self.supervisor.restarts != restarts:
-                await self._report(state="running")
+                await self._report()
             await self._check_job_file()
             try:
                 counts = await self.partition_counts()
@@ -397,12 +279,14 @@ class Coordinator:
                     raise too_long from None
                 continue
             if self._unpublished:
-                await self._report(state="running")
+                await self._report()
             assert self.model is not None
             if dict(counts) != dict(self.model.partition_counts) or self.model.holds:
+                self.lifecycle.to(CoordinatorPhase.CHANGING_MODEL)
                 await self._on_change(counts)
+                self.lifecycle.to(CoordinatorPhase.RUNNING)
             elif self.expansions.clear_refusal(self.model.epoch):
-                await self._report(state="running")
+                await self._report()
 
     async def _compact_forever(self) -> None:
         """Keep the job's compacted streams bounded: every `compaction_interval_ms`, drop
@@ -467,48 +351,51 @@ class Coordinator:
                         "the configuration it started with; restart `sampan run` to apply the "
                         "edit", self.config.path, change)
             self.status.config_change = ConfigChange(change=change, detected_ms=_now_ms())
-        await self._report(state="running")
+        await self._report()
 
     async def _on_change(self, counts: dict[str, int]) -> None:
         """Apply an expansion its tasks map, or hold (or release) inputs: each a new model,
         taken by the running workers in place (`model_changes = "in-place"`), else
         published with the workers stopped."""
         assert self.model is not None
-        detected = _now_ms()
-        decision = await self.decide(self.model, counts, detected)
+        change = await self.service.decide(self.model, counts, now_ms=_now_ms())
+        decision = change.decision
         noted = self.expansions.note(decision, self.model.epoch)
-        if decision.error:
-            log.error("REFUSED %s; the job keeps running on epoch %d", decision.error,
-                      self.model.epoch)
         if not decision.changed:
             if noted:
-                await self._report(state="running")
+                await self._report()
             return
         if self._in_place(decision):
             log.info("%s; the workers take it where they run (model_changes = in-place)",
                      decision.what)
-            holds = await self.settle_holds(decision.holds, self.model)
-            self.model = await self._publish(decision.counts, self.model, in_place=True,
-                                             reason=decision.what, holds=holds)
+            self.model = await self.service.apply(decision.counts, self.model, change=change,
+                                                  in_place=True, reason=decision.what,
+                                                  now_ms=_now_ms())
             self.expansions.applied(decision.expansion_record(
-                self.model.epoch, detected, published_ms=_now_ms(), in_place=True))
-            await self._report(state="running")
+                self.model.epoch, change.detected_ms, published_ms=_now_ms(), in_place=True))
+            await self._report()
             return
+        await self._restart_on(change)
+
+    async def _restart_on(self, change: ModelChange) -> None:
+        """Publish ``change``'s model with the workers stopped, then start them on it."""
+        assert self.model is not None
+        decision = change.decision
         log.info("%s; stopping workers", decision.what)
         if self.start_workers:  # the next epoch's workers start up while these stop
             await self.supervisor.prepare(self.config.workers)
         await self.supervisor.stop()
         stopped = _now_ms()
-        holds = await self.settle_holds(decision.holds, self.model)
-        self.model = await self._publish(decision.counts, self.model, reason=decision.what,
-                                         holds=holds)
+        self.model = await self.service.apply(decision.counts, self.model,
+                                              change=change.workers_stopped(),
+                                              reason=decision.what, now_ms=_now_ms())
         published = _now_ms()
         if self.start_workers:
             await self.supervisor.start(self.model.workers)
         self.expansions.applied(decision.expansion_record(
-            self.model.epoch, detected, published_ms=published, stopped_ms=stopped,
+            self.model.epoch, change.detected_ms, published_ms=published, stopped_ms=stopped,
             started_ms=_now_ms()))
-        await self._report(state="running")
+        await self._report()
 
     def _in_place(self, decision: PartitionDecision) -> bool:
         """Whether the running workers take ``decision``'s model without a restart: an
@@ -516,13 +403,15 @@ class Coordinator:
         task by task, and restarts a worker it does not fit)."""
         return self.config.coordinator.model_changes == "in-place" and decision.changed
 
-    async def _report(self, *, state: RunState) -> None:
-        """Publish the status; while the metadata system is unreachable it is published
-        once it answers again (the outage itself is in the run file meanwhile)."""
+    async def _report(self) -> None:
+        """Publish the status (state and phase from the lifecycle); while the metadata
+        system is unreachable it is published once it answers again (the outage itself is
+        in the run file meanwhile)."""
         if not self.systems:
             return
         status = self.status
-        status.state, status.epoch = state, self.model.epoch if self.model else None
+        status.state, status.epoch = run_state(self.phase), self.model.epoch if self.model else None
+        status.phase = self.phase.name
         status.coordinator_pid, status.updated_ms = os.getpid(), _now_ms()
         status.coordinator_host = socket.gethostname()
         status.worker_logs = str(self.supervisor.log_dir)
@@ -546,14 +435,15 @@ class Coordinator:
 
     async def _worker_down(self) -> None:
         """A worker crashed and waits for its restart: say so now, not after the backoff."""
-        await self._report(state="running")
+        await self._report()
 
     def _reachability_changed(self) -> None:
         self._unpublished = True
-        self._write_run_file("running")
+        self._write_run_file()
 
-    def _write_run_file(self, state: RunState) -> None:
+    def _write_run_file(self) -> None:
         """Who runs the job here and what it cannot reach (`framework.coordinator.runfile`)."""
+        state: RunState = run_state(self.phase)
         try:
             write_run_file(self.run_file, RunRecord(
                 pid=os.getpid(), host=socket.gethostname(), started_ms=self._started_ms,
@@ -587,4 +477,4 @@ class Coordinator:
             last.resumed_ms = max(r for r in resumed if r is not None)
             log.info("expansion %s: every worker resumed on epoch %d; pause %d ms",
                      last.change, last.epoch, last.resumed_ms - last.detected_ms)
-            await self._report(state="running")
+            await self._report()

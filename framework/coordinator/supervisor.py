@@ -4,7 +4,9 @@ Workers die with the coordinator (Linux parent-death signal → SIGTERM, so they
 commit and exit cleanly) and a crashed worker is restarted with exponential backoff
 until it crashed more than ``max_restarts`` times within ``crash_window_s`` (a sliding
 window: crashes spread over a long time never stop a job). A fenced worker (a newer job
-model exists) is restarted without counting as a crash.
+model exists) is restarted without counting as a crash. A worker that exits
+`EXIT_PERMANENT` (an error a restart cannot fix) is not restarted: `check` raises
+`WorkerPermanentError` with its error line at once, and the owner stops the job.
 
 Every worker logs to ``<log_dir>/worker-<id>.log``. By default (``tee``) its output also
 stays on the coordinator's stderr; with ``tee=False`` (``sampan run --worker-logs DIR``)
@@ -28,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from framework.errors import EXIT_FENCED, EXIT_STUCK, SampanError
+from framework.errors import EXIT_FENCED, EXIT_PERMANENT, EXIT_STUCK, PermanentError, SampanError
 from framework.logformat import NOTICES_GIVEN_ENV
 from framework.metadata import StuckWorker, WorkerCrashes
 from framework.wording import counted
 
-__all__ = ["Supervisor", "WorkerCrashLoopError", "describe_exit", "last_error_line"]
+__all__ = ["Supervisor", "WorkerCrashLoopError", "WorkerPermanentError", "describe_exit",
+           "last_error_line"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,11 @@ MAX_BACKOFF_S = 30.0
 
 class WorkerCrashLoopError(SampanError):
     """A worker kept crashing; the coordinator gives up instead of looping forever."""
+
+
+class WorkerPermanentError(PermanentError):
+    """A worker stopped on an error a restart cannot fix (exit `EXIT_PERMANENT`); the
+    message is the worker's own error line."""
 
 
 def _span(seconds: float) -> str:
@@ -257,6 +265,14 @@ class Supervisor:
                 0, EXIT_FENCED) and code > 0 else None
             if code == EXIT_FENCED:
                 log.warning("worker %d exited: fenced by a newer job model", worker_id)
+            elif code == EXIT_PERMANENT:
+                log.error("worker %d stopped on an error a restart cannot fix%s (log: %s); "
+                          "stopping the job", worker_id, f": {cause}" if cause else "",
+                          self.log_path(worker_id))
+                self._note_crash(worker_id, code, cause, None)
+                raise WorkerPermanentError(cause or (
+                    f"worker {worker_id} stopped on an error a restart cannot fix (exit "
+                    f"status {EXIT_PERMANENT}); its log {self.log_path(worker_id)} says why"))
             else:
                 log.warning("worker %d %s%s (log: %s)", worker_id, describe_exit(code),
                             f": {cause}" if cause else "", self.log_path(worker_id))

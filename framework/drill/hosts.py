@@ -21,16 +21,18 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from framework.config import JobConfig, load_config
 from framework.drill.folder import drill_folder
 from framework.drill.hosts_job import HostProcesses, write_job
+from framework.drill.topics import DrillTopics, delete_after_failure, drill_namespace, leave_topics
 from framework.drill.verify import store_state
 from framework.errors import ConfigError, SampanError
 from framework.metadata import CoordinatorState, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
+from framework.wording import counted
 
 __all__ = ["HostDrillOptions", "HostDrillReport", "run_host_drill", "settled"]
 
@@ -57,6 +59,10 @@ class HostDrillOptions:
     """``job.guarantee`` (None: the default on Kafka, at-least-once)."""
     timeout_s: float = 180.0
     """How long each phase (settling, failover, catch-up) may take."""
+    keep: bool = False
+    """Keep the drill's topics on the broker (default: deleted when it ends)."""
+    client_options: dict[str, Any] = field(default_factory=dict)
+    """The cluster's connection settings (TLS, SASL: `--client-options FILE`)."""
 
     def validate(self) -> None:
         if self.hosts < 2:
@@ -101,6 +107,8 @@ class HostDrillReport:
     short: list[str] = field(default_factory=list)
     over: list[str] = field(default_factory=list)
     guarantee: str = "exactly-once"
+    topics: DrillTopics | None = None
+    """The drill's namespace and what became of its topics."""
 
     @property
     def ok(self) -> bool:
@@ -122,7 +130,7 @@ class HostDrillReport:
         o = self.options
         lines = [
             f"sampan drill — host failover on kafka ({o.bootstrap}): {o.hosts} hosts × 1 "
-            f"worker, {o.partitions} tasks, standby_replicas = {o.standbys}, "
+            f"worker, {counted(o.partitions, 'task')}, standby_replicas = {o.standbys}, "
             f"session timeout {o.session_timeout_ms} ms",
             f"  {o.records:,} records over {o.keys:,} keys; host {self.killed} SIGKILLed "
             f"(process group) after {self.killed_after:,}, its tasks {', '.join(self.moved)}",
@@ -145,6 +153,8 @@ class HostDrillReport:
             lines.append(f"  verdict: WRONG — {len(self.missing)} missing, {len(self.short)} "
                          f"short, {len(self.over)} over ({self.guarantee}); e.g. "
                          f"{(self.missing + self.short + self.over)[:5]}")
+        if self.topics is not None:
+            lines.append(self.topics.line())
         lines.append(f"  output folder: {self.output} (job, host logs, state folders)")
         return "\n".join(lines)
 
@@ -194,7 +204,9 @@ async def _wait(what: str, check: Callable[[], Awaitable[T | None]], hosts: Host
         if value:
             return value
         if hosts.dead():
-            raise HostDrillError(f"host(s) {hosts.dead()} exited while waiting for {what}; "
+            dead = hosts.dead()
+            raise HostDrillError(f"{'host' if len(dead) == 1 else 'hosts'} "
+                                 f"{', '.join(dead)} exited while waiting for {what}; "
                                  f"see {hosts.root}/host-*.log")
         if time.monotonic() > deadline:
             raise HostDrillError(f"timed out after {timeout_s:.0f} s waiting for {what}; "
@@ -236,8 +248,23 @@ async def _host_drill_in(options: HostDrillOptions, output: Path) -> HostDrillRe
     extra = f'guarantee = "{options.guarantee}"\n' if options.guarantee else ""
     job = write_job(output / "job", options.bootstrap, name, partitions=options.partitions,
                     standbys=options.standbys, session_timeout_ms=options.session_timeout_ms,
-                    extra=extra)
+                    extra=extra, namespace=drill_namespace("hosts"),
+                    client_options=options.client_options)
     config = load_config(job)
+    try:
+        report = await _host_drill(options, output, config)
+    except BaseException:
+        if not options.keep:
+            await _opened(config, delete_after_failure)
+        raise
+    report.topics = await _opened(config, lambda s: leave_topics(s, job, options.keep))
+    return report
+
+
+async def _host_drill(options: HostDrillOptions, output: Path, config: JobConfig
+                      ) -> HostDrillReport:
+    """Start the hosts, feed them, kill one, wait for the failover and verify every key."""
+    job = config.path
     report = HostDrillReport(options, output, guarantee=config.guarantee)
     hosts = HostProcesses(job, output)
     names = {f"h{i}" for i in range(1, options.hosts + 1)}

@@ -8,18 +8,25 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from framework.systems.kafka.options import toml_inline
 
 __all__ = ["HostProcesses", "write_job"]
 
 
 def write_job(folder: Path, bootstrap: str, name: str, *, partitions: int, standbys: int,
-              session_timeout_ms: int, extra: str = "") -> Path:
+              session_timeout_ms: int, extra: str = "", namespace: str = "",
+              client_options: Mapping[str, Any] | None = None) -> Path:
     """A per-key sum job over ``kafka.<name>-in`` with one worker per host and the fast
     timeouts a drill wants (every value is an ordinary job key, see docs/hosts.md);
-    ``extra`` adds ``[job]`` lines (the tests use it)."""
+    ``extra`` adds ``[job]`` lines (the tests use it); ``namespace`` and
+    ``client_options`` (security, say): the Kafka system's `client_options`."""
+    given = {**(client_options or {}), **({"namespace": namespace} if namespace else {})}
+    options = f"client_options = {toml_inline(given)}\n" if given else ""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "job.toml"
     path.write_text(f"""\
@@ -41,7 +48,7 @@ acceptable_recovery_lag = 0
 [systems.kafka]
 type = "kafka"
 bootstrap = "{bootstrap}"
-
+{options}
 [streams."kafka.{name}-in"]
 partitions = {partitions}
 key_serde = "string"

@@ -53,6 +53,10 @@ class DrillOptions:
     input_retention_bytes: int | None = None
     """Retention of the expanded input on the local log (bytes per partition, applied by
     the coordinator every 500 ms): the drill then runs with its oldest offsets moving."""
+    keep: bool = False
+    """Kafka: keep the drill's topics on the broker (default: deleted when it ends)."""
+    client_options: dict[str, Any] = field(default_factory=dict)
+    """Kafka: the cluster's connection settings (TLS, SASL: `--client-options FILE`)."""
 
     def __post_init__(self) -> None:
         if self.example_dir is not None:  # reports name the example by its folder
@@ -64,6 +68,9 @@ class DrillOptions:
         if self.system == "kafka" and not self.bootstrap:
             raise ConfigError("--system kafka needs --bootstrap HOST:PORT of a broker that "
                               "supports CreatePartitions")
+        if self.client_options and self.system != "kafka":
+            raise ConfigError("--client-options is for --system kafka (the local log has no "
+                              "connection settings)")
         if self.verify not in ("exact", "spark"):
             raise ConfigError(f"--verify {self.verify!r}: expected exact or spark")
         if self.input_retention_bytes is not None and (

@@ -6,7 +6,6 @@ import asyncio
 import itertools
 import logging
 import math
-import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -28,11 +27,13 @@ from framework.drill.timeline import (
     plot,
     sample_forever,
 )
+from framework.drill.topics import DrillTopics, delete_after_failure, drill_namespace, leave_topics
 from framework.errors import ConfigError, SampanError, UnsupportedOperation
 from framework.metadata import WorkerReport, read_state
 from framework.systems import open_system
 from framework.systems.base import System
 from framework.systems.kafka.system import KafkaSystem
+from framework.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ class DrillReport:
     """The Spark verification report (`--verify spark`), or None."""
     timeline: Timeline | None = None
     """What the plot shows: samples of committed progress and lag, and the marks."""
+    topics: DrillTopics | None = None
+    """On Kafka: the drill's namespace and what became of its topics."""
 
     @property
     def exact(self) -> bool:
@@ -93,7 +96,7 @@ class DrillReport:
         workload = getattr(s, "workload", None) or f"{o.records:,} records over {o.keys:,} keys"
         noun = getattr(s, "checked", "keys")
         lines = [
-            f"sampan drill — {o.example} on {o.system}, {o.workers} workers, {mode}",
+            f"sampan drill — {o.example} on {o.system}, {counted(o.workers, 'worker')}, {mode}",
             f"  {workload} at {o.rate:,}/s; {s.expand} expanded "
             f"{' → '.join(map(str, counts))} while running",
         ]
@@ -116,6 +119,8 @@ class DrillReport:
             lines.extend(self.verdict.describe())
         if self.spark is not None:
             lines.append("  spark verification: " + self.spark.text().replace("\n", "\n  "))
+        if self.topics is not None:
+            lines.append(self.topics.line())
         lines.append(f"  output folder: {self.output} (job, data, logs"
                      f"{', timeline.png' if self.plot else ''})")
         return "\n".join(lines)
@@ -170,17 +175,26 @@ async def _drill_in(options: DrillOptions, output: Path) -> DrillReport:
     initial = options.initial_partitions or scenario.initial_partitions
     steps = options.steps or scenario.steps
     if any(b <= a for a, b in itertools.pairwise((initial, *steps))):
-        raise ConfigError(f"--steps must grow from {initial} partitions: "
+        raise ConfigError(f"--steps must grow from {counted(initial, 'partition')}: "
                           f"{' → '.join(map(str, (initial, *steps)))}")
+    namespace = drill_namespace(options.example) if options.system == "kafka" else ""
     config = load_config(render_job(options.example, options, output / "job",
                                     initial_partitions=initial, expand=scenario.expand,
-                                    namespace=kafka_namespace(options)))
+                                    namespace=namespace))
     system = open_system(config.system(config.metadata_system))
     await system.start()
     try:
-        return await _drill(options, scenario, initial, steps, output, config, system)
+        try:
+            report = await _drill(options, scenario, initial, steps, output, config, system)
+        except BaseException:
+            if not options.keep:
+                await delete_after_failure(system)
+            raise
+        report.topics = await leave_topics(system, config.path, options.keep)
     finally:
         await system.close()
+    (output / "report.txt").write_text(report.text() + "\n")
+    return report
 
 
 async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
@@ -213,16 +227,7 @@ async def _drill(options: DrillOptions, scenario: Scenario, initial: int,
                            f"sampan drill: {options.example}, "
                            f"{'naive' if options.naive else 'fixed tasks'}")
     report.duration_s = time.monotonic() - started
-    (output / "report.txt").write_text(report.text() + "\n")
     return report
-
-
-def kafka_namespace(options: DrillOptions) -> str:
-    """The drill's own namespace on a Kafka broker (``drill-<example>-<random>.``), so drills
-    of one example — whose stream and job names are fixed — can share a broker."""
-    if options.system != "kafka":
-        return ""
-    return f"drill-{options.example}-{secrets.token_hex(4)}."
 
 
 async def _create_streams(system: System, scenario: Scenario, initial: int,
@@ -307,7 +312,7 @@ class _DrillRun:
         model = self.coordinator.model
         before = model.partition_counts[self.expanded] if model else 0
         t_expand = time.monotonic() - self.timeline.start
-        self.report.throughput.append((f"at {before} partitions",
+        self.report.throughput.append((f"at {counted(before, 'partition')}",
                                        self.timeline.throughput(self.phase_start, t_expand)))
         requested = _now_ms()
         await self.system.expand_stream(self.scenario.expand, count)
@@ -352,7 +357,7 @@ class _DrillRun:
         self.timeline.samples.append(Sample(t_done, self.producer.produced, committed,
                                             end - committed))
         self.timeline.marks.append((t_done, "caught up"))
-        self.report.throughput.append((f"at {final_count} partitions",
+        self.report.throughput.append((f"at {counted(final_count, 'partition')}",
                                        self.timeline.throughput(self.phase_start, t_done)))
         self.progress.done()
 

@@ -155,8 +155,10 @@ def render_job(name: str, options: Any, folder: Path, *, initial_partitions: int
     document.setdefault("coordinator", {})["monitor_interval_ms"] = options.monitor_interval_ms
     if options.system == "kafka":
         kafka: dict[str, Any] = {"type": "kafka", "bootstrap": options.bootstrap}
-        if namespace:
-            kafka["client_options"] = {"namespace": namespace}
+        client = {**getattr(options, "client_options", {}),
+                  **({"namespace": namespace} if namespace else {})}
+        if client:
+            kafka["client_options"] = client
         document["systems"] = {"local": kafka}
     else:
         document["systems"] = {"local": {"type": "local", "path": "data"}}

@@ -4,8 +4,9 @@ It keeps its membership of the job's group (`membership`), leads rebalances when
 makes it the leader (`leader`), runs the tasks the model places on it with its own
 supervised worker processes (`framework.coordinator.supervisor`), keeps its standby and
 warmup copies current (`replicas`), asks for probing rebalances while warmups restore and
-for a rebalance when an input's partition count changes, and reports to the coordinator
-stream (`HostReport`, key ``host/<name>``).
+for a rebalance when an input's partition count changes (of every input, on every
+system: the model service's detection), and reports to the coordinator stream
+(`HostReport`, key ``host/<name>``). Its lifecycle is a `framework.hosts.phase.HostPhase`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from aiokafka.errors import KafkaError
 
 from framework.config import JobConfig
+from framework.coordinator.model_service import ModelService
 from framework.coordinator.modes import refuse_other_mode
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError
@@ -36,16 +38,19 @@ from framework.hosts.lock import HostLock
 from framework.hosts.member import Answer, Member, StorePosition
 from framework.hosts.membership import Membership
 from framework.hosts.pause import close_pause
+from framework.hosts.phase import HOST_TRANSITIONS, HostPhase
 from framework.hosts.placement import RUNNING
 from framework.hosts.ports import claim_base_port
 from framework.hosts.replicas import Replicas
 from framework.hosts.reporting import HostReporter
 from framework.jobmodel import JobModel
+from framework.lifecycle import Lifecycle
 from framework.metadata import (
     CoordinatorReader,
     ensure_coordinator_stream,
     publish_model,
 )
+from framework.metrics import HostMetrics
 from framework.stores import RocksDBEngine, store_path
 from framework.systems import open_system
 from framework.systems.base import System
@@ -64,6 +69,8 @@ before it asks for a rebalance (the leader that owed it is gone)."""
 IN_PLACE_GRACE_S = 10.0
 """How long a host that is not the leader leaves a count change to the leader (which
 applies an expansion in place) before it asks for a rebalance itself."""
+_ENDING = (HostPhase.STOPPING, HostPhase.STOPPED, HostPhase.FAILED)
+"""Phases a host only leaves for its end (`Host._move` moves nothing from them)."""
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +97,8 @@ class Host:
         self.config = config
         self.name = name
         self.stop = stop or asyncio.Event()
+        self.lifecycle = Lifecycle(f"host {name!r} of job {config.name!r}", HostPhase.CREATED,
+                                   HOST_TRANSITIONS, self._phase_changed)
         self.machine = socket.gethostname()
         self.since_ms = _now_ms()
         coordinator = config.coordinator
@@ -101,10 +110,12 @@ class Host:
             crash_window_s=coordinator.crash_window_ms / 1000, command=self._worker_command,
             restart_fenced=self._runs_current_model)
         self.model: JobModel | None = None
+        self.metrics = HostMetrics(config, name)
         self.replicas: Replicas | None = None
         self.refused: SampanError | None = None
         self._lock = asyncio.Lock()
         self._meta: System | None = None
+        self._service: ModelService | None = None
         self._coordinator: CoordinatorReader | None = None
         self._membership: Membership | None = None
         self._rejoin_at: float | None = None
@@ -125,9 +136,29 @@ class Host:
         self._leading: tuple[str, dict[str, Member]] | None = None
         """The round this host leads: its id and hosts (the model is built after it)."""
         self._renew_member = False
-        self._awaiting: tuple[str, float] | None = None
-        """The round whose model this host waits for, and until when."""
+        self._awaiting: tuple[str, float] = ("", 0.0)
+        """In `HostPhase.AWAITING_MODEL`: the round whose model this host waits for, and
+        until when."""
         self._incremental = incremental_rebalances(config)
+
+    @property
+    def phase(self) -> HostPhase:
+        return self.lifecycle.state
+
+    def _phase_changed(self, _before: HostPhase, after: HostPhase) -> None:
+        if self._reporter is not None:
+            self._reporter.phase(after.name)
+
+    def _move(self, phase: HostPhase) -> None:
+        """Move to ``phase`` unless the host is stopping: once it is, what still finishes
+        (a round's answer arriving as it leaves) runs without changing its phase."""
+        if self.phase not in _ENDING:
+            self.lifecycle.to(phase)
+
+    def _between_rounds(self) -> bool:
+        """Neither in a rebalance nor waiting for its model: the current model decides."""
+        assert self._membership is not None
+        return not self._membership.in_round and self.phase is not HostPhase.AWAITING_MODEL
 
     # worker processes ----------------------------------------------------------------------
     def _model_file(self) -> Path:
@@ -148,8 +179,7 @@ class Host:
         the leader applied without a rebalance): workers restarted from now on run it, and
         the report and the pause follow it. Its workers take it by themselves."""
         assert self._meta is not None and self.model is not None
-        assert self._membership is not None
-        if self._membership.in_round or self._awaiting:  # the round brings its model
+        if not self._between_rounds():  # the round brings its model
             return
         latest = await self._reader().latest_model()
         if latest is None or latest.epoch <= self.model.epoch or latest.in_place_since is None \
@@ -202,7 +232,7 @@ class Host:
         rebalance is under way (its model decides: an eager one stopped the workers)."""
         if self.model is None or worker_id not in self.model.hosts.get(self.name, ()):
             return False
-        if self._membership is None or self._membership.in_round or self._awaiting:
+        if self._membership is None or not self._between_rounds():
             return False
         assert self._meta is not None
         return await self._meta.fenced_epoch(self.config.name) == self.model.epoch
@@ -224,13 +254,16 @@ class Host:
     # the run -------------------------------------------------------------------------------
     async def run(self) -> None:
         """Join the group and run what the models place here until stopped."""
+        self.lifecycle.to(HostPhase.STARTING)
         lock = HostLock(self.config.state_dir, self.config.name, self.name)
         lock.acquire()  # a second host on this state folder stops here, touching nothing
         try:
             port = claim_base_port(self.config, self.name)  # a fixed port: one host a machine
             try:
+                self.metrics.serve(self, port)  # on the claimed port, when fixed
                 await self._run()
             finally:
+                self.metrics.close()
                 if port is not None:
                     port.close()
         finally:
@@ -246,12 +279,14 @@ class Host:
         self._meta = meta = open_system(self.config.system(self.config.metadata_system))
         await meta.start()
         self._coordinator = coordinator = CoordinatorReader(meta, self.config)
+        self._service = service = ModelService(self.config)
         try:
             await check_guarantee(self.config, meta)
             await ensure_coordinator_stream(meta, self.config)
+            await service.open()  # every input's system: detection and the leader's models
             self.model = await coordinator.latest_model()
             self._reporter = HostReporter(self.config, meta, coordinator, self.name,
-                                          self.machine)
+                                          self.machine, self.phase.name, self.metrics.port)
             session = self.config.coordinator.session_timeout_ms
             self._membership = Membership(
                 meta, self.config.name, self.config.coordinator_ref.stream, self._member({}),
@@ -282,6 +317,7 @@ class Host:
             failed = error
             raise
         finally:
+            self.lifecycle.to(HostPhase.STOPPING)
             async with self._lock:
                 if self._reporter is not None and self.supervisor.pids():
                     with contextlib.suppress(Exception):  # for people: never blocks a stop
@@ -289,10 +325,13 @@ class Host:
                 await self._stop_running()
             if self._membership is not None:
                 await self._membership.leave()
+            self.lifecycle.to(HostPhase.FAILED if isinstance(failed, Exception)
+                              else HostPhase.STOPPED)
             if self._reporter is not None and not isinstance(failed, DuplicateHostError):
                 with contextlib.suppress(Exception):
                     await self._reporter.finish("failed" if isinstance(failed, Exception)
                                                 else "stopped", failed)
+            await service.close()
             await coordinator.close()
             await meta.close()
 
@@ -308,7 +347,7 @@ class Host:
         an incremental one only the replicas (workers go on, their tasks current)."""
         async with self._lock:
             self._follow_up = None  # the new round starts from the model now current
-            self._awaiting = None
+            self._move(HostPhase.REBALANCING)
             running: set[str] = set()
             if self._incremental:
                 log.info("host %r: rebalance: workers go on; stopping replicas", self.name)
@@ -428,6 +467,7 @@ class Host:
         if answer.error:
             log.error("rebalance failed: %s; rejoining in 2 s", answer.error)
             self._rejoin_at = time.monotonic() + 2
+            self._move(HostPhase.RUNNING)
             return
         if answer.refused:
             other = answer.other
@@ -436,8 +476,9 @@ class Host:
                             "waiting for Kafka to expire it (up to %d ms)", self.name,
                             other.pid, self.config.coordinator.session_timeout_ms)
                 self._rejoin_at = time.monotonic() + 1
+                self._move(HostPhase.RUNNING)
                 return
-            self.refused = DuplicateHostError(answer.refused)
+            self.refused = DuplicateHostError(answer.refused)  # the run loop fails with it
             return
         assert answer.round_id is not None
         await self._lead_or_wait(answer.round_id)
@@ -453,38 +494,47 @@ class Host:
             log.info("host %r: the group answered with the current round's assignment; "
                      "rejoining as a new member for a new round", self.name)
             self._renew_member = True
+            self._move(HostPhase.RUNNING)
             return
         if leading is None or leading[0] != round_id:
             self._awaiting = (round_id, time.monotonic() + lead_timeout_ms(self.config) / 1000)
+            self._move(HostPhase.AWAITING_MODEL)
             await self._await_round_model()
             return
         hosts = leading[1]
-        try:
-            led = await asyncio.wait_for(
-                lead(self.config, hosts, f"hosts {', '.join(sorted(hosts))}", round_id),
-                lead_timeout_ms(self.config) / 1000)
-        except Exception as error:
-            log.error("leader: could not build the next job model (%r); asking for another "
-                      "rebalance in 2 s", error)
-            self._rejoin_at = time.monotonic() + 2
-            return
-        self._follow_up = (led.model, led.follow_up) if led.follow_up is not None else None
-        self._next_follow_up = 0.0
-        await self._run_model(led.model, led.probing)
+        assert self._service is not None
+        self._move(HostPhase.BUILDING_MODEL)
+        try:  # whatever happens, the round is over: the host runs what it has
+            try:
+                led = await asyncio.wait_for(
+                    lead(self._service, hosts, f"hosts {', '.join(sorted(hosts))}", round_id),
+                    lead_timeout_ms(self.config) / 1000)
+            except Exception as error:
+                log.error("leader: could not build the next job model (%r); asking for "
+                          "another rebalance in 2 s", error)
+                self._rejoin_at = time.monotonic() + 2
+                return
+            self._follow_up = (led.model, led.follow_up) if led.follow_up is not None else None
+            self._next_follow_up = 0.0
+            await self._run_model(led.model, led.probing)
+        finally:
+            self._move(HostPhase.RUNNING)
 
     async def _await_round_model(self) -> None:
         """Run the model the last round's leader publishes once it is there; ask for a
         rebalance when it does not come within the lead timeout (the leader is gone)."""
-        if self._awaiting is None:
+        if self.phase is not HostPhase.AWAITING_MODEL:
             return
         round_id, deadline = self._awaiting
         assert self._meta is not None and self._membership is not None
         latest = await self._reader().latest_model()
         if latest is not None and latest.round_id == round_id:
-            self._awaiting = None
-            await self._run_model(latest, False)
+            try:
+                await self._run_model(latest, False)
+            finally:  # the model came: not waiting any more, whatever running it raised
+                self._move(HostPhase.RUNNING)
         elif time.monotonic() > deadline:
-            self._awaiting = None
+            self._move(HostPhase.RUNNING)
             log.warning("host %r: the leader of the last rebalance published no model within "
                         "%d ms; asking for a rebalance", self.name, lead_timeout_ms(self.config))
             self._membership.rejoin()
@@ -567,9 +617,10 @@ class Host:
                 log.warning("cannot record the expansion's pause yet (%s)", error)
         if now >= self._next_monitor and self.model is not None:
             self._next_monitor = now + self.config.coordinator.monitor_interval_ms / 1000
+            assert self._service is not None
             try:
                 await self._follow_in_place()
-                counts = await _partition_counts(self.config, self._meta)
+                counts = await self._service.partition_counts()
             except SampanError as error:
                 log.warning("cannot read partition counts (%s)", error)
                 return
@@ -621,16 +672,20 @@ class Host:
             log.debug("follow-up of epoch %d waits for %s", first.epoch, ", ".join(waiting))
             return
         self._follow_up = None
-        model = await publish_model(
-            self._meta, self.config, replace(target, epoch=first.epoch + 1,
-                                             created_ms=_now_ms(),
-                                             reason=f"{target.reason}; follow-up: "
-                                             f"{len(first.parked)} task(s) placed"),
-            previous=first, in_place=True)
-        log.info("leader published job model epoch %d: the %d task(s) parked in epoch %d "
-                 "were let go and now run on their new hosts", model.epoch, len(first.parked),
-                 first.epoch)
-        await self._follow_in_place()
+        self._move(HostPhase.CHANGING_MODEL)
+        try:
+            model = await publish_model(
+                self._meta, self.config, replace(target, epoch=first.epoch + 1,
+                                                 created_ms=_now_ms(),
+                                                 reason=f"{target.reason}; follow-up: "
+                                                 f"{len(first.parked)} task(s) placed"),
+                previous=first, in_place=True)
+            log.info("leader published job model epoch %d: the %d task(s) parked in epoch %d "
+                     "were let go and now run on their new hosts", model.epoch,
+                     len(first.parked), first.epoch)
+            await self._follow_in_place()
+        finally:
+            self._move(HostPhase.RUNNING)
 
     async def _changed_in_place(self, held: bool) -> bool:
         """The leader of the last rebalance applies a change of the inputs' counts in place
@@ -641,28 +696,23 @@ class Host:
         assert self._membership is not None and self.model is not None
         if self.model.parked:  # the follow-up placing them comes first
             return True
-        if not self._membership.leader:
+        if not self._membership.leader or self.phase is not HostPhase.RUNNING:
+            # a follower, or a leader waiting for a round's model: the round decides first
             if self._counts_seen is None:
                 self._counts_seen = time.monotonic()
             return held or time.monotonic() - self._counts_seen < IN_PLACE_GRACE_S
-        model = await change_in_place(self.config, self.model)
-        if model is None:
-            return False
-        if model.in_place_since is None:  # published for a restart: hosts need a rebalance
-            self._membership.rejoin()
+        assert self._service is not None
+        self._move(HostPhase.CHANGING_MODEL)
+        try:
+            model = await change_in_place(self._service, self.model)
+            if model is None:
+                return False
+            if model.in_place_since is None:  # published for a restart: hosts rebalance
+                self._membership.rejoin()
+                return True
+            if model.epoch != self.model.epoch:
+                await self._follow_in_place()
             return True
-        if model.epoch != self.model.epoch:
-            await self._follow_in_place()
-        return True
+        finally:
+            self._move(HostPhase.RUNNING)
 
-
-async def _partition_counts(config: JobConfig, meta: System | None) -> dict[str, int]:
-    """Input → partition count for inputs on the metadata system (others: not watched)."""
-    assert meta is not None
-    counts = {}
-    for qualified in (*config.inputs, *config.broadcast_inputs):
-        stream = config.stream(qualified)
-        if stream.system == meta.name:
-            found = await meta.partition_counts([stream.stream])
-            counts[qualified] = found[stream.stream]
-    return counts

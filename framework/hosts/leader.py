@@ -1,13 +1,14 @@
 """The group leader's step of a rebalance: build and publish the next job model.
 
-The model builder is the one of `framework.coordinator.builder` (fixed-task grouper,
-expansion mapping and barriers unchanged), and a partition change is decided and recorded
-as on one host (`framework.coordinator.decision`: expansions applied, inputs held, the
-refusal and the expansion in the job's status for `sampan status`); only the placement
-is over hosts (`placement.place_on_hosts`). It runs after the round, not inside it:
-aiokafka asks an assignor for its assignment synchronously inside its event loop (the
-member's heartbeats wait meanwhile), so the assignor only answers every member with the
-round's id, and the leader then builds and publishes the model carrying that id
+Detection, decision and publication are the model service's
+(`framework.coordinator.model_service`, the one-host coordinator's too): the same builder
+(fixed-task grouper, expansion mapping and barriers), a partition change decided and
+recorded as on one host (expansions applied, inputs held, the refusal and the expansion
+in the job's status for `sampan status`), one build per model; only the placement is over
+hosts (`placement.place_on_hosts`). It runs after the round, not inside it: aiokafka asks
+an assignor for its assignment synchronously inside its event loop (the member's
+heartbeats wait meanwhile), so the assignor only answers every member with the round's
+id, and the leader then builds and publishes the model carrying that id
 (`JobModel.round_id`) while its heartbeats go on (`framework.hosts.host`).
 """
 
@@ -20,36 +21,47 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from framework.config import JobConfig
-from framework.coordinator.builder import build_job_model
-from framework.coordinator.expansion import ExpansionBook
-from framework.coordinator.process import Coordinator
+from framework.coordinator.expansion_book import ExpansionBook
+from framework.coordinator.model_service import ModelChange, ModelService
 from framework.hosts.handover import first_model
 from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
 from framework.jobmodel import JobModel
-from framework.metadata import CoordinatorState, publish_model, publish_status, read_state
-from framework.systems.base import Checkpoint
+from framework.metadata import CoordinatorState, publish_status, read_state
+from framework.systems.base import Checkpoint, OffsetRange
 
 __all__ = ["Led", "change_in_place", "incremental_rebalances", "lead"]
 
 log = logging.getLogger(__name__)
 
+ChangelogSpans = dict[str, dict[int, OffsetRange]]
+"""Logged store → changelog partition → its offsets now."""
 
-async def _restore_ranges(
-    coordinator: Coordinator, config: JobConfig, changelogs: Mapping[str, int],
-    checkpoints: Mapping[str, Checkpoint],
-) -> dict[str, dict[str, RestoreRange]]:
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def _changelog_spans(service: ModelService) -> ChangelogSpans:
+    """Every logged store's changelog offsets now (a changelog not created yet: none)."""
+    spans: ChangelogSpans = {}
+    for store in service.config.logged_stores:
+        stream = service.config.changelog_ref(store).stream
+        try:
+            spans[store] = dict(await service.meta.offsets(stream))
+        except Exception:  # not created yet: every copy is empty
+            spans[store] = {}
+    return spans
+
+
+def _restore_ranges(spans: ChangelogSpans, changelogs: Mapping[str, int],
+                    checkpoints: Mapping[str, Checkpoint]) -> dict[str, dict[str, RestoreRange]]:
     """Task → logged store → (oldest, restore end) of its changelog partition; the end is
     the checkpointed changelog offset where there is one (records past it are replayed)."""
     ranges: dict[str, dict[str, RestoreRange]] = {t: {} for t in changelogs}
-    for store in config.logged_stores:
-        stream = config.changelog_ref(store).stream
-        try:
-            spans = await coordinator.meta.offsets(stream)
-        except Exception:  # not created yet: every copy is empty
-            spans = {}
+    for store, partitions in spans.items():
         for task, partition in changelogs.items():
-            span = spans.get(partition)
+            span = partitions.get(partition)
             oldest, end = (span.oldest, span.end) if span else (0, 0)
             checkpoint = checkpoints.get(task)
             done = checkpoint.changelogs if checkpoint else {}
@@ -87,91 +99,82 @@ FENCE_WAIT_S = 2.0
 publishing it) before it builds on the last readable one (that leader died between)."""
 
 
-async def lead(config: JobConfig, members: Mapping[str, Member], reason: str,
+async def lead(service: ModelService, members: Mapping[str, Member], reason: str,
                round_id: str = "") -> Led:
     """Read the job's state, build the model placing tasks on ``members``, publish it (which
     fences every older epoch's workers; incrementally, its first step parks the tasks that
     change host). Built again on the newer model when another one became current while it
     was built (`STALE_BUILDS`)."""
-    coordinator = Coordinator(config, start_workers=False)
-    try:
-        await coordinator.open_systems()  # the coordinator's own readers: one of each
-        for build in range(1, STALE_BUILDS + 1):
-            led = await _build_and_publish(coordinator, config, members, reason, round_id,
-                                           last=build == STALE_BUILDS)
-            if led is not None:
-                return led
-        raise AssertionError("the last build always publishes")
-    finally:
-        await coordinator.close_systems()
+    for build in range(1, STALE_BUILDS + 1):
+        led = await _build_and_publish(service, members, reason, round_id,
+                                       last=build == STALE_BUILDS)
+        if led is not None:
+            return led
+    raise AssertionError("the last build always publishes")
 
 
-async def _current_state(coordinator: Coordinator, config: JobConfig
-                         ) -> tuple[CoordinatorState, int | None]:
+async def _current_state(service: ModelService) -> tuple[CoordinatorState, int | None]:
     """The job's state once its model is the fenced epoch's (waiting up to `FENCE_WAIT_S`
     for a model being published by another leader), and the fenced epoch."""
+    config = service.config
     deadline = time.monotonic() + FENCE_WAIT_S
     while True:
-        fenced = await coordinator.meta.fenced_epoch(config.name)
-        state = await read_state(coordinator.meta, config)
+        fenced = await service.meta.fenced_epoch(config.name)
+        state = await read_state(service.meta, config)
         readable = state.model.epoch if state.model is not None else None
         if fenced is None or readable == fenced or time.monotonic() >= deadline:
             return state, fenced
         await asyncio.sleep(0.1)
 
 
-async def _build_and_publish(coordinator: Coordinator, config: JobConfig,
-                             members: Mapping[str, Member], reason: str, round_id: str,
-                             *, last: bool) -> Led | None:
+async def _decide(service: ModelService, state: CoordinatorState, counts: dict[str, int]
+                  ) -> tuple[ModelChange | None, ExpansionBook]:
+    """The one-host decision about ``counts`` against the job's model (None without one),
+    its refusal recorded in the job's status before any model, as on one host."""
+    book = ExpansionBook(state.status)  # `sampan status` shows what happened to inputs
+    previous = state.model
+    if previous is None:
+        return None, book
+    change = await service.decide(previous, counts, now_ms=_now_ms())
+    if book.note(change.decision, previous.epoch):
+        await publish_status(service.meta, service.config, book.status)
+    return change, book
+
+
+async def _build_and_publish(service: ModelService, members: Mapping[str, Member],
+                             reason: str, round_id: str, *, last: bool) -> Led | None:
     """One build of `lead`; None (nothing published) when another model became current
     while it was built, unless ``last``."""
-    state, fenced = await _current_state(coordinator, config)
+    config = service.config
+    state, fenced = await _current_state(service)
     previous = state.model
-    counts = await coordinator.partition_counts()
-    await coordinator.create_declared_streams()
-    book = ExpansionBook(state.status)  # `sampan status` shows what happened to inputs
-    detected = int(time.time() * 1000)
-    decision = None
-    holds = None
-    if previous is not None:  # the one-host decision: expand, hold or release inputs
-        decision = await coordinator.decide(previous, counts, detected)
-        if book.note(decision, previous.epoch):  # before the model, as on one host
-            await publish_status(coordinator.meta, config, book.status)
-        if decision.error:
-            log.error("REFUSED %s; the job keeps the counts of epoch %d", decision.error,
-                      previous.epoch)
-        counts = decision.counts
-        holds = await coordinator.settle_holds(decision.holds, previous)
-        if decision.expansion:
-            reason = f"{reason}, expansion {decision.expansion}"
-    checkpoints = await coordinator.meta.read_checkpoints(config.name)
-    ends = await coordinator.end_offsets() if previous else {}
-    # The ranges need the new tasks' changelog partitions: a draft build (pure) tells.
-    draft = build_job_model(config, counts, previous, end_offsets=ends,
-                            checkpoints=checkpoints, placement=lambda c: dict.fromkeys(c, 0),
-                            holds=holds)
-    ranges = await _restore_ranges(
-        coordinator, config, {t.name: t.changelog_partition for t in draft.tasks.values()},
-        checkpoints)
+    counts = await service.partition_counts()
+    await service.create_declared_streams()
+    change, book = await _decide(service, state, counts)
+    if change is not None:  # expand, hold or release inputs
+        counts = change.decision.counts
+        if change.decision.expansion:
+            reason = f"{reason}, expansion {change.decision.expansion}"
+    basis = await service.basis(previous, change)
+    spans = await _changelog_spans(service)
     decided: list[HostPlacement] = []
 
     def placement(changelogs: Mapping[str, int]) -> Mapping[str, int]:
         placed = place_on_hosts(
-            members, changelogs, previous, ranges, stateful=config.stateful,
-            standbys=config.standby_replicas,
+            members, changelogs, previous, _restore_ranges(spans, changelogs,
+                                                           basis.checkpoints),
+            stateful=config.stateful, standbys=config.standby_replicas,
             acceptable_recovery_lag=config.coordinator.acceptable_recovery_lag,
             max_warmups=config.coordinator.max_warmup_replicas)
         decided.append(placed)
         return placed.workers
 
-    model = build_job_model(config, counts, previous, now_ms=int(time.time() * 1000),
-                            reason=reason, end_offsets=ends, checkpoints=checkpoints,
-                            placement=placement, holds=holds)
+    model = service.build(counts, previous, basis, reason=reason, now_ms=_now_ms(),
+                          placement=placement)
     placed = decided[-1]
     model = replace(model, workers=placed.total_workers, hosts=placed.hosts,
                     standbys=placed.standbys, warmups=placed.warmups, round_id=round_id)
-    await coordinator.ensure_changelogs(model)
-    if not last and (now := await coordinator.meta.fenced_epoch(config.name)) != fenced:
+    if not last and (now := await service.meta.fenced_epoch(config.name)) != fenced:
         log.info("leader: epoch %s became current while this model was built on epoch %s "
                  "(another leader's round overlapped); building it again on that one", now,
                  fenced)
@@ -180,20 +183,20 @@ async def _build_and_publish(coordinator: Coordinator, config: JobConfig,
     first = first_model(previous, model, members) if incremental else None
     gone = sorted(set(previous.worker_ids()) - set(model.worker_ids())) if (
         previous is not None and previous.hosts) else []
-    published = await publish_model(coordinator.meta, config, first or model,
-                                    previous=previous, in_place=incremental, gone=gone)
+    published = await service.publish(first or model, previous, basis, in_place=incremental,
+                                      gone=gone)
     log.info("leader published job model epoch %d (%s): %d tasks on hosts %s%s",
              published.epoch, reason, len(model.tasks), ", ".join(sorted(placed.hosts)),
              f"; {len(published.parked)} task(s) parked until their hosts let them go"
              if published.parked else "")
-    if decision is not None and book.applied(decision.expansion_record(
-            published.epoch, detected, published_ms=int(time.time() * 1000),
+    if change is not None and book.applied(change.decision.expansion_record(
+            published.epoch, change.detected_ms, published_ms=_now_ms(),
             in_place=published.in_place_since is not None)):
-        await publish_status(coordinator.meta, config, book.status)
+        await publish_status(service.meta, config, book.status)
     return Led(published, placed.probing, model if first is not None else None)
 
 
-async def change_in_place(config: JobConfig, running: JobModel) -> JobModel | None:
+async def change_in_place(service: ModelService, running: JobModel) -> JobModel | None:
     """The leader of the last rebalance applies a partition change of the inputs without a
     rebalance — an expansion, a hold placed or released: the same placement (hosts,
     workers, standbys, warmups), new partitions with their barriers, holds, published for
@@ -201,48 +204,37 @@ async def change_in_place(config: JobConfig, running: JobModel) -> JobModel | No
     ``running`` itself when the change leaves the model as it is (a held input growing on
     while it stays held); None — nothing published, a rebalance decides — when
     ``model_changes`` is not in-place, or another model became current meanwhile."""
+    config = service.config
     if config.coordinator.model_changes != "in-place":
         return None
-    coordinator = Coordinator(config, start_workers=False)
-    try:
-        await coordinator.open_systems()
-        state = await read_state(coordinator.meta, config)
-        previous = state.model
-        if previous is None or previous.epoch != running.epoch or previous.parked:
-            return None  # parked tasks: the follow-up (or a rebalance) comes first
-        counts = await coordinator.partition_counts()
-        detected = int(time.time() * 1000)
-        decision = await coordinator.decide(previous, counts, detected)
-        book = ExpansionBook(state.status)
-        if book.note(decision, previous.epoch):  # before the model, as on one host
-            await publish_status(coordinator.meta, config, book.status)
-        if not decision.changed:
-            return running
-        checkpoints = await coordinator.meta.read_checkpoints(config.name)
-        model = build_job_model(
-            config, decision.counts, previous, now_ms=detected,
-            reason=f"{decision.what} (in place, hosts {', '.join(sorted(previous.hosts))})",
-            end_offsets=await coordinator.end_offsets(), checkpoints=checkpoints,
-            placement=lambda changelogs: {t: previous.tasks[t].worker for t in changelogs},
-            holds=await coordinator.settle_holds(decision.holds, previous))
-        model = replace(model, workers=previous.workers, hosts=previous.hosts,
-                        standbys=previous.standbys, warmups=previous.warmups)
-        await coordinator.ensure_changelogs(model)
-        if await coordinator.meta.fenced_epoch(config.name) != previous.epoch:
-            log.info("leader: another model became current while the change of epoch %d was "
-                     "built; a rebalance applies it", previous.epoch)
-            return None  # a model over it would restart every worker (see `lead`)
-        model = await publish_model(coordinator.meta, config, model, previous=previous,
-                                    in_place=True)
-        if model.in_place_since is None:  # the fence moved on: a rebalance published first
-            log.warning("leader: epoch %d was published for a restart (another model came "
-                        "first)", model.epoch)
-        log.info("leader published job model epoch %d (%s) for the running workers of every "
-                 "host to take in place", model.epoch, decision.what)
-        book.applied(decision.expansion_record(model.epoch, detected,
-                                               published_ms=int(time.time() * 1000),
-                                               in_place=model.in_place_since is not None))
-        await publish_status(coordinator.meta, config, book.status)
-        return model
-    finally:
-        await coordinator.close_systems()
+    state = await read_state(service.meta, config)
+    previous = state.model
+    if previous is None or previous.epoch != running.epoch or previous.parked:
+        return None  # parked tasks: the follow-up (or a rebalance) comes first
+    change, book = await _decide(service, state, await service.partition_counts())
+    assert change is not None
+    decision = change.decision
+    if not decision.changed:
+        return running
+    basis = await service.basis(previous, change)
+    model = service.build(
+        decision.counts, previous, basis, now_ms=change.detected_ms,
+        reason=f"{decision.what} (in place, hosts {', '.join(sorted(previous.hosts))})",
+        placement=lambda changelogs: {t: previous.tasks[t].worker for t in changelogs})
+    model = replace(model, workers=previous.workers, hosts=previous.hosts,
+                    standbys=previous.standbys, warmups=previous.warmups)
+    if await service.meta.fenced_epoch(config.name) != previous.epoch:
+        log.info("leader: another model became current while the change of epoch %d was "
+                 "built; a rebalance applies it", previous.epoch)
+        return None  # a model over it would restart every worker (see `lead`)
+    model = await service.publish(model, previous, basis, in_place=True)
+    if model.in_place_since is None:  # the fence moved on: a rebalance published first
+        log.warning("leader: epoch %d was published for a restart (another model came "
+                    "first)", model.epoch)
+    log.info("leader published job model epoch %d (%s) for the running workers of every "
+             "host to take in place", model.epoch, decision.what)
+    book.applied(decision.expansion_record(model.epoch, change.detected_ms,
+                                           published_ms=_now_ms(),
+                                           in_place=model.in_place_since is not None))
+    await publish_status(service.meta, config, book.status)
+    return model

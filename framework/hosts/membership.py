@@ -40,6 +40,7 @@ from framework.systems.kafka.aiokafka_private import (
     missing_coordinator_hooks,
     replace_leave_group,
 )
+from framework.systems.kafka.denials import DENIALS
 
 __all__ = ["COORDINATOR_HOOKS", "Membership", "group_coordinator", "group_id"]
 
@@ -191,7 +192,7 @@ class Membership:
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             max_poll_interval_ms=max(self.rebalance_timeout_ms * 3, 60000),
             partition_assignment_strategy=(_assignor(self._round),))
-        await self._consumer.start()
+        await self.system.admin.connect(self._consumer.start())
         self._consumer.subscribe([self.system.admin.topic(self.topic)], listener=self._listener)
 
     async def poll(self, timeout_ms: int = 200) -> None:
@@ -199,7 +200,12 @@ class Membership:
         assert self._consumer is not None
         for partition in self._consumer.assignment():
             self._consumer.pause(partition)
-        await self._consumer.getmany(timeout_ms=timeout_ms)
+        try:
+            await self._consumer.getmany(timeout_ms=timeout_ms)
+        except DENIALS as error:
+            raise self.system.admin.denial(
+                error, "READ", self.system.options.named(group_id(self.job)),
+                "joining the group of the job's hosts") from error
 
     def rejoin(self) -> None:
         """Ask for a rebalance (probing, partition count change, a member to retry).

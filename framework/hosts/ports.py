@@ -2,9 +2,10 @@
 
 Worker ``i`` listens on ``port + 1 + i`` and worker ids are job-wide, but a rebalance moves
 ids between hosts while the old workers may still be stopping, and nothing else tells two
-hosts on one machine apart. So a host with a fixed port holds the base port itself (bound,
-never listening: a scrape of it is refused) for as long as it runs; a second host of the job
-on the same machine cannot bind it and stops at once, naming the key and the fix.
+hosts on one machine apart. So a host with a fixed port claims the base port itself first
+thing (then hands it to its own ``/metrics`` endpoint, `framework.metrics.HostMetrics`); a
+second host of the job on the same machine cannot bind it and stops at once, naming the key
+and the fix.
 """
 
 from __future__ import annotations

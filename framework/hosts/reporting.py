@@ -48,11 +48,13 @@ class HostReporter:
     """Builds and publishes one host's reports."""
 
     def __init__(self, config: JobConfig, meta: System, coordinator: CoordinatorReader,
-                 host: str, machine: str) -> None:
+                 host: str, machine: str, phase: str | None = None,
+                 metrics_port: int | None = None) -> None:
         self.config = config
         self.meta = meta
         self.coordinator = coordinator
-        self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining")
+        self.report = HostReport(host=host, pid=os.getpid(), machine=machine, state="joining",
+                                 phase=phase, metrics_port=metrics_port)
         self._model: JobModel | None = None
         self._stopped: dict[str, int] = {}
         """Gained task → when its previous host stopped it (that host's `revoked_ms`)."""
@@ -62,9 +64,21 @@ class HostReporter:
         self._quiet = False
         """The last model moved no task to or from this host: what moved before (and how
         long it was unavailable) stays in the report."""
+        self._measured = True
+        """The last move's unavailability is in the report: its tasks resumed here. A quiet
+        model coming before they did leaves it to be measured when they do."""
+        self._moved_ms = 0
+        """When the model of the last move was assigned here (a failed host's task is
+        unavailable from then, at the latest)."""
         self._published = 0.0
         self._polled = 0.0
         self._dirty = True
+
+    def phase(self, name: str) -> None:
+        """The host moved to lifecycle phase ``name``: the next `tick` publishes it."""
+        if name != self.report.phase:
+            self.report = replace(self.report, phase=name)
+            self._dirty = True
 
     async def revoked(self, running: bool) -> None:
         """The rebalance stops this host's tasks now (``running``: it had some); published
@@ -85,7 +99,8 @@ class HostReporter:
         gained = _gained(previous, active, before)
         lost = sorted(before - set(active))
         self._quiet = kept and not gained and not lost
-        self._carried = {}
+        if not self._quiet:
+            self._carried = {}
         hosts = (await self.coordinator.read()).hosts if gained else {}
         if not self._quiet:
             self._stopped = {}
@@ -151,8 +166,10 @@ class HostReporter:
         # rebalance has run since: its stores' positions have moved on)
         ends = {t: restored_to[t] if t in restored_to else sum(after.get(t, {}).values())
                 for t in self.report.active}
-        unavailable = self.report.unavailable_ms if self._quiet else {
+        kept = self._quiet and self._measured
+        unavailable = self.report.unavailable_ms if kept else {
             **self._carried, **self._unavailable(current)}
+        self._measured = True
         if self._quiet:  # nothing moved here: the last move's restore ends stay reported
             ends.update((t, n) for t, n in self.report.restore_ends.items()
                         if t in ends and t in fresh)
@@ -161,7 +178,7 @@ class HostReporter:
                               restore_ends=ends, resumed_ms=resumed)
         log.info("host %r resumed epoch %d: restored %s (%s)%s", self.report.host,
                  self._model.epoch, restored, modes,
-                 " (no task moved here)" if self._quiet else "")
+                 " (no task moved here)" if kept else "")
 
     def _restores_started(self) -> None:
         """A new model's report keeps the restores of the last model that moved a task
@@ -181,7 +198,8 @@ class HostReporter:
         gained = _gained(previous, active, before)
         lost = sorted(before - set(active))
         self._quiet = not gained and not lost
-        self._carried = {}
+        if not self._quiet:
+            self._carried = {}
         parked_at = previous.epoch if previous is not None and previous.parked else None
         if parked_at is not None and not self._quiet and self.report.moved_epoch == parked_at:
             # the follow-up of the rebalance that parked them: one rebalance, one report
@@ -209,12 +227,14 @@ class HostReporter:
         if not self._quiet:
             self.report = replace(self.report, gained=gained, lost=lost, unavailable_ms={},
                                   moved_epoch=epoch)
+            self._measured, self._moved_ms = False, self.report.assigned_ms or _now_ms()
 
     def _unavailable(self, current: Mapping[int, WorkerReport]) -> dict[str, int]:
         """Active task → from when it stopped until its worker resumed here: stopped here
         (`revoked_ms`) or, gained, on the host it came from; a task whose host failed (no
-        stop reported) counts from this host's stop or assignment — the time the group
-        took to notice the failure comes on top. Tasks that ran nowhere before: none."""
+        stop reported) counts from this host's stop or the assignment of the model that
+        moved it here — the time the group took to notice the failure comes on top. Tasks
+        that ran nowhere before: none."""
         here = self.report.revoked_ms
         result: dict[str, int] = {}
         for report in current.values():
@@ -227,7 +247,7 @@ class HostReporter:
                 elif task in self._stopped:
                     stopped = self._stopped[task]
                 else:
-                    stopped = (here or self.report.assigned_ms) if came_from else None
+                    stopped = (here or self._moved_ms) if came_from else None
                 if stopped is not None and report.resumed_ms is not None:
                     result[task] = max(0, report.resumed_ms - stopped)
         return dict(sorted(result.items()))

@@ -2,7 +2,8 @@
 --data-dir DIR --model FILE` (started by the host's supervisor, not by users).
 
 It runs the ordinary `framework.worker.runner.Worker` on the job model the host received
-in its assignment (the file), with the host's state folder.
+in its assignment (the file), with the host's state folder; it exits as `sampan worker`
+does (5 on an error a restart cannot fix: the host then stops).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from framework.errors import SampanError
+from framework.errors import EXIT_PERMANENT, PermanentError, SampanError
 
 __all__ = ["main"]
 
@@ -54,9 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return asyncio.run(_run(args))
     except SampanError as error:
+        from framework.worker.main import error_line
+
         log.error("%s", error)
-        print(f"sampan worker: error: {error}", file=sys.stderr)
-        return 2
+        print(error_line(error), file=sys.stderr)
+        return EXIT_PERMANENT if isinstance(error, PermanentError) else 2
     except Exception:
         log.critical("worker %d crashed", args.worker, exc_info=True)
         return 1

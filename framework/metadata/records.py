@@ -143,6 +143,9 @@ class CoordinatorStatus(_Record):
 
     state: RunState | None = None
     """None before the first report."""
+    phase: str | None = None
+    """The coordinator's lifecycle phase (`framework.coordinator.phase.CoordinatorPhase`
+    name, e.g. ``RUNNING``, ``CHANGING_MODEL``); None from a coordinator that had none."""
     epoch: int | None = None
     coordinator_pid: int | None = None
     updated_ms: int | None = None
@@ -255,6 +258,11 @@ class HostReport(_Record):
     machine: str
     epoch: int | None = None
     state: HostState = "running"
+    phase: str | None = None
+    """The host's lifecycle phase (`framework.hosts.phase.HostPhase` name, e.g. ``RUNNING``,
+    ``REBALANCING``); None from a host that had none."""
+    metrics_port: int | None = None
+    """The port of the host's own ``/metrics`` endpoint; None when metrics are off."""
     leader: bool = False
     updated_ms: int | None = None
     workers: list[int] = field(default_factory=list)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping
+from enum import Enum
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
@@ -49,6 +50,11 @@ class CoordinatorView(Protocol):
 
     @property
     def model(self) -> JobModel | None: ...
+
+    @property
+    def phase(self) -> Enum:
+        """Its lifecycle phase (`framework.coordinator.phase.CoordinatorPhase`)."""
+        ...
 
 
 class CoordinatorMetrics:
@@ -111,3 +117,8 @@ class CoordinatorMetrics:
         if coordinator.model is not None:
             epoch.add_metric([*job, "coordinator"], coordinator.model.epoch)
         yield epoch
+        now = coordinator.phase
+        phase = family("sampan_coordinator_phase")
+        for each in type(now):  # every phase, 1 for the current one: alerts see 0 → 1
+            phase.add_metric([*job, each.name], float(each is now))
+        yield phase

@@ -83,4 +83,12 @@ FAMILIES: tuple[Family, ...] = (
            "the new epoch (the pause sampan status shows); observed once they all resumed."),
     Family("sampan_expansion_refused", "gauge", ("job",),
            "1 while a partition change is refused (the job runs on its model)."),
+    Family("sampan_coordinator_phase", "gauge", ("job", "phase"),
+           "1 for the coordinator's lifecycle phase now, 0 for every other phase (CREATED, "
+           "STARTING, RUNNING, CHANGING_MODEL, STOPPING, STOPPED, FAILED)."),
+    # host (several hosts)
+    Family("sampan_host_phase", "gauge", ("job", "host", "phase"),
+           "1 for the host's lifecycle phase now, 0 for every other phase (CREATED, "
+           "STARTING, REBALANCING, BUILDING_MODEL, AWAITING_MODEL, RUNNING, CHANGING_MODEL, "
+           "STOPPING, STOPPED, FAILED)."),
 )

@@ -29,6 +29,7 @@ from aiokafka.structs import TopicPartition
 from framework.errors import SystemUnavailableError
 from framework.spark.arrow_columns import RecordColumns
 from framework.systems.base import Headers
+from framework.systems.kafka.diagnosis import diagnose
 from framework.systems.kafka.system import KafkaSystem
 
 __all__ = ["ABORT", "AVAILABLE", "COMMIT", "FETCH_BYTES", "CommittedBatches",
@@ -147,9 +148,11 @@ class _Fetcher:
         try:
             await asyncio.wait_for(self.client.bootstrap(), self.timeout_s)
         except (TimeoutError, kafka_errors.KafkaError, OSError) as error:
-            raise SystemUnavailableError(
+            problem = await diagnose(self.system.name, self.system.bootstrap,
+                                     self.system.options)
+            raise (problem or SystemUnavailableError(
                 f"cannot read {self.where}: the broker did not answer ({error!r}); check "
-                "that it runs and that [systems] bootstrap is right") from error
+                "that it runs and that [systems] bootstrap is right")) from error
 
     async def fetch(self, position: int) -> tuple[int, list[tuple[int, int]], bytes]:
         """(readable end, aborted transactions, record bytes) from ``position`` on; the
@@ -181,6 +184,10 @@ class _Fetcher:
                         aborted = data[2] if version >= 11 else data[-2] if version >= 4 else None
                         stable = data[0] if version >= 4 and data[0] >= 0 else highwater
                         return min(highwater, stable), list(aborted or ()), data[-1] or b""
+                    refused = self.system.admin.refused(code, "READ", self.tp.topic,
+                                                        f"reading {self.where}")
+                    if refused is not None:
+                        raise refused
                     if error_type is kafka_errors.OffsetOutOfRangeError:
                         raise SystemUnavailableError(
                             f"cannot read {self.where} from offset {position}: the broker no "

@@ -53,7 +53,8 @@ def open_system(config: SystemSettings) -> System:
             )
         from framework.systems.kafka.system import KafkaSystem
 
-        return KafkaSystem(config.name, config.bootstrap, options)
+        return KafkaSystem(config.name, config.bootstrap, options,
+                           root=getattr(config, "root", None))
     raise ConfigError(
         f"[systems.{config.name}] type = {config.type!r}: use one of {list(SYSTEM_TYPES)}"
     )

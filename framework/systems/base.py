@@ -19,10 +19,13 @@ __all__ = [
     "CommitRequest",
     "Consumer",
     "ConsumerGroups",
+    "DeletesStreams",
     "FetchedRecord",
     "GrowthHistory",
     "GrowthRecorder",
+    "HidesStreams",
     "OffsetRange",
+    "OffsetsByTime",
     "OutputColumns",
     "ProducerRecord",
     "ProducerRow",
@@ -271,6 +274,17 @@ class SettlesOffsets(Protocol):
 
 
 @runtime_checkable
+class OffsetsByTime(Protocol):
+    """A system that finds records by their timestamps (a job's time `start_position`,
+    `sampan streams reset-offsets --to TIME`)."""
+
+    async def offsets_for_time(self, stream: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition of ``stream``, the offset of its first record stamped at or after
+        ``timestamp_ms`` (ms since the epoch), or its end when none is."""
+        ...
+
+
+@runtime_checkable
 class StartsProducer(Protocol):
     """A system whose producer connects on first use (Kafka): a coordinator connects it
     at start, so what the broker refuses is said once, there."""
@@ -308,6 +322,26 @@ class GrowthHistory:
     count: int
     ends: Mapping[int, int]
     grown: Mapping[int, Mapping[int, int]]
+
+
+@runtime_checkable
+class DeletesStreams(Protocol):
+    """A system that deletes streams (the local log; Kafka with DeleteTopics)."""
+
+    async def delete_streams(self, streams: Sequence[str]) -> None:
+        """Delete ``streams`` with all their records, and wait until the system no longer
+        lists them; one that does not exist is skipped."""
+        ...
+
+
+@runtime_checkable
+class HidesStreams(Protocol):
+    """A system whose `System.list_streams` leaves some of its own streams out (Kafka: the
+    checkpoints and fences topics)."""
+
+    async def hidden_streams(self) -> dict[str, int]:
+        """The streams `list_streams` leaves out: name → partition count."""
+        ...
 
 
 @runtime_checkable

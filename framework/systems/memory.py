@@ -103,6 +103,13 @@ class MemorySystem:
         return {p: OffsetRange(records[0].offset if records else found.ends[p], found.ends[p])
                 for p, records in enumerate(found.partitions)}
 
+    async def offsets_for_time(self, stream: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition, the first record stamped at or after ``timestamp_ms``, else the
+        end (`framework.systems.base.OffsetsByTime`)."""
+        found = self._stream(stream)
+        return {p: next((r.offset for r in records if r.timestamp >= timestamp_ms),
+                        found.ends[p]) for p, records in enumerate(found.partitions)}
+
     def consumer(self) -> MemoryConsumer:
         return MemoryConsumer(self)
 

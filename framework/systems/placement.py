@@ -23,6 +23,7 @@ import random
 from framework.errors import StreamNotFoundError
 from framework.partitioner import RoundRobin, partition_for_key
 from framework.systems.base import OutputColumns, ProducerRecord, ProducerRow
+from framework.wording import counted
 
 __all__ = ["Placement"]
 
@@ -48,7 +49,7 @@ class Placement:
             if not 0 <= record.partition < count:
                 raise StreamNotFoundError(
                     f"partition {record.partition} of stream {record.stream!r} does not exist "
-                    f"in system {self.system!r} (it has {count} partitions)"
+                    f"in system {self.system!r} (it has {counted(count, 'partition')})"
                 )
             return record.partition
         if record.key is not None:

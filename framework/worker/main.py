@@ -2,8 +2,11 @@
 
 SIGTERM or SIGINT: finish the batch, commit, close the tasks, exit 0. SIGUSR1: log where
 every asyncio task of the worker waits (for a worker that looks stuck). Exit 3 when a
-newer job model has fenced this worker out, 2 on any other sampan error, 1 on a crash; a
-system that does not answer is waited for, not an exit (`framework.worker.outage`).
+newer job model has fenced this worker out, 5 on an error a restart cannot fix (a
+`PermanentError`: the job file, a task that does not load, an undeclared store asked for
+in ``init``, refused credentials: `sampan run` stops the job on it), 2 on any other sampan
+error, 1 on a crash; a system that does not answer is waited for, not an exit
+(`framework.worker.outage`).
 With ``--log-file`` the log (errors and tracebacks included) also goes to that file, so
 `sampan run` and `sampan status` can point at the file that holds a worker's error.
 """
@@ -23,11 +26,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from framework.errors import EXIT_FENCED, FencedError, SampanError, SystemUnavailableError
+from framework.errors import (
+    EXIT_FENCED,
+    EXIT_PERMANENT,
+    FencedError,
+    PermanentError,
+    SampanError,
+    SystemUnavailableError,
+)
 from framework.logformat import FORMATS, configure_logging, default_format
 from framework.wording import counted
 
-__all__ = ["EXIT_FENCED", "add_worker_command", "run_worker"]
+__all__ = ["EXIT_FENCED", "add_worker_command", "error_line", "run_worker"]
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +80,12 @@ def _command(args: argparse.Namespace) -> int:
             config = load_config(args.job)
         status = asyncio.run(run_worker(config, args.worker,
                                         go=_stdin_says_go if args.wait_for_go else None))
+    except PermanentError as error:
+        _log_file_line(file_handler, error)
+        print(error_line(error), file=sys.stderr)
+        return EXIT_PERMANENT
     except SampanError as error:
-        if file_handler is not None and file_handler.stream is not None:  # the CLI: stderr
-            file_handler.stream.write(f"sampan worker: error: {error}\n")
-            file_handler.flush()
+        _log_file_line(file_handler, error)  # the CLI says it on stderr
         raise
     except Exception:
         if file_handler is None:
@@ -81,6 +93,19 @@ def _command(args: argparse.Namespace) -> int:
         log.critical("worker %d crashed", args.worker, exc_info=True)
         return 1
     _exit_at_once(status)
+
+
+def error_line(error: SampanError) -> str:
+    """The line a worker stopped by ``error`` ends its output with: `sampan run` and
+    `sampan status` quote it (`framework.coordinator.supervisor.last_error_line`)."""
+    return f"sampan worker: error: {error}"
+
+
+def _log_file_line(handler: logging.FileHandler | None, error: SampanError) -> None:
+    """Write ``error``'s line into the ``--log-file`` too (the CLI writes it to stderr)."""
+    if handler is not None and handler.stream is not None:
+        handler.stream.write(f"{error_line(error)}\n")
+        handler.flush()
 
 
 def _exit_at_once(status: int) -> NoReturn:

@@ -17,9 +17,15 @@ from framework.worker.dead_letter import dead_letter_record
 from framework.worker.instance import TaskInstance
 from groupers import SystemStreamPartition
 
-__all__ = ["ErrorPolicies", "describe"]
+__all__ = ["ErrorPolicies", "UndecodableRecordError", "describe"]
 
 log = logging.getLogger(__name__)
+
+
+class UndecodableRecordError(ProcessingError):
+    """``policy = "fail"`` met a record it cannot decode: the worker commits what it
+    processed before it (nothing of the record was), then stops with this error, so a
+    reset to the record's offset + 1 skips exactly that record."""
 
 
 def describe(error: BaseException) -> str:
@@ -85,9 +91,14 @@ class ErrorPolicies:
         """``policy``: fail (raise), or skip the record for ``targets`` (and dead-letter it)."""
         policy = self._config.errors.policy
         if policy == "fail":
-            raise ProcessingError(
-                f"{error}; errors.policy is 'fail' — fix the producer, or set "
-                f"[errors] policy = \"skip\" or \"dead-letter\" to move past bad records")
+            qualified = f"{ssp.system}.{ssp.stream}"
+            raise UndecodableRecordError(
+                f"{error}; errors.policy is 'fail', so the job stops at it. To move past it, "
+                f"set [errors] policy = \"skip\" or \"dead-letter\" (for every record that "
+                f"cannot be decoded), or skip this one record: stop the job, run `sampan "
+                f"streams reset-offsets {qualified} --job {self._config.path} --partition "
+                f"{ssp.partition} --to-offset {record.offset + 1}` and start it again. Then "
+                f"fix the producer that wrote it")
         log.warning("%s (errors.policy=%s)", error, policy)
         for instance in targets:
             instance.skip(ssp, record.offset)

@@ -17,6 +17,7 @@ from framework.config import JobConfig, StreamRef
 from framework.errors import (
     FencedError,
     JobModelError,
+    PermanentError,
     ProcessingError,
     StoreCorruptedError,
     StoreError,
@@ -36,6 +37,7 @@ from framework.systems import open_system
 from framework.systems.base import Checkpoint, Consumer, FetchedRecord, System
 from framework.systems.fetched import FetchedColumns
 from framework.usercode import load_task_class
+from framework.wording import counted
 from framework.worker.codec import RecordCodec
 from framework.worker.collector import tuned_collector
 from framework.worker.commit import Committer, begin_commits
@@ -48,7 +50,7 @@ from framework.worker.dispatch import (
 )
 from framework.worker.in_place import InPlaceChange, in_place_change
 from framework.worker.instance import TaskInstance
-from framework.worker.policies import ErrorPolicies, describe
+from framework.worker.policies import ErrorPolicies, UndecodableRecordError, describe
 from framework.worker.state import OpenedStores, heal_damaged_store, open_task_stores
 from framework.worker.watchdog import Busy, TaskWatchdog
 from groupers import SystemStreamPartition
@@ -173,6 +175,9 @@ class Worker:
         """The newer model a fence announced, read aside while the tasks go on (no commit
         until it is taken: `_take_newer_model`)."""
         self._fenced: FencedError | None = None
+        self._undecodable: UndecodableRecordError | None = None
+        """The record ``policy = "fail"`` stopped at: raised once what preceded it is
+        committed."""
         self._fence_check: tuple[int, asyncio.Future[None]] | None = None
         """The loop's fence check in flight (`FENCE_CHECK_S`), answered aside, and the epoch
         it asks about (an answer for an epoch the worker has left since is dropped)."""
@@ -212,6 +217,8 @@ class Worker:
             await self._report(report)
             with tuned_collector():
                 reason = await self._loop(committer)
+            if self._undecodable is not None:
+                reason = "a record it cannot decode"
             report = self._report_base
             result = WorkerResult(report.epoch, sum(i.processed for i in self.instances),
                                   sum(i.skipped for i in self.instances), committer.commits,
@@ -219,6 +226,8 @@ class Worker:
             await self._report(replace(
                 report, stopped_ms=_now_ms(), reason=reason, processed=result.processed,
                 skipped=result.skipped, store_positions=_store_positions(committer)))
+            if self._undecodable is not None:
+                raise self._undecodable
             return result
         except StoreCorruptedError as error:
             await self._close()  # closed first: then wipe it for a full restore
@@ -345,6 +354,8 @@ class Worker:
         self.instances.append(instance)  # closed with the worker even if init fails
         try:
             await instance.init()
+        except PermanentError:
+            raise  # e.g. an undeclared store: every restart would fail alike; the job stops
         except Exception as error:
             raise ProcessingError(
                 f"task {task_model.name!r}: init() raised {describe(error)}; fix the "
@@ -425,8 +436,8 @@ class Worker:
             stages = self._stages.get(instance.name)
             while stages and stages[0].passed(instance.positions):
                 stage = stages.pop(0)
-                log.info("task %s passed its expansion barrier; consuming %d new partitions",
-                         instance.name, len(stage.held))
+                log.info("task %s passed its expansion barrier; consuming %s",
+                         instance.name, counted(len(stage.held), "new partition"))
                 released = True
             if stages is not None and not stages:
                 del self._stages[instance.name]
@@ -493,7 +504,11 @@ class Worker:
                         records = self._below_limit(ssp, records)
                         if not records:
                             continue
-                    await self._dispatch(ssp, records)
+                    try:
+                        await self._dispatch(ssp, records)
+                    except UndecodableRecordError as error:  # commit what came before it
+                        self._undecodable = self._undecodable or error
+                        self.stop.set()
                     dirty = dirty or bool(records)
                     read = True
             if self._adding:
@@ -694,6 +709,8 @@ class Worker:
                     task_model, ssps=gained, broadcast=frozenset()), None)
                 try:
                     await instance.renew(self._task_class(), start)
+                except PermanentError:
+                    raise
                 except Exception as error:
                     raise ProcessingError(
                         f"task {instance.name!r}: init() raised {describe(error)} when it "
@@ -714,7 +731,8 @@ class Worker:
             self._route()
         self.in_place_changes += 1
         took_ms = int((time.monotonic() - began) * 1000)
-        done = [f"task {t} +{len(s)} partitions" for t, s in sorted(change.gained.items())]
+        done = [f"task {t} +{counted(len(s), 'partition')}"
+                for t, s in sorted(change.gained.items())]
         done += [f"task {t} let go" for t in change.dropped]
         done += [f"task {t} added" for t in change.added]
         done += [f"{'hold' if s in model.holds else 'release'} {s}"

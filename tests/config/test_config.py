@@ -15,6 +15,7 @@ from framework.config import (
     ErrorsConfig,
     JobConfig,
     RocksDBConfig,
+    StartPosition,
     StoreConfig,
     StreamConfig,
     StreamRef,
@@ -734,3 +735,64 @@ def test_an_expansion_algorithm_without_the_method_is_refused_at_load() -> None:
         "workers = 2", 'workers = 2\nexpansion_algorithm = "bad_algo:Nothing"')) == (
         "counter.toml:6: job.expansion_algorithm: bad_algo:Nothing does not implement "
         "partition_before_expansion(partition, current_count, initial_count) -> int")
+
+
+# --- start_position ----------------------------------------------------------------------
+
+
+def test_an_input_starts_at_its_oldest_record_unless_its_start_position_says_otherwise(
+) -> None:
+    events = '[streams."local.events"]\n'
+    starts = {}
+    for spelled in ('"oldest"', '"latest"', '"2026-05-01T14:00:00+02:00"',
+                    "2026-05-01T12:00:00Z", "1777636800000"):
+        write("counter.toml", PINNED.replace(events, f"{events}start_position = {spelled}\n"))
+        starts[spelled] = load_config("counter.toml").stream("local.events").start
+    write("counter.toml", PINNED)
+    assert load_config("counter.toml").stream("local.events").start == StartPosition("oldest")
+    assert starts == {
+        '"oldest"': StartPosition("oldest"),
+        '"latest"': StartPosition("latest"),
+        '"2026-05-01T14:00:00+02:00"': StartPosition("time", 1777636800000),
+        "2026-05-01T12:00:00Z": StartPosition("time", 1777636800000),  # a TOML date-time
+        "1777636800000": StartPosition("time", 1777636800000),
+    }
+
+
+def test_a_start_position_round_trips_through_to_dict_and_an_unset_one_keeps_the_digest(
+) -> None:
+    events = '[streams."local.events"]\n'
+    write("counter.toml", PINNED)
+    plain = load_config("counter.toml")
+    write("counter.toml", PINNED.replace(events, f"{events}start_position = "
+                                                 "2026-05-01T12:00:00Z\n"))
+    timed = load_config("counter.toml")
+    assert timed.to_dict()["streams"]["local.events"]["start_position"] == (
+        "2026-05-01T12:00:00+00:00")
+    assert parse_config(timed.to_dict(), "counter.toml").digest == timed.digest
+    assert "start_position" not in plain.to_dict()["streams"]["local.events"]
+    assert timed.digest != plain.digest
+
+
+def test_a_start_time_without_a_zone_is_refused_naming_the_fix() -> None:
+    events = '[streams."local.events"]\n'
+    assert error_of("counter.toml", PINNED.replace(
+        events, f'{events}start_position = "2026-05-01T12:00:00"\n')) == (
+        'counter.toml:13: streams."local.events".start_position: the time '
+        "2026-05-01T12:00:00 has no zone, so it names a different moment on every machine; "
+        'add one: "2026-05-01T12:00:00Z" (UTC) or "…+02:00"')
+
+
+def test_a_start_position_named_as_kafka_does_suggests_sampans_name() -> None:
+    events = '[streams."local.events"]\n'
+    assert error_of("counter.toml", PINNED.replace(
+        events, f'{events}start_position = "earliest"\n')) == (
+        'counter.toml:13: streams."local.events".start_position: expected "oldest", '
+        '"latest", a time with its zone ("2026-05-01T12:00:00Z") or ms since the epoch '
+        '(an integer ≥ 0), got "earliest" (sampan calls it "oldest")')
+
+
+def test_a_start_position_of_zero_ms_is_that_time_not_the_default() -> None:
+    events = '[streams."local.events"]\n'
+    write("counter.toml", PINNED.replace(events, f"{events}start_position = 0\n"))
+    assert load_config("counter.toml").stream("local.events").start == StartPosition("time", 0)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -276,6 +277,20 @@ class Job:
         """Outputs are exactly one per input, per key in order; the store holds the counts."""
         assert await self.outputs() == self.truth.expected_outputs()
         assert await self.store() == self.truth.expected_store()
+
+
+WRITE_SYSCALL = {"x86_64": 1, "aarch64": 64}[platform.machine()]
+"""write(2)'s number in ``/proc/PID/syscall`` on this machine."""
+
+
+def blocked_writing_stdout(process: subprocess.Popen[bytes]) -> bool:
+    """Whether ``process`` sleeps in a write(2) to its stdout: its reader takes nothing and
+    the pipe or terminal between them is full."""
+    try:
+        fields = Path(f"/proc/{process.pid}/syscall").read_text().split()
+    except OSError:  # exited
+        return False
+    return len(fields) > 1 and fields[0] == str(WRITE_SYSCALL) and int(fields[1], 16) == 1
 
 
 def keys(count: int, prefix: str = "k") -> list[str]:

@@ -53,3 +53,21 @@ class _Stamped:
 
     def send(self, stream, key=None, value=None, **options):
         self.collector.send(stream, key=key, value={**value, "t": self.at}, **options)
+
+
+class SlowCountTask(CountTask):
+    """Counts, a millisecond per record: a job far behind a burst of input."""
+
+    def process(self, envelope, collector, coordinator):
+        import time
+
+        time.sleep(0.001)
+        super().process(envelope, collector, coordinator)
+
+
+class UndeclaredStoreTask(CountTask):
+    """Asks in ``init`` for a store the job file does not declare: no restart can help."""
+
+    def init(self, context):
+        super().init(context)
+        self.view = context.store("view")

@@ -59,6 +59,16 @@ def test_status_of_a_job_never_run_is_not_running(make_job: Callable[..., Job]) 
         "not_running": message, "problems": [message], "exit_status": 3}
 
 
+def test_status_of_a_job_never_run_creates_nothing(make_job: Callable[..., Job]) -> None:
+    """A status only reads: no local log, no folder appears where the job never ran."""
+    job = make_job("untouched", {"words": 2})
+    before = sorted(job.folder.rglob("*"))
+    assert job.sampan("status", "{job}").returncode == 3
+    assert job.sampan("status", "{job}", "--json").returncode == 3
+    assert sorted(job.folder.rglob("*")) == before
+    assert not (job.folder / "data").exists()
+
+
 def test_stream_command_errors_name_cause_and_fix(make_job: Callable[..., Job]) -> None:
     job = make_job("clierr", {"words": 2})
     assert job.sampan("streams", "create", "local.words", "--partitions", "2",

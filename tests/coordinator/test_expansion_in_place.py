@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 from collections.abc import Callable
 
@@ -71,6 +72,15 @@ async def test_expansions_in_place_restart_no_worker(make_job: Callable[..., Job
     worker_log = (job.logs / "worker-1.log").read_text(errors="replace")
     assert "took job model epoch 2 in place (was 1)" in worker_log
     assert "took job model epoch 3 in place (was 2)" in worker_log
+    # counted in words: Partition 1 gains partition 3 (2→4), then 5 and 7 (4→8)
+    assert re.search(r"epoch 2 in place \(was 1\) in \d+ ms \([^)]*\): task Partition 1 "
+                     r"\+1 partition\n", worker_log), worker_log
+    assert re.search(r"epoch 3 in place \(was 2\) in \d+ ms \([^)]*\): task Partition 1 "
+                     r"\+2 partitions\n", worker_log), worker_log
+    assert "task Partition 1 passed its expansion barrier; consuming 1 new partition\n" in (
+        worker_log)
+    assert "task Partition 1 passed its expansion barrier; consuming 2 new partitions\n" in (
+        worker_log)
 
 
 async def test_a_worker_frozen_through_an_expansion_takes_it_when_it_thaws(

@@ -75,6 +75,14 @@ def test_growing_on_to_4_releases_the_hold_only_when_nothing_was_written_at_3(
         "partitions, which 2 tasks cannot map")
 
 
+def test_one_record_written_at_3_is_said_in_the_singular(config: JobConfig) -> None:
+    written = InputNow(4, {0: 13, 1: 12, 2: 1, 3: 1}, {2: E2, 3: {0: 10, 1: 12, 2: 1}})
+    why = plan(config, model_at_2(config, EXACT), written).held[WORDS]
+    assert why.explain(Path("job.toml")).startswith(
+        "local.words is held at 2 partitions: 1 record was written while it had 3 "
+        "partitions, which 2 tasks cannot map")
+
+
 def test_a_re_key_keeps_records_written_at_3_then_6(config: JobConfig) -> None:
     now = InputNow(6, {0: 13, 1: 12, 2: 5, 3: 1, 4: 0, 5: 2}, {2: E2, 3: {0: 11, 1: 12, 2: 5}})
     why = plan(config, model_at_2(config, EXACT), now).held[WORDS]

@@ -15,6 +15,7 @@ from freeze import freeze
 from metricsjobs import endpoints, scrape, total, values
 
 from framework.commands.status import collect_status
+from framework.coordinator.phase import CoordinatorPhase
 from framework.metrics.targets import targets_dir
 from framework.stores.restore import FAULT_BATCH_DELAY_ENV
 from framework.stores.rocksdb import store_path
@@ -94,6 +95,9 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     assert round(total([coordinator], "sampan_expansion_pause_seconds_sum") * 1000) == pause_ms
     assert total([coordinator], "sampan_job_model_epoch") == 2
     assert total([coordinator], "sampan_worker_restarts_total") == 0
+    assert {dict(labels)["phase"]: value for labels, value in values(
+        coordinator, "sampan_coordinator_phase").items()} == {
+        phase.name: float(phase is CoordinatorPhase.RUNNING) for phase in CoordinatorPhase}
     assert total(workers, "sampan_records_processed_total") == job.truth.total == 320
     assert total(workers, "sampan_barrier_held_ssps") == 0
 
@@ -103,6 +107,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
     await job.wait(rated, "every task's processing rate")
     status = (await collect_status(job.config)).to_json()
     assert [e["change"] for e in status["expansions"]] == ["local.words 2→4"]
+    assert status["phase"] == "RUNNING"
     assert status["expansions"][0]["pause_ms"] == pause_ms  # one definition, both places
     assert {t["task"]: t["lag_by_stream"] for t in status["tasks"]} == {
         "Partition 0": {"local.words": 0}, "Partition 1": {"local.words": 0}}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from coordjobs import CLI, REPO, Job, keys
+from coordjobs import CLI, REPO, Job, blocked_writing_stdout, keys
 from metricsjobs import endpoints
 
 PROMETHEUS = shutil.which("prometheus")
@@ -126,6 +126,9 @@ def read_until(fd: int, marker: bytes, timeout: float = 30) -> bytes:
 
 async def test_status_watch_draws_frames_in_a_terminal_until_ctrl_c(
         make_job: Callable[..., Job]) -> None:
+    """Frames redrawn in place in a terminal; once nothing reads the terminal any more, it
+    fills and the watch blocks writing: Ctrl-C still ends it (exit 0), giving up the
+    final frame it cannot write."""
     job = make_job("watched", {"words": 2}, workers=1, extra='')
     await job.create("words", 2)
     await job.produce("words", keys(10), 2)
@@ -141,6 +144,10 @@ async def test_status_watch_draws_frames_in_a_terminal_until_ctrl_c(
     try:
         screen = read_until(main, b"Ctrl-C to stop")
         screen += read_until(main, b"Ctrl-C to stop")  # a second frame, redrawn in place
+
+        async def blocked() -> bool:
+            return blocked_writing_stdout(watch)
+        await job.wait(blocked, "status --watch to block on the full terminal", timeout=120)
         watch.send_signal(signal.SIGINT)
         assert watch.wait(30) == 0
     finally:

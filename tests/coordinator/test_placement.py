@@ -10,7 +10,7 @@ from coordjobs import Job, job_text, keys
 
 from framework.config import load_config
 from framework.coordinator.builder import build_job_model
-from framework.coordinator.process import Coordinator
+from framework.coordinator.model_service import ModelService
 
 
 def _ha_config(tmp_path: Path, workers: int = 2):  # type: ignore[no-untyped-def]
@@ -74,13 +74,12 @@ async def test_workers_report_store_positions_the_coordinator_turns_into_gaps(
     assert held == {0: ["Partition 0", "Partition 2"], 1: ["Partition 1", "Partition 3"]}
     padded = await job.pad_changelog(2, 7)  # 7 changelog records the workers never saw
     assert padded
-    coordinator = Coordinator(job.config, start_workers=False)
-    await coordinator.open_systems()
+    service = ModelService(job.config)
+    await service.open()
     try:
-        gaps = await coordinator._local_state(state.model)
+        gaps = await service.local_state(state.model)
     finally:
-        for system in coordinator.systems.values():
-            await system.close()
+        await service.close()
     assert gaps == {0: {"Partition 0": 0, "Partition 2": 7}, 1: {"Partition 1": 0,
                                                                   "Partition 3": 0}}
 

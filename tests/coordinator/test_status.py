@@ -3,12 +3,14 @@ and turns a status document into a health and an exit status."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 
-from framework.commands.status_document import JobStatus
+from framework.commands.status_document import Endpoints, JobFigures, JobStatus, SspRow, TaskRow
 from framework.commands.status_health import assess
+from framework.commands.status_text import print_status
 from framework.jobmodel import BarrierStage, TaskModel
 from framework.metadata import CoordinatorStatus, Refusal, Unreachable, WorkerCrashes
 from groupers import SystemStreamPartition as SSP
@@ -89,3 +91,51 @@ def test_health_and_exit_status(status: JobStatus, health: tuple[str, int]) -> N
     verdict = assess(status, NOW)
     assert (verdict.health, verdict.exit_status) == health
     assert bool(verdict.problems) == (health[0] != "healthy")
+
+
+# -- the text of a status (`framework.commands.status_text`) ---------------------------------
+
+
+def figures(partition_counts: dict[str, int], now: dict[str, int], held: list[str],
+            stages: tuple[int, int] = (0, 0)) -> JobFigures:
+    """A status's figures: one task on ``local.words[0]`` with ``stages`` (barrier stages,
+    passed); the inputs read at ``partition_counts``, their streams at ``now``."""
+    row = SspRow(("local", "words", 0), 10, 10, 0, held=False, past_end=False)
+    task = TaskRow("Partition 0", 0, stages[0], stages[1], 0, [row], {"local.words": 0})
+    return JobFigures(epoch=2, reason="r", partition_counts=partition_counts, workers=1,
+                      expansions=[], restoring=[], metrics=Endpoints(None, {}),
+                      worker_reports={}, total_lag=0, tasks=[task], retention_resets=[],
+                      stream_partition_counts=now, held_inputs=held)
+
+
+def text(job: JobFigures) -> str:
+    status = JobStatus("j", "running", "running", None, figures=job,
+                       report=CoordinatorStatus(state="running"))
+    out = io.StringIO()
+    print_status(status, out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(("counts", "now", "held", "line"), [
+    ({"local.a": 1}, {"local.a": 1}, [], "input local.a: 1 partition"),
+    ({"local.a": 4}, {"local.a": 4}, [], "input local.a: 4 partitions"),
+    ({"local.a": 4}, {"local.a": 6}, ["local.a"],
+     "input local.a: reads 4 of its 6 partitions (held: read only up to where it had 4)"),
+    ({"local.a": 2}, {"local.a": 4}, [],
+     "input local.a: 2 partitions (the stream has 4 now: the job follows once its "
+     "coordinator sees it)"),
+    ({"local.a": 2}, {}, [], "input local.a: 2 partitions (the stream does not exist now)"),
+], ids=["one", "four", "held", "growth-not-applied", "deleted"])
+def test_an_input_line_shows_the_count_read_and_the_streams_own(
+        counts: dict[str, int], now: dict[str, int], held: list[str], line: str) -> None:
+    assert f"\n  {line}\n" in text(figures(counts, now, held))
+
+
+@pytest.mark.parametrize(("stages", "shown"), [
+    ((2, 1), "(changelog partition 0, 1 expansion barrier pending)"),
+    ((3, 1), "(changelog partition 0, 2 expansion barriers pending)"),
+    ((2, 2), "(changelog partition 0, expansion barrier passed)"),
+])
+def test_pending_barriers_are_counted_in_words(stages: tuple[int, int], shown: str) -> None:
+    assert f"  Partition 0 on worker 0 {shown}\n" in text(
+        figures({"local.words": 1}, {"local.words": 1}, [], stages))

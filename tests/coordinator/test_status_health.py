@@ -3,6 +3,7 @@ healthy job; 1 degraded, 3 not running, 4 failed — the same with and without -
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coordjobs import CLI, REPO, Job, keys
+from coordjobs import CLI, REPO, Job, blocked_writing_stdout, keys
 
 from framework.config import load_config
 
@@ -173,10 +174,49 @@ async def test_a_refused_partition_change_is_degraded(make_job: Callable[..., Jo
     assert document["problems"] == ["partition change local.words 2→3 refused: records "
                                     "written since wait until it is resolved"]
     assert "  REFUSED local.words 2→3: " in text
+    # the count the job reads, next to the stream's own
+    assert (document["partition_counts"], document["stream_partition_counts"],
+            document["held_inputs"]) == ({"local.words": 2}, {"local.words": 3}, ["local.words"])
+    assert ("  input local.words: reads 2 of its 3 partitions (held: read only up to where "
+            "it had 2)\n") in text
     assert await job.stop() == 0
 
 
-async def test_status_watch_writes_frames_into_a_pipe(make_job: Callable[..., Job]) -> None:
+async def test_status_lists_the_metrics_urls_of_live_processes_only(
+        make_job: Callable[..., Job]) -> None:
+    """A SIGKILLed worker waiting out its restart backoff has no URL; a stopped job none."""
+    job = make_job("endpoints", {"words": 2})
+    tune(job, worker_restart_backoff_ms=30000)
+    await job.create("words", 2)
+    job.start()
+    state = await job.wait_epoch(1)
+    ports = {w: p.metrics_port for w, p in state.progress.items()}
+    metrics = status(job)[2]["metrics"]
+    assert metrics["coordinator"] == f"http://127.0.0.1:{state.status.metrics_port}/metrics"
+    assert metrics["workers"] == {str(w): f"http://127.0.0.1:{p}/metrics"
+                                  for w, p in sorted(ports.items())}
+    os.kill(state.status.worker_pids[0], signal.SIGKILL)
+
+    async def down() -> bool:
+        crashes = (await job.state()).status.crashes
+        return bool(crashes) and crashes[0].restart_ms is not None
+    await job.wait(down, "worker 0 reported down")
+    code, text, document = status(job)
+    assert code == 1
+    assert document["metrics"]["workers"] == {"1": f"http://127.0.0.1:{ports[1]}/metrics"}
+    assert f", worker 1 http://127.0.0.1:{ports[1]}/metrics (Prometheus" in text
+    assert f":{ports[0]}/" not in text
+    assert await job.stop() == 0
+    code, text, document = status(job)
+    assert code == 3
+    assert (document["metrics"]["coordinator"], document["metrics"]["workers"]) == (None, {})
+    assert "  metrics:" not in text
+
+
+async def test_status_watch_writes_frames_into_a_pipe(
+        make_job: Callable[..., Job]) -> None:
+    """Text frames into a pipe; once the reader stops reading, the pipe fills and the watch
+    blocks writing: Ctrl-C still ends it (exit 0) instead of leaving it blocked."""
     job = make_job("piped", {"words": 2}, workers=1)
     await job.create("words", 2)
     job.start()
@@ -186,6 +226,7 @@ async def test_status_watch_writes_frames_into_a_pipe(make_job: Callable[..., Jo
                              env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         assert watch.stdout is not None
+        fcntl.fcntl(watch.stdout, fcntl.F_SETPIPE_SZ, 4096)  # a few frames fill it
         frames = 0
         seen = []
         while frames < 2:
@@ -193,6 +234,10 @@ async def test_status_watch_writes_frames_into_a_pipe(make_job: Callable[..., Jo
             assert line, f"--watch ended early: {''.join(seen)}"
             seen.append(line)
             frames += line.startswith("  health: healthy (exit status 0)")
+
+        async def blocked() -> bool:
+            return blocked_writing_stdout(watch)
+        await job.wait(blocked, "status --watch to block on its full pipe", timeout=120)
         watch.send_signal(signal.SIGINT)
         assert watch.wait(30) == 0
     finally:

@@ -56,5 +56,5 @@ async def test_a_users_own_example_folder_drills_exactly(tmp_path: Path) -> None
     assert report.exact, "\n".join(report.verdict.describe())
     assert report.verdict.keys == 50
     assert [e.change for e in report.expansions] == ["local.words 2→4"]
-    assert report.text().startswith("sampan drill — my_counts on local, 1 workers")
+    assert report.text().startswith("sampan drill — my_counts on local, 1 worker,")
     assert not (tmp_path / "out" / "job" / "__init__.py").exists()

@@ -4,6 +4,7 @@ groups, one SIGKILLed mid-run, its tasks resumed on the survivors from their sta
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -12,7 +13,20 @@ from typing import Any
 
 import pytest
 
+from framework.systems.kafka.system import KafkaSystem
+
 pytestmark = pytest.mark.slow
+
+
+async def topics_starting(bootstrap: str, prefix: str) -> list[str]:
+    """The broker's topics whose names start with ``prefix``."""
+    system = KafkaSystem("kafka", bootstrap)
+    await system.start()
+    try:
+        return sorted(t for t in {*await system.list_streams(), *await system.hidden_streams()}
+                      if t.startswith(prefix))
+    finally:
+        await system.close()
 
 
 def test_host_drill_kills_a_host_and_every_key_is_exact(kafka_broker: Any,
@@ -46,6 +60,12 @@ def test_host_drill_kills_a_host_and_every_key_is_exact(kafka_broker: Any,
     assert {p.name for p in out.glob("data-h*")} == {"data-h1", "data-h2", "data-h3"}
     assert "left the group" not in (out / "host-h2.log").read_text()
     assert "left the group" in (out / "host-h1.log").read_text()
+    # its topics (input, changelog, coordinator stream, checkpoints, fences) lived in a
+    # namespace of its own, deleted at the end
+    cleaned = re.search(r"\n  kafka namespace (drill-hosts-[0-9a-f]{8}\.) on \S+: its (\d+) "
+                        r"topics deleted \(--keep keeps them\)\n", text)
+    assert cleaned is not None and int(cleaned.group(2)) == 5, text
+    assert asyncio.run(topics_starting(kafka_broker.bootstrap, cleaned.group(1))) == []
 
 
 def test_host_drill_expands_the_input_while_a_host_is_down(kafka_broker: Any,

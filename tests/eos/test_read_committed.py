@@ -266,7 +266,7 @@ async def test_probe_refuses_a_broker_without_transactions(tansu_broker: TansuBr
 
 def test_transaction_timeout_is_validated() -> None:
     from framework.errors import ConfigError
-    from framework.systems.kafka.admin import KafkaOptions
+    from framework.systems.kafka.options import KafkaOptions
 
     assert KafkaOptions.from_mapping("kafka", {}).transaction_timeout_s == 60
     for wrong in (0, 901, "60", True):

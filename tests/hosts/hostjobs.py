@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,22 +37,24 @@ CLI = [sys.executable, "-m", "framework.cli"]
 
 
 def job_file(folder: Path, bootstrap: str, name: str, *, partitions: int = 6,
-             standbys: int = 0, extra: str = "") -> Path:
+             standbys: int = 0, extra: str = "",
+             client_options: Mapping[str, Any] | None = None) -> Path:
     """The host drill's per-key sum job over ``kafka.<name>-in``, session timeout 6 s."""
     return write_job(folder, bootstrap, name, partitions=partitions, standbys=standbys,
-                     session_timeout_ms=6000, extra=extra)
+                     session_timeout_ms=6000, extra=extra, client_options=client_options)
 
 
 def outputs_job(folder: Path, bootstrap: str, name: str, *, tasks: int, workers: int = 2,
                 task: str = "sum_task:SumTask", rebalances: str = "incremental",
                 standbys: int = 0, session_timeout_ms: int = 10000,
-                recovery_lag: int | None = None) -> Path:
+                recovery_lag: int | None = None,
+                client_options: Mapping[str, Any] | None = None) -> Path:
     """tests/jobs' per-key running sum (an output per record: its running sum and the
     key's record number ``n``) over ``kafka.<name>-in`` with ``tasks`` partitions,
     ``workers`` per host, the default recovery lag unless ``recovery_lag``; the task
     module is copied next to the job file."""
     path = write_job(folder, bootstrap, name, partitions=tasks, standbys=standbys,
-                     session_timeout_ms=session_timeout_ms)
+                     session_timeout_ms=session_timeout_ms, client_options=client_options)
     shutil.copy(HERE.parent / "jobs" / "sum_task.py", folder / "sum_task.py")
     lag = "" if recovery_lag is None else f"acceptable_recovery_lag = {recovery_lag}\n"
     text = path.read_text().replace(

@@ -104,7 +104,7 @@ def test_the_leader_holds_a_refused_input_until_discard_held(kafka_broker: Any,
                                   str(hosts.path)], capture_output=True, text=True,
                                  timeout=120)
         assert discard.returncode == 0, discard.stderr
-        assert discard.stdout.startswith(f"discarded 1000 records of {stream} ({stream} 2→3→4)")
+        assert discard.stdout.startswith(f"discarded 1,000 records of {stream} ({stream} 2→3→4)")
         hosts.start("a")
         hosts.start("b")
         produce(config, kept, 1000, 40, start=2000)

@@ -7,6 +7,7 @@ round starts no worker for the round's model. On the local log."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from jobs.harness import write_job
 
 from framework.config import JobConfig, load_config
-from framework.coordinator.process import Coordinator
+from framework.coordinator.model_service import ModelBasis, ModelChange, ModelService
 from framework.hosts import leader
 from framework.hosts.host import Host
 from framework.hosts.member import Member
@@ -29,6 +30,42 @@ def _config(tmp_path: Path) -> JobConfig:
 
 def _members(*hosts: str) -> dict[str, Member]:
     return {host: Member(host, 1, 1, "m", index, {}) for index, host in enumerate(hosts)}
+
+
+async def _with_service(config: JobConfig, step: str, *args: object) -> object:
+    """``leader.<step>(service, *args)`` over a model service of its own."""
+    service = ModelService(config)
+    await service.open()
+    try:
+        return await getattr(leader, step)(service, *args)
+    finally:
+        await service.close()
+
+
+def _lead(config: JobConfig, members: Mapping[str, Member], reason: str) -> leader.Led:
+    led = asyncio.run(_with_service(config, "lead", members, reason))
+    assert isinstance(led, leader.Led)
+    return led
+
+
+def _change_in_place(config: JobConfig, running: JobModel) -> JobModel | None:
+    model = asyncio.run(_with_service(config, "change_in_place", running))
+    assert model is None or isinstance(model, JobModel)
+    return model
+
+
+BASIS = ModelService.basis
+
+
+def _meanwhile(then: object) -> object:
+    """`ModelService.basis` followed by ``then()`` (awaited): what lands while the leader
+    builds, after it read the job's state and before it checks the fence again."""
+    async def basis(self: ModelService, previous: JobModel | None,
+                    change: ModelChange | None = None) -> ModelBasis:
+        found = await BASIS(self, previous, change)
+        await then()  # type: ignore[operator]
+        return found
+    return basis
 
 
 async def _publish_next(config: JobConfig, reason: str) -> JobModel:
@@ -48,20 +85,18 @@ async def _publish_next(config: JobConfig, reason: str) -> JobModel:
 def test_a_model_built_on_an_epoch_no_longer_current_is_built_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _config(tmp_path)
-    first = asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b")).model
+    first = _lead(config, _members("a", "b"), "hosts a, b").model
     assert first.epoch == 1 and first.in_place_since is None
 
-    ensure = Coordinator.ensure_changelogs
     overlapping: list[JobModel] = []
 
-    async def published_meanwhile(self: Coordinator, model: JobModel) -> None:
-        """Right before the leader publishes, the other leader's model lands (once)."""
-        await ensure(self, model)
+    async def published_meanwhile() -> None:
+        """While the leader builds, the other leader's model lands (once)."""
         if not overlapping:
             overlapping.append(await _publish_next(config, "the other leader's round"))
 
-    monkeypatch.setattr(Coordinator, "ensure_changelogs", published_meanwhile)
-    led = asyncio.run(leader.lead(config, _members("a"), "hosts a"))
+    monkeypatch.setattr(ModelService, "basis", _meanwhile(published_meanwhile))
+    led = _lead(config, _members("a"), "hosts a")
     other = overlapping[0]
     assert other.epoch == 2 and other.in_place_since == 1
     # built again on epoch 2: the next epoch, taken in place by epoch 2's workers
@@ -77,7 +112,7 @@ def test_a_leader_waits_for_the_model_of_an_epoch_already_fenced(
     its bound is raised so that a stalled machine cannot end it first)."""
     monkeypatch.setattr(leader, "FENCE_WAIT_S", 60.0)
     config = _config(tmp_path)
-    asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b"))
+    _lead(config, _members("a", "b"), "hosts a, b")
 
     async def overlap() -> tuple[JobModel, JobModel]:
         meta = open_system(config.system(config.metadata_system))
@@ -94,7 +129,8 @@ def test_a_leader_waits_for_the_model_of_an_epoch_already_fenced(
                     fenced=True)
 
             other, led = await asyncio.gather(
-                write_late(), leader.lead(config, _members("a"), "hosts a"))
+                write_late(), _with_service(config, "lead", _members("a"), "hosts a"))
+            assert isinstance(led, leader.Led)
             return other, led.model
         finally:
             await meta.close()
@@ -110,7 +146,7 @@ def test_an_epoch_fenced_by_a_leader_that_died_before_its_model_is_built_over_on
     `FENCE_WAIT_S` the leader builds on the last model it can read, once, and publishes
     past the fence (for a restart: that leader's workers may have been fenced)."""
     config = _config(tmp_path)
-    asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b"))
+    _lead(config, _members("a", "b"), "hosts a, b")
 
     async def fence() -> None:
         meta = open_system(config.system(config.metadata_system))
@@ -122,15 +158,13 @@ def test_an_epoch_fenced_by_a_leader_that_died_before_its_model_is_built_over_on
 
     asyncio.run(fence())
     monkeypatch.setattr(leader, "FENCE_WAIT_S", 0.3)
-    ensure = Coordinator.ensure_changelogs
     builds: list[int] = []
 
-    async def counted(self: Coordinator, model: JobModel) -> None:
-        builds.append(model.epoch)
-        await ensure(self, model)
+    async def counted() -> None:
+        builds.append(1)
 
-    monkeypatch.setattr(Coordinator, "ensure_changelogs", counted)
-    model = asyncio.run(leader.lead(config, _members("a"), "hosts a")).model
+    monkeypatch.setattr(ModelService, "basis", _meanwhile(counted))
+    model = _lead(config, _members("a"), "hosts a").model
     assert len(builds) == 1
     assert model.epoch == 3 and model.in_place_since is None
 
@@ -140,15 +174,12 @@ def test_without_the_rebuild_the_stale_model_restarts_every_worker(
     """The last build publishes whatever the fence says (for a restart): what happens to
     every build when another model lands before each publish."""
     config = _config(tmp_path)
-    asyncio.run(leader.lead(config, _members("a", "b"), "hosts a, b"))
-    ensure = Coordinator.ensure_changelogs
-
-    async def always_overtaken(self: Coordinator, model: JobModel) -> None:
-        await ensure(self, model)
+    _lead(config, _members("a", "b"), "hosts a, b")
+    async def always_overtaken() -> None:
         await _publish_next(config, "another leader's round")
 
-    monkeypatch.setattr(Coordinator, "ensure_changelogs", always_overtaken)
-    led = asyncio.run(leader.lead(config, _members("a"), "hosts a"))
+    monkeypatch.setattr(ModelService, "basis", _meanwhile(always_overtaken))
+    led = _lead(config, _members("a"), "hosts a")
     assert led.model.epoch == 1 + leader.STALE_BUILDS + 1  # one more model per build
     assert led.model.in_place_since is None  # fenced past its previous: a restart
 
@@ -156,7 +187,7 @@ def test_without_the_rebuild_the_stale_model_restarts_every_worker(
 def test_a_host_stopped_inside_a_round_starts_no_worker_for_its_model(
         tmp_path: Path) -> None:
     config = _config(tmp_path)
-    model = asyncio.run(leader.lead(config, _members("a"), "hosts a")).model
+    model = _lead(config, _members("a"), "hosts a").model
     host = Host(config, "a")
     started: list[object] = []
 
@@ -175,7 +206,7 @@ def test_an_in_place_change_overtaken_by_another_model_is_left_to_a_rebalance(
     became current while it built the change (None: a rebalance applies it) — a model over
     the newer one would restart every worker."""
     config = _config(tmp_path)
-    running = asyncio.run(leader.lead(config, _members("a"), "hosts a")).model
+    running = _lead(config, _members("a"), "hosts a").model
 
     async def grow() -> None:
         meta = open_system(config.system(config.metadata_system))
@@ -186,16 +217,14 @@ def test_an_in_place_change_overtaken_by_another_model_is_left_to_a_rebalance(
             await meta.close()
 
     asyncio.run(grow())
-    ensure = Coordinator.ensure_changelogs
 
-    async def published_meanwhile(self: Coordinator, model: JobModel) -> None:
-        await ensure(self, model)
+    async def published_meanwhile() -> None:
         await _publish_next(config, "another leader's round")
 
-    monkeypatch.setattr(Coordinator, "ensure_changelogs", published_meanwhile)
-    assert asyncio.run(leader.change_in_place(config, running)) is None
-    monkeypatch.setattr(Coordinator, "ensure_changelogs", ensure)
-    current = asyncio.run(leader.change_in_place(config, replace(running, epoch=2)))
+    monkeypatch.setattr(ModelService, "basis", _meanwhile(published_meanwhile))
+    assert _change_in_place(config, running) is None
+    monkeypatch.setattr(ModelService, "basis", BASIS)
+    current = _change_in_place(config, replace(running, epoch=2))
     assert current is not None and current.epoch == 3  # not overtaken: applied in place
     assert current.in_place_since == 1
     assert current.partition_counts["local.events"] == 2 * running.partition_counts[

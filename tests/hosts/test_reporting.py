@@ -52,13 +52,14 @@ def reporter(monkeypatch: pytest.MonkeyPatch) -> tuple[HostReporter, _Coordinato
 
 
 def _resume(reporter: HostReporter, coordinator: _Coordinator, epoch: int,
-            tasks: list[str], added: dict[str, int], *, collected: bool = True) -> None:
+            tasks: list[str], added: dict[str, int], *, collected: bool = True,
+            resumed_ms: int = 2) -> None:
     """Worker 0 resumed ``epoch`` running ``tasks``, having added ``added`` now (records
     restored, delta); the host looks at its report unless not ``collected`` yet."""
     coordinator.restores.update((t, (n, epoch, 10 * epoch)) for t, n in added.items())
     mine = {t: coordinator.restores[t] for t in tasks if t in coordinator.restores}
     coordinator.workers[0] = WorkerReport(
-        epoch=epoch, pid=1, started_ms=1, resumed_ms=2, tasks=tasks,
+        epoch=epoch, pid=1, started_ms=1, resumed_ms=resumed_ms, tasks=tasks,
         restore_modes={f"{t}/totals": "delta" for t in coordinator.restores},
         store_positions={t: {"totals": 10 * epoch} for t in tasks},
         restored_tasks={t: n for t, (n, _, _) in mine.items()},
@@ -160,3 +161,70 @@ def test_a_follow_up_keeps_what_its_first_model_restored(
                                            "Partition 4/totals": "delta"}
     assert report.report.restore_ends == {"Partition 2": 50, "Partition 3": 60,
                                           "Partition 4": 70}
+
+
+def test_a_move_not_yet_resumed_is_measured_when_a_quiet_model_follows(
+        reporter: tuple[HostReporter, _Coordinator], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failover gives a the dead host b's Partition 3 (at t = 1,000 ms); a probing
+    rebalance's model that moves nothing comes (t = 3,000) before a's worker resumed, which
+    it does at t = 5,000. The report names Partition 3 gained from b and unavailable for
+    4,000 ms (from the failover's model, not the quiet one) — a loaded CI run saw it
+    reported gained with no unavailability (`test_failover_without_standbys_…`)."""
+    report, coordinator = reporter
+    clock = [0]
+    monkeypatch.setattr(reporting, "_now_ms", lambda: clock[0])
+    three: dict[str, tuple[int, ...]] = {"a": (0,), "b": (2,), "c": (1,)}
+    two: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
+    running = placed(5, three, {"Partition 2": 0, "Partition 3": 2, "Partition 4": 1})
+    asyncio.run(report.assigned(running, None, [0], ["Partition 2"], [], [], leader=False))
+    _resume(report, coordinator, 5, ["Partition 2"], {"Partition 2": 0})
+    clock[0] = 1000
+    failover = placed(6, two, {"Partition 2": 0, "Partition 3": 0, "Partition 4": 1})
+    asyncio.run(report.assigned(failover, running, [0], ["Partition 2", "Partition 3"], [],
+                                [], leader=False, kept=True))
+    clock[0] = 3000
+    probing = replace(failover, epoch=7)
+    asyncio.run(report.assigned(probing, failover, [0], ["Partition 2", "Partition 3"], [],
+                                [], leader=False, kept=True))
+    clock[0] = 5000
+    _resume(report, coordinator, 7, ["Partition 2", "Partition 3"], {"Partition 3": 12},
+            resumed_ms=5000)
+    assert report.report.resumed_ms == 5000
+    assert report.report.gained == {"Partition 3": "b"}
+    assert report.report.moved_epoch == 6
+    assert report.report.unavailable_ms == {"Partition 3": 4000}
+    assert report.report.restored == {"Partition 2": 0, "Partition 3": 12}
+
+
+def test_a_move_not_yet_collected_is_measured_when_its_follow_up_moves_nothing_here(
+        reporter: tuple[HostReporter, _Coordinator], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failover's first model (t = 1,000 ms) gives a the dead host b's Partition 3 and
+    parks a's Partition 4 for c; a's worker resumes (t = 4,000) and the leader publishes
+    the follow-up before a's host read that report. The follow-up moves nothing to or from
+    a; a's report still names Partition 3 gained from b, unavailable for 3,000 ms."""
+    report, coordinator = reporter
+    clock = [0]
+    monkeypatch.setattr(reporting, "_now_ms", lambda: clock[0])
+    three: dict[str, tuple[int, ...]] = {"a": (0,), "b": (2,), "c": (1,)}
+    two: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
+    running = placed(5, three, {"Partition 2": 0, "Partition 3": 2, "Partition 4": 0})
+    asyncio.run(report.assigned(running, None, [0], ["Partition 2", "Partition 4"], [], [],
+                                leader=False))
+    _resume(report, coordinator, 5, ["Partition 2", "Partition 4"], {"Partition 2": 0})
+    clock[0] = 1000
+    first = _parked(placed(6, two, {"Partition 2": 0, "Partition 3": 0, "Partition 4": 1}),
+                    "Partition 4", "a")
+    asyncio.run(report.assigned(first, running, [0], ["Partition 2", "Partition 3"], [], [],
+                                leader=False, kept=True))
+    _resume(report, coordinator, 6, ["Partition 2", "Partition 3"], {"Partition 3": 12},
+            collected=False, resumed_ms=4000)
+    clock[0] = 4500
+    follow = placed(7, two, {"Partition 2": 0, "Partition 3": 0, "Partition 4": 1})
+    asyncio.run(report.in_place(follow, first, ["Partition 2", "Partition 3"]))
+    _resume(report, coordinator, 7, ["Partition 2", "Partition 3"], {}, resumed_ms=4000)
+    assert report.report.resumed_ms == 4000
+    assert (report.report.gained, report.report.lost) == ({"Partition 3": "b"},
+                                                          ["Partition 4"])
+    assert report.report.moved_epoch == 6
+    assert report.report.unavailable_ms == {"Partition 3": 3000}
+    assert report.report.restored == {"Partition 2": 0, "Partition 3": 12}

@@ -28,6 +28,7 @@ from framework.systems.base import (
     Checkpoint,
     CommitRequest,
     OffsetRange,
+    OffsetsByTime,
     ProducerRecord,
     Record,
     RecordPosition,
@@ -290,6 +291,22 @@ async def test_offsets_report_the_oldest_and_the_end_of_every_partition(
 
     assert await system.offsets(name) == {
         0: OffsetRange(0, 5), 1: OffsetRange(0, 0), 2: OffsetRange(0, 2)}
+
+
+@on("local", "kafka")  # tansu answers ListOffsets by time with offset 0, whatever the time
+async def test_offsets_for_time_give_the_first_record_stamped_at_or_after_it(
+    system: System, name: str
+) -> None:
+    """Stamps 10, 20, 30, then 50, 40, 60, then 25 in partition 0 (producers' stamps need
+    not grow); partition 1 stays empty. What a time start position reads from."""
+    assert isinstance(system, OffsetsByTime)
+    await system.create_stream(name, 2)
+    for stamps in ([10, 20, 30], [50, 40, 60], [25]):
+        await system.produce([ProducerRecord(name, b"k", b"v", partition=0, timestamp=t)
+                              for t in stamps])
+    found = {t: await system.offsets_for_time(name, t) for t in (0, 21, 45, 60, 61)}
+    assert found == {0: {0: 0, 1: 0}, 21: {0: 2, 1: 0}, 45: {0: 3, 1: 0},
+                     60: {0: 5, 1: 0}, 61: {0: 7, 1: 0}}  # none that late: the end
 
 
 # -- commits, checkpoints, fences ----------------------------------------------------

@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -30,19 +28,23 @@ from aiokafka.errors import (
     UnsupportedVersionError,
     for_code,
 )
+from aiokafka.protocol.metadata import MetadataRequest
 
 from framework.errors import (
-    ConfigError,
+    AuthorizationError,
     SampanError,
     StreamNotFoundError,
     SystemUnavailableError,
     UnsupportedOperation,
 )
 from framework.systems.base import OffsetRange
-from framework.systems.kafka.aiokafka_private import close_client
+from framework.systems.kafka.aiokafka_private import close_client, fetch_error
+from framework.systems.kafka.denials import DENIALS, denial, denial_code, denied
+from framework.systems.kafka.diagnosis import diagnose
+from framework.systems.kafka.options import KafkaOptions
 from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord, keep_control_batches
 
-__all__ = ["UNREACHABLE", "KafkaAdmin", "KafkaOptions", "close_quietly", "stop_consumer"]
+__all__ = ["UNREACHABLE", "KafkaAdmin", "close_quietly", "stop_consumer"]
 
 T = TypeVar("T")
 
@@ -55,12 +57,9 @@ UNREACHABLE = (
 )
 """aiokafka's ways of saying the broker did not answer."""
 
-_CONNECTION_KEYS = ("security_protocol", "sasl_mechanism", "sasl_plain_username",
-                    "sasl_plain_password")
 _POLL_S = 0.05
 _RECHECK_S = 0.2
 _log = logging.getLogger(__name__)
-_NAMESPACE = re.compile(r"[A-Za-z0-9._-]{0,200}")
 
 
 async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
@@ -104,6 +103,10 @@ class _ClusterAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
     answered_by: int | None = None
     """The broker that answered the last request sent to any node (for log lines)."""
 
+    async def ask(self, request: Any) -> Any:
+        """Send ``request`` to any live broker (see the class docstring); its answer."""
+        return await self._send_request(request)
+
     async def _send_request(self, request: Any, node_id: int | None = None) -> Any:
         if node_id is not None:
             return await super()._send_request(request, node_id)
@@ -122,99 +125,6 @@ class _ClusterAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
             return await super()._send_request(request)  # no broker known yet: aiokafka's way
         client.force_metadata_update()  # the live brokers, for the next call
         raise failed
-
-
-@dataclass(frozen=True)
-class KafkaOptions:
-    """``client_options`` of a kafka system (all optional)."""
-
-    timeout_s: float = 10.0
-    """Bound on every broker call (admin, metadata, offsets, produce acknowledgement)."""
-
-    replication_factor: int = 1
-    """Replicas of each topic sampan creates (use 3 on a production cluster)."""
-
-    enable_idempotence: bool | None = None
-    """None: use the idempotent producer when the broker supports it (tansu's memory
-    storage does not) and fall back to plain ``acks=all`` with a warning; True: require
-    it; False: never."""
-
-    metadata_max_age_s: float = 5.0
-    """How stale the partition counts used to place produced records may be."""
-
-    producer_batch_kb: int = 512
-    """Largest record batch the producer builds per partition (aiokafka's 16 KB default
-    costs a request per ~500 small records; keep it below the broker's message.max.bytes)."""
-
-    fetch_partition_kb: int = 4096
-    """Most a fetch reads of one partition (aiokafka's ``max_partition_fetch_bytes``).
-    aiokafka asks a broker again only once every partition it fetched from there was
-    read, so with 1 MiB (the Kafka default) a fast worker waited on the broker for a
-    quarter of its time; 4 MiB halved that (a response stays under aiokafka's 50 MiB
-    ``fetch_max_bytes`` whatever the partition count)."""
-
-    transaction_timeout_s: float = 60.0
-    """Exactly-once: how long the broker keeps a worker's transaction open without hearing
-    from it; past it the broker aborts it. Bounds how long a worker that died mid-commit
-    (and is not restarted) holds readers of the partitions it wrote; keep it well above
-    a commit's duration."""
-    namespace: str = ""
-    """Prepended to every name sampan gives the cluster: each stream's topic (stream
-    ``words`` is topic ``<namespace>words``), the job's consumer groups and its
-    transactional ids. Topics outside the namespace are invisible to the system, so jobs
-    (and drills) using the same stream and job names share a cluster under distinct
-    namespaces. Default none: streams are the topics of the same name."""
-
-    client_id: str = "sampan"
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str = "PLAIN"
-    sasl_plain_username: str | None = None
-    sasl_plain_password: str | None = None
-
-    @classmethod
-    def from_mapping(cls, system: str, options: Mapping[str, Any]) -> KafkaOptions:
-        """Validate ``[systems.<system>.client_options]``; unknown keys are errors."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(
-                f"[systems.{system}.client_options]: unknown option(s) {unknown} for a kafka "
-                f"system; known: {sorted(known)}"
-            )
-        for key in ("producer_batch_kb", "fetch_partition_kb"):
-            default = getattr(cls, key)
-            kb = options.get(key, default)
-            if type(kb) is not int or not 1 <= kb <= 1 << 20:
-                raise ConfigError(
-                    f"[systems.{system}.client_options] {key} must be a whole number of KiB "
-                    f"from 1 to 1048576 (default {default}), got {kb!r}")
-        timeout = options.get("transaction_timeout_s", cls.transaction_timeout_s)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-                1 <= timeout <= 900):
-            raise ConfigError(
-                f"[systems.{system}.client_options] transaction_timeout_s must be a number of "
-                f"seconds from 1 to 900 (the broker's transaction.max.timeout.ms is 15 min by "
-                f"default; default {cls.transaction_timeout_s:g}), got {timeout!r}")
-        namespace = options.get("namespace", "")
-        if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
-            raise ConfigError(
-                f"[systems.{system}.client_options] namespace must be a string of letters, "
-                f"digits, '.', '_' and '-' (a Kafka topic name prefix), got {namespace!r}")
-        return cls(**dict(options))
-
-    def named(self, name: str) -> str:
-        """``name`` (a topic, group or transactional id) inside the namespace."""
-        return self.namespace + name
-
-    def client_kwargs(self, bootstrap: str) -> dict[str, Any]:
-        """Connection arguments shared by aiokafka's admin, producer and consumer."""
-        kwargs = {key: getattr(self, key) for key in _CONNECTION_KEYS}
-        return {
-            "bootstrap_servers": bootstrap,
-            "client_id": self.client_id,
-            "request_timeout_ms": int(self.timeout_s * 1000),
-            **kwargs,
-        }
 
 
 class KafkaAdmin:
@@ -240,8 +150,8 @@ class KafkaAdmin:
         offsets = AIOKafkaConsumer(enable_auto_commit=False, fetch_max_wait_ms=10,
                                    isolation_level="read_committed", **kwargs)
         try:
-            await self.bounded("connect", admin.start())
-            await self.bounded("connect", offsets.start())
+            await self.connect(admin.start())
+            await self.connect(offsets.start())
         except BaseException:
             await admin.close()
             await stop_consumer(offsets)
@@ -256,6 +166,23 @@ class KafkaAdmin:
             await close_quietly(admin.close(), self.options.timeout_s)
         if offsets is not None:
             await close_quietly(stop_consumer(offsets), self.options.timeout_s)
+
+    def denial(self, error: BaseException, operation: str, resource: str, doing: str
+               ) -> AuthorizationError:
+        """``error`` (an aiokafka denial) as the missing ACL (`denials.denied`)."""
+        found = denied(error, operation, resource, system=self.system,
+                       bootstrap=self.bootstrap, options=self.options, doing=doing)
+        assert found is not None, error
+        return found
+
+    def refused(self, code: int, operation: str, resource: str, doing: str
+                ) -> AuthorizationError | None:
+        """A response's error ``code`` as the missing ACL, or None when it is no denial."""
+        kind = denial_code(code)
+        if kind is None:
+            return None
+        return denial(kind, operation, resource, system=self.system, bootstrap=self.bootstrap,
+                      options=self.options, doing=doing)
 
     def unavailable(self, what: str, exc: BaseException, bound_s: float | None = None
                     ) -> SystemUnavailableError:
@@ -274,6 +201,19 @@ class KafkaAdmin:
             f"({type(exc).__name__}: {exc}); a broker is down or leadership is moving — check "
             f"that the brokers run and that [systems.{self.system}] bootstrap points at them"
         )
+
+    async def connect(self, start: Awaitable[T], what: str = "connect",
+                      timeout_s: float | None = None) -> T:
+        """Await a client's ``start()`` (bounded); when it fails, say why as what happened
+        — refused, no answer, TLS or credentials refused (`diagnose`) — not as aiokafka's
+        "Unable to bootstrap"."""
+        try:
+            return await self.bounded(what, start, timeout_s)
+        except (SystemUnavailableError, KafkaError, OSError) as error:
+            problem = await diagnose(self.system, self.bootstrap, self.options)
+            if problem is None:
+                raise
+            raise problem from error
 
     async def bounded(self, what: str, call: Awaitable[T], timeout_s: float | None = None
                       ) -> T:
@@ -345,14 +285,32 @@ class KafkaAdmin:
             counts = await self.topic_counts()  # maybe created since the cached read
         for stream in streams:
             if stream not in counts:
+                await self._raise_if_hidden(stream)
                 raise self.missing(stream)
         return {stream: counts[stream] for stream in streams}
+
+    async def _raise_if_hidden(self, stream: str) -> None:
+        """A listing of every topic leaves out the topics the principal may not describe:
+        ask for ``stream``'s topic by name (never creating it) and raise the denial if
+        that is why it is missing."""
+        assert self._admin is not None
+        topic = self.topic(stream)
+        answer = await self.bounded("metadata", self._admin.ask(
+            MetadataRequest([topic], allow_auto_topic_creation=False)))
+        for entry in answer.topics:
+            if entry[1] == topic:
+                refused = self.refused(entry[0], "DESCRIBE", topic,
+                                       f"looking up stream {stream!r}")
+                if refused is not None:
+                    raise refused
 
     async def wait_for_count(self, stream: str, partitions: int) -> None:
         """Poll metadata until ``stream`` shows ``partitions`` partitions (bounded)."""
         deadline = time.monotonic() + self.options.timeout_s
         while (await self.topic_counts()).get(stream, 0) < partitions:
             if time.monotonic() > deadline:
+                if stream not in await self.topic_counts():
+                    await self._raise_if_hidden(stream)  # it exists, but not for us
                 raise self.unavailable(
                     f"metadata of {stream!r} with {partitions} partitions", TimeoutError()
                 )
@@ -373,12 +331,29 @@ class KafkaAdmin:
         while True:
             async with self._offsets_lock:
                 assert self._offsets is not None
-                oldest = await self.bounded("ListOffsets", self._offsets.beginning_offsets(tps))
-                listed = await self.bounded("ListOffsets", self._offsets.end_offsets(tps))
+                try:
+                    oldest = await self.bounded("ListOffsets",
+                                                self._offsets.beginning_offsets(tps))
+                    listed = await self.bounded("ListOffsets", self._offsets.end_offsets(tps))
+                except DENIALS as error:
+                    raise self.denial(error, "DESCRIBE", self.topic(stream),
+                                      f"reading the offsets of stream {stream!r}") from error
                 end, unsettled = await self._high_watermarks(listed, oldest)
             if not unsettled or time.monotonic() >= deadline:
                 return {tp.partition: OffsetRange(oldest[tp], end[tp]) for tp in tps}
             await asyncio.sleep(_POLL_S)
+
+    async def offsets_for_time(self, stream: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition, the offset of the first record stamped at or after
+        ``timestamp_ms`` (ListOffsets by time); the end (`offsets`) when none is."""
+        count = (await self.partition_counts([stream]))[stream]
+        wanted = {TopicPartition(self.topic(stream), p): timestamp_ms for p in range(count)}
+        async with self._offsets_lock:
+            assert self._offsets is not None
+            found = await self.bounded("ListOffsets", self._offsets.offsets_for_times(wanted))
+        ends = await self.offsets(stream)
+        return {tp.partition: ends[tp.partition].end if found.get(tp) is None
+                else found[tp].offset for tp in wanted}
 
     def _stable(self, tp: TopicPartition, high: int) -> int:
         """The fetch's last stable offset when below ``high``: a read_committed fetch
@@ -386,6 +361,12 @@ class KafkaAdmin:
         assert self._offsets is not None
         stable = self._offsets.last_stable_offset(tp)
         return high if stable is None or stable < 0 else min(high, stable)
+
+    def _refused_reads(self, tps: Sequence[TopicPartition]) -> set[TopicPartition]:
+        """The partitions among ``tps`` the broker would not let the offsets reader fetch
+        (no READ on their topic: an output of the job, say)."""
+        assert self._offsets is not None
+        return {tp for tp in tps if isinstance(fetch_error(self._offsets, tp), DENIALS)}
 
     async def _committed_end(self, tp: TopicPartition, oldest: int, high: int) -> int:
         """One past the last committed record before ``high`` (`oldest` when none).
@@ -405,6 +386,8 @@ class KafkaAdmin:
             last, committed = -1, CommittedFilter()
             released: list[TxnRecord] = []
             while await consumer.position(tp) < high:
+                if self._refused_reads([tp]):
+                    return high  # ListOffsets' answer (see `_high_watermarks`)
                 if time.monotonic() > deadline:
                     raise self.unavailable(f"Fetch of {tp}", TimeoutError())
                 fetched = (await consumer.getmany(tp, timeout_ms=50)).get(tp, [])
@@ -438,14 +421,19 @@ class KafkaAdmin:
             for tp in tps:
                 consumer.seek(tp, max(listed[tp] - 1, oldest[tp]))
             deadline = time.monotonic() + self.options.timeout_s
-            while any(consumer.highwater(tp) is None for tp in tps):
+            unread: set[TopicPartition] = set()
+            while any(consumer.highwater(tp) is None for tp in tps if tp not in unread):
+                unread |= self._refused_reads(tps)
                 if time.monotonic() > deadline:
                     raise self.unavailable(f"Fetch of {tps[0].topic!r}", TimeoutError())
                 await asyncio.sleep(0.002)
-            watermarks = {tp: max(listed[tp], consumer.highwater(tp)) for tp in tps}
+            # A partition it may not read keeps ListOffsets' answer (read_committed: the
+            # last stable offset), right on Apache Kafka.
+            watermarks = {tp: listed[tp] if tp in unread else
+                          max(listed[tp], consumer.highwater(tp)) for tp in tps}
             high = {tp: self._stable(tp, watermarks[tp]) for tp in tps}
             ends = {tp: await self._committed_end(tp, oldest[tp], high[tp])
-                    if high[tp] > oldest[tp] else high[tp] for tp in tps}
+                    if high[tp] > oldest[tp] and tp not in unread else high[tp] for tp in tps}
             return ends, {tp for tp in tps if high[tp] < watermarks[tp]}
         finally:
             consumer.assign([])
@@ -459,6 +447,10 @@ class KafkaAdmin:
         responses = await self.bounded("DescribeConfigs", self._admin.describe_configs([resource]))
         for response in responses:
             for resource_result in response.resources:
+                refused = self.refused(resource_result[0], "DESCRIBE_CONFIGS", self.topic(stream),
+                                       f"checking that stream {stream!r} is compacted")
+                if refused is not None:
+                    raise refused
                 for entry in resource_result[4]:
                     if entry[0] == "cleanup.policy":
                         return str(entry[1])
@@ -517,6 +509,10 @@ class KafkaAdmin:
                     f"stream {stream!r} already exists in system {self.system!r}; pass "
                     "exist_ok=True to accept it, or use `expand_stream` to grow it"
                 )
+            refused = self.refused(code, "CREATE", self.topic(stream),
+                                   f"creating stream {stream!r}")
+            if refused is not None:
+                raise refused
             if code:
                 raise SampanError(
                     f"Kafka at {self.bootstrap} refused to create stream {stream!r}: "
@@ -550,9 +546,46 @@ class KafkaAdmin:
                 f"stays at {count}; expansion needs a broker with CreatePartitions (Apache "
                 "Kafka has it) or the local system"
             ) from exc
+        except DENIALS as exc:
+            raise self.denial(exc, "ALTER", self.topic(stream),
+                              f"growing stream {stream!r} to {partitions} partitions") from exc
         except KafkaError as exc:
             raise SampanError(
                 f"Kafka at {self.bootstrap} refused to grow stream {stream!r} from {count} to "
                 f"{partitions} partitions: {type(exc).__name__}: {exc}"
             ) from exc
         await self.wait_for_count(stream, partitions)
+
+    async def delete_streams(self, streams: Sequence[str]) -> None:
+        """DeleteTopics of ``streams`` (names inside the namespace), then wait until
+        metadata no longer lists them; one that does not exist is no error."""
+        from aiokafka.errors import UnknownTopicOrPartitionError
+
+        if not streams:
+            return
+        await self.start()
+        assert self._admin is not None
+        topics = [self.topic(stream) for stream in streams]
+        try:
+            response = await self.bounded("DeleteTopics", self._admin.delete_topics(topics))
+        except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
+            raise UnsupportedOperation(
+                f"DeleteTopics: the broker at {self.bootstrap} cannot delete topics; delete "
+                f"{', '.join(topics)} with the broker's own tools") from exc
+        for topic, code in response.topic_error_codes:
+            refused = self.refused(code, "DELETE", topic, f"deleting topic {topic!r}")
+            if refused is not None:
+                raise refused
+            if code and code != UnknownTopicOrPartitionError.errno:
+                raise SampanError(
+                    f"Kafka at {self.bootstrap} refused to delete topic {topic!r}: "
+                    f"{for_code(code).__name__} (a broker with delete.topic.enable = false "
+                    f"refuses every deletion; deleting needs the Delete ACL on the topic)")
+        gone = set(streams)
+        self._seen -= gone  # absent from now on by design, not a broker's stale answer
+        deadline = time.monotonic() + self.options.timeout_s
+        while gone & (await self.topic_counts()).keys():
+            if time.monotonic() > deadline:
+                raise self.unavailable(f"metadata without deleted {', '.join(topics)}",
+                                       TimeoutError())
+            await asyncio.sleep(_POLL_S)

@@ -19,6 +19,7 @@ __all__ = [
     "DIRECT_BUILDER",
     "builder_append",
     "close_client",
+    "fetch_error",
     "fetcher_isolation_level",
     "group_coordinator_of",
     "missing_coordinator_hooks",
@@ -26,6 +27,7 @@ __all__ = [
     "sender_task",
     "set_builder_count",
     "set_fetcher_isolation_level",
+    "transaction_error",
     "txn_manager",
 ]
 
@@ -74,6 +76,26 @@ def txn_manager(producer: AIOKafkaProducer) -> Any:
     """``producer``'s transaction manager: its producer id and epoch, and whether its
     transaction failed or is open, are kept only there."""
     return producer._txn_manager
+
+
+def transaction_error(producer: AIOKafkaProducer) -> BaseException | None:
+    """Why ``producer``'s current transaction failed, if it did: a partition the broker
+    would not add (AddPartitionsToTxn) is told only there; the send itself then fails with
+    a bare InvalidTxnState."""
+    manager = getattr(producer, "_txn_manager", None)
+    waiter = getattr(manager, "_transaction_waiter", None)
+    if isinstance(waiter, asyncio.Future) and waiter.done() and not waiter.cancelled():
+        return waiter.exception()
+    return None
+
+
+def fetch_error(consumer: AIOKafkaConsumer, partition: object) -> BaseException | None:
+    """The error ``consumer``'s fetcher holds for ``partition`` (a refused fetch, which
+    `getmany` would raise), without taking any record."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    held = getattr(fetcher, "_records", {}).get(partition) if fetcher is not None else None
+    error = getattr(held, "_error", None)
+    return error if isinstance(error, BaseException) else None
 
 
 def fetcher_isolation_level(consumer: AIOKafkaConsumer) -> object | None:

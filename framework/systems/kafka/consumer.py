@@ -29,6 +29,7 @@ from aiokafka.structs import ConsumerRecord
 
 from framework.systems.base import FetchedRecord, Record, as_record
 from framework.systems.kafka.admin import KafkaAdmin, close_quietly, stop_consumer
+from framework.systems.kafka.denials import DENIALS
 from framework.systems.kafka.txn_filter import CommittedFilter, install, keep_control_batches
 from groupers import SystemStreamPartition
 
@@ -95,9 +96,13 @@ class KafkaConsumer:
             await asyncio.sleep(timeout_ms / 1000)
             return {}
         assert self._consumer is not None
-        fetched = await self._consumer.getmany(
-            *self._active, timeout_ms=timeout_ms, max_records=max_records
-        )
+        try:
+            fetched = await self._consumer.getmany(
+                *self._active, timeout_ms=timeout_ms, max_records=max_records
+            )
+        except DENIALS as error:
+            raise self._admin.denial(error, "READ", "", "reading the job's inputs and "
+                                     "changelogs") from error
         if self._expected and any(
                 messages and self._stream(tp) in self._expected
                 for tp, messages in fetched.items()):
@@ -158,7 +163,7 @@ class KafkaConsumer:
                 **self._admin.options.client_kwargs(self._admin.bootstrap),
             )
             try:
-                await self._admin.bounded("connect", consumer.start())
+                await self._admin.connect(consumer.start())
             except BaseException:
                 await close_quietly(stop_consumer(consumer), self._admin.options.timeout_s)
                 raise

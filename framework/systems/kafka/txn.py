@@ -34,9 +34,11 @@ from framework.systems.base import (
     RecordPosition,
 )
 from framework.systems.checkpoint_json import checkpoint_to_json
-from framework.systems.kafka.admin import KafkaAdmin, KafkaOptions
-from framework.systems.kafka.aiokafka_private import txn_manager
+from framework.systems.kafka.admin import KafkaAdmin
+from framework.systems.kafka.aiokafka_private import transaction_error, txn_manager
+from framework.systems.kafka.denials import DENIALS
 from framework.systems.kafka.fencing import ProducerIdentity
+from framework.systems.kafka.options import KafkaOptions
 from framework.systems.kafka.produce import stop_producer
 
 __all__ = [
@@ -118,6 +120,10 @@ async def start_transactional_producer(system: TransactionHost, txn_id: str) -> 
     except SampanError:  # no answer at all: SystemUnavailableError says so
         await producer.stop()
         raise
+    except DENIALS as exc:
+        await producer.stop()
+        raise system.admin.denial(exc, "WRITE", txn_id,
+                                  "starting a transactional producer (exactly-once)") from exc
     except KafkaError as exc:
         await producer.stop()
         raise UnsupportedOperation(
@@ -231,6 +237,10 @@ class KafkaTransactions:
             await system.admin.bounded("commit transaction",
                                        asyncio.shield(producer.commit_transaction()))
         except BaseException as exc:
+            failure = exc if isinstance(exc, DENIALS) else transaction_error(producer)
+            if isinstance(failure, DENIALS):  # AddPartitionsToTxn's answer, or the commit's
+                raise system.admin.denial(failure, "WRITE", self.transactional_id,
+                                          "a transaction of exactly-once") from exc
             if await self._fenced(exc):
                 raise FencedError(
                     f"job {self.job!r}: worker {self.worker}'s transactional producer "

@@ -34,9 +34,9 @@ from framework.errors import SystemUnavailableError
 from framework.systems.base import Headers
 
 __all__ = [
-    "FORMAT_VERSION", "MAX_BATCH_BYTES", "MAX_BATCH_RECORDS", "BatchColumns", "BatchRow",
-    "batch_rows", "decode_headers", "decode_keys", "decode_range", "encode_batch",
-    "encode_headers", "newest_timestamp",
+    "FORMAT_VERSION", "MAX_BATCH_BYTES", "MAX_BATCH_RECORDS", "TIMES_PREFIX", "BatchColumns",
+    "BatchRow", "batch_rows", "decode_headers", "decode_keys", "decode_range", "encode_batch",
+    "encode_headers", "first_offset_at", "newest_timestamp",
 ]
 
 FORMAT_VERSION = 1
@@ -157,6 +157,32 @@ def newest_timestamp(payload: bytes) -> int:
     if not flags & TIMESTAMPS:
         return int(_I64.unpack_from(payload, at)[0])
     return int(max(struct.unpack_from(f"<{n}q", payload, at)))
+
+
+TIMES_PREFIX = _HEAD.size + 16 * MAX_BATCH_RECORDS
+"""Bytes of a payload's start that hold its head, offsets and timestamps (what
+`first_offset_at` reads): a reader by time needs no more of a batch."""
+
+
+def first_offset_at(payload: bytes, timestamp_ms: int) -> int | None:
+    """The offset of the batch's first record stamped at or after ``timestamp_ms``; None
+    when every record is older. Reads the head, offsets and timestamps only (the first
+    `TIMES_PREFIX` bytes of the payload are enough).
+
+    >>> payload = encode_batch(7, [b"a", b"b", b"c"], [b"1", b"2", b"3"], [5, 9, 6])
+    >>> first_offset_at(payload, 6), first_offset_at(payload, 9), first_offset_at(payload, 10)
+    (8, 8, None)
+    """
+    flags, n, base = _head(payload)
+    at = _HEAD.size
+    offsets: Sequence[int] = range(base, base + n)
+    if flags & SPARSE:
+        offsets = struct.unpack_from(f"<{n}q", payload, at)
+        at += 8 * n
+    if not flags & TIMESTAMPS:
+        return base if _I64.unpack_from(payload, at)[0] >= timestamp_ms else None
+    stamps = struct.unpack_from(f"<{n}q", payload, at)
+    return next((o for o, t in zip(offsets, stamps, strict=True) if t >= timestamp_ms), None)
 
 
 def _format(lengths: Sequence[int]) -> str:

@@ -211,6 +211,20 @@ class LocalLog:
             )
             conn.execute("UPDATE streams SET partitions = ? WHERE id = ?", (partitions, stream_id))
 
+    def delete_streams(self, streams: Sequence[str]) -> None:
+        """Drop ``streams`` — records, partitions, growth and retention records — in one
+        transaction; a stream that does not exist is skipped."""
+        with self.write() as conn:
+            for stream in streams:
+                row = conn.execute("SELECT id FROM streams WHERE name = ?", (stream,)).fetchone()
+                self._stream_ids.pop(stream, None)
+                if row is None:
+                    continue
+                for table in ("batches", "partitions", "growth"):
+                    conn.execute(f"DELETE FROM {table} WHERE stream_id = ?", row)
+                conn.execute("DELETE FROM retention_resets WHERE stream = ?", (stream,))
+                conn.execute("DELETE FROM streams WHERE id = ?", row)
+
     def offsets(self, stream: str) -> dict[int, OffsetRange]:
         with self.read() as conn:
             stream_id = self.stream_row(stream)[0]
@@ -360,6 +374,12 @@ class LocalLog:
             row = self.conn.execute("SELECT holder, expires_ms FROM leases WHERE job = ?",
                                     (job,)).fetchone()
         return None if row is None else (str(row[0]), int(row[1]))
+
+    def leases(self) -> dict[str, tuple[str, int]]:
+        """Every job's lease as ``job → (holder, expires_ms)``, expired ones included."""
+        with self.guard("read of the leases"):
+            rows = self.conn.execute("SELECT job, holder, expires_ms FROM leases ORDER BY job")
+            return {str(job): (str(holder), int(expires)) for job, holder, expires in rows}
 
     def release_lease(self, job: str, token: str) -> None:
         """Give the lease up (a clean stop), if ``token`` still holds it."""

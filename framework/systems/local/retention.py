@@ -4,8 +4,10 @@ file system.
 
 Safe by default (``wait-for-readers``): a batch goes only once every job reading the
 stream has committed past it. A stream's readers are the jobs with checkpoints on it in
-this log; a job with checkpoints on some partitions of the stream but not on this one
-(a partition added by an expansion it has not reached) reads it from offset 0. With
+this log — a job has them from its first job model on, at the positions it starts from
+(`framework.coordinator.starts`), before its first commit too; a job with checkpoints on
+some partitions of the stream but not on this one (a partition added by an expansion it
+has not reached) reads it from offset 0. With
 ``drop-unread`` the stream stays bounded whatever its readers do: a reader behind the
 new oldest offset has its checkpoint moved there and a `RetentionReset` row recorded in
 the same transaction, which `sampan status` shows — never a silent skip.

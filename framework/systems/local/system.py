@@ -66,6 +66,7 @@ from framework.systems.local.retention import (
     release_free_pages,
 )
 from framework.systems.local.schema import LocalOptions, database_file
+from framework.systems.local.seek import offsets_for_time
 from groupers import SystemStreamPartition
 
 __all__ = ["LocalConsumer", "LocalSystem"]
@@ -145,6 +146,17 @@ class LocalSystem:
     async def offsets(self, stream: str) -> dict[int, OffsetRange]:
         return await self.call(LocalLog.offsets, stream)
 
+    async def offsets_for_time(self, stream: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition, the first record stamped at or after ``timestamp_ms`` (or the
+        end): `framework.systems.local.seek`."""
+        return await self.call(offsets_for_time, stream, timestamp_ms)
+
+    async def delete_streams(self, streams: Sequence[str]) -> None:
+        """Drop ``streams`` and everything the log keeps of them (`DeletesStreams`)."""
+        if streams:
+            await self.call(LocalLog.delete_streams, list(streams))
+            await self.release_free_pages()
+
     def consumer(self) -> LocalConsumer:
         return LocalConsumer(self)
 
@@ -214,6 +226,10 @@ class LocalSystem:
         """See `LocalLog.acquire_lease`."""
         return await self.call(LocalLog.acquire_lease, job, token, holder, ttl_ms, now_ms,
                                replacing)
+
+    async def leases(self) -> dict[str, tuple[str, int]]:
+        """See `LocalLog.leases`."""
+        return await self.call(LocalLog.leases)
 
     async def release_lease(self, job: str, token: str) -> None:
         await self.call(LocalLog.release_lease, job, token)

@@ -30,7 +30,7 @@ from framework.systems.base import (
     Record,
     as_record,
 )
-from framework.systems.kafka.admin import KafkaOptions
+from framework.systems.kafka.options import KafkaOptions
 from framework.systems.kafka.system import KafkaSystem, checkpoints_topic, fences_topic
 from groupers import SystemStreamPartition as SSP
 

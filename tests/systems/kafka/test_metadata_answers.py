@@ -15,7 +15,8 @@ import pytest
 from aiokafka.errors import TopicAlreadyExistsError
 
 from framework.errors import StreamNotFoundError
-from framework.systems.kafka.admin import KafkaAdmin, KafkaOptions
+from framework.systems.kafka.admin import KafkaAdmin
+from framework.systems.kafka.options import KafkaOptions
 
 
 class _Answers:
@@ -31,6 +32,10 @@ class _Answers:
         """Another process created the topic first: TopicAlreadyExists."""
         return SimpleNamespace(topic_errors=[(t.name, TopicAlreadyExistsError.errno, "exists")
                                              for t in topics])
+
+    async def ask(self, request: Any) -> Any:
+        """A metadata request naming topics: none of them exists (UNKNOWN_TOPIC_OR_PART)."""
+        return SimpleNamespace(topics=[(3, topic, False, []) for topic in request._topics])
 
     async def describe_topics(self) -> list[dict[str, Any]]:
         self.asked += 1

@@ -13,7 +13,7 @@ import pytest
 from framework.drill.verify import read_stream
 from framework.errors import ConfigError
 from framework.systems.base import Checkpoint, CommitRequest, ProducerRecord, producer_row
-from framework.systems.kafka.admin import KafkaOptions
+from framework.systems.kafka.options import KafkaOptions
 from framework.systems.kafka.system import KafkaSystem
 from groupers import SystemStreamPartition as SSP
 
