@@ -77,9 +77,12 @@ class ColumnarBatch:
         raise NotImplementedError
 
     def columns(self) -> BatchColumns:
-        """Every record not handed out yet, decoded as the envelopes would have been; the
-        iterator is then exhausted. An exception raised while processing them must be
-        preceded by `failed_at` naming the record's offset (the worker's error names it)."""
+        """Every record not handed out yet, decoded as the envelopes would have been (an
+        envelope taken before is finished); the iterator is then exhausted. A record
+        that cannot be decoded under ``errors.policy = "fail"`` ends the columns: its
+        error is raised when the call returns, after the records before it. An exception
+        raised while processing them must be preceded by `failed_at` naming the record's
+        offset (the worker's error names it, and the records before it are done)."""
         raise NotImplementedError
 
     def failed_at(self, offset: int) -> None:

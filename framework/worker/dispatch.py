@@ -14,7 +14,7 @@ one of them) and the skip / dead-letter policies, record by record.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
@@ -108,13 +108,14 @@ async def dispatch_one(instance: TaskInstance, ssp: SystemStreamPartition,
 class _Feed(ColumnarBatch):
     """The records of one batch as `StreamTask.process_batch` takes them: an iterator of
     envelopes decoded one at a time (as `dispatch_one` decodes them; a bad record:
-    ``errors.policy``), or, all at once, columns (`ColumnarBatch.columns`). It notes how
-    many records the task took (``taken``), the offset of the last one (``at``: the one
-    an exception is blamed on) and the error a bad record raised (``raised``: the
-    decoding's, not the task's)."""
+    ``errors.policy``), or, all at once, columns (`ColumnarBatch.columns`). It keeps the
+    position past the records the task finished (``done``: a record is finished when the
+    task asks for the next one, or for the rest as columns), how many it processed
+    (``count``), the offset of the one it holds (``at``: an exception is blamed on it) and
+    the error a bad record raised (``raised``: the decoding's, not the task's)."""
 
-    __slots__ = ("_codec", "_envelopes", "_instance", "_policies", "_raw", "_ssp", "at",
-                 "end", "raised", "taken")
+    __slots__ = ("_codec", "_columns", "_envelopes", "_holding", "_instance", "_pending",
+                 "_policies", "_raw", "_ssp", "at", "count", "done", "end", "raised")
 
     def __init__(self, instance: TaskInstance, ssp: SystemStreamPartition,
                  records: Sequence[FetchedRecord], codec: RecordCodec,
@@ -132,9 +133,16 @@ class _Feed(ColumnarBatch):
             tuple(column[start:] for column in raw) if start else raw)
         self.end = raw[0][-1] + 1 if len(raw[0]) > start else position
         """The position past the batch: every record done, once the task's call returns."""
-        self.at = position
-        self.taken = 0
+        self.done = self.at = position
+        self.count = 0
         self.raised: BaseException | None = None
+        self._holding = False
+        """Whether the task holds an envelope (taken, not finished)."""
+        self._columns: Sequence[int] = ()
+        """The offsets of the records handed out as columns, not yet accounted for."""
+        self._pending: tuple[int, BaseException] | None = None
+        """A record `columns` could not decode (its offset, its error): the columns stop
+        before it, and the error is raised once the task's call returns."""
         self._envelopes = self._decoded(*self._raw)
 
     def __iter__(self) -> Iterator[Envelope]:
@@ -147,7 +155,8 @@ class _Feed(ColumnarBatch):
         self._envelopes.close()
 
     def _decoded(self, *raw: Sequence[Any]) -> Generator[Envelope, None, None]:
-        """The envelopes of the rows ``raw`` (columns), each noted as taken."""
+        """The envelopes of the rows ``raw`` (columns), each finished when the next is
+        asked for."""
         ssp = self._ssp
         key_from, value_from, short_json = self._codec.decoding(ssp)
         for offset, raw_key, raw_value, timestamp, headers in zip(*raw, strict=True):
@@ -164,11 +173,14 @@ class _Feed(ColumnarBatch):
             except Exception:
                 found = self._careful(offset, raw_key, raw_value, timestamp, headers)
                 if found is None:
-                    continue  # a bad record, passed
+                    self.done = offset + 1  # a bad record, passed
+                    continue
                 message = found
-            self.at = offset
-            self.taken += 1
+            self.at, self._holding = offset, True
             yield message
+            self._holding = False
+            self.done = offset + 1
+            self.count += 1
 
     def _careful(self, offset: int, raw_key: bytes | None, raw_value: bytes | None,
                  timestamp: int, headers: Any) -> Envelope | None:
@@ -190,14 +202,22 @@ class _Feed(ColumnarBatch):
     def columns(self) -> BatchColumns:
         """`ColumnarBatch.columns`: every record not taken yet, decoded as the envelopes
         would be — in one call per column where each record takes the inline decoding
-        (no None, JSON values short enough for orjson), else one at a time."""
+        (no None, JSON values short enough for orjson), else one at a time; a record that
+        cannot be decoded under ``errors.policy = "fail"`` ends them (its error is raised
+        when the task's call returns, as `dispatch_one` raises it after the records
+        before it)."""
         ssp = self._ssp
-        left = bisect_right(self._raw[0], self.at) if self.taken else 0
         self._envelopes.close()
+        if self._holding:  # asking for the rest finishes the envelope it holds
+            self._holding = False
+            self.done = self.at + 1
+            self.count += 1
+        left = bisect_left(self._raw[0], self.done)
         offsets: Sequence[int]
         timestamps: Sequence[int]
         offsets, raw_keys, raw_values, timestamps, headers = (
-            (column[left:] for column in self._raw) if left else self._raw)
+            [column[left:] for column in self._raw] if left else self._raw)
+        self._raw = ((), (), (), (), ())
         key_from, value_from, short_json = self._codec.decoding(ssp)
         try:
             if None in raw_keys or None in raw_values:
@@ -207,25 +227,48 @@ class _Feed(ColumnarBatch):
                 values = list(map(short_json, raw_values))
             else:
                 values = list(map(value_from, raw_values))
-        except Exception:  # `_decoded`'s way, record by record (bad ones passed)
-            taken = self.taken
-            decoded = list(self._decoded(offsets, raw_keys, raw_values, timestamps, headers))
-            self.taken = taken
-            offsets = [message.offset for message in decoded]
-            keys = [message.key for message in decoded]
-            values = [message.value for message in decoded]
-            timestamps = [message.timestamp for message in decoded]
-        self._raw = (offsets,)
+        except Exception:
+            offsets, keys, values, timestamps = self._one_at_a_time(
+                offsets, raw_keys, raw_values, timestamps, headers)
         if offsets:
             self.at = offsets[0]
-        self.taken += len(offsets)
+        self._columns = offsets
         return BatchColumns(ssp, offsets, keys, values, timestamps)
 
+    def _one_at_a_time(self, *raw: Sequence[Any]) -> tuple[list[Any], ...]:
+        """`columns` of the rows ``raw`` decoded as `_decoded` decodes them (bad records
+        passed under ``errors.policy``), up to one that stops the job (`_pending`)."""
+        decoded: list[Envelope] = []
+        done = self.done
+        rows = self._decoded(*raw)
+        try:
+            decoded.extend(rows)  # each finished as the next is decoded: undone below
+        except BaseException as error:
+            if error is not self.raised:
+                raise
+            self._pending = (self.done, error)  # past the records before it
+        finally:
+            rows.close()
+        self._holding, self.done, self.count = False, done, self.count - len(decoded)
+        return ([m.offset for m in decoded], [m.key for m in decoded],
+                [m.value for m in decoded], [m.timestamp for m in decoded])
+
     def failed_at(self, offset: int) -> None:
-        """`ColumnarBatch.failed_at`: the columns' record at ``offset`` is the last taken
-        (and blamed): those after it were not."""
-        self.taken -= len(self._raw[0]) - bisect_right(self._raw[0], offset)
-        self.at = offset
+        """`ColumnarBatch.failed_at`: the records of the columns before ``offset`` are
+        done, the one at it is blamed."""
+        columns, self._columns = self._columns, ()
+        self.count += bisect_left(columns, offset)
+        self.done = self.at = offset
+
+    def finish(self) -> None:
+        """The task's call returned having taken every record: the columns handed out are
+        done — up to the record they stopped before, whose error is raised now."""
+        self.count += len(self._columns)
+        self._columns = ()
+        if self._pending is not None:
+            self.done, error = self._pending
+            raise error
+        self.done = self.end
 
 
 async def dispatch_batch(instance: TaskInstance, ssp: SystemStreamPartition,
@@ -237,7 +280,6 @@ async def dispatch_batch(instance: TaskInstance, ssp: SystemStreamPartition,
     feed = _Feed(instance, ssp, records, codec, policies)
     process_batch = instance.process_batch
     assert process_batch is not None
-    done, failed = position, False
     try:
         result = process_batch(feed, instance, instance)
         if result is not None:  # an `async def process_batch`
@@ -248,22 +290,18 @@ async def dispatch_batch(instance: TaskInstance, ssp: SystemStreamPartition,
                 f"task {instance.name!r} failed on {ssp} offset {left.offset}: its "
                 f"process_batch returned before taking that record (and any after it); "
                 f"it must take every envelope it is given, as process takes each")
-        done = feed.end
-    except BaseException as error:
-        failed = True
-        if feed.taken:
-            done = feed.at  # the records before the one it was at are done
-        if isinstance(error, StoreError):
-            raise  # the store failed, not the task: never skipped, never blamed on it
-        if error is feed.raised or isinstance(error, ProcessingError) or not isinstance(
-                error, Exception):
+        feed.finish()
+    except StoreError:
+        raise  # the store failed, not the task: never skipped, never blamed on it
+    except Exception as error:
+        if error is feed.raised or isinstance(error, ProcessingError):
             raise
         raise policies.failed(instance, ssp, feed.at, error) from error
     finally:
         feed.close()
-        if done != position:
-            instance.positions[ssp] = done
-        instance.processed += feed.taken - 1 if failed and feed.taken else feed.taken
+        if feed.done != position:
+            instance.positions[ssp] = feed.done
+        instance.processed += feed.count
 
 
 async def dispatch_many(readers: Sequence[TaskInstance], ssp: SystemStreamPartition,

@@ -4,12 +4,16 @@ sends, the same results in the same order, the same writes in every commit (the
 changelog) and the same store, and every key is due at the same time after every batch
 — late records, watermark records, non-str keys, a states' cache too small for every
 key and the journaled stores of the skip and dead-letter policies included — whether a
-batch comes as envelopes or, as a worker hands it, as columns (`ColumnarBatch`)."""
+batch comes as envelopes or, as a worker hands it, as columns (`ColumnarBatch`). And
+`Windows`' inline folds of a record into its key's newest pane, columns or session do
+what the layout's ``fold`` does: the same streams through ``fold`` alone (the reference,
+record by record) give the same everything."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -139,12 +143,18 @@ def records(draw: st.DrawFn, streams: list[str]) -> list[Envelope]:
 def run(make: Callable[[Context], Any], streams: list[str], data: list[Envelope],
         cuts: list[int], *, batch: str | None, cached: int | None, journal: bool
         ) -> dict[str, Any]:
-    """``data`` through the aggregation ``make`` builds, per record (``batch`` None) or
+    """``data`` through the aggregation ``make`` builds, per record (``batch`` None; as
+    ``"reference"``: every record folded by its layout's ``fold``, none inline) or
     in batches — the records between two ``cuts`` in one `process_batch` call
     (``"envelopes"``), or in one call per run of one partition among them, as columns
     (``"columns"``) —, committing (draining the store) at each cut: what it sent and
     returned, each commit's writes and each key's due time then, and the store at the
     end."""
+    if batch == "reference":
+        with mock.patch("framework.windows.aggregation._shape",
+                        return_value=(0, 0, 0, 0, None, None)):
+            return run(make, streams, data, cuts, batch=None, cached=cached,
+                       journal=journal)
     context = Context(streams)
     aggregation = make(context)
     store = context.stores["w"]
@@ -179,11 +189,11 @@ def run(make: Callable[[Context], Any], streams: list[str], data: list[Envelope]
 def same_per_record_and_per_batch(make: Callable[[Context], Any], streams: list[str],
                                   data: list[Envelope], cuts: list[int],
                                   cached: int | None, journal: bool) -> None:
-    per_record = run(make, streams, data, cuts, batch=None, cached=cached, journal=journal)
-    for batch in ("envelopes", "columns"):
-        per_batch = run(make, streams, data, cuts, batch=batch, cached=cached,
-                        journal=journal)
-        assert per_batch == per_record, batch
+    reference = run(make, streams, data, cuts, batch="reference", cached=cached,
+                    journal=journal)
+    for batch in (None, "envelopes", "columns"):
+        assert run(make, streams, data, cuts, batch=batch, cached=cached,
+                   journal=journal) == reference, batch
 
 
 cuts = st.lists(st.integers(1, 90), max_size=6).map(sorted)

@@ -15,10 +15,12 @@ from jobs import harness as h
 from framework.drill.verify import read_stream
 from framework.errors import ProcessingError
 from framework.systems.base import ProducerRecord, System
+from framework.worker.policies import UndecodableRecordError
 from groupers import SystemStreamPartition
 
 TASKS = '''\
 from framework import StreamTask
+from framework.api import Envelope
 
 
 class BatchSumTask(StreamTask):
@@ -56,6 +58,21 @@ class HalfBatchTask(BatchSumTask):
     def process_batch(self, envelopes, collector, coordinator):
         for _, envelope in zip(range(2), envelopes):
             self.add(envelope, collector, coordinator)
+
+
+class ColumnsSumTask(BatchSumTask):
+    """Takes its batches as columns (`ColumnarBatch.columns`), as the windows do."""
+
+    def process_batch(self, envelopes, collector, coordinator):
+        BatchSumTask.calls["process_batch"] += 1
+        ssp, offsets, keys, values, stamps = envelopes.columns()
+        for offset, key, value, stamp in zip(offsets, keys, values, stamps):
+            BatchSumTask.calls["records"] += 1
+            try:
+                self.add(Envelope(ssp, offset, key, value, stamp), collector, coordinator)
+            except BaseException:
+                envelopes.failed_at(offset)
+                raise
 
 
 class AsyncBatchTask(BatchSumTask):
@@ -127,12 +144,48 @@ async def test_an_async_process_batch_is_awaited(tmp_path: Path) -> None:
         await meta.close()
 
 
-async def test_a_failing_batch_names_the_record_it_was_at(tmp_path: Path) -> None:
+@pytest.mark.parametrize("task", ["BatchSumTask", "ColumnsSumTask"])
+async def test_a_batch_task_as_envelopes_or_columns_commits_what_process_would(
+        tmp_path: Path, task: str) -> None:
+    meta, result, calls = await _run(tmp_path, task, _records(GOOD), 5)
+    try:
+        config = h.load(tmp_path / "job" / "job.toml")
+        assert await _outputs(meta) == EXPECTED
+        assert await h.changelog_state(meta, config) == {"other": 7, "k": 10}
+        checkpoint = (await meta.read_checkpoints(config.name))["Partition 0"]
+        assert checkpoint.inputs[SystemStreamPartition("local", "events", 0)] == 5
+        assert result.processed == 5 and calls["records"] == 5 and calls["process"] == 0
+    finally:
+        await meta.close()
+
+
+@pytest.mark.parametrize("task", ["BatchSumTask", "ColumnsSumTask"])
+async def test_a_record_it_cannot_decode_stops_a_batch_task_after_committing_those_before(
+        tmp_path: Path, task: str) -> None:
+    """``errors.policy = "fail"``: as record by record, the records before the bad one
+    are processed and committed, none after it, and the checkpoint is the bad record's
+    offset (a reset to offset + 1 skips exactly it) — whether the task takes envelopes
+    or columns."""
+    with pytest.raises(UndecodableRecordError, match=r"local\.events\[0\] offset 3"):
+        await _run(tmp_path, task, _records([*GOOD[:2], b"{not json", *GOOD[2:]]), 6)
+    config = h.load(tmp_path / "job" / "job.toml")
+    meta = await h.open_meta(config)
+    try:
+        assert await _outputs(meta) == {"k": [(1, 1), (3, 2)], "other": [(7, 1)]}
+        assert await h.changelog_state(meta, config) == {"other": 7, "k": 3}
+        checkpoint = (await meta.read_checkpoints(config.name))["Partition 0"]
+        assert checkpoint.inputs[SystemStreamPartition("local", "events", 0)] == 3
+    finally:
+        await meta.close()
+
+
+@pytest.mark.parametrize("task", ["BatchSumTask", "ColumnsSumTask"])
+async def test_a_failing_batch_names_the_record_it_was_at(tmp_path: Path, task: str) -> None:
     with pytest.raises(ProcessingError) as caught:
-        await _run(tmp_path, "BatchSumTask", _records([*GOOD[:2], BOOM, *GOOD[2:]]), 6)
+        await _run(tmp_path, task, _records([*GOOD[:2], BOOM, *GOOD[2:]]), 6)
     assert str(caught.value) == (
         "task 'Partition 0' failed on local.events[0] offset 3: RuntimeError: boom on k "
-        "(batch_task.py:30 in add); fix the task and restart (the record is processed "
+        "(batch_task.py:31 in add); fix the task and restart (the record is processed "
         "again from the last commit), or set [errors] process_policy = \"skip\" or "
         "\"dead-letter\" to move past such records")
     config = h.load(tmp_path / "job" / "job.toml")
@@ -167,9 +220,11 @@ async def test_under_the_skip_policy_a_batch_task_is_called_per_record(
         await meta.close()
 
 
-async def test_a_bad_record_in_a_batch_follows_the_errors_policy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("task", ["BatchSumTask", "ColumnsSumTask"])
+async def test_a_bad_record_in_a_batch_follows_the_errors_policy(tmp_path: Path,
+                                                                 task: str) -> None:
     meta, result, calls = await _run(
-        tmp_path, "BatchSumTask", _records([*GOOD[:2], b"{not json", *GOOD[2:]]), 6,
+        tmp_path, task, _records([*GOOD[:2], b"{not json", *GOOD[2:]]), 6,
         '\n[errors]\npolicy = "skip"\n')
     try:
         assert (result.processed, result.skipped) == (5, 1)
