@@ -41,6 +41,7 @@ def _build_parser() -> argparse.ArgumentParser:
     from framework.commands.acls import add_acls_command
     from framework.commands.describe import add_describe_command
     from framework.commands.drill import add_drill_command
+    from framework.commands.query import add_query_command
     from framework.commands.rekey import add_rekey_command
     from framework.commands.run import add_run_command
     from framework.commands.status import add_status_command
@@ -57,6 +58,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_rekey_command(commands)
     add_acls_command(commands)
     add_describe_command(commands)
+    add_query_command(commands)
     return parser
 
 

@@ -393,13 +393,14 @@ class _Crash(Exception):
 
 def _pipeline_job(source: PipelineSource) -> tuple[JobConfig, Compiled]:
     """The job and compiled pipeline ``source`` gives; a stand-in job declaring every
-    stream the pipeline names (one partition each, on local systems) for a bare one."""
+    stream the pipeline names (one partition each, on local systems; a name without its
+    system on ``local``) for a bare one."""
     if isinstance(source, JobConfig | str | os.PathLike):
         config = source if isinstance(source, JobConfig) else load_config(source)
         return config, compiled_for(config)
     pipeline = source if isinstance(source, Pipeline) else source()
-    named = sorted({str(value) for node in pipeline.nodes
-                    for key, value in node.args.items()
+    named = sorted({str(value) if "." in str(value) else f"local.{value}"
+                    for node in pipeline.nodes for key, value in node.args.items()
                     if key in ("stream", "late_stream") and value})
     document: dict[str, Any] = {
         "job": {"name": "test", "task": PIPELINE_TASK},

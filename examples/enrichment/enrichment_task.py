@@ -19,6 +19,31 @@ def ts_key(ts):
     return f"{ts:016d}"  # fixed width: string order is time order
 
 
+def profile_user(key):
+    """The profiles input's record key (the user) of a ``profiles`` store key "user|ts":
+    what routes a query of the store (job.toml's ``key_to_input``)."""
+    return key.rsplit("|", 1)[0]
+
+
+def profile_at(profiles, user, ts):
+    """The user's latest profile version with ``version.ts < ts`` in ``profiles``, or None."""
+    found = None
+    for _, version in profiles.range(f"{user}|", f"{user}|{ts_key(ts)}"):
+        found = version
+    return found
+
+
+def drop_hidden_versions(profiles, watermark):
+    """Drop profile versions no future view can see: a newer one is older than the
+    watermark, and every view still to come is newer than the watermark."""
+    previous = None
+    for key, version in list(profiles.all()):
+        user = profile_user(key)
+        if previous and previous[0] == user and version["ts"] < watermark:
+            profiles.delete(previous[1])
+        previous = (user, key)
+
+
 class EnrichmentTask(StreamTask):
     def init(self, context):
         self.profiles = context.store("profiles")  # "user|ts" -> profile version
@@ -45,21 +70,9 @@ class EnrichmentTask(StreamTask):
                            value={**view, "profile": profile})
 
     def profile_at(self, user, ts):
-        """The user's latest profile version with ``version.ts < ts``, or None."""
-        found = None
-        for _, version in self.profiles.range(f"{user}|", f"{user}|{ts_key(ts)}"):
-            found = version
-        return found
+        return profile_at(self.profiles, user, ts)
 
     def window(self, collector, coordinator):
-        """Drop profile versions no future view can see: a newer one is older than the
-        watermark, and every view still to come is newer than the watermark."""
         watermark = self.watermarks.current()
-        if watermark is None:
-            return
-        previous = None
-        for key, version in list(self.profiles.all()):
-            user = key.rsplit("|", 1)[0]
-            if previous and previous[0] == user and version["ts"] < watermark:
-                self.profiles.delete(previous[1])
-            previous = (user, key)
+        if watermark is not None:
+            drop_hidden_versions(self.profiles, watermark)

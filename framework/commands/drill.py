@@ -50,7 +50,12 @@ def add_drill_command(commands: Any) -> None:
                         "job file (see docs/drill.md)")
     parser.add_argument("--job", default="job.toml", metavar="FILE",
                         help="job file of the example to run (e.g. enrichment's "
-                        "job_broadcast.toml)")
+                        "job_broadcast.toml); --form pipeline runs job_pipeline.toml unless "
+                        "this names another")
+    parser.add_argument("--form", choices=["task", "pipeline", "both"], default="task",
+                        help="which form of the example to run: its hand-written task "
+                        "(job.toml), its pipeline (job_pipeline.toml), or both, one after the "
+                        "other (exit 0 only if both are exact)")
     parser.add_argument("--records", type=int, default=30_000, help="records to produce")
     parser.add_argument("--keys", type=int, default=1_000, help="distinct keys")
     parser.add_argument("--rate", type=int, default=3_000, help="records produced per second")
@@ -132,23 +137,33 @@ def _client_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _command(args: argparse.Namespace) -> int:
-    from framework.drill.options import DrillOptions
-    from framework.drill.run import run_drill
-
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     if args.hosts is not None or args.kill_host:
         return _host_command(args)
+    forms = ["task", "pipeline"] if args.form == "both" else [args.form]
+    exact = True
+    for form in forms:
+        output = args.output / form if args.output is not None and len(forms) > 1 else args.output
+        exact = _drill_form(args, form, output) and exact
+    return 0 if exact else 1
+
+
+def _drill_form(args: argparse.Namespace, form: str, output: Path | None) -> bool:
+    """One drill of the example's ``form``; whether it was exact (its report printed)."""
+    from framework.drill.options import DrillOptions
+    from framework.drill.run import run_drill
+
     options = DrillOptions(
-        example=args.example, example_dir=args.example_dir, job_file=args.job,
+        example=args.example, example_dir=args.example_dir, job_file=args.job, form=form,
         records=args.records, keys=args.keys, rate=args.rate,
         initial_partitions=args.partitions, workers=args.workers,
         steps=tuple(args.steps) if args.steps else None,
-        output=args.output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,
+        output=output, naive=args.naive, system=args.system, bootstrap=args.bootstrap,
         monitor_interval_ms=args.monitor_interval_ms, seed=args.seed, plot=not args.no_plot,
         verify=args.verify, guarantee=args.guarantee,
         input_retention_bytes=args.input_retention_bytes, keep=args.keep,
         client_options=_client_options(args))
     report = asyncio.run(run_drill(options))
     print(report.text())
-    return 0 if report.exact else 1
+    return report.exact

@@ -37,8 +37,10 @@ __all__ = [
     "Integer",
     "Nested",
     "OneOf",
+    "OptionalPath",
     "Options",
     "Port",
+    "SecretReference",
     "Serde",
     "StartAt",
     "StreamNames",
@@ -52,6 +54,7 @@ JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 SYSTEM_NAME = re.compile(r"[A-Za-z0-9_-]+")
 STREAM_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9._-]+")
 _HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[^\s,:\[\]]+):\d{1,5}"
+_SECRET_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 BOOTSTRAP = re.compile(rf"{_HOST_PORT}(?:\s*,\s*{_HOST_PORT})*")
 
 NAME_FORM = 'a name of letters, digits, "_", "." and "-", starting with a letter or digit'
@@ -149,6 +152,39 @@ class Folder:
     def read(self, reading: Reading, key: str, default: str | Path) -> Path:
         value = reading.section.string(key, str(default)) or str(default)
         return resolve(reading.root, value)
+
+
+@dataclass(frozen=True)
+class OptionalPath:
+    """A path relative to the job file's folder (made absolute); unset by default."""
+
+    shown = "string (path)"
+
+    def read(self, reading: Reading, key: str, default: Path | None) -> Path | None:
+        value = reading.section.string(key, None)
+        return default if value is None else resolve(reading.root, value)
+
+
+@dataclass(frozen=True)
+class SecretReference:
+    """A secret given only as ``"${NAME}"`` (read from the environment when used); any
+    other value is refused without being shown, since it may be the secret itself."""
+
+    shown = 'string "${NAME}"'
+
+    def read(self, reading: Reading, key: str, default: str | None) -> str | None:
+        section = reading.section
+        value = section._take(key)  # noqa: SLF001 - read without echoing it in a problem
+        result = default
+        if isinstance(value, str) and _SECRET_REFERENCE.fullmatch(value):
+            result = value
+        elif value is not None:
+            _problem(section, key, 'expected an environment reference "${NAME}" (the value '
+                     "is not shown: it may be the secret); keep the secret out of the job "
+                     f'file: export it as NAME and write {key} = "${{NAME}}", or name a '
+                     f"file holding it with {key}_file")
+        section.values[key] = result
+        return result
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from framework.config.sections import (
     ErrorPolicy,
     ErrorsConfig,
     MetricsConfig,
+    QueriesConfig,
     RocksDBConfig,
     StartPosition,
     StoreConfig,
@@ -61,6 +62,7 @@ __all__ = [
     "Guarantee",
     "JobConfig",
     "MetricsConfig",
+    "QueriesConfig",
     "RocksDBConfig",
     "StartPosition",
     "StoreConfig",
@@ -224,6 +226,8 @@ class JobConfig:
     """``[coordinator]``."""
     metrics: MetricsConfig = field(default_factory=MetricsConfig, metadata=TABLE)
     """``[metrics]``."""
+    queries: QueriesConfig = field(default_factory=QueriesConfig, metadata=TABLE)
+    """``[queries]``."""
     systems: Mapping[str, SystemConfig] = field(default_factory=dict, metadata=TABLE)
     """``[systems.*]`` by name."""
     streams: Mapping[str, StreamConfig] = field(default_factory=dict, metadata=TABLE)
@@ -322,7 +326,10 @@ class JobConfig:
         """sha256 of the canonical JSON of `to_dict` without its secrets: equal for equal
         configurations, whatever the key order, which defaults the file spells out, and
         whether a password is written or referred to (``${VAR}``)."""
-        canonical = json.dumps(without_secrets(self.to_dict()), sort_keys=True,
+        document = without_secrets(self.to_dict())
+        if self.queries == QueriesConfig():  # the digest a job had before [queries] existed:
+            del document["queries"]  # its running workers are not restarted by an upgrade
+        canonical = json.dumps(document, sort_keys=True,
                                separators=(",", ":"),
                                ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()

@@ -31,6 +31,7 @@ from framework.config.model import (
     ErrorsConfig,
     JobConfig,
     MetricsConfig,
+    QueriesConfig,
     StoreConfig,
     StreamConfig,
     StreamRef,
@@ -40,6 +41,7 @@ from framework.config.pipeline import expand_document
 from framework.config.schema import Problems, Section, closest, show
 from framework.config.source import KeyLines, format_path
 from framework.errors import ConfigError
+from framework.importing import ImportSpecError, import_spec
 
 __all__ = ["build_config", "report"]
 
@@ -66,10 +68,13 @@ def build_config(
                                             ("coordinator",), problems))
     metrics = _metrics(tables.get("metrics", {}), job.get("workers", JobConfig.workers),
                        problems)
+    queries = _queries(tables.get("queries", {}), job.get("workers", JobConfig.workers),
+                       root, problems)
+    _keyed_stores(stores, job.get("inputs", ()), root, problems)
     if problems:
         raise ConfigError(report(_pipeline_first(problems), shown, lines))
     return JobConfig(path=path, errors=errors, coordinator=coordinator, metrics=metrics,
-                     systems=systems, streams=streams, stores=stores,
+                     queries=queries, systems=systems, streams=streams, stores=stores,
                      intermediate_streams=intermediate, **job)
 
 
@@ -132,9 +137,10 @@ def _entries(table: dict[str, Any], kind: str, problems: Problems) -> dict[str, 
 
 
 def _read(cls: type[Any], table: Mapping[str, Any], path: tuple[str, ...],
-          problems: Problems) -> dict[str, Any]:
-    """A table that only its own declarations check: its values, unknown keys reported."""
-    reading = Reading(Section(table, path, problems))
+          problems: Problems, root: Path = Path()) -> dict[str, Any]:
+    """A table that only its own declarations check: its values, unknown keys reported;
+    ``root``: the job file's folder, which relative paths in it are read from."""
+    reading = Reading(Section(table, path, problems), root)
     values = read_table(cls, reading)
     reading.section.finish()
     return values
@@ -262,3 +268,45 @@ def _metrics(table: dict[str, Any], workers: int, problems: Problems) -> Metrics
                      f"{config.port + workers}, past 65535; choose a port ≤ "
                      f"{65535 - workers}, or 0 for free ports")
     return config
+
+
+def _queries(table: dict[str, Any], workers: int, root: Path,
+             problems: Problems) -> QueriesConfig:
+    """[queries]: one token source, worker ports that all fit."""
+    config = QueriesConfig(**_read(QueriesConfig, table, ("queries",), problems, root))
+    if config.port and config.port + workers - 1 > 65535:
+        problems.add(("queries", "port"), f"workers use ports {config.port}.."
+                     f"{config.port + workers - 1}, past 65535; choose a port ≤ "
+                     f"{65536 - workers}, or 0 for free ports")
+    if config.token is not None and config.token_file is not None:
+        problems.add(("queries", "token_file"), "set either token or token_file, not both")
+    return config
+
+
+def _keyed_stores(stores: Mapping[str, StoreConfig], inputs: tuple[str, ...], root: Path,
+                  problems: Problems) -> None:
+    """A store's ``keyed_by`` names an input of the job; ``key_to_input`` needs it and
+    imports (a typo fails at load, not at the first query)."""
+    for name, store in stores.items():
+        if store.keyed_by is not None and store.keyed_by not in inputs:
+            problems.add(("stores", name, "keyed_by"),
+                         f'"{store.keyed_by}" is not an input of the job; name one of '
+                         f"job.inputs ({', '.join(inputs) or 'none'}): the stream whose "
+                         "record keys this store's keys are")
+        if store.key_to_input is None:
+            continue
+        if store.keyed_by is None:
+            problems.add(("stores", name, "key_to_input"),
+                         "only used with keyed_by; add keyed_by = \"system.stream\" (the "
+                         "input whose keys the function returns) or remove it")
+            continue
+        try:
+            function = import_spec(store.key_to_input, root)
+        except ImportSpecError as error:
+            problems.add(("stores", name, "key_to_input"), str(error))
+            continue
+        if not callable(function):
+            problems.add(("stores", name, "key_to_input"),
+                         f"{store.key_to_input} is a {type(function).__name__}, not a "
+                         "function; name a function taking a store key and returning the "
+                         "input's record key")

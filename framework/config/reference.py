@@ -24,6 +24,7 @@ from framework.config.sections import (
     CoordinatorConfig,
     ErrorsConfig,
     MetricsConfig,
+    QueriesConfig,
     RocksDBConfig,
     StoreConfig,
     StreamConfig,
@@ -42,6 +43,7 @@ SECTIONS: dict[str, type[Any]] = {
     "errors": ErrorsConfig,
     "coordinator": CoordinatorConfig,
     "metrics": MetricsConfig,
+    "queries": QueriesConfig,
 }
 """Each documented table of the job file, by its header, and the dataclass declaring it."""
 

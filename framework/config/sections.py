@@ -24,13 +24,16 @@ from framework.config.kinds import (
     Integer,
     Nested,
     OneOf,
+    OptionalPath,
     Options,
     Port,
+    SecretReference,
     Serde,
     StartAt,
     Text,
 )
 from framework.config.values import StartPosition, StreamRef
+from framework.importing import SPEC_PATTERN
 
 __all__ = [
     "ERROR_POLICIES",
@@ -40,6 +43,7 @@ __all__ = [
     "ErrorPolicy",
     "ErrorsConfig",
     "MetricsConfig",
+    "QueriesConfig",
     "RocksDBConfig",
     "StartPosition",
     "StoreConfig",
@@ -203,6 +207,17 @@ class StoreConfig:
         'RocksDB tuning of a `type = "rocksdb"` store: the keys of '
         "`[stores.<name>.rocksdb]`, below.",
         default_doc="the defaults"))
+    keyed_by: str | None = field(default=None, metadata=setting(
+        Text(form=STREAM_FORM, pattern=STREAM_NAME),
+        "Interactive queries ([queries.md](queries.md)): the input (one of `job.inputs`) "
+        "whose record keys this store's keys are, so a query for a key goes to the task "
+        "that owns that key's input partition. A store without it is not queryable (a "
+        "query is refused naming this key)."))
+    key_to_input: str | None = field(default=None, metadata=setting(
+        Text(form='"module:function"', pattern=SPEC_PATTERN),
+        "With `keyed_by`: a `module:function` turning a store key into the `keyed_by` "
+        "input's record key (a store keyed by `\"words/<word>\"` for input key `<word>`); "
+        "unset: they are equal. Imported from the job file's folder at load."))
 
 
 ErrorPolicy = Literal["fail", "skip", "dead-letter"]
@@ -353,3 +368,45 @@ class MetricsConfig:
     def worker_port(self, worker: int) -> int:
         """The port worker ``worker`` listens on (0: any free port)."""
         return self.port + 1 + worker if self.port else 0
+
+
+@dataclass(frozen=True)
+class QueriesConfig:
+    """``[queries]``: each worker's read-only HTTP endpoint for the stores its tasks own
+    (docs/queries.md)."""
+
+    enabled: bool = field(default=False, metadata=setting(
+        Flag(), "Serve interactive queries from every worker."))
+    bind: str = field(default="127.0.0.1", metadata=setting(
+        Address(),
+        'The address the query endpoints listen on (this machine only by default); '
+        '`"0.0.0.0"` to answer other machines (set a `token` then).'))
+    port: int = field(default=0, metadata=setting(
+        Port(),
+        "`0`: each worker takes a free port (its last one when free again), written to the "
+        "coordinator stream, where clients and the other endpoints find it. `N`: worker `i` "
+        "listens on `N + i` (`N + workers` must stay ≤ 65535; with several hosts one host "
+        "of the job per machine)."))
+    advertised_host: str | None = field(default=None, metadata=setting(
+        Text(form="a host name or IP address"),
+        "How the other endpoints and clients reach this machine's endpoints; unset: the "
+        "`bind` address, or the machine's host name when it binds every address.",
+        default_doc="`bind`"))
+    token: str | None = field(default=None, metadata=setting(
+        SecretReference(),
+        "A bearer token every request must carry (`Authorization: Bearer …`), given as "
+        "`\"${NAME}\"`: the environment variable of every process of the job and of its "
+        "clients (never written in the file, never printed)."))
+    token_file: Path | None = field(default=None, metadata=setting(
+        OptionalPath(), "A file holding the bearer token instead of `token`."))
+    forward_timeout_ms: int = field(default=5000, metadata=setting(
+        Integer(minimum=1),
+        "How long an endpoint waits for the endpoint it forwards a query to."))
+    retry_after_ms: int = field(default=1000, metadata=setting(
+        Integer(minimum=1),
+        "The `Retry-After` of a key whose task is moving or restoring (HTTP 503), rounded "
+        "up to whole seconds in the header; the body has the milliseconds."))
+
+    def worker_port(self, worker: int) -> int:
+        """The port worker ``worker`` listens on (0: any free port)."""
+        return self.port + worker if self.port else 0

@@ -9,6 +9,9 @@ from typing import Any
 from framework.drill.scenario import example_dir
 from framework.errors import ConfigError
 
+PIPELINE_JOB_FILE = "job_pipeline.toml"
+"""The job file of an example's pipeline form (`sampan drill --form pipeline`)."""
+
 
 @dataclass(frozen=True)
 class DrillOptions:
@@ -20,6 +23,9 @@ class DrillOptions:
     """A folder of your own (``drill.py`` + job file) to drill instead of `example`."""
     job_file: str = "job.toml"
     """Which job file of the example folder to run (e.g. enrichment's job_broadcast.toml)."""
+    form: str = "task"
+    """``task``: the example's hand-written task (``job.toml``); ``pipeline``: its
+    pipeline form (``job_pipeline.toml``, unless `job_file` names another)."""
     records: int = 30_000
     keys: int = 1_000
     rate: int = 3_000
@@ -61,6 +67,8 @@ class DrillOptions:
     def __post_init__(self) -> None:
         if self.example_dir is not None:  # reports name the example by its folder
             object.__setattr__(self, "example", Path(self.example_dir).name)
+        if self.form == "pipeline" and self.job_file == "job.toml":
+            object.__setattr__(self, "job_file", PIPELINE_JOB_FILE)
 
     def validate(self) -> None:
         if self.records < 1 or self.keys < 1 or self.rate < 1 or self.workers < 1:
@@ -79,6 +87,8 @@ class DrillOptions:
             raise ConfigError("--input-retention-bytes N needs N ≥ 1, --system local and "
                               "--verify exact (Spark verification recomputes from the "
                               "inputs, which retention deletes)")
+        if self.form not in ("task", "pipeline"):
+            raise ConfigError(f"--form {self.form!r}: expected task, pipeline or both")
         if self.system not in ("local", "kafka"):
             raise ConfigError(f"--system {self.system!r}: expected local or kafka")
         example_dir(self.example, self.job_file, self.example_dir)

@@ -26,6 +26,7 @@ from framework.drill.timeline import (
     committed_and_end,
     plot,
     sample_forever,
+    source_end,
 )
 from framework.drill.topics import DrillTopics, delete_after_failure, drill_namespace, leave_topics
 from framework.errors import ConfigError, SampanError, UnsupportedOperation
@@ -95,8 +96,10 @@ class DrillReport:
         # A scenario may name its workload and what its verdict counts (ad_join: results).
         workload = getattr(s, "workload", None) or f"{o.records:,} records over {o.keys:,} keys"
         noun = getattr(s, "checked", "keys")
+        form = " pipeline" if o.form == "pipeline" else ""
         lines = [
-            f"sampan drill — {o.example} on {o.system}, {counted(o.workers, 'worker')}, {mode}",
+            f"sampan drill — {o.example}{form} on {o.system}, {counted(o.workers, 'worker')}, "
+            f"{mode}",
             f"  {workload} at {o.rate:,}/s; {s.expand} expanded "
             f"{' → '.join(map(str, counts))} while running",
         ]
@@ -348,7 +351,10 @@ class _DrillRun:
         async def caught_up() -> bool:
             committed, end = await committed_and_end(self.system, self.config)
             await self._show()
-            return end == self.producer.produced and committed == end
+            # A pipeline's intermediate streams are inputs too: every record the producer
+            # wrote is in, and every input record (intermediate ones too) is committed.
+            return (committed == end
+                    and await source_end(self.system, self.config) == self.producer.produced)
 
         await self._wait(caught_up, self.options.catch_up_timeout_s, "the job to catch up")
         await cancel_and_wait(self.sampler, "the drill's sampler")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework.config import JobConfig
+from framework.errors import StreamNotFoundError
 from framework.systems.base import System
 
 SAMPLE_S = 0.5
@@ -62,9 +63,26 @@ async def committed_and_end(system: System, config: JobConfig) -> tuple[int, int
                 least[where] = min(offset, least.get(where, offset))
     committed += sum(least.values())
     end = 0
+    made = {config.stream(q).stream for q in config.intermediate_streams}
     for stream in grouped | broadcast:
-        end += sum(r.end for r in (await system.offsets(stream)).values())
+        try:
+            end += sum(r.end for r in (await system.offsets(stream)).values())
+        except StreamNotFoundError:
+            if stream not in made:
+                raise  # a pipeline's intermediate stream appears when `sampan run` starts
     return committed, end
+
+
+async def source_end(system: System, config: JobConfig) -> int:
+    """Σ end offsets of the job's inputs that it does not write itself (a pipeline's
+    intermediate streams left out): what a drill's producer wrote."""
+    written = set(config.intermediate_streams)
+    end = 0
+    for qualified in (*config.inputs, *config.broadcast_inputs):
+        if qualified not in written:
+            end += sum(r.end for r in (await system.offsets(config.stream(qualified).stream)
+                                       ).values())
+    return end
 
 
 async def sample_forever(system: System, config: JobConfig, timeline: Timeline,

@@ -25,6 +25,7 @@ from pathlib import Path
 from aiokafka.errors import KafkaError
 
 from framework.config import JobConfig
+from framework.coordinator.lease import pid_alive
 from framework.coordinator.model_service import ModelService
 from framework.coordinator.modes import refuse_other_mode
 from framework.coordinator.supervisor import Supervisor
@@ -77,16 +78,6 @@ log = logging.getLogger(__name__)
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Host:
@@ -471,7 +462,7 @@ class Host:
             return
         if answer.refused:
             other = answer.other
-            if other is not None and other.machine == self.machine and not _alive(other.pid):
+            if other is not None and other.machine == self.machine and not pid_alive(other.pid):
                 log.warning("host name %r is still held by pid %d, which is no longer running; "
                             "waiting for Kafka to expire it (up to %d ms)", self.name,
                             other.pid, self.config.coordinator.session_timeout_ms)

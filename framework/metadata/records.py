@@ -1,8 +1,9 @@
 """Typed records of the coordinator stream: what the coordinator and the workers report.
 
 The coordinator writes one `CoordinatorStatus` (key ``status``), each worker one
-`WorkerReport` (key ``worker/<id>``) and one `WorkerProgress` (key ``progress/<id>``: its
-metrics port and live restore progress); `sampan status`, the drill, `rekey` and
+`WorkerReport` (key ``worker/<id>``), one `WorkerProgress` (key ``progress/<id>``: its
+metrics port and live restore progress) and, with queries on, one `QueryEndpoint` (key
+``queries/<id>``: where it answers queries); `sampan status`, the drill, `rekey` and
 `streams reset-offsets` read them. Each record has one codec (`to_dict` / `from_dict`);
 decoding ignores unknown fields and fills missing ones with defaults, so a reader and a
 writer of different versions still understand each other.
@@ -19,6 +20,7 @@ __all__ = [
     "ExpansionRecord",
     "HostReport",
     "HostState",
+    "QueryEndpoint",
     "Refusal",
     "RestoreProgress",
     "RestoreStop",
@@ -335,3 +337,17 @@ class WorkerProgress(_Record):
         known = _known(cls, data)
         known["restoring"] = [RestoreProgress.from_dict(r) for r in known.get("restoring") or []]
         return cls(**known)
+
+
+@dataclass
+class QueryEndpoint(_Record):
+    """Where a worker answers interactive queries (key ``queries/<id>``): written when its
+    endpoint listens, and with ``url`` None when it stops (`framework.queries`)."""
+
+    epoch: int
+    pid: int
+    started_ms: int
+    url: str | None
+    """``http://host:port`` as the other endpoints and clients reach it; None: stopped."""
+    host: str | None = None
+    """The job's host running the worker (several hosts), else None."""

@@ -19,6 +19,7 @@ from framework.jobmodel import JobModel
 from framework.metadata.records import (
     CoordinatorStatus,
     HostReport,
+    QueryEndpoint,
     WorkerProgress,
     WorkerReport,
 )
@@ -31,6 +32,7 @@ STATUS_KEY = b"status"
 WORKER_PREFIX = b"worker/"
 HOST_PREFIX = b"host/"
 PROGRESS_PREFIX = b"progress/"
+QUERIES_PREFIX = b"queries/"
 
 
 @dataclass
@@ -43,6 +45,8 @@ class CoordinatorState:
     hosts: dict[str, HostReport] = field(default_factory=dict)
     progress: dict[int, WorkerProgress] = field(default_factory=dict)
     """Worker → its live facts (metrics port, restores in progress)."""
+    queries: dict[int, QueryEndpoint] = field(default_factory=dict)
+    """Worker → where it answers interactive queries."""
 
 
 def _coordinator_ssp(config: JobConfig) -> SystemStreamPartition:
@@ -107,6 +111,13 @@ async def publish_worker_progress(system: System, config: JobConfig, worker: int
     """Write worker ``worker``'s live facts (metrics port, restore progress)."""
     await _publish_report(system, config, PROGRESS_PREFIX + str(worker).encode(),
                           progress.to_dict())
+
+
+async def publish_query_endpoint(system: System, config: JobConfig, worker: int,
+                                 endpoint: QueryEndpoint) -> None:
+    """Write where worker ``worker`` answers queries (``url`` None: it stopped)."""
+    await _publish_report(system, config, QUERIES_PREFIX + str(worker).encode(),
+                          endpoint.to_dict())
 
 
 async def _publish_report(
@@ -179,6 +190,9 @@ def _decode_into(state: CoordinatorState, key: bytes, value: bytes) -> None:
         state.workers[int(key[len(WORKER_PREFIX):])] = WorkerReport.from_dict(json.loads(value))
     elif key.startswith(HOST_PREFIX):
         state.hosts[key[len(HOST_PREFIX):].decode()] = HostReport.from_dict(json.loads(value))
+    elif key.startswith(QUERIES_PREFIX):
+        state.queries[int(key[len(QUERIES_PREFIX):])] = QueryEndpoint.from_dict(
+            json.loads(value))
     elif key.startswith(PROGRESS_PREFIX):
         state.progress[int(key[len(PROGRESS_PREFIX):])] = WorkerProgress.from_dict(
             json.loads(value))

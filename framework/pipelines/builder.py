@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
-from framework.api import TaskContext
+from framework.api import Envelope, TaskContext
 from framework.config.pipeline import JobFacts, JobTables
 from framework.pipelines.graph import Node, PipelineError, caller
 from framework.windows import Reducer, WindowKind, WindowResult
@@ -203,23 +203,49 @@ class Stream(Generic[K, V]):
 
     # -- per-key state ------------------------------------------------------------------
 
+    @overload
     def aggregate(self, initial: Callable[[], A], add: Callable[[A, V], A], *,
-                  store: str) -> Stream[K, A]:
+                  store: str) -> Stream[K, A]: ...
+
+    @overload
+    def aggregate(self, initial: Callable[[], A], add: Callable[[A, V], A], *, store: str,
+                  result: Callable[[A, V], R]) -> Stream[K, R]: ...
+
+    def aggregate(self, initial: Callable[[], A], add: Callable[[A, V], A], *, store: str,
+                  result: Callable[[A, V], Any] | None = None) -> Stream[K, Any]:
         """Per key, ``add(aggregate, value)`` from ``initial()``, kept in the store
         ``store``; emits the new aggregate after every record (an aggregate of None
-        deletes the key)."""
+        deletes the key) — or ``result(new aggregate, value)`` when given, to pass on
+        something of the record with it."""
         return Stream(self.pipeline, self._then("aggregate", initial=initial, add=add,
-                                                 store=store))
+                                                 store=store, result=result))
 
-    def reduce(self, fn: Callable[[V, V], V], *, store: str) -> Stream[K, V]:
+    @overload
+    def reduce(self, fn: Callable[[V, V], V], *, store: str) -> Stream[K, V]: ...
+
+    @overload
+    def reduce(self, fn: Callable[[V, V], V], *, store: str,
+               result: Callable[[V, V], R]) -> Stream[K, R]: ...
+
+    def reduce(self, fn: Callable[[V, V], V], *, store: str,
+               result: Callable[[V, V], Any] | None = None) -> Stream[K, Any]:
         """Per key, ``fn(previous, value)`` (the first value as it is), kept in ``store``;
-        emits the new value after every record."""
-        return Stream(self.pipeline, self._then("reduce", fn=fn, store=store))
+        emits the new value after every record (``result(new value, value)`` when
+        given)."""
+        return Stream(self.pipeline, self._then("reduce", fn=fn, store=store, result=result))
 
-    def count(self, *, store: str) -> Stream[K, int]:
+    @overload
+    def count(self, *, store: str) -> Stream[K, int]: ...
+
+    @overload
+    def count(self, *, store: str, result: Callable[[int, V], R]) -> Stream[K, R]: ...
+
+    def count(self, *, store: str,
+              result: Callable[[int, V], Any] | None = None) -> Stream[K, Any]:
         """Per key, how many records it had, kept in ``store``; emits the new count after
-        every record."""
-        return Stream(self.pipeline, self._then("count", store=store))
+        every record — or ``result(new count, value)`` when given (word count:
+        ``result=lambda n, line: {"count": n, "seq": line["seq"]}``)."""
+        return Stream(self.pipeline, self._then("count", store=store, result=result))
 
     def window(self, kind: WindowKind, reducer: Reducer | Mapping[str, Reducer], *,
                store: str, event_time: EventTimeSource = "records",
@@ -305,6 +331,21 @@ class Emit(Generic[K, V]):
 
     timestamp: int | None = None
     """The timestamp of the record being processed (None in ``window``)."""
+
+    @property
+    def envelope(self) -> Envelope | None:
+        """The record being processed as its stream delivered it — stream partition,
+        offset, key, value — (None in ``window``). Watermark records reach a step too,
+        unless a window or join with ``event_time="markers"`` follows it: a step keeping
+        its own event time (`framework.windows.watermarks.Watermarks`) reads them here."""
+        return None
+
+    @property
+    def watermark(self) -> int | None:
+        """The watermark of the window or join this step follows in its stage (None: it
+        follows none, or no watermark yet): what a step's ``window`` expires its own state
+        by."""
+        return None
 
     def __call__(self, key: K, value: V, timestamp: int | None = None) -> None:
         raise NotImplementedError

@@ -168,7 +168,7 @@ class _Writer:
         self.line(1, f"def j{i}(e, c):")
         self.line(2, f"for r in J{i}.process(e, c):")
         self.line(3, f"a{i}(r.key, {joiner}(r.left, r.right), r.left_ts if r.right_ts is None "
-                     "else max(r.left_ts, r.right_ts), None, c)")
+                     "else max(r.left_ts, r.right_ts), e, c)")
 
     def _tick(self, node: Node) -> None:
         i = node.id
@@ -188,7 +188,7 @@ class _Writer:
     def _window_results(self, node: Node, envelope: str, indent: int) -> None:
         i = node.id
         self.line(indent, f"for r in W{i}.process({envelope}, c):")
-        self.line(indent + 1, f"a{i}(r.key, r, r.end - 1, None, c)")
+        self.line(indent + 1, f"a{i}(r.key, r, r.end - 1, {envelope}, c)")
 
     # -- statements ---------------------------------------------------------------------
 
@@ -240,17 +240,17 @@ class _Writer:
             self.line(indent, f"a{i} = ST{i}.get({k}, MISSING)")
             self.line(indent, f"v{i} = {add}({initial}() if a{i} is MISSING else a{i}, {v})")
             self.line(indent, f"ST{i}.put({k}, v{i})")
-            self._children(node, _At(k, f"v{i}", t, at.env, False), indent)
+            self._aggregated(node, at, indent)
         elif kind == "count":
             self.line(indent, f"v{i} = (ST{i}.get({k}) or 0) + 1")
             self.line(indent, f"ST{i}.put({k}, v{i})")
-            self._children(node, _At(k, f"v{i}", t, at.env, False), indent)
+            self._aggregated(node, at, indent)
         elif kind == "reduce":
             fn = self.fn(f"F{i}", args["fn"])
             self.line(indent, f"a{i} = ST{i}.get({k}, MISSING)")
             self.line(indent, f"v{i} = {v} if a{i} is MISSING else {fn}(a{i}, {v})")
             self.line(indent, f"ST{i}.put({k}, v{i})")
-            self._children(node, _At(k, f"v{i}", t, at.env, False), indent)
+            self._aggregated(node, at, indent)
         elif kind == "join_table":
             joiner = self.fn(f"F{i}", args["joiner"])
             if args["how"] == "left":
@@ -268,6 +268,17 @@ class _Writer:
             self.line(indent, f"P{i}.process({k}, {v}, E{i})")
         else:  # pragma: no cover - every kind the builder makes is handled above
             raise AssertionError(f"no code for {kind}")
+
+    def _aggregated(self, node: Node, at: _At, indent: int) -> None:
+        """What follows an aggregation of ``v<id>``: the aggregate, or ``result(aggregate,
+        value)`` when the operator was given one."""
+        i = node.id
+        out = f"v{i}"
+        if node.args.get("result") is not None:
+            out = f"o{i}"
+            self.line(indent, f"{out} = {self.fn(f'RES{i}', node.args['result'])}(v{i}, "
+                              f"{at.value})")
+        self._children(node, _At(at.key, out, at.time, at.env, False), indent)
 
     def _block(self, node: Node, at: _At, indent: int) -> None:
         before = len(self.lines)

@@ -83,6 +83,8 @@ class Plan:
     stages: list[Stage]
     intermediate_defaults: dict[str, dict[str, Any]]
     client_options: dict[str, dict[str, Any]]
+    late_streams: dict[int, str] = field(default_factory=dict)
+    """Window node id → the stream its late records go to (``late_stream``, qualified)."""
 
     def tables(self) -> JobTables:
         """What the job file gets from this plan (`framework.config.pipeline`)."""
@@ -106,15 +108,17 @@ def compile_plan(nodes: list[Node], facts: JobFacts) -> Plan:
     if not declared:
         raise PipelineError("the pipeline reads no stream; start it with "
                             "Pipeline.source(\"system.stream\")")
-    meta = facts.metadata_system or declared[0].args["stream"].partition(".")[0]
+    meta = facts.metadata_system or _declared(
+        declared[0], declared[0].args["stream"], facts).partition(".")[0]
     streams: dict[int, str] = {}
+    late_streams: dict[int, str] = {}
     for node in nodes:
         if node.kind in ("source", "table", "to"):
             streams[node.id] = _declared(node, node.args["stream"], facts)
         elif node.kind == "intermediate":
             streams[node.id] = streams[node.args["sink"].id] = _intermediate(node, meta, facts)
         elif node.kind == "window" and node.args.get("late_stream"):
-            _declared(node, node.args["late_stream"], facts)
+            late_streams[node.id] = _declared(node, node.args["late_stream"], facts)
     read = {streams[n.id]: n for n in roots}
     for node in nodes:
         if node.kind == "to" and streams[node.id] in read:
@@ -147,15 +151,27 @@ def compile_plan(nodes: list[Node], facts: JobFacts) -> Plan:
         sources=[streams[n.id] for n in declared if not n.args.get("broadcast")],
         broadcast=[streams[n.id] for n in declared if n.args.get("broadcast")],
         stores=stores, stages=stages, intermediate_defaults=defaults,
+        late_streams=late_streams,
         client_options=({meta: {"metadata_max_age_s": INTERMEDIATE_METADATA_MAX_AGE_S}}
                         if intermediate and facts.systems.get(meta) == "kafka" else {}))
 
 
 def _declared(node: Node, stream: str, facts: JobFacts) -> str:
-    if stream not in facts.streams:
-        raise PipelineError(f"{node.shown}: stream {stream} is not declared; add a "
-                            f'[streams."{stream}"] table to the job file')
-    return stream
+    """``stream`` as the job file declares it: ``"system.stream"``, or a name without its
+    system when exactly one system declares it (so one pipeline runs on the local log and
+    on Kafka, as a task sending to ``f"{envelope.ssp.system}.out"`` does)."""
+    if stream in facts.streams:
+        return stream
+    matches = [q for q in facts.streams if q.partition(".")[2] == stream]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise PipelineError(f"{node.shown}: stream {stream!r} is declared in several "
+                            f"systems ({', '.join(sorted(matches))}); name it with its "
+                            f"system, e.g. {sorted(matches)[0]!r}")
+    shown = stream if "." in stream else f"<system>.{stream}"
+    raise PipelineError(f"{node.shown}: stream {stream} is not declared; add a "
+                        f'[streams."{shown}"] table to the job file')
 
 
 def _intermediate(node: Node, meta: str, facts: JobFacts) -> str:

@@ -120,13 +120,22 @@ class PipelineTask(StreamTask):
 class _Emitter(Emit[Any, Any]):
     """A custom step's ``emit``: calls the generated function of what follows the step."""
 
-    __slots__ = ("after", "c", "env")
+    __slots__ = ("after", "c", "clock", "env")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Windows | IntervalJoin | None = None) -> None:
         self.after: Callable[..., None] = _nowhere
         self.c: MessageCollector | None = None
         self.env: Envelope | None = None
+        self.clock = clock
         self.timestamp = None
+
+    @property
+    def envelope(self) -> Envelope | None:
+        return self.env
+
+    @property
+    def watermark(self) -> int | None:
+        return None if self.clock is None else self.clock.watermark
 
     def __call__(self, key: Any, value: Any, timestamp: int | None = None) -> None:
         self.after(key, value, self.timestamp if timestamp is None else timestamp, None,
@@ -192,7 +201,8 @@ def _instantiate(plan: Plan, context: TaskContext) -> tuple[dict[int, Any], list
             if node.kind == "window":
                 operator: Any = Windows(quiet, args["store"], args["kind"], args["reducer"],
                                         event_time=clock, emit=args["emit"],
-                                        late=args["late"], late_stream=args["late_stream"])
+                                        late=args["late"],
+                                        late_stream=plan.late_streams.get(node.id))
             else:
                 operator = IntervalJoin(quiet, args["store"], left=streams[0],
                                         right=streams[1], before_ms=args["before_ms"],
@@ -206,8 +216,25 @@ def _instantiate(plan: Plan, context: TaskContext) -> tuple[dict[int, Any], list
                                     f"{type(step).__name__}, not a framework.pipelines.Step")
             step.init(context)
             steps.append(step)
-            objects[node.id] = (step, _Emitter())
+            upstream = _event_time_before(node)
+            objects[node.id] = (step, _Emitter(
+                None if upstream is None else objects[upstream.id][0]))
     return objects, steps
+
+
+def _event_time_before(node: Node) -> Node | None:
+    """The nearest window or join upstream of ``node`` in its stage (first parents
+    first), whose watermark a custom step sees."""
+    work, seen = list(node.parents), set()
+    while work:
+        current = work.pop(0)
+        if current.id in seen:
+            continue
+        seen.add(current.id)
+        if current.kind in ("window", "join"):
+            return current
+        work.extend(current.parents)
+    return None
 
 
 def _streams_of(plan: Plan, node: Node) -> list[str]:

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from framework.errors import SerdeError
 from framework.serdes import BytesSerde, JsonSerde, Serde, StringSerde, decode
+from framework.spark.schema import DECODED_SCHEMA, RAW_SCHEMA
 from framework.systems.base import Headers
 
 __all__ = [
@@ -33,12 +34,6 @@ __all__ = [
     "record_batch",
     "render",
 ]
-
-RAW_SCHEMA = (
-    "key binary, value binary, partition int, offset bigint, timestamp bigint, "
-    "headers array<struct<key: string, value: binary>>"
-)
-DECODED_SCHEMA = RAW_SCHEMA.replace("key binary, value binary", "key string, value string")
 
 RecordColumns = tuple[
     Sequence[int], Sequence[bytes | None], Sequence[bytes | None], Sequence[int],

@@ -14,12 +14,13 @@ from pathlib import Path
 
 from framework.spark.errors import SparkUnavailableError
 
-__all__ = ["check_spark", "loopback_environment"]
+__all__ = ["check_spark", "java_binary", "loopback_environment"]
 
 INSTALL_HINT = "pip install -e '.[spark]'"
 
 
-def _java() -> str | None:
+def java_binary() -> str | None:
+    """The ``java`` Spark starts: ``$JAVA_HOME/bin/java``, else the one on PATH."""
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
         return str(Path(home) / "bin" / "java")
@@ -32,7 +33,7 @@ def check_spark() -> None:
         raise SparkUnavailableError(
             f"framework.spark needs PySpark, which is not installed; run `{INSTALL_HINT}` "
             "(installs pyspark[sql] and pandas<3)")
-    if _java() is None:
+    if java_binary() is None:
         raise SparkUnavailableError(
             "framework.spark needs Java 17 or newer to start Spark, and no `java` was found "
             "on PATH or in $JAVA_HOME; install a JDK (e.g. `apt-get install openjdk-17-jre-"

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -27,10 +26,12 @@ from framework.errors import StreamNotFoundError
 from framework.spark.aio import with_system
 from framework.spark.errors import SparkOptionError
 from framework.spark.options import PartitionRange, SourceOptions, resolve_offsets
-from framework.spark.records import DECODED_SCHEMA, RAW_SCHEMA, read_partition
+from framework.spark.schema import DECODED_SCHEMA, RAW_SCHEMA
 from framework.spark.streams import resolve_stream
-from framework.spark.writing import write_batches
 from framework.systems.base import OffsetRange
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 try:  # Spark ≥ 4.2 asks sources to fix their end for trigger(availableNow=True)
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -46,6 +47,15 @@ class _Split(InputPartition):
     def __init__(self, part: PartitionRange) -> None:
         super().__init__(part.partition)
         self.part = part
+
+
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """The records of one of our splits (in a Spark task). The read path (pyarrow, the Kafka
+    fetcher) is imported here, not by the planner processes that only plan the read."""
+    from framework.spark.records import read_partition
+
+    assert isinstance(partition, _Split), partition  # the partitions our readers made
+    yield from read_partition(partition.part)
 
 
 def _ranges(options: SourceOptions, *, create: bool = False) -> dict[int, OffsetRange]:
@@ -101,8 +111,7 @@ class _BatchReader(DataSourceReader):
         return self.splits
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, _Split), partition  # the partitions this reader made
-        yield from read_partition(partition.part)
+        return _read(partition)
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -138,8 +147,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if int(start.get(p, 0)) < int(position)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, _Split), partition  # the partitions this reader made
-        yield from read_partition(partition.part)
+        return _read(partition)
 
     def commit(self, end: dict[str, int]) -> None:
         pass
@@ -160,6 +168,8 @@ class _Writer(DataSourceArrowWriter):
         self.count = len(_ranges(options, create=True))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Written:
+        from framework.spark.writing import write_batches
+
         return _Written(write_batches(self.options, self.count, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

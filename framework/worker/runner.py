@@ -11,6 +11,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from framework.api import StreamTask
 from framework.config import JobConfig, StreamRef
@@ -31,6 +32,7 @@ from framework.metadata import (
     publish_worker_report,
 )
 from framework.metrics import WorkerMetrics
+from framework.queries.hook import start_queries
 from framework.stores.buffer import TaskStore
 from framework.stores.restore import RestoreStopped
 from framework.systems import open_system
@@ -54,6 +56,9 @@ from framework.worker.policies import ErrorPolicies, UndecodableRecordError, des
 from framework.worker.state import OpenedStores, heal_damaged_store, open_task_stores
 from framework.worker.watchdog import Busy, TaskWatchdog
 from groupers import SystemStreamPartition
+
+if TYPE_CHECKING:
+    from framework.queries.server import QueryServer
 
 __all__ = ["Worker", "WorkerResult"]
 
@@ -191,6 +196,8 @@ class Worker:
         self.busy: Busy | None = None
         """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
         self.metrics = WorkerMetrics(config, worker_id)
+        self.queries: QueryServer | None = None
+        """The query endpoint (`framework.queries`), with ``[queries] enabled``."""
 
     async def run(self) -> WorkerResult:
         """Open everything, loop until stopped, commit and close; returns a summary."""
@@ -203,6 +210,9 @@ class Worker:
             started_ms = _now_ms()
             model = await self._load()
             await self.metrics.attach(self, model.epoch, started_ms)
+            # Issue 49 hook: the query endpoint answers for the tasks in `instances`.
+            self.queries = await start_queries(self.config, self,
+                                               self.systems[self.config.metadata_system])
             try:
                 committer = await self._start_tasks(model, task_class)
             except RestoreStopped as stopped:
@@ -901,6 +911,8 @@ class Worker:
         if self._closed:
             return
         self._closed = True
+        if self.queries is not None:  # issue 49 hook: first, so nothing reads closed stores
+            await _closing(self.queries.close(), "the query endpoint")
         await self.metrics.close()
         if self._coordinator is not None:
             await _closing(self._coordinator.close(), "the coordinator stream's reader")

@@ -412,7 +412,7 @@ def test_an_unknown_key_suggests_the_closest_known_one() -> None:
 def test_an_unknown_key_without_a_close_match_lists_the_known_keys() -> None:
     assert error_of("counter.toml", pinned_with("colour = \"blue\"\n")) == (
         "counter.toml:23: stores.totals.colour: unknown key; expected one of: changelog, "
-        "key_serde, rocksdb, type, value_serde")
+        "key_serde, key_to_input, keyed_by, rocksdb, type, value_serde")
 
 
 def test_an_unknown_table_suggests_the_closest_known_one() -> None:

@@ -17,6 +17,7 @@ from framework.config.sections import (
     CoordinatorConfig,
     ErrorsConfig,
     MetricsConfig,
+    QueriesConfig,
     RocksDBConfig,
     StoreConfig,
     StreamConfig,
@@ -26,19 +27,28 @@ from framework.config.snapshot import job_file_change, load_snapshot, snapshot_c
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = (JobConfig, SystemConfig, StreamConfig, StoreConfig, RocksDBConfig, ErrorsConfig,
-           CoordinatorConfig, MetricsConfig)
+           CoordinatorConfig, MetricsConfig, QueriesConfig)
 
 EXAMPLE_DIGESTS = {
     "examples/ad_join/job.toml":
         "ee6f83fb7beb22c05377bab3a0334a95abfbd202a6d25cffabcce11cbc2f71bb",
-    "examples/enrichment/job.toml":
-        "965f10f576d9486dd0d890ab5c56d2b04f44aef0cad2adcc37ef697973afcfa5",
+    "examples/enrichment/job.toml":  # since its profiles store became queryable (issue 49)
+        "c70d266e42441a1cf190dbc62c031bd4fff1e5fb2d7ca17e2d000f89b432cfdb",
     "examples/enrichment/job_broadcast.toml":
         "c8e7879840ddd9303b4806cf7aed7890c02b20d2153facb347b99534c5ce6458",
     "examples/windowed_counts/job.toml":
         "a26ab960e65d672fea8903ab472cd5a5c8b43f1331f0e424e4444d821920d5bb",
-    "examples/wordcount/job.toml":
-        "848c82b2090df64ba51f2fe57060991cf1e10d5aed5d0cf0026a57911ff055da",
+    "examples/wordcount/job.toml":  # since its counts store became queryable (issue 49)
+        "a69621ff012bc12b66d9d496b4836560f8245979553f37dc0f774ee23afa791f",
+    # the pipeline forms (issue 50 §3), pinned from their first commit
+    "examples/ad_join/job_pipeline.toml":
+        "f7ed5e8a61facc3c6732408e602a863fdceec2a875137b58f5cbf7ca8bae285f",
+    "examples/enrichment/job_pipeline.toml":
+        "d553761ca1c117fad5a380f7906861390fdbaf86b6f3affd79c953df0442988f",
+    "examples/windowed_counts/job_pipeline.toml":
+        "704ca6ba1100b59a163c26d95876a0b5de99e0a3e107e1103be6c4d37be6d8ee",
+    "examples/wordcount/job_pipeline.toml":
+        "c8cd3a54f180210e380b7961a2a874b65a7dbdb6cb2bbf679f5e28d0d887ec46",
 }
 """`JobConfig.digest` of each example, computed on main before the keys were declared on
 their fields: a worker compares digests, so a refactor must not change them."""
@@ -209,13 +219,16 @@ def test_to_dict_writes_every_declared_key_and_parses_back_to_the_same_config(
     assert set(document["systems"]["meta"]) == _keys(SystemConfig) - {"bootstrap"}
     assert set(document["systems"]["kafka"]) == {"type", "bootstrap", "client_options"}
     assert set(document["streams"]["meta.events"]) == _keys(StreamConfig)
-    assert set(document["stores"]["totals"]) == _keys(StoreConfig)
+    queryable = {"keyed_by", "key_to_input"}  # unset in EVERY_KEY: its digest is pinned
+    assert set(document["queries"]) == _keys(QueriesConfig) - {"advertised_host", "token",
+                                                                "token_file"}
+    assert set(document["stores"]["totals"]) == _keys(StoreConfig) - queryable
     assert set(document["stores"]["totals"]["rocksdb"]) == _keys(RocksDBConfig)
-    assert set(document["stores"]["scratch"]) == _keys(StoreConfig) - {"rocksdb"}
+    assert set(document["stores"]["scratch"]) == _keys(StoreConfig) - {"rocksdb"} - queryable
     assert parse_config(document, config.path) == config
 
 
-@pytest.mark.parametrize("table", ["job", "coordinator", "metrics", "errors"])
+@pytest.mark.parametrize("table", ["job", "coordinator", "metrics", "queries", "errors"])
 def test_an_absent_key_takes_the_default_its_field_declares(tmp_path: Path,
                                                             table: str) -> None:
     (tmp_path / "job.toml").write_text(MINIMAL)

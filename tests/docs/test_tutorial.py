@@ -80,14 +80,46 @@ def wait_for_lines(folder: Path, count: int, timeout: float = 90) -> list[str]:
     return lines
 
 
-def test_the_unit_test_of_the_tutorial_passes(tmp_path: Path) -> None:
-    for name in ("views_task.py", "views.toml", "test_views.py"):
-        (tmp_path / name).write_text(block(f"# {name}"))
+def queried(folder: Path, shown: str, *args: str) -> str:
+    """`sampan query views.toml views ARGS…`'s output, asked again until it is ``shown``
+    (or 60 s passed): an output is visible once its commit landed, the store's committed
+    value a moment later, when the worker applies the commit."""
+    deadline = time.monotonic() + 60
+    while (out := sampan(folder, "query", "views.toml", "views", *args)) != shown:
+        if time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+    return out
+
+
+FILES = ("views_pipeline.py", "views.toml", "test_views.py", "views_task.py",
+         "views-task.toml", "test_forms.py", "views-kafka.toml")
+"""Every file the tutorial writes."""
+
+
+def write_files(folder: Path) -> None:
+    for name in FILES:
+        (folder / name).write_text(block(f"# {name}"))
+
+
+def test_the_unit_tests_of_the_tutorial_pass(tmp_path: Path) -> None:
+    """The pipeline's test (step 4) and the test that its task does the same (step 9)."""
+    write_files(tmp_path)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "test_views.py"], capture_output=True, text=True, cwd=tmp_path,
-                          env=ENV, timeout=120)
+                           "test_views.py", "test_forms.py"], capture_output=True, text=True,
+                          cwd=tmp_path, env=ENV, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 passed" in done.stdout
+    assert "2 passed" in done.stdout
+
+
+def test_the_tutorial_teaches_the_pipeline_first_and_the_task_underneath() -> None:
+    text = TUTORIAL.read_text()
+    order = [text.index(heading) for heading in (
+        "## 2. Write a pipeline", "# views_pipeline.py", "## 9. The layer underneath: a task",
+        "# views_task.py")]
+    assert order == sorted(order)
+    assert 'pipeline = "views_pipeline:build"' in block("# views.toml")
+    assert 'pipeline = "views_pipeline:build"' in block("# views-kafka.toml")
 
 
 def test_the_unit_test_step_installs_pytest_first() -> None:
@@ -97,19 +129,19 @@ def test_the_unit_test_step_installs_pytest_first() -> None:
 
 
 def test_the_kafka_job_file_is_valid_and_keeps_its_own_state(tmp_path: Path) -> None:
-    (tmp_path / "views-kafka.toml").write_text(block("# views-kafka.toml"))
-    (tmp_path / "views.toml").write_text(block("# views.toml"))
-    (tmp_path / "views_task.py").write_text(block("# views_task.py"))
+    write_files(tmp_path)
     config = load_config(tmp_path / "views-kafka.toml")
     assert config.system("kafka").bootstrap == "127.0.0.1:9092"
+    assert config.inputs == ("kafka.page-views",)  # the pipeline's names, on Kafka
     assert config.changelog_stream("views") == "kafka.views-kafka-views-changelog"
     assert config.state_dir != load_config(tmp_path / "views.toml").state_dir
+    assert config.state_dir != load_config(tmp_path / "views-task.toml").state_dir
     load_task_class(config)
+    load_task_class(load_config(tmp_path / "views-task.toml"))
 
 
 def test_the_job_runs_and_expands_as_the_tutorial_shows(tmp_path: Path) -> None:
-    for name in ("views_task.py", "views.toml"):
-        (tmp_path / name).write_text(block(f"# {name}"))
+    write_files(tmp_path)
     with (tmp_path / "run.log").open("ab") as out:
         run = subprocess.Popen([*CLI, "run", "views.toml"], stdout=out, stderr=out,
                                cwd=tmp_path, env=ENV, start_new_session=True)
@@ -128,6 +160,9 @@ def test_the_job_runs_and_expands_as_the_tutorial_shows(tmp_path: Path) -> None:
         shown = after('{"key": "gus", "value": {"page": "/blog"}}')
         second = wait_for_lines(tmp_path, 9)
         assert per_key(second) == per_key(shown.splitlines())
+        value, *entries = after("sampan query views.toml views ana\n").splitlines(True)
+        assert queried(tmp_path, value, "ana") == value == "3\n"
+        assert queried(tmp_path, "".join(entries), "--range", "a", "h") == "".join(entries)
         status = sampan(tmp_path, "status", "views.toml")
         assert status.startswith("job views: epoch 2 (expansion local.page-views 2→4)")
         assert f"worker logs: {tmp_path / 'state' / 'views' / 'logs'}/worker-N.log" in status

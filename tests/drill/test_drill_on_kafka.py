@@ -109,6 +109,11 @@ async def test_kafka_naive_drill_miscounts_then_deletes_its_topics(kafka_broker:
     ("enrichment", "job.toml", {"keys": 200, "steps": (4,)}),
     ("enrichment", "job_broadcast.toml", {"keys": 200, "steps": (4,)}),
     ("windowed_counts", "job.toml", {}),
+    # the pipeline forms (sampan drill --form pipeline)
+    ("wordcount", "job_pipeline.toml", {"keys": 200}),
+    ("ad_join", "job_pipeline.toml", {}),
+    ("enrichment", "job_pipeline.toml", {"keys": 200, "steps": (4,)}),
+    ("windowed_counts", "job_pipeline.toml", {}),
 ])
 async def test_every_example_drills_exactly_on_kafka(kafka_broker: Any, tmp_path: Path,
                                                      example: str, job_file: str,

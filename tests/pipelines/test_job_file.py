@@ -144,6 +144,13 @@ def test_a_build_function_returning_something_else_is_refused(tmp_path: Path) ->
     ('p.source("local.views").to("local.nowhere")',
      "to('local.nowhere') at views_pipeline.py:5: stream local.nowhere is not declared; add "
      'a [streams."local.nowhere"] table to the job file'),
+    ('p.source("views").to("nowhere")',
+     "to('nowhere') at views_pipeline.py:5: stream nowhere is not declared; add "
+     'a [streams."<system>.nowhere"] table to the job file'),
+    ('p.source("views").to("elsewhere")',
+     "to('elsewhere') at views_pipeline.py:5: stream 'elsewhere' is declared in several "
+     "systems (kafka.elsewhere, local.elsewhere); name it with its system, e.g. "
+     "'kafka.elsewhere'"),
     ('p.source("local.views").map(lambda k, v: (v, k)).count(store="c").to("local.minutes")',
      "count('c') at views_pipeline.py:5 keeps state per key, but map() at "
      "views_pipeline.py:5 may have changed the keys, so records of one key can be on "
@@ -178,9 +185,23 @@ def test_a_pipeline_that_cannot_run_as_declared_fails_to_load_naming_the_operato
                 "def build():\n    p = Pipeline()\n"
                 f"    {body}\n    return p\n")
     text = JOB.replace('[streams."local.minutes"]',
-                       '[streams."local.minutes"]\npartitions = 2')
+                       '[streams."local.minutes"]\npartitions = 2') + (
+        '\n[systems.kafka]\ntype = "kafka"\nbootstrap = "127.0.0.1:9092"\n\n'
+        '[streams."local.elsewhere"]\n\n[streams."kafka.elsewhere"]\n')
     assert error(tmp_path, pipeline, text) == (
         f"{tmp_path / 'job.toml'}:3: job.pipeline: {message}")
+
+
+def test_a_stream_named_without_its_system_is_the_one_the_job_file_declares(
+        tmp_path: Path) -> None:
+    """So one pipeline runs on the local log and on Kafka (the drill renames the file's
+    streams, not the code's)."""
+    unqualified = PIPELINE.replace('"local.', '"')
+    config = load_config(job(tmp_path, unqualified, JOB))
+    assert config.inputs == ("local.views", "local.pages-by-page-repartition")
+    kafka = kafka_job(tmp_path)
+    (tmp_path / "views_pipeline.py").write_text(unqualified)
+    assert load_config(kafka).inputs == ("kafka.views", "kafka.pages-by-page-repartition")
 
 
 def test_an_intermediate_stream_with_no_partition_count_to_take_must_be_declared(

@@ -135,6 +135,26 @@ def test_reduce_starts_from_the_first_value_of_each_key() -> None:
     assert result.stores["highest"] == {"a": 5}
 
 
+def test_count_aggregate_and_reduce_emit_result_of_the_aggregate_and_the_record() -> None:
+    p = Pipeline()
+    words: Stream[str, Event] = p.source("local.in")
+    words.count(store="n", result=lambda n, record: {"count": n, "seq": record["seq"]}
+                ).to("local.counts")
+    words.aggregate(lambda: 0, lambda total, record: total + record["seq"], store="sum",
+                    result=lambda total, record: [total, record["seq"]]).to("local.sums")
+    (words.map_values(lambda record: record["seq"])
+          .reduce(max, store="max", result=lambda top, seq: top - seq).to("local.gaps"))
+    result = run_pipeline(p, [("local.in", "a", {"seq": 1}), ("local.in", "b", {"seq": 5}),
+                              ("local.in", "a", {"seq": 3})])
+    assert sent(result, "local.counts") == [("a", {"count": 1, "seq": 1}),
+                                            ("b", {"count": 1, "seq": 5}),
+                                            ("a", {"count": 2, "seq": 3})]
+    assert sent(result, "local.sums") == [("a", [1, 1]), ("b", [5, 5]), ("a", [4, 3])]
+    assert sent(result, "local.gaps") == [("a", 0), ("b", 0), ("a", 0)]
+    assert result.stores == {"n": {"a": 2, "b": 1}, "sum": {"a": 4, "b": 5},
+                             "max": {"a": 3, "b": 5}}
+
+
 def test_a_window_emits_each_closed_window_once_as_its_value() -> None:
     p = Pipeline()
     (p.source("local.in")
@@ -251,6 +271,40 @@ def test_a_custom_step_keeps_state_in_its_store_and_emits_on_window_ticks() -> N
     assert sent(result, "local.out") == [("a", {"id": 1}), ("c", {"id": 2}),
                                          ("passed", {"count": 2})]
     assert result.stores["seen"] == {"1": 10, "2": 12}
+
+
+class WatermarkedIds(Step[str, Event, str, Any]):
+    """Emits each record's stream and offset (its envelope), and on window ticks the
+    watermark of the join before it."""
+
+    def process(self, key: str, value: Event, emit: Emit[str, Any]) -> None:
+        assert emit.envelope is not None
+        emit(key, [emit.envelope.ssp.stream, emit.envelope.offset])
+
+    def window(self, emit: Emit[str, Any]) -> None:
+        emit("watermark", emit.watermark)
+
+
+def test_a_custom_step_sees_each_records_envelope_and_the_watermark_of_the_join_before_it(
+        ) -> None:
+    p = Pipeline()
+    left: Stream[str, Event] = p.source("local.left")
+    (left.join(p.source("local.right"), lambda a, b: a, before_ms=5, after_ms=5, store="j")
+         .process(WatermarkedIds).to("local.out"))
+    result = run_pipeline(p, [("local.right", "k", {"n": 1}, 0, 100),
+                              ("local.left", "k", {"n": 2}, 0, 102),
+                              ("local.left", "x", {"n": 3}, 0, 140),
+                              ("local.right", "y", {"n": 4}, 0, 150)], windows=1)
+    # the join's watermark: the least event time of its two streams' partitions
+    assert sent(result, "local.out") == [("k", ["left", 0]), ("watermark", 140)]
+
+
+def test_a_custom_step_following_no_window_or_join_sees_no_watermark() -> None:
+    p = Pipeline()
+    p.source("local.in").process(WatermarkedIds).to("local.out")
+    result = run_pipeline(p, [("local.in", "a", {}), ("local.in", "b", {})], windows=1)
+    assert sent(result, "local.out") == [("a", ["in", 0]), ("b", ["in", 1]),
+                                         ("watermark", None)]
 
 
 def stages() -> Pipeline:

@@ -107,14 +107,18 @@ def _job(folder: Path, bootstrap: str, **options: Any) -> Path:
     return path
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, list[str], float]:
-    """Run `sampan ARGS`: exit status, stderr's lines, seconds taken."""
+def _cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, list[str]]:
+    """Run `sampan ARGS`: exit status and stderr's lines; a command still running after
+    `BOUND_S` waits or retries instead of stopping, and fails the test."""
     import os
 
-    started = time.monotonic()
-    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=BOUND_S * 2,
-                          cwd=h.REPO, env={**os.environ, **(env or {})})
-    return done.returncode, done.stderr.strip().splitlines(), time.monotonic() - started
+    try:
+        done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=BOUND_S,
+                              cwd=h.REPO, env={**os.environ, **(env or {})})
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(f"`sampan {' '.join(args)}` still running after {BOUND_S:g} s: it waits "
+                    f"or retries instead of stopping\n{hung.stderr!r}", pytrace=False)
+    return done.returncode, done.stderr.strip().splitlines()
 
 
 def _sasl(broker: SecuredKafka, **changes: Any) -> dict[str, Any]:
@@ -169,13 +173,12 @@ def test_a_client_that_cannot_connect_gets_one_line_saying_why(
         if case == "nothing listening":
             bootstrap, options = f"127.0.0.1:{free_port()}", {}
     job = _job(tmp_path / "job", bootstrap, **options)
-    status, lines, took = _cli("streams", "list", "--job", str(job),
+    status, lines = _cli("streams", "list", "--job", str(job),
                                env={PASSWORD_ENV: broker.password()})
     assert status == 2, lines
     assert expected in lines[-1], lines
     assert lines[-1].startswith("sampan streams: error: Kafka at 127.0.0.1:")
     assert not any("Traceback" in line for line in lines)
-    assert took < BOUND_S
     assert broker.password() not in "\n".join(lines)
     assert "not-the-password" not in "\n".join(lines)
 
@@ -184,10 +187,9 @@ def test_sampan_run_with_a_wrong_password_stops_at_once_with_one_line(
         secured_kafka: SecuredKafka, tmp_path: Path) -> None:
     job = _job(tmp_path / "job", secured_kafka.bootstrap,
                **_sasl(secured_kafka, sasl_plain_password="${WRONG_PASSWORD}"))
-    status, lines, took = _cli("run", str(job), env={"WRONG_PASSWORD": "wrong-one"})
+    status, lines = _cli("run", str(job), env={"WRONG_PASSWORD": "wrong-one"})
     assert status == 2
     assert "authentication failed" in lines[-1]
-    assert took < BOUND_S
     assert not any("wrong-one" in line for line in lines)
 
 
@@ -211,7 +213,7 @@ def test_sampan_run_with_a_wrong_password_stops_at_once_with_one_line(
 def test_a_security_setting_that_cannot_work_is_refused_before_connecting(
         tmp_path: Path, options: dict[str, Any], expected: str) -> None:
     job = _job(tmp_path / "job", f"127.0.0.1:{free_port()}", **options)
-    status, lines, _ = _cli("run", str(job))
+    status, lines = _cli("run", str(job))
     assert status == 2
     assert expected in lines[-1], lines
     assert "[systems.kafka.client_options]" in lines[-1]
