@@ -438,6 +438,13 @@ def _properties(node: KafkaNode, voters: str, size: int, extra: dict[str, str]) 
         "background.threads": "2",
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+        # No time retention: the drills' workloads stamp records with event times from
+        # 1970, which Kafka's default 7 days would delete at its first check (30 s after
+        # start) or any later one, unread records included — a reader there skips to the
+        # oldest record left, so a test would lose inputs, not find a bug of sampan's.
+        "log.retention.ms": "-1",
+        # A topic given a retention of its own is trimmed within a second, not 5 minutes.
+        "log.retention.check.interval.ms": "1000",
         "auto.create.topics.enable": "false",
         "controlled.shutdown.max.retries": "1",
         "controller.quorum.election.timeout.ms": "1000",

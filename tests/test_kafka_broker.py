@@ -1,5 +1,6 @@
-"""The suite's brokers die with whatever started them, and the development broker the docs
-offer (`python tests/kafka_broker.py`) serves until Ctrl-C."""
+"""The suite's brokers die with whatever started them, the development broker the docs
+offer (`python tests/kafka_broker.py`) serves until Ctrl-C, and they keep records of any
+timestamp (no time retention)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import kafka_broker as brokers
 import pytest
+from polling import apoll
 
 HERE = Path(__file__).resolve().parent
 
@@ -100,3 +103,46 @@ def test_the_development_broker_serves_until_ctrl_c() -> None:
         assert not Path(folder).exists()
     finally:
         broker.kill()
+
+
+@pytest.mark.slow
+async def test_the_brokers_keep_records_stamped_in_1970(kafka_broker: brokers.KafkaBroker
+                                                        ) -> None:
+    """The drills' workloads stamp records with event times from 0: a broker deleting them
+    by time (Kafka's default 7 days) loses a test's unread inputs. A topic given a retention
+    of its own shows the broker's retention passes: once its third record is gone, a whole
+    pass began after the kept record was written."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    name = f"stamped-1970-{uuid.uuid4().hex[:8]}"
+    kept, trimmed = TopicPartition(name, 0), TopicPartition(f"{name}-trimmed", 0)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(kept.topic, 1, 1), NewTopic(
+            trimmed.topic, 1, 1, topic_configs={"retention.ms": "1000"})])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_broker.bootstrap)
+    await producer.start()
+    await consumer.start()
+    try:
+        async def stamped_1970(tp: TopicPartition) -> None:
+            await producer.send_and_wait(tp.topic, b"v", key=b"k", timestamp_ms=1_000)
+
+        async def oldest(tp: TopicPartition) -> int:
+            return int((await consumer.beginning_offsets([tp]))[tp])
+
+        await stamped_1970(kept)
+        for gone in (1, 2, 3):  # the first pass comes 30 s after the broker started
+            await stamped_1970(trimmed)
+            started = time.monotonic()
+            while await oldest(trimmed) < gone:
+                assert time.monotonic() - started < 120, "no retention pass within 120 s"
+                await apoll(started)
+        assert await oldest(kept) == 0, "the broker deleted records stamped in 1970"
+    finally:
+        await consumer.stop()
+        await producer.stop()
