@@ -89,8 +89,11 @@ class Task(StreamTask):
         self.windows = Windows(context, "state", WINDOW, REDUCER)
 
     def process(self, envelope, collector, coordinator):
-        for window in self.windows.process(envelope, collector):
-            collector.send(f"{{envelope.ssp.system}}.out", key=window.key,
+        self.process_batch((envelope,), collector, coordinator)
+
+    def process_batch(self, envelopes, collector, coordinator):
+        for window in self.windows.process_batch(envelopes, collector):
+            collector.send("local.out", key=window.key,
                            value={{"start": window.start, "value": window.value}})
 '''
 
@@ -106,8 +109,11 @@ class Task(StreamTask):
                                  how="left")
 
     def process(self, envelope, collector, coordinator):
-        for pair in self.join.process(envelope, collector):
-            collector.send(f"{envelope.ssp.system}.out", key=pair.key,
+        self.process_batch((envelope,), collector, coordinator)
+
+    def process_batch(self, envelopes, collector, coordinator):
+        for pair in self.join.process_batch(envelopes, collector):
+            collector.send("local.out", key=pair.key,
                            value={"left": pair.left_ts, "right": pair.right_ts})
 '''
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from groupers import SystemStreamPartition
 
@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from framework.config import JobConfig
 
 __all__ = [
+    "BatchColumns",
+    "ColumnarBatch",
     "Envelope",
     "KeyValueStore",
     "MessageCollector",
@@ -46,6 +48,46 @@ class OutgoingMessage:
     partition: int | None = None
     timestamp: int | None = None
     headers: Mapping[str, bytes] | None = None
+
+
+class BatchColumns(NamedTuple):
+    """The records of a batch of one partition as columns, one entry per record in offset
+    order (`ColumnarBatch.columns`): what their envelopes would hold but headers."""
+
+    ssp: SystemStreamPartition
+    offsets: Sequence[int]
+    keys: Sequence[Any]
+    values: Sequence[Any]
+    timestamps: Sequence[int]
+
+
+class ColumnarBatch:
+    """What a worker hands `StreamTask.process_batch`: an iterator of the batch's
+    envelopes that can also give the records it has not handed out yet as columns, with
+    no envelope per record — code that reads only their key, value and timestamp (e.g.
+    ``Windows.process_batch``) takes them that way. (A plain class, so that telling one
+    from another iterable costs nothing.)"""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[Envelope]:
+        raise NotImplementedError
+
+    def __next__(self) -> Envelope:
+        raise NotImplementedError
+
+    def columns(self) -> BatchColumns:
+        """Every record not handed out yet, decoded as the envelopes would have been (an
+        envelope taken before is finished); the iterator is then exhausted. A record
+        that cannot be decoded under ``errors.policy = "fail"`` ends the columns: its
+        error is raised when the call returns, after the records before it. An exception
+        raised while processing them must be preceded by `failed_at` naming the record's
+        offset (the worker's error names it, and the records before it are done)."""
+        raise NotImplementedError
+
+    def failed_at(self, offset: int) -> None:
+        """The record at ``offset`` of the columns failed: those before it are done."""
+        raise NotImplementedError
 
 
 @dataclass(slots=True, frozen=True)
@@ -183,6 +225,25 @@ class StreamTask:
         """Handle one input record."""
         raise NotImplementedError(f"{type(self).__name__} must implement process()")
 
+    def process_batch(
+        self, envelopes: Iterable[Envelope], collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> Awaitable[None] | None:
+        """Optional: handle a fetched batch of one input partition's records, in offset
+        order, in one call (e.g. ``Windows.process_batch``), where a call per record would
+        cost more than the work. Overridden, the worker calls it instead of `process`
+        while one task reads the partition and ``process_policy`` is ``"fail"``; it must
+        take every record of ``envelopes`` (an iterator: once) and do what `process`
+        would do with each in turn, since `process` still takes them one at a time
+        elsewhere (several tasks reading a partition, the skip and dead-letter policies,
+        `framework.testing`). Not overridden, this calls `process` per record."""
+        records = iter(envelopes)
+        for envelope in records:
+            result = self.process(envelope, collector, coordinator)
+            if result is not None:  # an `async def process`: await it and the rest
+                return _process_rest(self, result, records, collector, coordinator)
+        return None
+
     def window(
         self, collector: MessageCollector, coordinator: TaskCoordinator
     ) -> Awaitable[None] | None:
@@ -196,3 +257,15 @@ class StreamTask:
     def close(self) -> Awaitable[None] | None:
         """Called once when the worker stops cleanly."""
         return None
+
+
+async def _process_rest(task: StreamTask, pending: Awaitable[None],
+                        records: Iterator[Envelope], collector: MessageCollector,
+                        coordinator: TaskCoordinator) -> None:
+    """`StreamTask.process_batch` once a `process` call returned an awaitable: that, then
+    the records after it."""
+    await pending
+    for envelope in records:
+        result = task.process(envelope, collector, coordinator)
+        if result is not None:
+            await result

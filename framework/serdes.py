@@ -149,33 +149,6 @@ def _flat(obj: dict[Any, Any] | list[Any], depth: int = 3) -> bool:
     return True
 
 
-def _dumps_flat(obj: dict[Any, Any] | list[Any], write: Callable[[Any], bytes], depth: int,
-                buffer: int) -> bytes | None:
-    """``write(obj)`` (orjson's) when ``obj`` is flat to ``depth`` (`_flat`), a result of
-    at most ``buffer`` bytes copied (see `_ORJSON_BUFFER`); None when it is not flat or
-    ``write`` raised a TypeError (an integer past 64 bits)."""
-    if not _is_flat(obj, depth):
-        return None
-    try:
-        data = write(obj)
-    except TypeError:
-        return None
-    return data if len(data) > buffer else data.decode().encode()
-
-
-def _load_flat() -> tuple[Callable[[dict[Any, Any] | list[Any], int], bool],
-                          Callable[[Any, Callable[[Any], bytes], int, int], bytes | None]]:
-    """(`_flat`, `_dumps_flat`) in C (`framework._json_flat`: the check 0.05 µs for a
-    window's result of six values instead of 0.8, and the check, the write and the copy
-    in one call), or themselves where the optional extension was not built."""
-    try:
-        from framework._json_flat import dumps, flat
-    except ImportError:
-        return _flat, _dumps_flat
-    return flat, dumps
-
-
-_is_flat, _dumps = _load_flat()
 _SMALLEST_EXACT = 1e-4
 _ORJSON_BUFFER = 1024
 """orjson writes into a bytes object of this size and shrinks it to fit. Many such
@@ -211,9 +184,13 @@ class JsonSerde:
             except UnicodeEncodeError as error:
                 raise SerdeError(f"not JSON-serializable: {error}") from None
         if kind is dict or kind is list:
-            data = _dumps(obj, orjson.dumps, 3, _ORJSON_BUFFER)  # None: not for orjson
-            if data is not None:
-                return data
+            if _flat(obj, 3):
+                try:
+                    data = orjson.dumps(obj)
+                except TypeError:  # an integer past 64 bits: the stdlib's way below
+                    pass
+                else:  # a short result copied to a bytes object of its size: `_ORJSON_BUFFER`
+                    return data if len(data) > _ORJSON_BUFFER else data.decode().encode()
             if self._c_encoder is None:
                 return self._encode(obj)
             try:

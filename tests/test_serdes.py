@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import collections
+import enum
 import json
+import math
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -156,6 +160,62 @@ def test_json_serde_encodes_exactly_what_the_stdlib_encodes(document: Any) -> No
 def test_json_serde_encodes_flat_documents_as_the_stdlib_does(document: Any) -> None:
     assert get_serde("json").to_bytes(document) == json.dumps(
         document, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class Level(enum.IntEnum):
+    HIGH = 2
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+class Name(str):
+    pass
+
+
+class Count(int):
+    pass
+
+
+class Ratio(float):
+    pass
+
+
+LEAVES = [
+    0, -1, 2**63, -(2**70), True, False, None, "", "é\x00", 0.0, -0.0, 1e-4, -1e-4,
+    math.nextafter(1e-4, 0), 9.99e-5, 5e-324, sys.float_info.max, -sys.float_info.max,
+    math.inf, -math.inf, math.nan, 2.5, 1e22, Level.HIGH, Colour.RED, Name("n"), Count(3),
+    Ratio(0.5), b"b", (1, 2), {1, 2}, object(), uuid.UUID(int=7),
+    collections.OrderedDict(a=1), collections.UserList([1]),
+]
+"""Every kind of value the JSON serde tells apart before it lets orjson write a dict or a
+list: exact ints, strs, bools and None; floats on each side of 1e-4 and of the largest
+finite float; subclasses of int, str, float, dict and list; enums; types JSON cannot hold
+and types orjson writes where the stdlib refuses them (a UUID, an enum)."""
+LEAF_IDS = [f"{n}-{type(leaf).__name__}" for n, leaf in enumerate(LEAVES)]
+"""Test ids without reprs: an `object()`'s holds its address, which differs between
+pytest-xdist's workers, and they must collect the same tests."""
+
+
+@pytest.mark.parametrize("leaf", LEAVES, ids=LEAF_IDS)
+def test_json_serde_writes_each_kind_of_value_as_the_stdlib_does_at_each_level(
+        leaf: Any) -> None:
+    """The bytes the stdlib writes, or a `SerdeError` where it refuses the value, with
+    the value in a dict or list at each depth the serde checks and one past it."""
+    for document in ([leaf], {"k": leaf}, {"v": [leaf]}, [[{"x": leaf}]], [[[leaf]]],
+                     [[[[leaf]]]], {1: leaf}, {Name("k"): [leaf]}):
+        try:
+            expected: bytes | None = json.dumps(
+                document, separators=(",", ":"), ensure_ascii=False,
+                allow_nan=False).encode()
+        except (TypeError, ValueError):
+            expected = None
+        if expected is None:
+            with pytest.raises(SerdeError):
+                get_serde("json").to_bytes(document)
+        else:
+            assert get_serde("json").to_bytes(document) == expected, document
 
 
 @pytest.mark.parametrize("document", [{"s": "\ud800"}, ["\udfff"]])

@@ -12,7 +12,7 @@ many times between commits is encoded once.
 A layer above may keep its own latest writes in memory and register a flush
 (`before_drain`) that puts them when the store is drained or read by range.
 
-Commit interplay (DESIGN.md §6)::
+Commit interplay (DESIGN.md §6 "Commit protocol"; docs/stores.md#write-buffer-and-the-commit)::
 
     items = store.drain()          # flushes, then buffer → pending; reads see pending
     ... produce items as changelog records, write the checkpoint ...

@@ -23,17 +23,26 @@ fall in it after that, so each window's final result is emitted exactly once.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from heapq import heappush
+from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
-from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
-from framework.windows import accel
+from framework.api import (
+    ColumnarBatch,
+    Envelope,
+    KeyValueStore,
+    MessageCollector,
+    TaskContext,
+)
 from framework.windows.event_time import (
     EventTime,
     Timestamp,
     WindowTicks,
+    envelope_row,
     envelope_timestamp,
     open_window_store,
+    row_envelope,
 )
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, Session, WindowError, WindowKind
@@ -149,13 +158,6 @@ class Windows:
         self._open_layout(where)
         self._keyed.first_due = self.layout.first_close
         self._next_close = self._keyed.index.next()
-        self._step: Callable[[Envelope], Any] | None = None
-        """The C step of one record (`_accel.Stepper.step`), or None: Python only."""
-        stepper = self._native_stepper()
-        if stepper is not None:
-            self._step = stepper.step
-            if type(self).process is Windows.process:  # a subclass's `process` stays
-                self.__dict__["process"] = stepper  # the stepper, called from C
         if isinstance(context, WindowTicks):
             context.on_window(self._close_due)  # windows close on a tick too (idle partitions)
         register_windows(self.store, self)  # issue 49: readable by the query endpoint
@@ -172,102 +174,180 @@ class Windows:
 
     def process(self, envelope: Envelope, collector: MessageCollector) -> list[WindowResult]:
         """Fold one record in (or account for a watermark record); return, and send to
-        ``output`` if set, the windows it closed and — with ``emit="update"`` — changed.
-        (Where the C extension takes the aggregation, an `_accel.Stepper` doing this
-        stands in for this method on the instance.)"""
-        step = self._step
-        if step is not None:  # the common case in C
-            done = step(envelope)
-            if done is None:
-                return []
-            if done is True:
-                return self._close_due(collector)
-        return self._process_python(envelope, collector)
+        ``output`` if set, the windows it closed and — with ``emit="update"`` — changed."""
+        return self._fold(((envelope, envelope.ssp, envelope.offset, envelope.key,
+                            envelope.value, envelope.timestamp),), collector, None)
 
-    def _process_python(self, envelope: Envelope, collector: MessageCollector
-                        ) -> list[WindowResult]:
-        """`process` for a record the C step does not take (or without it)."""
-        value = envelope.value
+    def process_batch(self, envelopes: Iterable[Envelope], collector: MessageCollector
+                      ) -> list[WindowResult]:
+        """`process` of each record of ``envelopes`` in turn, in one call (from a task's
+        `StreamTask.process_batch`): the same results, sends and store, in the same order,
+        as that many `process` calls, without a call per record. A worker's batch
+        (`ColumnarBatch`) is read as columns, with no envelope per record, where the event
+        time is the record timestamp."""
+        if isinstance(envelopes, ColumnarBatch) and (
+                self.event_time.timestamp is envelope_timestamp):
+            ssp, offsets, keys, values, stamps = envelopes.columns()
+            return self._fold(zip(repeat(None), repeat(ssp), offsets, keys, values, stamps,
+                                  strict=False),  # the columns: of one length
+                              collector, envelopes)
+        listed = envelopes if type(envelopes) in (list, tuple) else list(envelopes)
+        return self._fold(zip(listed, *zip(*map(envelope_row, listed), strict=True), strict=True),
+                          collector, None)
+
+    def _fold(self, rows: Iterable[tuple[Any, ...]], collector: MessageCollector,
+              batch: ColumnarBatch | None) -> list[WindowResult]:
+        """`process_batch` of ``rows``: ``(envelope, ssp, offset, key, value, timestamp)``
+        per record (envelope None: read as columns from ``batch``, made when needed)."""
         event_time = self.event_time
-        if type(value) is dict and "watermark" in value:
-            event_time.observe(envelope)
-            return self._close_due(collector)
         timestamp = event_time.timestamp
-        ts = envelope.timestamp if timestamp is envelope_timestamp else timestamp(envelope)
-        if type(ts) is not int or ts < 0 or ts > MAX_TIME:
-            raise WindowError(
-                f"{envelope.ssp} offset {envelope.offset}: event time {ts!r} is not a number "
-                f"of milliseconds in [0, {MAX_TIME}]; fix the producer or the timestamp= "
-                f"function")
+        by_envelope = timestamp is envelope_timestamp  # else: by envelopes, never columns
+        grace, keyed, layout = self._grace, self._keyed, self.layout
+        fold, first_close, index = layout.fold, layout.first_close, keyed.index
+        dirty_add, emptied, updates = keyed.dirty.add, keyed.emptied, self.emit_updates
+        shape, gap, advance, width, start, add = _shape(layout)
+        due_at, buckets, times, granule = index.at, index.buckets, index.times, index.granule
+        max_time = MAX_TIME
+        results: list[WindowResult] = []
+        # What only this loop's own calls change, kept in locals between them: the time
+        # before which a record is late (the watermark - grace; -1 while there is no
+        # watermark: none is late), the next close, the states' cache (`KeyedStates.hot`)
+        # and the quiet time of the last record's partition.
         watermark = event_time.watermark
-        if watermark is not None and ts < watermark - self._grace:
-            self._on_late(envelope, ts, watermark, collector)
-            return self._close_due(collector)
-        key = envelope.key
-        text = "s" + key if type(key) is str else key_text(key)
-        # The record folded into its key's windows: the reducer (user code) runs before
-        # anything is written.
-        keyed = self._keyed
+        late_before = -1 if watermark is None else watermark - grace
+        next_close = self._next_close
         hot = keyed.hot
-        if hot is not None:
-            old = hot.get(text)
-            state, sooner = self.layout.fold(old, value, ts)
-            if state is old:
-                keyed.dirty.add(text)  # changed in place
-            elif old is not None or len(hot) < keyed.max_cached:  # `save`, inline: it has room
-                hot[text] = state
-                keyed.dirty.add(text)
-                if old is None:
-                    keyed.emptied.discard(text)
-            else:
-                keyed.save(text, state)
-        else:
-            state, sooner = self.layout.fold(keyed.load(text), value, ts)
-            keyed.save(text, state)
-        if sooner:
-            closes = self.layout.first_close(state, keyed.closed)
-            if sooner == LATER:
-                closes = keyed.index.move(text, closes)
-            else:
-                closes = keyed.index.note(text, closes)
-            if self._next_close is None or closes < self._next_close:
-                self._next_close = closes
-        ssp = envelope.ssp
-        quiet = event_time.quiet.get(ssp)
-        if quiet is None or ts > quiet:  # else `record` would change nothing
-            event_time.record(ssp, ts)
-        results = self._updates(text, state, ts, collector) if self.emit_updates else []
-        watermark, next_close = event_time.watermark, self._next_close
-        if watermark is None or next_close is None or watermark - self._grace < next_close:
-            return results  # nothing to close yet (the common case: keep it cheap)
-        return results + self._close_due(collector)
+        quiet_ssp: Any = None
+        quiet: int | None = None
+        offset = None
+        try:
+            for envelope, ssp, offset, key, value, ts in rows:
+                if type(value) is dict and "watermark" in value:
+                    event_time.observe(envelope or row_envelope(ssp, offset, key, value, ts))
+                    self._next_close = next_close
+                    results += self._close_due(collector)
+                    watermark = event_time.watermark
+                    late_before = -1 if watermark is None else watermark - grace
+                    next_close = self._next_close
+                    hot, quiet_ssp = keyed.hot, None
+                    continue
+                if not by_envelope:
+                    ts = timestamp(envelope)
+                if type(ts) is not int or ts < 0 or ts > max_time:
+                    raise WindowError(
+                        f"{ssp} offset {offset}: event time {ts!r} is not "
+                        f"a number of milliseconds in [0, {MAX_TIME}]; fix the producer or the "
+                        f"timestamp= function")
+                if ts < late_before:
+                    self._next_close = next_close
+                    self._on_late(envelope or row_envelope(ssp, offset, key, value, ts), ts,
+                                  late_before + grace, collector)
+                    results += self._close_due(collector)
+                    next_close = self._next_close
+                    hot = keyed.hot
+                    continue
+                text = "s" + key if type(key) is str else key_text(key)
+                # The record folded into its key's windows: the reducer (user code) runs
+                # before anything is written.
+                if hot is not None:
+                    old = hot.get(text)
+                    # The layouts' common cases in place, inline (the same steps as their
+                    # `fold`, which takes every other case).
+                    if not old or not shape:
+                        state, sooner = fold(old, value, ts)
+                    elif shape == _SESSIONS:
+                        n = len(old)
+                        first, last = old[n - 3], old[n - 2]
+                        if ts > last + gap:  # a new session after the newest
+                            old += (ts, ts, start(value))
+                            state, sooner = old, False
+                        elif ts >= first - gap and (n == 3 or ts > old[n - 5] + gap):
+                            old[n - 1] = add(old[n - 1], value)  # into the newest one
+                            state, sooner = old, False
+                            if ts < first:
+                                old[n - 3] = ts
+                            elif ts > last:
+                                old[n - 2] = ts
+                                if n == 3:
+                                    sooner = LATER
+                        else:
+                            state, sooner = fold(old, value, ts)
+                    else:  # panes or columns: into the newest pane, or a new one after it
+                        pane = ts - ts % advance
+                        i = len(old) - width
+                        newest = old[i]
+                        if newest == pane:
+                            if shape == _PANES:
+                                old[i + 1] = add(old[i + 1], value)
+                            else:
+                                add(old, i, value)
+                            state, sooner = old, False
+                        elif newest < pane:
+                            if shape == _PANES:
+                                old += (pane, start(value))
+                            else:
+                                old += (pane, *start(value))
+                            state, sooner = old, False
+                        else:
+                            state, sooner = fold(old, value, ts)
+                    if state is old:
+                        dirty_add(text)  # changed in place
+                    elif old is not None or len(hot) < keyed.max_cached:  # `save`, inline
+                        hot[text] = state
+                        dirty_add(text)
+                        if old is None:
+                            emptied.discard(text)
+                    else:
+                        keyed.save(text, state)
+                        hot = keyed.hot
+                else:
+                    state, sooner = fold(keyed.load(text), value, ts)
+                    keyed.save(text, state)
+                    hot = keyed.hot
+                if sooner:  # `DueIndex.note` (`move` for LATER), inline
+                    closes = first_close(state, keyed.closed)
+                    if granule > 1:
+                        closes += -closes % granule
+                    was = due_at.get(text)
+                    if was != closes and (sooner == LATER or was is None or was > closes):
+                        due_at[text] = closes
+                        bucket = buckets.get(closes)
+                        if bucket is None:
+                            buckets[closes] = [text]
+                            heappush(times, closes)
+                        else:
+                            bucket.append(text)
+                    elif sooner != LATER:
+                        closes = was
+                    if next_close is None or closes < next_close:
+                        next_close = closes
+                if ssp is not quiet_ssp:
+                    quiet_ssp, quiet = ssp, event_time.quiet.get(ssp)
+                if quiet is None or ts > quiet:  # else `record` would change nothing
+                    event_time.record(ssp, ts)
+                    watermark, quiet = event_time.watermark, event_time.quiet.get(ssp)
+                    late_before = -1 if watermark is None else watermark - grace
+                if updates:
+                    results += self._updates(text, state, ts, collector)
+                if next_close is None or late_before < next_close:
+                    continue  # nothing to close yet (the common case: keep it cheap)
+                self._next_close = next_close
+                results += self._close_due(collector)
+                next_close = self._next_close
+                hot, quiet_ssp = keyed.hot, None
+        except BaseException:
+            if batch is not None and offset is not None:
+                batch.failed_at(offset)
+            raise
+        finally:
+            self._next_close = next_close
+        return results
 
     def close_due(self, collector: MessageCollector) -> list[WindowResult]:
         """Close every window the watermark has passed (`process` does this as the
         watermark moves, and the worker's window tick when it moves without records —
         e.g. past an idle partition)."""
         return self._close_due(collector)
-
-    def _native_stepper(self) -> Any:
-        """`_accel.Stepper` of this aggregation (its `process` in C), or None: its
-        layout, reducer, event time or emission need the Python path for every record.
-        It holds the keyed states' and due index's containers, which are never rebound."""
-        native, layout, event_time = accel.native(), self.layout, self.event_time
-        if (native is None or not isinstance(layout, Panes | Columns | Sessions)
-                or layout.native_spec is None or self.emit_updates
-                or event_time.timestamp is not envelope_timestamp):
-            return None
-        spec = layout.native_spec
-        general: Any = None
-        if isinstance(layout, Panes):
-            kind, param, size = 0, layout.advance, layout.size
-        elif isinstance(layout, Columns):
-            kind, param, size = 2, layout.advance, layout.size
-        else:
-            kind, param, size, general = 1, layout.gap, 0, layout.fold_python
-        return native.stepper(self, event_time, self._keyed, self._grace, kind, param, size,
-                              spec, general, self._close_due, self._process_python,
-                              Windows.process)
 
     # -- state ----------------------------------------------------------------------------
 
@@ -366,3 +446,19 @@ def _same(aggregate: Any) -> Any:
 
 
 _second, _end = operator.itemgetter(1), operator.itemgetter(2)
+_PANES, _COLUMNS, _SESSIONS = 1, 2, 3
+
+
+def _shape(layout: Layout) -> tuple[int, int, int, int, Any, Any]:
+    """(shape, gap, advance, width, start, add) of ``layout`` for `Windows._fold`'s inline
+    folds: `_PANES` (its reducer's start and add), `_COLUMNS` (its column functions),
+    `_SESSIONS` (its reducer's), or 0: `fold` takes every record."""
+    if isinstance(layout, Sessions):
+        return _SESSIONS, layout.gap, 0, 3, layout.start, layout.add
+    if isinstance(layout, Panes):
+        return _PANES, 0, layout.advance, 2, layout.start, layout.add
+    if isinstance(layout, Columns):
+        return _COLUMNS, 0, layout.advance, layout.width, layout.start_columns, \
+            layout.add_columns
+    return 0, 0, 0, 0, None, None
+

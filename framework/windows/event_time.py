@@ -35,6 +35,7 @@ restarts, restores and moves resume from the last commit.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -93,6 +94,17 @@ def open_window_store(context: TaskContext, name: str) -> KeyValueStore:
 
 def envelope_timestamp(envelope: Envelope) -> int:
     return envelope.timestamp
+
+
+envelope_row = operator.attrgetter("ssp", "offset", "key", "value", "timestamp")
+"""An envelope's fields as the windows' batch loops read them (a row per record)."""
+
+
+def row_envelope(ssp: SystemStreamPartition, offset: int, key: Any, value: Any,
+                 timestamp: int) -> Envelope:
+    """The envelope of a record the windows read as columns, where one is needed (a
+    watermark record, a late one): headers are not among the columns, nor read there."""
+    return Envelope(ssp, offset, key, value, timestamp)
 
 
 def _ssp_text(ssp: SystemStreamPartition) -> str:
@@ -195,11 +207,23 @@ class EventTime:
         the hot path of `framework.windows.Windows`."""
         if self._by_markers:
             return
-        old = self._times.get(ssp, _UNTRACKED)
-        if old is _UNTRACKED or (old is not None and timestamp <= old  # type: ignore[operator]
-                                 and not self._idle):
+        times = self._times
+        old = times.get(ssp, _UNTRACKED)
+        if old is _UNTRACKED or old is None or self._idle:
+            if old is not _UNTRACKED:
+                self._advance(ssp, timestamp)
+            return
+        if timestamp <= old:  # type: ignore[operator]
             return  # the common case: not a partition's newest time
-        self._advance(ssp, timestamp)
+        # `_advance` of a partition time that moves on while none is idle, inline
+        times[ssp] = timestamp
+        self.quiet[ssp] = timestamp
+        self._dirty.add(ssp)
+        if old == self._low and not self._unseen:
+            low = self._low = min(times.values())  # type: ignore[type-var]
+            if self.watermark is None or low > self.watermark:  # type: ignore[operator]
+                self.watermark = low
+                self._mark_dirty = True
 
     def _advance(self, ssp: SystemStreamPartition, time: int) -> int | None:
         times = self._times

@@ -27,16 +27,27 @@ Store layout (string keys):
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
+from heapq import heappush
+from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
-from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext
+from framework.api import (
+    ColumnarBatch,
+    Envelope,
+    KeyValueStore,
+    MessageCollector,
+    TaskContext,
+)
 from framework.windows.aggregation import LatePolicy
 from framework.windows.event_time import (
     EventTime,
     Timestamp,
     WindowTicks,
+    envelope_row,
     envelope_timestamp,
     open_window_store,
+    row_envelope,
 )
 from framework.windows.keyed import KeyedStates
 from framework.windows.kinds import MAX_TIME, WindowError
@@ -146,89 +157,153 @@ class IntervalJoin:
         """Join one record of ``left`` or ``right`` (or account for a watermark record);
         return, and send to ``output`` if set, the pairs it made and the left records the
         watermark left unjoined (``how="left"``)."""
-        value = envelope.value
+        return self._join(((envelope, envelope.ssp, envelope.offset, envelope.key,
+                            envelope.value, envelope.timestamp),), collector, None)
+
+    def process_batch(self, envelopes: Iterable[Envelope], collector: MessageCollector
+                      ) -> list[JoinResult]:
+        """`process` of each record of ``envelopes`` in turn, in one call (from a task's
+        `StreamTask.process_batch`): the same results, sends and store, in the same order,
+        as that many `process` calls, without a call per record (a worker's batch read as
+        columns where the event time is the record timestamp, as `Windows.process_batch`
+        reads it)."""
+        if isinstance(envelopes, ColumnarBatch) and (
+                self.event_time.timestamp is envelope_timestamp):
+            ssp, offsets, keys, values, stamps = envelopes.columns()
+            return self._join(zip(repeat(None), repeat(ssp), offsets, keys, values, stamps,
+                                  strict=False),  # the columns: of one length
+                              collector, envelopes)
+        listed = envelopes if type(envelopes) in (list, tuple) else list(envelopes)
+        return self._join(zip(listed, *zip(*map(envelope_row, listed), strict=True), strict=True),
+                          collector, None)
+
+    def _join(self, rows: Iterable[tuple[Any, ...]], collector: MessageCollector,
+              batch: ColumnarBatch | None) -> list[JoinResult]:
+        """`process_batch` of ``rows``: ``(envelope, ssp, offset, key, value, timestamp)``
+        per record (envelope None: read as columns from ``batch``, made when needed)."""
         event_time = self.event_time
-        if type(value) is dict and "watermark" in value:
-            event_time.observe(envelope)
-            return self._expire_due(collector)
-        ssp = envelope.ssp
-        is_left = self._sides.get(ssp)
-        if is_left is None:
-            is_left = self._side(envelope)
         timestamp = event_time.timestamp
-        ts = envelope.timestamp if timestamp is envelope_timestamp else timestamp(envelope)
-        if type(ts) is not int or ts < 0 or ts > MAX_TIME:
-            raise WindowError(
-                f"{envelope.ssp} offset {envelope.offset}: event time {ts!r} is not a number "
-                f"of milliseconds in [0, {MAX_TIME}]; fix the producer or the timestamp= "
-                f"function")
-        watermark = event_time.watermark
-        if watermark is not None and ts < watermark - self.grace_ms:
-            self._on_late(envelope, ts, watermark, collector)
-            return self._expire_due(collector)
-        key = envelope.key
-        text = "s" + key if type(key) is str else key_text(key)
-        keyed = self._keyed
-        hot = keyed.hot
-        state = hot.get(text) if hot is not None else keyed.load(text)
-        results: list[JoinResult] = []
-        if not state:  # the common case here: nothing kept for the key
-            if is_left:
-                state = [[ts, 0, value], []]
-                due = ts + self.after_ms + 1
-            else:
-                state = [[], [ts, value]]
-                due = ts + self.before_ms + 1
-            if hot is not None and len(hot) < keyed.max_cached:  # `save`, inline: it has room
-                hot[text] = state
-                keyed.dirty.add(text)
-                keyed.emptied.discard(text)
-            else:
-                keyed.save(text, state)
-        else:
-            lefts, rights = state
-            new = tuple.__new__  # a NamedTuple without its Python __new__
-            if is_left:
-                low, high = ts - self.before_ms, ts + self.after_ms
-                for i in range(0, len(rights), 2):
-                    if low <= rights[i] <= high:
-                        results.append(new(JoinResult,
-                                           (key, value, rights[i + 1], ts, rights[i])))
-                if not lefts or lefts[-3] <= ts:
-                    lefts += (ts, 1 if results else 0, value)
-                else:
-                    _insert(lefts, 3, ts, (ts, 1 if results else 0, value))
-                due = ts + self.after_ms + 1
-            else:
-                low, high = ts - self.after_ms, ts + self.before_ms
-                for i in range(0, len(lefts), 3):
-                    if low <= lefts[i] <= high:
-                        lefts[i + 1] = 1
-                        results.append(new(JoinResult, (key, lefts[i + 2], value, lefts[i], ts)))
-                if not rights or rights[-2] <= ts:
-                    rights += (ts, value)
-                else:
-                    _insert(rights, 2, ts, (ts, value))
-                due = ts + self.before_ms + 1
-            if hot is not None:
-                keyed.dirty.add(text)  # changed in place
-            else:
-                keyed.save(text, state)
+        by_envelope = timestamp is envelope_timestamp  # else: by envelopes, never columns
+        sides, grace, keyed = self._sides, self.grace_ms, self._keyed
+        before, after, output = self.before_ms, self.after_ms, self.output
         index = keyed.index
-        was = index.at.get(text)
-        if was is None or was > due:  # else `note` would change nothing (was >= _next)
-            due = index.note(text, due)
-            if self._next is None or due < self._next:
-                self._next = due
-        quiet = event_time.quiet.get(ssp)
-        if quiet is None or ts > quiet:  # else `record` would change nothing
-            event_time.record(ssp, ts)
-        if results and self.output is not None:
-            self._send(collector, results)
-        watermark = event_time.watermark
-        if watermark is None or self._next is None or watermark - self.grace_ms < self._next:
-            return results
-        return results + self._expire_due(collector)
+        at, buckets, times, granule = index.at, index.buckets, index.times, index.granule
+        dirty, emptied = keyed.dirty, keyed.emptied
+        new = tuple.__new__  # a NamedTuple without its Python __new__
+        results: list[JoinResult] = []
+        # As in `Windows.process_batch`: what only this loop's calls change, in locals.
+        watermark, next_due = event_time.watermark, self._next
+        quiet_ssp: Any = None
+        quiet: int | None = None
+        offset = None
+        try:
+            for envelope, ssp, offset, key, value, ts in rows:
+                if type(value) is dict and "watermark" in value:
+                    event_time.observe(envelope or row_envelope(ssp, offset, key, value, ts))
+                    self._next = next_due
+                    results += self._expire_due(collector)
+                    watermark, next_due, quiet_ssp = event_time.watermark, self._next, None
+                    continue
+                is_left = sides.get(ssp)
+                if is_left is None:
+                    is_left = self._side(ssp, offset)
+                if not by_envelope:
+                    ts = timestamp(envelope)
+                if type(ts) is not int or ts < 0 or ts > MAX_TIME:
+                    raise WindowError(
+                        f"{ssp} offset {offset}: event time {ts!r} is not "
+                        f"a number of milliseconds in [0, {MAX_TIME}]; fix the producer or "
+                        f"the timestamp= function")
+                if watermark is not None and ts < watermark - grace:
+                    self._next = next_due
+                    self._on_late(envelope or row_envelope(ssp, offset, key, value, ts), ts,
+                                  watermark, collector)
+                    results += self._expire_due(collector)
+                    next_due = self._next
+                    continue
+                text = "s" + key if type(key) is str else key_text(key)
+                hot = keyed.hot
+                state = hot.get(text) if hot is not None else keyed.load(text)
+                joined: list[JoinResult] = []
+                if not state:  # the common case here: nothing kept for the key
+                    if is_left:
+                        state = [[ts, 0, value], []]
+                        due = ts + after + 1
+                    else:
+                        state = [[], [ts, value]]
+                        due = ts + before + 1
+                    if hot is not None and len(hot) < keyed.max_cached:  # `save`, inline
+                        hot[text] = state
+                        dirty.add(text)
+                        emptied.discard(text)
+                    else:
+                        keyed.save(text, state)
+                else:
+                    lefts, rights = state
+                    if is_left:
+                        low, high = ts - before, ts + after
+                        for i in range(0, len(rights), 2):
+                            if low <= rights[i] <= high:
+                                joined.append(new(JoinResult,
+                                                  (key, value, rights[i + 1], ts, rights[i])))
+                        if not lefts or lefts[-3] <= ts:
+                            lefts += (ts, 1 if joined else 0, value)
+                        else:
+                            _insert(lefts, 3, ts, (ts, 1 if joined else 0, value))
+                        due = ts + after + 1
+                    else:
+                        low, high = ts - after, ts + before
+                        for i in range(0, len(lefts), 3):
+                            if low <= lefts[i] <= high:
+                                lefts[i + 1] = 1
+                                joined.append(new(JoinResult,
+                                                  (key, lefts[i + 2], value, lefts[i], ts)))
+                        if not rights or rights[-2] <= ts:
+                            rights += (ts, value)
+                        else:
+                            _insert(rights, 2, ts, (ts, value))
+                        due = ts + before + 1
+                    if hot is not None:
+                        dirty.add(text)  # changed in place
+                    else:
+                        keyed.save(text, state)
+                was = at.get(text)
+                if was is None or was > due:  # `DueIndex.note`, inline
+                    if granule > 1:
+                        due += -due % granule
+                    if was is None or was > due:
+                        at[text] = due
+                        bucket = buckets.get(due)
+                        if bucket is None:
+                            buckets[due] = [text]
+                            heappush(times, due)
+                        else:
+                            bucket.append(text)
+                    else:
+                        due = was
+                    if next_due is None or due < next_due:
+                        next_due = due
+                if ssp is not quiet_ssp:
+                    quiet_ssp, quiet = ssp, event_time.quiet.get(ssp)
+                if quiet is None or ts > quiet:  # else `record` would change nothing
+                    event_time.record(ssp, ts)
+                    watermark, quiet = event_time.watermark, event_time.quiet.get(ssp)
+                if joined:
+                    if output is not None:
+                        self._send(collector, joined)
+                    results += joined
+                if watermark is None or next_due is None or watermark - grace < next_due:
+                    continue
+                self._next = next_due
+                results += self._expire_due(collector)
+                next_due, quiet_ssp = self._next, None
+        except BaseException:
+            if batch is not None and offset is not None:
+                batch.failed_at(offset)
+            raise
+        finally:
+            self._next = next_due
+        return results
 
     def expire_due(self, collector: MessageCollector) -> list[JoinResult]:
         """Drop the records the watermark made useless, emitting unjoined left ones
@@ -237,12 +312,12 @@ class IntervalJoin:
 
     # -- state ----------------------------------------------------------------------------
 
-    def _side(self, envelope: Envelope) -> bool:
-        """Whether ``envelope`` is of the left input (remembered per partition)."""
-        ssp = envelope.ssp
+    def _side(self, ssp: SystemStreamPartition, offset: int) -> bool:
+        """Whether the record at ``offset`` of ``ssp`` is of the left input (remembered
+        per partition)."""
         name = f"{ssp.system}.{ssp.stream}"
         if name not in (self.left, self.right):
-            raise WindowError(f"{ssp} offset {envelope.offset}: the join reads "
+            raise WindowError(f"{ssp} offset {offset}: the join reads "
                               f"{self.left} and {self.right}, not {name}; pass only "
                               f"their records (and watermark records) to it")
         side = self._sides[ssp] = name == self.left

@@ -112,7 +112,8 @@ class KeyedStates:
                 self.index.note(text, self.first_due(open_part, self.closed))
                 if self.complete:
                     self.cache[text] = open_part
-                    self.in_store.add(text)  # type: ignore[union-attr]
+                    if self.in_store is not None:  # None under a journal: not known
+                        self.in_store.add(text)
             else:
                 gone.append(self.prefix + text)
         for prefix in self._legacy:

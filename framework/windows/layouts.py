@@ -35,7 +35,6 @@ from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
-from framework.windows import accel
 from framework.windows.kinds import Hopping, Session, WindowKind
 from framework.windows.reducers import PURE_MERGES, Reducer
 from framework.windows.state import key_from_text
@@ -74,15 +73,8 @@ class Panes:
         self.merge_all = reducer.merge_all if self.pure else None
         self.finish = reducer.result
         self.merge_result = reducer.merge_result if self.pure else None
-        self.native_spec, fold, self._close_native = accel.layout_calls(
-            reducer, 0, self.advance, self.size, None, None)
-        """The reducer as the C extension runs it (None: this layout runs in Python)."""
-        self.fold: Callable[[list[Any] | None, Any, int], tuple[list[Any], bool]] = \
-            fold or self.fold_python
-        """`fold_python`, or the same in C (`framework.windows.accel`)."""
 
-    def fold_python(self, state: list[Any] | None, value: Any, ts: int
-                    ) -> tuple[list[Any], bool]:
+    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
         """``state`` (changed in place) with the record at ``ts`` folded in, and whether
         it gained an older pane than it had (its first window may close sooner)."""
         pane = ts - ts % self.advance
@@ -193,21 +185,18 @@ class Panes:
                   result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
         """`close` of every key ``taken``, in one call: the results — ``result((key,
         start, end, finish(aggregate), True))`` per window emitted, key by key in the
-        order of ``taken`` —, what the keys keep (`Kept`) and the keys that keep
-        nothing. In C for the built-in reducers (`framework.windows.accel`), which trims
-        each kept state in place (the same list comes back in `Kept`) once every key has
-        closed; here a kept state is a new list."""
-        if self._close_native is not None and finish is self.finish:
-            return self._close_native(taken, load, closed, bound, result)
+        order of ``taken`` —, what the keys keep (`Kept`: a kept state is a new list)
+        and the keys that keep nothing."""
         size, advance, windows = self.size, self.advance, self.windows
+        if self.merge_result is not None and finish is self.finish:
+            return _close_grid(taken, load, closed, bound, result, size, advance, 2,
+                               self._value)
         new = tuple.__new__  # a NamedTuple without its Python __new__
         results: list[Any] = []
         kept: Kept = []
         gone: list[str] = []
         emit, leave = results.append, gone.append
         tumbling = size == advance
-        fused = self._results if self.merge_result is not None and finish is self.finish \
-            else None
         for _, text in taken:
             state = load(text)
             if not state:
@@ -234,14 +223,6 @@ class Panes:
                         emit(new(result, (key[0], start, start + size, aggregate
                                           if finish is None else finish(aggregate), True)))
                     i += 2
-            elif fused is not None:
-                emitted = fused(state, closed, bound)
-                if emitted:
-                    name = text[1:] if text[0] == "s" else key_from_text(text)
-                    for start, end, value in emitted:
-                        emit(new(result, (name, start, end, value, True)))
-                while i < n and state[i] + size <= bound:
-                    i += 2
             else:
                 emitted = windows(state, closed, bound)
                 if emitted:
@@ -261,37 +242,14 @@ class Panes:
                 kept.append((text, state[i:] if i else state, end))
         return results, kept, gone
 
-    def _results(self, state: list[Any], after: int, until: int) -> Closed:
-        """`windows`, each with its result (`Reducer.merge_result`; a window of one pane
-        needs no copy: built-in aggregates are never changed in place)."""
-        size, advance, merge_result, finish = (self.size, self.advance, self.merge_result,
-                                               self.finish)
-        assert merge_result is not None
-        found: Closed = []
-        n = len(state)
-        if not n:
-            return found
-        end = max(state[0] + advance, size, after - after % advance + advance)
-        low = 0  # the first pane the window ending at ``end`` can hold
-        while end <= until:
-            start = end - size
-            while low < n and state[low] < start:
-                low += 2
-            if low == n:
-                break
-            if state[low] >= end:  # no pane in this window: on to the next pane's first
-                end = state[low] + advance
-                continue
-            j = low + 2
-            while j < n and state[j] < end:
-                j += 2
-            if j == low + 2:
-                aggregate = state[low + 1]
-                found.append((start, end, aggregate if finish is None else finish(aggregate)))
-            else:
-                found.append((start, end, merge_result(state[low + 1:j:2])))
-            end += advance
-        return found
+    def _value(self, state: list[Any], low: int, high: int) -> Any:
+        """The result of the window over the panes ``state[low:high]`` (a built-in
+        reducer's: `Reducer.merge_result`; one pane's needs no copy, built-in aggregates
+        are never changed in place)."""
+        if high - low == 2:
+            finish = self.finish
+            return state[low + 1] if finish is None else finish(state[low + 1])
+        return self.merge_result(state[low + 1:high:2])  # type: ignore[misc]
 
 
 class PerWindow:
@@ -373,14 +331,8 @@ class Sessions:
         self.gap = self.lag = kind.gap_ms
         self.start, self.add, self.merge = reducer.start, reducer.add, reducer.merge
         self.finish = reducer.result
-        self.native_spec, fold, self._close_native = accel.layout_calls(
-            reducer, 1, self.gap, 0, self.fold_python, self.close)
-        """The reducer as the C extension runs it (None: this layout runs in Python)."""
-        self.fold: Callable[[list[Any] | None, Any, int], tuple[list[Any], int]] = \
-            fold or self.fold_python
-        """`fold_python`, or its in-place cases in C (`framework.windows.accel`)."""
 
-    def fold_python(self, state: list[Any] | None, value: Any, ts: int
+    def fold(self, state: list[Any] | None, value: Any, ts: int
                     ) -> tuple[list[Any], int]:
         """The state with the record's session (merging every session within ``gap`` of
         it), and whether its first session may now close sooner (`LATER`: it closes
@@ -460,9 +412,7 @@ class Sessions:
     def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
                   result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
         """`Panes.close_all` for sessions: a key's one session closing inline, `close`
-        for the others. In C for the built-in reducers (`framework.windows.accel`)."""
-        if self._close_native is not None and finish is self.finish:
-            return self._close_native(taken, load, closed, bound, result)
+        for the others."""
         gap = self.gap
         last = bound - gap - 1
         close = self.close
@@ -503,8 +453,7 @@ class Columns:
     count). A pane is numbers in the key's one list, not a list of its own (and a mean's
     pair in it): a close reads one list per key, a new pane makes no list, and the
     collector has nothing more to walk. Its windows and results are `Panes`' for the same
-    records; where this runs in Python (no C extension), a close rebuilds the panes'
-    aggregates and lets `Panes` close them."""
+    records."""
 
     name = "columns"
     lag = 0
@@ -514,31 +463,28 @@ class Columns:
         """The same windows over aggregates as `Panes` keeps them: the Python close."""
         self.size, self.advance = kind.size_ms, kind.advance_ms
         self.finish = reducer.result
-        self.width, self._start, self._add, self._nest = _column_functions(reducer)
-        self.native_spec, fold, self._close_native = accel.layout_calls(
-            reducer, 2, self.advance, self.size, None, None)
-        """The reducer as the C extension runs it (None: this layout runs in Python)."""
-        self.fold: Callable[[list[Any] | None, Any, int], tuple[list[Any], bool]] = \
-            fold or self.fold_python
-        """`fold_python`, or the same in C (`framework.windows.accel`)."""
+        self.width, self.start_columns, self.add_columns, self._nest = \
+            _column_functions(reducer)
+        """``start_columns(value)``: a new pane's columns; ``add_columns(state, i, value)``
+        folds a record into the pane at ``state[i]`` (`_column_functions`)."""
+        self._merge = _column_merge(reducer, self.width)
 
-    def fold_python(self, state: list[Any] | None, value: Any, ts: int
-                    ) -> tuple[list[Any], bool]:
-        """`Panes.fold_python` on columns: the pane's columns changed in place (every new
+    def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
+        """`Panes.fold` on columns: the pane's columns changed in place (every new
         value computed before any is written), or a new pane's inserted."""
         pane, width = ts - ts % self.advance, self.width
         if state is None:
-            return [pane, *self._start(value)], True
+            return [pane, *self.start_columns(value)], True
         i = len(state) - width
         if state[i] == pane:  # the common case: the newest pane
-            self._add(state, i, value)
+            self.add_columns(state, i, value)
             return state, False
         while i >= 0 and state[i] > pane:
             i -= width
         if i >= 0 and state[i] == pane:
-            self._add(state, i, value)
+            self.add_columns(state, i, value)
             return state, False
-        state[i + width:i + width] = (pane, *self._start(value))
+        state[i + width:i + width] = (pane, *self.start_columns(value))
         return state, i < 0
 
     def first_close(self, state: list[Any], closed: int) -> int:
@@ -588,10 +534,12 @@ class Columns:
 
     def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
                   result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
-        """`Panes.close_all` on columns: in C for its reducers (kept states trimmed in
-        place, as there), else `Panes`' close of the rebuilt aggregates."""
-        if self._close_native is not None and finish is self.finish:
-            return self._close_native(taken, load, closed, bound, result)
+        """`Panes.close_all` on columns: each window's result merged from the columns
+        (`_column_merge`), or, for a ``finish`` of the caller's own, `Panes`' close of
+        the rebuilt aggregates."""
+        if finish is self.finish:
+            return _close_grid(taken, load, closed, bound, result, self.size, self.advance,
+                               self.width, self._merge)
         states: dict[str, list[Any] | None] = {}
 
         def nested(text: str) -> list[Any] | None:
@@ -610,7 +558,8 @@ class Columns:
 
 
 COLUMN_PARTS = 32
-"""The most reducers an `aggregate` kept in columns may have (the C close's bound)."""
+"""The most reducers an `aggregate` kept in columns may have (stores name their layout,
+so this bound stays as it was when columns came)."""
 
 
 def columns_fit(reducer: Reducer) -> bool:
@@ -621,7 +570,14 @@ def columns_fit(reducer: Reducer) -> bool:
         shaped = len(reducer.parts) <= COLUMN_PARTS
     else:
         shaped = reducer.inline is not None and reducer.inline.kind == "mean"
-    return shaped and accel.spec(reducer) is not None  # what the C code can run
+    parts = [part for _, part in reducer.parts] if reducer.parts else [reducer]
+    return shaped and all(
+        part.inline is not None and part.inline.kind in BUILT_IN
+        and (part.inline.of is None or isinstance(part.inline.of, str)) for part in parts)
+
+
+BUILT_IN = frozenset({"count", "sum", "min", "max", "mean"})
+"""The `Inline.kind` of the reducers `Columns` keeps."""
 
 
 def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
@@ -661,6 +617,112 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
     scope: dict[str, Any] = {"min": min, "max": max}
     exec(compile(source, "<columns>", "exec"), scope)
     return column, scope["start"], scope["add"], scope["nest"]
+
+
+def _column_merge(reducer: Reducer, width: int) -> Callable[[list[Any], int, int], Any]:
+    """``merge(state, low, high)``: the result of the window over the panes of width
+    ``width`` at ``state[low:high]`` of `Columns` for ``reducer``, merged column by column
+    from the left (one accumulator per column) with the reducers' inline merges, then
+    their inline results: what `Reducer.merge_result` gives for those panes' aggregates
+    (``result`` of the one aggregate, for one pane), the same operations in the same
+    order.
+
+    >>> from framework.windows.reducers import aggregate, count, mean_of
+    >>> merge = _column_merge(aggregate(n=count(), avg=mean_of()), 4)
+    >>> merge([0, 1, 4, 1, 10, 2, 8, 2], 0, 8), merge([0, 1, 4, 1, 10, 2, 8, 2], 4, 8)
+    ({'n': 3, 'avg': 4.0}, {'n': 2, 'avg': 4.0})
+    """
+    single = not reducer.parts
+    parts = [reducer] if single else [part for _, part in reducer.parts]
+    first, merged, results = [], [], []
+    column = 1
+    for part in parts:
+        inline = part.inline
+        assert inline is not None
+        if inline.columns:  # a mean: its sum and count, each merged by adding
+            names = [f"a{column + c}" for c in range(inline.columns)]
+            first += [f"{name} = S[lo + {column + c}]" for c, name in enumerate(names)]
+            merged += [f"{name} = {name} + S[i + {column + c}]"
+                       for c, name in enumerate(names)]
+            result = inline.result.format(a="\0") if inline.result else \
+                f"[{', '.join(names)}]"
+            for c, name in enumerate(names):  # "{a}[0] / {a}[1]": the locals themselves
+                result = result.replace(f"\0[{c}]", name)
+            column += inline.columns
+        else:
+            name = f"a{column}"
+            first.append(f"{name} = S[lo + {column}]")
+            merged.append(f"{name} = {inline.merge.format(a=name, b=f'S[i + {column}]')}")
+            result = name if inline.result is None else inline.result.format(a=name)
+            column += 1
+        results.append(result)
+    assert column == width
+    value = results[0] if single else "{%s}" % ", ".join(  # noqa: UP031
+        f"{name!r}: {result}" for (name, _), result in zip(reducer.parts, results, strict=True))
+    source = "\n".join(["def merge(S, lo, hi):", *[f"    {line}" for line in first],
+                        f"    for i in range(lo + {width}, hi, {width}):",
+                        *[f"        {line}" for line in merged], f"    return {value}", ""])
+    scope: dict[str, Any] = {"min": min, "max": max}
+    exec(compile(source, "<column merge>", "exec"), scope)
+    return scope["merge"]  # type: ignore[no-any-return]
+
+
+def _close_grid(taken: Taken, load: Load, closed: int, bound: int,
+                result: type[tuple[Any, ...]], size: int, advance: int, width: int,
+                value: Callable[[list[Any], int, int], Any]) -> tuple[list[Any], Kept, list[str]]:
+    """`Panes.close_all` of panes ``width`` apart (`Panes`, `Columns`) whose windows'
+    results ``value(state, low, high)`` gives from the panes at ``state[low:high]``: per
+    key, the windows ending in ``(closed, bound]`` that hold a pane (as `Panes.windows`
+    finds them), then the panes still needed and when they are next due (as
+    `Panes.close`)."""
+    new = tuple.__new__  # a NamedTuple without its Python __new__
+    results: list[Any] = []
+    kept: Kept = []
+    gone: list[str] = []
+    emit, keep, leave = results.append, kept.append, gone.append
+    after = closed - closed % advance + advance  # the first window end not emitted yet
+    if after < size:
+        after = size
+    for _, text in taken:
+        state = load(text)
+        if not state:
+            leave(text)
+            continue
+        n = len(state)
+        end = state[0] + advance
+        if end < after:
+            end = after
+        low = 0  # the first pane the window ending at ``end`` can hold
+        named = False
+        while end <= bound:
+            start = end - size
+            while low < n and state[low] < start:
+                low += width
+            if low == n:
+                break
+            if state[low] >= end:  # no pane in this window: on to the next pane's first
+                end = state[low] + advance
+                continue
+            high = low + width
+            while high < n and state[high] < end:
+                high += width
+            if not named:
+                key = text[1:] if text[0] == "s" else key_from_text(text)
+                named = True
+            emit(new(result, (key, start, end, value(state, low, high), True)))
+            end += advance
+        i = 0
+        while i < n and state[i] + size <= bound:
+            i += width
+        if i == n:
+            leave(text)
+            continue
+        end = state[i] - size + advance
+        end = (end if end > 0 else 0) + size
+        if end <= bound:
+            end = bound - bound % advance + advance
+        keep((text, state[i:] if i else state, end))
+    return results, kept, gone
 
 
 Layout = Panes | PerWindow | Sessions | Columns

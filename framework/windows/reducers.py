@@ -77,7 +77,7 @@ class Inline:
     (``merge`` says the same): merged over many panes in that many locals."""
     kind: str = ""
     """Which built-in it is (``count``, ``sum``, ``min``, ``max``, ``mean``): what
-    `framework.windows.accel` runs in C."""
+    `framework.windows.layouts.Columns` keeps inline."""
 
 
 def _getter(of: Of) -> Callable[[Any], Any]:

@@ -25,7 +25,6 @@ from typing import Any
 
 import orjson
 
-from framework.windows.extension import native
 from framework.windows.kinds import WindowError
 
 __all__ = ["DueIndex", "dump_state", "key_from_text", "key_text", "load_state"]
@@ -102,9 +101,11 @@ class DueIndex:
         self.at: dict[str, int] = {}
         """Key → the time it is due (its bucket)."""
         self.granule = granule
-        self._buckets: dict[int, list[str]] = {}
-        self._times: list[int] = []  # a heap of the buckets' times
-        self._native = native()  # its loops in C, or None
+        self.buckets: dict[int, list[str]] = {}
+        """Time → the keys filed under it (a key moved later stays in its old bucket
+        too: `due` skips it there, as `at` tells)."""
+        self.times: list[int] = []
+        """A heap of the buckets' times."""
 
     def bound(self, bound: int) -> int:
         """The close bound to use for ``bound``: rounded down to the granule."""
@@ -120,10 +121,10 @@ class DueIndex:
         if was is not None and was <= at:
             return was
         due[text] = at  # filed under ``at`` (written out here: a join notes per record)
-        bucket = self._buckets.get(at)
+        bucket = self.buckets.get(at)
         if bucket is None:
-            self._buckets[at] = [text]
-            heapq.heappush(self._times, at)
+            self.buckets[at] = [text]
+            heapq.heappush(self.times, at)
         else:
             bucket.append(text)
         return at
@@ -136,7 +137,7 @@ class DueIndex:
         >>> index.note_all([("sa", 30), ("sb", 21), ("sc", 30)]); index.due(30)
         [(10, 'sa'), (30, 'sb'), (30, 'sc')]
         """
-        granule, at, buckets, times = self.granule, self.at, self._buckets, self._times
+        granule, at, buckets, times = self.granule, self.at, self.buckets, self.times
         for text, time in due:
             if granule > 1:
                 time += -time % granule
@@ -161,20 +162,29 @@ class DueIndex:
         >>> index.note_kept([("sa", [5, 1], 30), ("sb", [], 20)], cache), cache, index.at
         ([('sb', [], 20)], {'sa': [5, 1]}, {'sa': 30})
         """
-        native = self._native
-        if native is not None:  # the same, in C (`_accel.note_kept`)
-            return native.note_kept(  # type: ignore[no-any-return]
-                self.at, self._buckets, self._times, self.granule, kept, cache)
-        empty, due = [], []
+        granule, at, buckets, times = self.granule, self.at, self.buckets, self.times
+        empty = []
+        filed, bucket = None, None  # the last time filed under, and its bucket
         for row in kept:
-            text, remaining, at = row
-            if remaining:
-                if cache is not None:
-                    cache[text] = remaining
-                due.append((text, at))
-            else:
+            text, remaining, time = row
+            if not remaining:
                 empty.append(row)
-        self.note_all(due)
+                continue
+            if cache is not None:
+                cache[text] = remaining
+            if granule > 1:
+                time += -time % granule
+            was = at.get(text)
+            if was is not None and was <= time:
+                continue
+            at[text] = time
+            if time != filed:  # most kept keys of a close are due at one time
+                bucket = buckets.get(time)
+                if bucket is None:
+                    bucket = buckets[time] = []
+                    heapq.heappush(times, time)
+                filed = time
+            bucket.append(text)  # type: ignore[union-attr]
         return empty
 
     def move(self, text: str, at: int) -> int:
@@ -191,17 +201,17 @@ class DueIndex:
         due = self.at
         if at != due.get(text):
             due[text] = at  # filed under ``at``; the bucket it leaves skips it from now on
-            bucket = self._buckets.get(at)
+            bucket = self.buckets.get(at)
             if bucket is None:
-                self._buckets[at] = [text]
-                heapq.heappush(self._times, at)
+                self.buckets[at] = [text]
+                heapq.heappush(self.times, at)
             else:
                 bucket.append(text)
         return at
 
     def next(self) -> int | None:
         """The earliest time anything is due, or None."""
-        times, buckets, at = self._times, self._buckets, self.at
+        times, buckets, at = self.times, self.buckets, self.at
         while times:
             bucket = buckets[times[0]]
             if any(at.get(text) == times[0] for text in bucket):
@@ -212,9 +222,7 @@ class DueIndex:
     def due(self, bound: int) -> list[tuple[int, str]]:
         """Take out every key due at or before ``bound``: ``(time, key)`` in time order.
         The caller notes again what it keeps open (or `restore`s them on failure)."""
-        times, buckets, at = self._times, self._buckets, self.at
-        if self._native is not None:  # the same loop, in C (`_accel.due_take`)
-            return self._native.due_take(at, buckets, times, bound)  # type: ignore[no-any-return]
+        times, buckets, at = self.times, self.buckets, self.at
         taken = []
         while times and times[0] <= bound:
             time = heapq.heappop(times)
@@ -231,8 +239,8 @@ class DueIndex:
 
     def clear(self) -> None:
         self.at.clear()
-        self._buckets.clear()
-        self._times.clear()
+        self.buckets.clear()
+        self.times.clear()
 
     def __len__(self) -> int:
         return len(self.at)

@@ -1,4 +1,5 @@
-"""The commit protocol (DESIGN.md §6): outputs + changelog + checkpoints, then local state.
+"""The commit protocol: outputs + changelog + checkpoints, then local state (DESIGN.md §6
+"Commit protocol", and §12 "Exactly-once on Kafka"; docs/worker.md#the-commit-protocol).
 
 On a system with atomic commits (local) everything goes in one transaction and the
 checkpoint's changelog positions are the predicted ones (a task's changelog partition

@@ -45,6 +45,14 @@ def _wants_times(window: Any) -> bool:
                                      or positional[2].name == "times")
 
 
+def _batch_method(task: StreamTask) -> Callable[..., Awaitable[None] | None] | None:
+    """``task.process_batch`` if its class overrides it (the worker then hands it whole
+    batches), else None."""
+    if type(task).process_batch is StreamTask.process_batch:
+        return None
+    return task.process_batch
+
+
 class TaskInstance:
     """Runs one task and collects what it produced since the last commit.
 
@@ -84,6 +92,8 @@ class TaskInstance:
         """Commits made durable with this task's progress."""
         self._declared: set[str] = set()
         self._process = task.process
+        self.process_batch = _batch_method(task)
+        """The task's `StreamTask.process_batch` where it overrides it, else None."""
 
     # TaskContext -------------------------------------------------------------------------
     @property
@@ -182,6 +192,7 @@ class TaskInstance:
         await self.close()
         self.task = task
         self._process = task.process
+        self.process_batch = _batch_method(task)
         self.has_window = type(task).window is not StreamTask.window
         self._window_times = self.has_window and _wants_times(task.window)
         self._watermarks, self._ticks = [], []

@@ -43,7 +43,13 @@ from framework.wording import counted
 from framework.worker.codec import RecordCodec
 from framework.worker.collector import tuned_collector
 from framework.worker.commit import Committer, begin_commits
-from framework.worker.dispatch import Batch, dispatch_many, dispatch_one, fetcher
+from framework.worker.dispatch import (
+    Batch,
+    dispatch_batch,
+    dispatch_many,
+    dispatch_one,
+    fetcher,
+)
 from framework.worker.in_place import InPlaceChange, in_place_change
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import ErrorPolicies, UndecodableRecordError, describe
@@ -890,7 +896,8 @@ class Worker:
         started = time.perf_counter()
         try:
             if len(readers) == 1 and not self._journals:
-                await dispatch_one(readers[0], ssp, records, self._codec, self._policies)
+                dispatch = dispatch_one if readers[0].process_batch is None else dispatch_batch
+                await dispatch(readers[0], ssp, records, self._codec, self._policies)
             else:
                 await dispatch_many(readers, ssp, records, self._codec, self._policies,
                                     self._journals)

@@ -1,7 +1,7 @@
 """`Columns` (a mean's or an aggregate's panes with their numbers inline) emits what
-`Panes` emits for the same records, in C and in Python: every result, every kept pane
-(read back as `Panes` keeps it) and every gone key of every close; its states are one
-list per key, changed in place."""
+`Panes` emits for the same records: every result, every kept pane (read back as `Panes`
+keeps it) and every gone key of every close; its states are one list per key, changed in
+place by a record."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from framework.windows import (
     Hopping,
     Tumbling,
     WindowResult,
-    accel,
     count,
     fold,
     max_of,
@@ -50,18 +49,12 @@ def same(a: Any, b: Any) -> bool:
     return repr(a) == repr(b)
 
 
-def layouts(kind: WindowKind, reducer: Reducer, monkeypatch: pytest.MonkeyPatch
-            ) -> list[Any]:
-    """Columns in C, Columns in Python, and Panes in Python (as before columns)."""
-    native = layout_for(kind, reducer, None)
-    with monkeypatch.context() as patch:
-        patch.setenv(accel.ENV, "0")
-        python = layout_for(kind, reducer, None)
-        panes = layout_for(kind, reducer, "panes")
-    assert isinstance(native, Columns) and native.fold != native.fold_python
-    assert isinstance(python, Columns) and python.fold == python.fold_python
-    assert isinstance(panes, Panes) and panes.fold == panes.fold_python
-    return [native, python, panes]
+def layouts(kind: WindowKind, reducer: Reducer) -> list[Any]:
+    """Columns, and Panes (as before columns)."""
+    columns = layout_for(kind, reducer, None)
+    panes = layout_for(kind, reducer, "panes")
+    assert isinstance(columns, Columns) and isinstance(panes, Panes)
+    return [columns, panes]
 
 
 def as_panes(layout: Any, state: Any) -> Any:
@@ -76,30 +69,27 @@ def as_panes(layout: Any, state: Any) -> Any:
 def test_columns_emit_and_keep_what_panes_do(kind: str, reducer: str,
                                              stream: list[tuple[str, int, Any]], every: int,
                                              grace: int, step: int) -> None:
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        three = layouts(KINDS[kind], REDUCERS[reducer], monkeypatch)
-    states: list[dict[str, Any]] = [{}, {}, {}]
+    both = layouts(KINDS[kind], REDUCERS[reducer])
+    states: list[dict[str, Any]] = [{}, {}]
 
     def close(closed: int, bound: int) -> None:
-        seen = close_layouts(three, states, closed, bound, as_panes)
-        assert same(seen[0], seen[1]) and same(seen[1], seen[2]), (closed, bound)
+        seen = close_layouts(both, states, closed, bound, as_panes)
+        assert same(seen[0], seen[1]), (closed, bound)
 
     def fold(n: int) -> None:
         key, ts, amount = stream[n]
         text = "s" + key
         folded = [layout.fold(held.get(text), {"x": amount}, ts)
-                  for layout, held in zip(three, states, strict=True)]
-        assert same(folded[0], folded[1])
-        assert same(as_panes(three[0], folded[0][0]), folded[2][0])
-        assert folded[0][1] == folded[2][1]  # an older pane than it had: the same
+                  for layout, held in zip(both, states, strict=True)]
+        assert same(as_panes(both[0], folded[0][0]), folded[1][0])
+        assert folded[0][1] == folded[1][1]  # an older pane than it had: the same
         for held, (state, _) in zip(states, folded, strict=True):
             held[text] = state
-        for layout, held in zip(three, states, strict=True):  # emit="update"'s view
-            assert same(layout.touched(held[text], ts),
-                        three[2].touched(as_panes(layout, held[text]), ts))
+        assert same(both[0].touched(states[0][text], ts),  # emit="update"'s view
+                    both[1].touched(states[1][text], ts))
 
     replay([ts for _, ts, _ in stream], every, grace, step, fold, close)
-    assert states == [{}, {}, {}]
+    assert states == [{}, {}]
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -108,30 +98,28 @@ def test_columns_emit_and_keep_what_panes_do(kind: str, reducer: str,
        closed=st.integers(-1, 300), ahead=st.integers(0, 200))
 def test_a_columns_close_and_split_are_the_panes_close_and_split(
         kind: str, times: list[int], closed: int, ahead: int) -> None:
-    """`close` and `split` of one state (each pane's first ts its amount), in both."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        native, python, panes = layouts(KINDS[kind], REDUCERS["every built-in"], monkeypatch)
+    """`close` and `split` of one state (each pane's first ts its amount)."""
+    columns, panes = layouts(KINDS[kind], REDUCERS["every built-in"])
     state = None
     for ts in times:
-        state, _ = native.fold(state, {"x": ts}, ts)
+        state, _ = columns.fold(state, {"x": ts}, ts)
     assert state is not None
     bound = closed + ahead
-    emitted, remaining, due = panes.close(native.nested(state), closed, bound)
-    for layout in (native, python):
-        closed_here = layout.close(list(state), closed, bound)
-        assert same((closed_here[0], layout.nested(closed_here[1]), closed_here[2]),
-                    (emitted, remaining, due))
-        assert same(layout.split(list(state), closed, bound)[0], emitted)
-        assert layout.first_close(state, closed) == panes.first_close(
-            native.nested(state), closed)
+    emitted, remaining, due = panes.close(columns.nested(state), closed, bound)
+    closed_here = columns.close(list(state), closed, bound)
+    assert same((closed_here[0], columns.nested(closed_here[1]), closed_here[2]),
+                (emitted, remaining, due))
+    assert same(columns.split(list(state), closed, bound)[0], emitted)
+    assert columns.first_close(state, closed) == panes.first_close(columns.nested(state),
+                                                                   closed)
 
 
-def test_c_columns_change_one_list_in_place() -> None:
+def test_columns_change_one_list_in_place_and_results_do_not_change_after() -> None:
     """A record into an existing pane changes its numbers in the key's list, a new pane
-    goes into the same list (keys share the int of a pane's start), a close trims the
-    list it keeps in place, and the results it gave do not change with later records."""
+    goes into the same list, and the results a close gave do not change with later
+    records into the panes it kept."""
     layout = layout_for(KINDS["hopping"], REDUCERS["every built-in"], None)
-    assert isinstance(layout, Columns) and layout.fold != layout.fold_python
+    assert isinstance(layout, Columns)
     state = layout.fold(None, {"x": 2}, 1_010)[0]
     assert layout.fold(state, {"x": 3}, 1_020) == (state, False)
     assert state == [1_000, 2, 5, 2, 3, 5, 2]
@@ -139,12 +127,9 @@ def test_c_columns_change_one_list_in_place() -> None:
     assert layout.fold(state, {"x": 1}, 910) == (state, True)  # an older one
     assert state == [900, 1, 1, 1, 1, 1, 1, 1_000, 2, 5, 2, 3, 5, 2,
                      1_100, 1, 4, 4, 4, 4, 1]
-    other = layout.fold(None, {"x": 1}, 1_030)[0]
-    assert other[0] is state[7]  # one int object for the pane start 1000
     results, kept, gone = layout.close_all([(0, "sa")], {"sa": state}.get, -1, 1_300,
                                            layout.finish, WindowResult)
-    assert kept == [("sa", state, 1_400)] and kept[0][1] is state and gone == []
-    assert state == [1_100, 1, 4, 4, 4, 4, 1]
+    assert kept == [("sa", [1_100, 1, 4, 4, 4, 4, 1], 1_400)] and gone == []
     assert [(r.start, r.end, r.value) for r in results] == [
         (700, 1_000, {"n": 1, "total": 1, "low": 1, "high": 1, "avg": 1.0}),
         (800, 1_100, {"n": 3, "total": 6, "low": 1, "high": 3, "avg": 2.0}),
@@ -152,21 +137,48 @@ def test_c_columns_change_one_list_in_place() -> None:
         (1_000, 1_300, {"n": 3, "total": 9, "low": 2, "high": 4, "avg": 3.0})]
     shown = repr(results)
     for ts in (1_120, 1_130):
-        layout.fold(state, {"x": 9}, ts)
+        layout.fold(kept[0][1], {"x": 9}, ts)
     assert repr(results) == shown
 
 
-@pytest.mark.parametrize("broken", [[1_000, 1, 2], [1_000, 1, 2, 3, 4, 5, 6, 7], [], (1, 2)])
-def test_a_state_that_is_not_whole_panes_is_refused_in_c(broken: Any) -> None:
-    """Columns read a pane's numbers by position: a state whose length is not a number of
-    whole panes (a store edited by hand, another layout's state) raises, reads nothing."""
-    layout = layout_for(KINDS["tumbling"], REDUCERS["every built-in"], None)
-    with pytest.raises(TypeError, match="whole panes"):
-        layout.fold(broken, {"x": 1}, 1_010)
-    if broken:
-        with pytest.raises(TypeError, match="whole panes"):
-            layout.close_all([(0, "sa")], {"sa": list(broken)}.get, -1, 5_000,
-                             layout.finish, WindowResult)
+def test_a_bad_record_raises_and_leaves_the_state_as_it_was() -> None:
+    """Every new value of a pane is computed before any is written: a record the reducers
+    cannot read (a missing field, a value that is not a dict, one they cannot add)
+    raises and changes nothing: into the newest pane, an older one, a new older one and
+    a new newest one."""
+    layout = layout_for(KINDS["hopping"], REDUCERS["every built-in"], None)
+    for ts, new in ((1_110, False), (1_010, False), (910, True), (1_210, True)):
+        state = layout.fold(layout.fold(None, {"x": 1}, 1_000)[0], {"x": 2}, 1_100)[0]
+        before = repr(state)
+        bad = [({"y": 1}, KeyError), (None, TypeError)]
+        if not new:  # a new pane starts from the value: only an add fails on text
+            bad.append(({"x": "text"}, TypeError))
+        for value, error in bad:
+            with pytest.raises(error):
+                layout.fold(state, value, ts)
+            assert repr(state) == before
+
+
+def test_a_failed_close_leaves_every_state_as_it_was() -> None:
+    """A close whose later key fails (its mean cannot be a float) has changed no state:
+    the keys closed before it keep every pane, so the close can run again."""
+    layout = layout_for(KINDS["hopping"], REDUCERS["every built-in"], None)
+    held: dict[str, Any] = {}
+    for text, amount in (("sa", 1), ("sb", 10**400)):
+        for ts in (10, 150, 250, 350):
+            held[text] = layout.fold(held.get(text), {"x": amount}, ts)[0]
+    before = repr(held)
+    with pytest.raises(OverflowError):
+        layout.close_all([(0, "sa"), (0, "sb")], held.get, -1, 300, layout.finish,
+                         WindowResult)
+    assert repr(held) == before
+    del held["sb"]
+    results, kept, _ = layout.close_all([(0, "sa")], held.get, -1, 300, layout.finish,
+                                        WindowResult)
+    assert [(r.start, r.end) for r in results] == [(0, 300)]
+    assert [(text, layout.nested(state), due) for text, state, due in kept] == [
+        ("sa", [100, [1, 1, 1, 1, [1, 1]], 200, [1, 1, 1, 1, [1, 1]],
+                300, [1, 1, 1, 1, [1, 1]]], 400)]
 
 
 def test_which_reducers_are_kept_in_columns() -> None:

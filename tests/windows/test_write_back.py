@@ -223,3 +223,21 @@ def test_a_key_made_and_emptied_between_two_commits_writes_nothing() -> None:
     assert {key: value for key, value in items.items() if key.startswith(b"k|")} == {
         b"k|sa": None, b"k|sc": JsonSerde().to_bytes("[300,1]")}
     assert [key for key, _ in store.prefix("k|")] == ["k|sc"]
+
+
+def test_under_a_journal_states_are_written_at_once_and_windows_still_close() -> None:
+    # The skip and dead-letter process policies journal the store's writes: every
+    # record's state goes to the store at once, and a close rebuilds the due index from
+    # the store (it once failed there, on the set of stored keys it does not keep then).
+    context, sent = Context(), Sent()
+    windows = Windows(context, "w", Tumbling(size_ms=100), count(),  # type: ignore[arg-type]
+                      output="local.out")
+    context.state.journal = []
+    for offset, (key, ts) in enumerate([("a", 10), ("b", 20), ("a", 30), ("c", 250)]):
+        windows.process(envelope(key, ts, offset), sent)
+    assert [(key, load_state(value)) for key, value in context.state.prefix("k|")] == [
+        ("k|sc", [200, 1])]
+    assert sent.sent == [("local.out", "a", {"start": 0, "end": 100, "value": 2,
+                                             "final": True}),
+                         ("local.out", "b", {"start": 0, "end": 100, "value": 1,
+                                             "final": True})]
