@@ -155,7 +155,11 @@ def render_job(name: str, options: Any, folder: Path, *, initial_partitions: int
     document.setdefault("coordinator", {})["monitor_interval_ms"] = options.monitor_interval_ms
     if options.system == "kafka":
         kafka: dict[str, Any] = {"type": "kafka", "bootstrap": options.bootstrap}
-        client = {**getattr(options, "client_options", {}),
+        given = getattr(options, "client_options", {})
+        # the workloads stamp their events from 1970 (reproducible windows): a broker's
+        # time retention would delete them under the running drill, so its topics keep all
+        client = {**given, "topic_configs": {"retention.ms": "-1",
+                                             **given.get("topic_configs", {})},
                   **({"namespace": namespace} if namespace else {})}
         if client:
             kafka["client_options"] = client

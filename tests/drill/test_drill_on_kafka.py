@@ -56,6 +56,8 @@ async def test_kafka_drill_topics_live_in_the_drills_namespace_and_stay_with_kee
     config = load_config(path)
     namespace = config.system("kafka").client_options["namespace"]
     assert namespace.startswith("drill-wordcount-") and namespace.endswith(".")
+    # the examples stamp events from 1970: the drill's topics must outlive time retention
+    assert config.system("kafka").client_options["topic_configs"] == {"retention.ms": "-1"}
     inside = KafkaSystem("kafka", kafka_broker.bootstrap, {"namespace": namespace})
     plain = KafkaSystem("kafka", kafka_broker.bootstrap)
     await inside.start()

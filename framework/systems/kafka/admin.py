@@ -440,21 +440,26 @@ class KafkaAdmin:
 
     async def cleanup_policy(self, stream: str) -> str:
         """The topic's ``cleanup.policy`` as the broker reports it."""
+        configs = await self.stream_configs(stream, f"checking that stream {stream!r} is compacted")
+        return configs.get("cleanup.policy", "delete")  # Kafka's default when unset
+
+    async def stream_configs(self, stream: str, doing: str) -> dict[str, str]:
+        """The topic configs of ``stream`` as the broker reports them (defaults included)."""
         await self.start()
         assert self._admin is not None
         # All configs: naming the wanted one makes tansu 0.6 drop the connection.
         resource = ConfigResource(ConfigResourceType.TOPIC, self.topic(stream))
         responses = await self.bounded("DescribeConfigs", self._admin.describe_configs([resource]))
+        found: dict[str, str] = {}
         for response in responses:
             for resource_result in response.resources:
                 refused = self.refused(resource_result[0], "DESCRIBE_CONFIGS", self.topic(stream),
-                                       f"checking that stream {stream!r} is compacted")
+                                       doing)
                 if refused is not None:
                     raise refused
-                for entry in resource_result[4]:
-                    if entry[0] == "cleanup.policy":
-                        return str(entry[1])
-        return "delete"  # Kafka's default when the topic does not set it
+                found.update({str(entry[0]): str(entry[1]) for entry in resource_result[4]
+                              if entry[1] is not None})
+        return found
 
     async def group_members(self, group: str) -> int | None:
         """How many members consumer group ``group`` has now (0 when it is empty or
@@ -488,7 +493,8 @@ class KafkaAdmin:
             return  # no CreateTopics at all (for brokers that refuse sampan creating topics)
         await self.start()
         assert self._admin is not None
-        configs = {"cleanup.policy": "compact"} if compacted else {}
+        configs = {**self.options.topic_configs,
+                   **({"cleanup.policy": "compact"} if compacted else {})}
         topic = NewTopic(self.topic(stream), partitions, self.options.replication_factor,
                          topic_configs=configs)
         try:

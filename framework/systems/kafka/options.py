@@ -65,6 +65,11 @@ class KafkaOptions:
     (and drills) using the same stream and job names share a cluster under distinct
     namespaces. Default none: streams are the topics of the same name."""
 
+    topic_configs: Mapping[str, str] = field(default_factory=dict)
+    """Topic configs (``retention.ms``, ``min.insync.replicas`` …) given to every topic
+    sampan creates — inputs, outputs, intermediate streams, changelogs (whose
+    ``cleanup.policy`` stays ``compact``); the broker's defaults for the rest."""
+
     client_id: str = "sampan"
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     """TLS and SASL (`framework.systems.kafka.security`): the ``security_protocol``,
@@ -102,6 +107,18 @@ class KafkaOptions:
             raise ConfigError(
                 f"[systems.{system}.client_options] namespace must be a string of letters, "
                 f"digits, '.', '_' and '-' (a Kafka topic name prefix), got {namespace!r}")
+        configs = options.get("topic_configs", {})
+        if not isinstance(configs, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str | int) and not isinstance(v, bool)
+                for k, v in configs.items()):
+            raise ConfigError(
+                f"[systems.{system}.client_options] topic_configs must be a table of Kafka "
+                f'topic configs, e.g. {{ "retention.ms" = "-1" }}, got {configs!r}')
+        if "cleanup.policy" in configs:
+            raise ConfigError(
+                f"[systems.{system}.client_options] topic_configs: cleanup.policy is sampan's "
+                f"(changelogs are compacted, streams are not); drop it")
+        options = {**options, "topic_configs": {k: str(v) for k, v in configs.items()}}
         security = KafkaSecurity.from_options(system, options, root)
         return cls(**{key: value for key, value in options.items() if key in own},
                    security=security)
