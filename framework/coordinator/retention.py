@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import Protocol
 
-from framework.config import JobConfig, StreamConfig
+from framework.config import CoordinatorConfig, StreamConfig, SystemConfig
 from framework.errors import SampanError, StreamNotFoundError
 from framework.systems.base import System
 from framework.systems.local.retention import RetentionPolicy, RetentionResult
@@ -18,7 +19,19 @@ __all__ = ["retain_forever", "retain_once", "retention_policies", "retention_pol
 log = logging.getLogger(__name__)
 
 
-def retention_policy(config: JobConfig, stream: StreamConfig) -> RetentionPolicy:
+class RetentionSettings(Protocol):
+    """What the retention pass reads (a `JobConfig` is one): the job's streams, their
+    systems' defaults, and how often to pass."""
+
+    @property
+    def streams(self) -> Mapping[str, StreamConfig]: ...
+    @property
+    def systems(self) -> Mapping[str, SystemConfig]: ...
+    @property
+    def coordinator(self) -> CoordinatorConfig: ...
+
+
+def retention_policy(config: RetentionSettings, stream: StreamConfig) -> RetentionPolicy:
     """The retention in force for ``stream``: its own keys, else its system's defaults
     (nothing for compacted streams and streams of Kafka systems)."""
     system = config.systems.get(stream.system)
@@ -32,14 +45,14 @@ def retention_policy(config: JobConfig, stream: StreamConfig) -> RetentionPolicy
         mode=stream.retention_mode or system.retention_mode or "wait-for-readers")
 
 
-def retention_policies(config: JobConfig) -> dict[StreamConfig, RetentionPolicy]:
+def retention_policies(config: RetentionSettings) -> dict[StreamConfig, RetentionPolicy]:
     """Every declared stream of the job with a retention limit, sorted by name."""
     policies = {stream: retention_policy(config, stream)
                 for _, stream in sorted(config.streams.items())}
     return {stream: policy for stream, policy in policies.items() if policy.active}
 
 
-async def retain_once(config: JobConfig, systems: Mapping[str, System]
+async def retain_once(config: RetentionSettings, systems: Mapping[str, System]
                       ) -> dict[str, RetentionResult]:
     """One pass over the job's streams with retention; what it did per stream. A failure
     on one stream is logged and the others still go."""
@@ -74,7 +87,7 @@ def _report(stream: str, result: RetentionResult) -> None:
                  "\"wait-for-readers\")", stream, partition, job, who)
 
 
-async def retain_forever(config: JobConfig, systems: Mapping[str, System]) -> None:
+async def retain_forever(config: RetentionSettings, systems: Mapping[str, System]) -> None:
     """Apply retention every ``coordinator.retention_interval_ms`` until cancelled, each
     local system through a connection (and thread) of its own: a long pass never delays
     the coordinator's own calls (lease renewals, checkpoint and offset reads)."""

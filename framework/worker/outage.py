@@ -18,9 +18,10 @@ import contextlib
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from framework.config import JobConfig, StreamRef
+from framework.config import StreamRef, SystemConfig
 from framework.errors import SampanError, SystemUnavailableError
 from framework.systems import open_system
 
@@ -33,13 +34,26 @@ PROBE_S = 1.0
 """Pause between two probes of a system that does not answer."""
 
 
-def job_systems(config: JobConfig) -> list[str]:
+class SystemSettings(Protocol):
+    """What waiting for a job's systems reads (a `JobConfig` is one): which systems it uses
+    and how to open each."""
+
+    @property
+    def inputs(self) -> Sequence[str]: ...
+    @property
+    def broadcast_inputs(self) -> Sequence[str]: ...
+    @property
+    def metadata_system(self) -> str: ...
+    def system(self, name: str) -> SystemConfig: ...
+
+
+def job_systems(config: SystemSettings) -> list[str]:
     """The systems a worker of ``config`` talks to: metadata and inputs, sorted."""
     inputs = (*config.inputs, *config.broadcast_inputs)
     return sorted({config.metadata_system} | {StreamRef.parse(s).system for s in inputs})
 
 
-async def _answers(config: JobConfig, name: str) -> bool:
+async def _answers(config: SystemSettings, name: str) -> bool:
     """Whether system ``name`` answers a metadata request now (bounded by its timeout)."""
     system = open_system(config.system(name))
     try:
@@ -53,7 +67,7 @@ async def _answers(config: JobConfig, name: str) -> bool:
             await system.close()
 
 
-async def wait_for_systems(config: JobConfig, worker_id: int, error: SystemUnavailableError,
+async def wait_for_systems(config: SystemSettings, worker_id: int, error: SystemUnavailableError,
                            stop: asyncio.Event) -> bool:
     """After ``error``: wait until every system of the job answers; False when ``stop`` was
     set first (the worker then exits; it has nothing uncommitted to keep)."""

@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 import traceback
 from pathlib import Path
+from typing import Protocol
 
 from framework.api import Envelope
-from framework.config import JobConfig
+from framework.config import ErrorsConfig, StreamConfig
 from framework.errors import ProcessingError, SerdeError, StoreError
 from framework.stores.buffer import TaskStore
 from framework.systems.base import Record
@@ -36,10 +37,21 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}{where}"
 
 
+class ErrorSettings(Protocol):
+    """The settings the error policies read (a `JobConfig` is one): ``[errors]``, the
+    dead-letter stream's declaration, and the job file to name in the fix."""
+
+    @property
+    def errors(self) -> ErrorsConfig: ...
+    @property
+    def path(self) -> Path: ...
+    def stream(self, qualified: str) -> StreamConfig: ...
+
+
 class ErrorPolicies:
     """The job's error policies, applied to one worker's tasks."""
 
-    def __init__(self, config: JobConfig, codec: RecordCodec) -> None:
+    def __init__(self, config: ErrorSettings, codec: RecordCodec) -> None:
         self._config = config
         self._codec = codec
 

@@ -6,10 +6,12 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
-from framework.config import JobConfig, RocksDBConfig, StoreConfig
+from framework.config import RocksDBConfig, StoreConfig, StreamRef
 from framework.errors import StoreCorruptedError, StoreError, StoreLockedError
 from framework.jobmodel import TaskModel
 from framework.metrics import restore_progress
@@ -27,9 +29,32 @@ from framework.stores import (
 from framework.systems.base import Checkpoint, System
 from groupers import SystemStreamPartition
 
-__all__ = ["OpenedStores", "heal_damaged_store", "open_task_stores"]
+__all__ = ["OpenedStores", "StoreSettings", "heal_damaged_store", "open_task_stores"]
 
 log = logging.getLogger(__name__)
+
+
+
+class StoreSettings(Protocol):
+    """The settings opening a task's stores reads (a `JobConfig` is one): its stores, their
+    changelogs, where they live and the bounds on memory, write buffers and restores."""
+
+    @property
+    def stores(self) -> Mapping[str, StoreConfig]: ...
+    @property
+    def logged_stores(self) -> tuple[str, ...]: ...
+    @property
+    def state_dir(self) -> Path: ...
+    @property
+    def root(self) -> Path: ...
+    @property
+    def store_memory_mb(self) -> int: ...
+    @property
+    def write_buffer_max_keys(self) -> int: ...
+    @property
+    def store_restore_batch(self) -> int: ...
+    def store(self, name: str) -> StoreConfig: ...
+    def changelog_ref(self, store: str) -> StreamRef: ...
 
 
 @dataclass
@@ -47,7 +72,7 @@ LOCK_WAIT_S = 30.0
 of an older epoch still stopping, which notices its fence within a second)."""
 
 
-def heal_damaged_store(config: JobConfig, error: StoreCorruptedError) -> None:
+def heal_damaged_store(config: StoreSettings, error: StoreCorruptedError) -> None:
     """Wipe a damaged RocksDB store that has a changelog, so that it is restored fully from
     it; a store without a changelog cannot be rebuilt: raise a `StoreError` naming its folder
     and what to do."""
@@ -74,7 +99,7 @@ def rocksdb_options(store: StoreConfig, memory: StoreMemory | None = None) -> Ro
 _MEMORY: dict[int, StoreMemory] = {}
 
 
-def process_memory(config: JobConfig) -> StoreMemory | None:
+def process_memory(config: StoreSettings) -> StoreMemory | None:
     """This process's one `StoreMemory` of ``job.store_memory_mb`` (every store of every
     task of a worker counts against it); None when the job sets 0."""
     size = config.store_memory_mb
@@ -85,7 +110,7 @@ def process_memory(config: JobConfig) -> StoreMemory | None:
     return _MEMORY[size]
 
 
-async def _engine(config: JobConfig, store: str, task: str,
+async def _engine(config: StoreSettings, store: str, task: str,
                   still_current: Callable[[], Awaitable[None]] | None) -> StoreEngine:
     if config.store(store).type == "memory":
         return MemoryEngine()
@@ -110,7 +135,7 @@ async def _engine(config: JobConfig, store: str, task: str,
 
 
 async def open_task_stores(
-    config: JobConfig, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
+    config: StoreSettings, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
     stop: Callable[[], bool] | None = None,
     still_current: Callable[[], Awaitable[None]] | None = None,
 ) -> OpenedStores:
@@ -133,7 +158,7 @@ async def open_task_stores(
 
 
 async def _open_each(
-    config: JobConfig, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
+    config: StoreSettings, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
     opened: OpenedStores, stop: Callable[[], bool] | None,
     still_current: Callable[[], Awaitable[None]] | None,
 ) -> None:
