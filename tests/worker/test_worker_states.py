@@ -8,10 +8,22 @@ import pytest
 from framework.lifecycle import IllegalTransitionError, Lifecycle
 from framework.worker.states import ENDS, WORKER_TRANSITIONS, WorkerState
 
-LEGAL = [(a, b) for a, targets in WORKER_TRANSITIONS.items() for b in sorted(
-    targets, key=lambda s: s.name)]
-ILLEGAL = [(a, b) for a in WorkerState for b in WorkerState
-           if b not in WORKER_TRANSITIONS[a]]
+S = WorkerState
+LEGAL = sorted({
+    (S.STARTING, S.RESTORING), (S.STARTING, S.STOPPING),
+    (S.RESTORING, S.RUNNING), (S.RESTORING, S.STOPPING),
+    (S.RUNNING, S.CHANGING), (S.RUNNING, S.STOPPING),
+    (S.CHANGING, S.RUNNING),
+    (S.STOPPING, S.STOPPED),
+    *((live, end) for live in (S.STARTING, S.RESTORING, S.RUNNING, S.CHANGING, S.STOPPING)
+      for end in (S.FENCED, S.FAILED)),
+}, key=lambda m: (m[0].name, m[1].name))
+"""The table written out: a change to `WORKER_TRANSITIONS` must change this too."""
+ILLEGAL = [(a, b) for a in WorkerState for b in WorkerState if (a, b) not in LEGAL]
+
+
+def test_the_transition_table() -> None:
+    assert {(a, b) for a, targets in WORKER_TRANSITIONS.items() for b in targets} == set(LEGAL)
 
 
 @pytest.mark.parametrize(("before", "after"), LEGAL, ids=lambda s: s.name)
