@@ -241,6 +241,10 @@ class WorkerReport(_Record):
     restored_ends: dict[str, int] = field(default_factory=dict)
     """Task → the changelog offsets its stores were restored to then (summed): its
     `store_positions` move on as it runs (empty from a worker older than this field)."""
+    state: str | None = None
+    """The worker's lifecycle state when it wrote this report
+    (`framework.worker.states.WorkerState` name: ``RUNNING`` while it runs, then
+    ``STOPPED``, ``FAILED``...); None from a worker older than this field."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

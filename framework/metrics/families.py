@@ -69,6 +69,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("sampan_changelog_records_restored", "counter", _W,
            "Changelog records restored by this worker process, over all stores."),
     # both
+    Family("sampan_worker_state", "gauge", (*_W, "state"),
+           "1 for the worker's lifecycle state now, 0 for every other state (STARTING, "
+           "RESTORING, RUNNING, CHANGING, STOPPING, STOPPED, FENCED, FAILED)."),
     Family("sampan_job_model_epoch", "gauge", ("job", "process"),
            "Epoch of the job model the process runs."),
     # coordinator

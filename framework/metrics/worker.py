@@ -18,6 +18,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from enum import Enum
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -89,6 +90,11 @@ class WorkerView(Protocol):
 
     @property
     def busy(self) -> Busy | None: ...
+
+    @property
+    def state(self) -> Enum:
+        """Its lifecycle state (`framework.worker.states.WorkerState`)."""
+        ...
 
     @property
     def systems(self) -> Mapping[str, System]: ...
@@ -310,6 +316,12 @@ class WorkerMetrics:
         size.add_metric(list(labels), self._commit_records.buckets(), self._commit_records.sum)
         yield from (latency, changelog, commits, seconds, size)
         yield from self._restore_families(worker)
+        if worker is not None:
+            now = worker.state
+            state = family("sampan_worker_state")
+            for each in type(now):  # every state, 1 for the current one: alerts see 0 → 1
+                state.add_metric([*labels, each.name], float(each is now))
+            yield state
         epoch = family("sampan_job_model_epoch")
         if self._epoch is not None:
             epoch.add_metric([self.config.name, f"worker-{self.worker_id}"], self._epoch)

@@ -68,7 +68,7 @@ async def test_a_hold_placed_and_released_in_place_stops_reads_where_it_says(
             assert positions(worker) == {**ends, 0: stopped}
             system_name, stream = config.inputs[0].split(".", 1)
             ssp = SystemStreamPartition(system_name, stream, 0)
-            assert worker._limits[ssp] == ends[0]
+            assert worker.routing.limits[ssp] == ends[0]
 
             released = build_job_model(config, dict(model.partition_counts), held, holds={})
             released = await publish_model(

@@ -22,7 +22,7 @@ from framework.jobmodel import PARKED, JobModel
 from framework.metadata import WorkerReport, publish_model, publish_worker_report
 from framework.stores.rocksdb import RocksDBEngine
 from framework.systems.base import Checkpoint, System
-from framework.worker import runner
+from framework.worker import reports
 from framework.worker.runner import Worker
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ async def test_a_task_let_go_is_committed_closed_and_then_reported(
                 at_report.append((report, checkpoint, lock_free))
             await publish_worker_report(target, job, worker_id, report)
 
-        monkeypatch.setattr(runner, "publish_worker_report", spy)
+        monkeypatch.setattr(reports, "publish_worker_report", spy)
         worker = Worker(config, 0, in_place=True)
         running = asyncio.create_task(worker.run())
         feed = h.SteadyFeed(meta, work)

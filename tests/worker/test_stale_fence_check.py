@@ -13,7 +13,7 @@ from jobs import harness as h
 
 from framework.coordinator.builder import build_job_model
 from framework.metadata import publish_model
-from framework.worker import runner
+from framework.worker import following
 from framework.worker.runner import Worker
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ class SlowFenceWorker(Worker):
 async def test_a_fence_answer_for_the_epoch_the_worker_left_does_not_stop_it(
         tmp_path: Path, where: tuple[str, str | None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runner, "MODEL_WAIT_S", 1.0)  # a wrongly fenced worker stops soon
+    monkeypatch.setattr(following, "MODEL_WAIT_S", 1.0)  # a wrongly fenced worker stops soon
     config, meta, work = await h.stamped_job(tmp_path / "job", "stale-fence", *where)
     try:
         model = await h.prepare(config, meta)
@@ -45,7 +45,7 @@ async def test_a_fence_answer_for_the_epoch_the_worker_left_does_not_stop_it(
             await h.wait_until(h.processed(worker, 200), 60, "the worker's first records")
 
             async def asking() -> bool:  # from then on one is always in flight
-                return worker._fence_check is not None
+                return worker.following.fence_check is not None
 
             await h.wait_until(asking, 30, "a fence check in flight")
             newer = build_job_model(config, dict(model.partition_counts), model)
@@ -55,7 +55,7 @@ async def test_a_fence_answer_for_the_epoch_the_worker_left_does_not_stop_it(
                                "epoch 2 in place")
             # every check asked at epoch 1 is answered (fenced) within SLOW_S; a worker
             # that heeded one would have stopped MODEL_WAIT_S later
-            await asyncio.sleep(SLOW_S + runner.MODEL_WAIT_S + 1.5)
+            await asyncio.sleep(SLOW_S + following.MODEL_WAIT_S + 1.5)
             assert not fed.running.done(), fed.running.exception()
             await fed.drain()
         result = await fed.result()
