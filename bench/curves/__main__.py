@@ -80,7 +80,7 @@ def main() -> None:
         parser.error(f"unknown curve {', '.join(sorted(unknown))}: choose from {', '.join(NAMES)}")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up workers, broker
     args.records = args.records or (400_000 if args.full else 40_000)
-    command = "python -m bench.curves " + shlex.join(sys.argv[1:])
+    command = " ".join(["python -m bench.curves", shlex.join(sys.argv[1:])]).strip()
     names = [n for n in NAMES if n in args.curves]
     if args.redraw:
         for name in names:

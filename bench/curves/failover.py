@@ -20,7 +20,8 @@ def measure(work: Path, bootstrap: str, sizes: tuple[int, ...]) -> list[Curve]:
                      "records", log_x=True, log_y=True)
     for per_task in sizes:
         for standbys in (1, 0):
-            figures = run_case(bootstrap, work / f"k{per_task}s{standbys}", standbys, per_task)
+            figures = run_case(bootstrap, work / f"k{per_task}s{standbys}", standbys, per_task,
+                               settle_s=600)  # 3 hosts starting on a loaded machine
             label = f"standby_replicas = {standbys}"
             took.add(label, per_task * 6, figures["failover_s"])
             restored.add(label, per_task * 6, max(figures["restored"], 1))

@@ -107,7 +107,7 @@ async def restore(folder: Path, keys: int) -> float:
 
 
 def measure(work: Path, sizes: tuple[int, ...]) -> list[Curve]:
-    took = Curve("expansion 2 → 4 partitions (local log, 2 workers)", "keys in the store",
+    took = Curve("restore; expansion 2 → 4 (local log, 2 workers)", "keys in the store",
                  "seconds", log_x=True)
     rates = Curve("restore rate", "keys in the store", "keys/s", log_x=True)
     for keys in sizes:
