@@ -46,7 +46,7 @@ class _Counted:
 
     def __iter__(self) -> Iterator[tuple[tuple[str, str], int]]:
         for item in dict.items(self._positions):
-            type(self._positions).visits += 1
+            self._positions.visits += 1
             yield item
 
 
@@ -93,12 +93,17 @@ async def test_a_commit_reads_each_changelog_position_once_whatever_the_task_cou
             config, {"local": meta}, RecordCodec(config), model.epoch,
             {t.name: t.changelog_partition for t in model.tasks.values()}, {})
         predict = Committer._predict
-        monkeypatch.setattr(Committer, "_predict",
-                            lambda self, writes: CountedPositions(predict(self, writes)))
+        made: list[CountedPositions] = []
+
+        def counted(self: Committer, writes: Any) -> CountedPositions:
+            made.append(CountedPositions(predict(self, writes)))
+            return made[-1]
+
+        monkeypatch.setattr(Committer, "_predict", counted)
 
         await committer.commit(instances)
 
-        assert CountedPositions.visits == TASKS  # one per (task, store), not TASKS²
+        assert [p.visits for p in made] == [TASKS]  # one per (task, store), not TASKS²
         checkpoints = await meta.read_checkpoints(config.name)
         assert sorted(checkpoints) == sorted(model.tasks)
         for task in model.tasks.values():
