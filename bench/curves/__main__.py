@@ -59,7 +59,8 @@ def _measure(name: str, args: argparse.Namespace, work: Path, bootstrap: str | N
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.curves",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("curves", nargs="*", default=list(NAMES),
                         metavar="CURVE", help=f"any of {', '.join(NAMES)} (default: all)")
     parser.add_argument("--full", action="store_true", help="the issue's sizes")
@@ -69,7 +70,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=None,
                         help="input records of the workers and tasks curves "
                              "(default 40,000; --full 400,000)")
-    parser.add_argument("--keys", type=int, default=2_000)
+    parser.add_argument("--keys", type=int, default=2_000,
+                        help="distinct keys of those records (default 2,000)")
     parser.add_argument("--no-kafka", action="store_true",
                         help="local log only (no broker: no Kafka series, no failover)")
     parser.add_argument("--redraw", action="store_true",

@@ -15,7 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from bench.curves.job import ROOT, open_meta, prepare, records, write_job
 from bench.curves.plot import Curve
@@ -29,14 +31,17 @@ from groupers import SystemStreamPartition
 QUICK = (10_000, 100_000)
 FULL = (10_000, 1_000_000, 10_000_000)
 BATCH = 10_000
+T = TypeVar("T")
 
 
-async def _wait(what: str, check: object, process: subprocess.Popen[bytes],
-                timeout: float) -> object:
+async def _wait(what: str, check: Callable[[], Awaitable[T | None]],
+                process: subprocess.Popen[bytes], timeout: float) -> T:
+    """``check()``'s first answer that is not None, polled until ``timeout`` or until
+    ``process`` exits."""
     deadline = time.monotonic() + timeout
     while True:
-        found = await check()  # type: ignore[operator]
-        if found:
+        found = await check()
+        if found is not None:
             return found
         if process.poll() is not None:
             raise RuntimeError(f"sampan run exited with {process.returncode} before {what}")
@@ -58,20 +63,20 @@ async def pause(folder: Path, keys: int) -> float:
             env={**os.environ, "PYTHONPATH": str(ROOT)})
     system = await open_meta(config)
     try:
-        async def caught_up() -> bool:
+        async def caught_up() -> bool | None:
             committed, end = await committed_and_end(system, config)
-            return committed >= end == keys
+            return True if committed >= end == keys else None
 
         await _wait("catch-up", caught_up, process, 3600)
         epoch = (await read_state(system, config)).model.epoch  # type: ignore[union-attr]
         await system.expand_stream(config.inputs[0].partition(".")[2], 4)
 
         async def resumed() -> int | None:
-            done = [e for e in (await read_state(system, config)).status.expansions
+            done = [e.pause_ms for e in (await read_state(system, config)).status.expansions
                     if e.epoch > epoch and e.pause_ms is not None]
-            return done[0].pause_ms if done else None
+            return done[0] if done else None
 
-        return int(await _wait("expansion resumed", resumed, process, 600)) / 1000  # type: ignore[arg-type]
+        return await _wait("expansion resumed", resumed, process, 600) / 1000
     finally:
         await system.close()
         if process.poll() is None:
