@@ -50,7 +50,8 @@ def _settled(hosts: Hosts, names: set[str], after: int) -> CoordinatorState | No
 
 
 def run_case(bootstrap: str, folder: Path, standbys: int, keys_per_task: int,
-             options: dict[str, Any] | None = None) -> dict[str, float]:
+             options: dict[str, Any] | None = None, settle_s: float = 120
+             ) -> dict[str, float]:
     name = f"bench-fo{standbys}-{os.getpid()}-{int(time.time())}"
     path = job_file(folder / "job", bootstrap, name, standbys=standbys,
                     extra="store_restore_batch = 10000\n", client_options=options)
@@ -61,7 +62,8 @@ def run_case(bootstrap: str, folder: Path, standbys: int, keys_per_task: int,
         for host in "abc":
             hosts.start(host)
         config = hosts.config
-        first = wait_for(lambda: _settled(hosts, {"a", "b", "c"}, 0), 120, "3 hosts", hosts)
+        first = wait_for(lambda: _settled(hosts, {"a", "b", "c"}, 0), settle_s, "3 hosts",
+                         hosts)
         truth: Counter[str] = Counter()
         keys = keys_per_task * 6
         for start in range(0, keys, 50_000):
