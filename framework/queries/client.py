@@ -395,11 +395,11 @@ class Client:
                          key=lambda e: from_b64(e["raw"], "raw"))
         full = any(p["full"] for p in parts) or len(entries) > limit
         taken = entries[:limit]
-        self.standby_answers += 1
+        standbys = {p["task"]: p["standby"] for p in parts if "standby" in p}
+        self.standby_answers += 1 if standbys else 0
         return {"store": store, "epoch": model.epoch, "entries": taken,
                 "positions": {t: p for part in parts for t, p in part["positions"].items()},
-                "standbys": {p["task"]: p["standby"] for p in parts if "standby" in p},
-                "next": taken[-1]["raw"] if full and taken else None}
+                "standbys": standbys, "next": taken[-1]["raw"] if full and taken else None}
 
     async def _owner_part(self, store: str, task: str, worker: int,
                           query: Mapping[str, str]) -> dict[str, Any] | None:

@@ -189,6 +189,7 @@ async def test_a_scan_with_an_unavailable_owner_takes_that_tasks_part_from_its_s
     async with Client(standby.job.config, retry_for=0) as client:
         page = (await client.prefix("counts", "word-", max_lag=2) if kind == "prefix"
                 else await client.range("counts", "word-", "word-~", max_lag=2))
+        assert client.standby_answers == 1
     expected = {**{w: i for i, w in enumerate(words_of(standby, TASKS[0])[:3])},
                 **{w: 10 + i for i, w in enumerate(owned)}}
     assert page.entries == sorted(expected.items())  # serialized order: the text's
