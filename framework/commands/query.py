@@ -50,9 +50,10 @@ def add_query_command(commands: Any) -> None:
                         help="read through the tasks' write buffers: newer values that a "
                         "crash may roll back")
     parser.add_argument("--max-lag", type=int, metavar="N",
-                        help="while KEY's owner is unavailable (failover), accept an answer "
-                        "from a standby copy lagging its committed state by at most N "
-                        "changelog offsets (default: owners only)")
+                        help="while a key's owner is unavailable (failover), accept an "
+                        "answer (for a scan: that task's part) from a standby copy lagging "
+                        "its committed state by at most N changelog offsets (default: "
+                        "owners only)")
     parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
                         help="how long to retry while the key's task moves or restores "
                         "(default %(default)s)")
@@ -129,11 +130,11 @@ async def _scan(client: Any, args: argparse.Namespace) -> list[tuple[Any, Any]]:
         size = min(1000, wanted - len(entries)) if wanted is not None else 1000
         if args.prefix is not None:
             page = await client.prefix(args.store, TextKey(args.prefix), limit=size,
-                                       after=after)
+                                       after=after, max_lag=args.max_lag)
         else:
             start, end = args.range
             page = await client.range(args.store, TextKey(start), TextKey(end), limit=size,
-                                      after=after)
+                                      after=after, max_lag=args.max_lag)
         entries += page.entries
         if page.next is None:
             break

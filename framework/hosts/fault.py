@@ -1,10 +1,16 @@
-"""Fault injection for tests and drills: hold the group leader inside a round.
+"""Fault injection for tests and drills: hold the group leader inside a round, or keep a
+dead host's tasks ownerless for longer.
 
 ``SAMPAN_FAULT_LEADER_HOLD_MS=N`` makes a host, the first time it leads a round of two or
 more hosts, wait up to N ms before it answers the round (after JoinGroup, before SyncGroup):
 the window in which a departing leader used to strand the others on tansu. A SIGTERM during
 the hold makes the host abandon the round and stop, as a leader stopped in that window
 does. Unset (the default) it does nothing.
+
+``SAMPAN_FAULT_SESSION_TIMEOUT_MS=N`` gives a host's group member a session timeout of N ms
+instead of ``coordinator.session_timeout_ms`` (its heartbeats keep the job's interval):
+the broker notices a SIGKILLed host only after N ms, so its tasks stay without an owner
+that long — the window in which standby reads (`framework.queries.standby`) answer.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from types import FrameType
 
 from framework.hosts.errors import HostError
 
-__all__ = ["ENV", "LeaderHold", "RoundAbandoned"]
+__all__ = ["ENV", "SESSION_ENV", "LeaderHold", "RoundAbandoned", "session_timeout_ms"]
 
 ENV = "SAMPAN_FAULT_LEADER_HOLD_MS"
+SESSION_ENV = "SAMPAN_FAULT_SESSION_TIMEOUT_MS"
 
 log = logging.getLogger(__name__)
 
@@ -67,3 +74,13 @@ class LeaderHold:
                         "it unanswered", ENV)
             raise RoundAbandoned("stopped while holding the round (fault injection)")
         log.warning("fault injection (%s): hold over, answering the round", ENV)
+
+
+def session_timeout_ms(configured: int) -> int:
+    """This host's group session timeout: `SESSION_ENV` when set, else ``configured``."""
+    raw = os.environ.get(SESSION_ENV, "")
+    if not raw.strip():
+        return configured
+    log.warning("fault injection (%s): this host's group session timeout is %s ms, not "
+                "the job's %d ms", SESSION_ENV, raw.strip(), configured)
+    return int(raw)

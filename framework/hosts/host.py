@@ -33,7 +33,7 @@ from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError
 from framework.hosts.config import lead_timeout_ms, rebalance_timeout_ms, rebalance_wait_bound_ms
 from framework.hosts.errors import DuplicateHostError
-from framework.hosts.fault import LeaderHold, RoundAbandoned
+from framework.hosts.fault import LeaderHold, RoundAbandoned, session_timeout_ms
 from framework.hosts.handover import pending_releases
 from framework.hosts.leader import change_in_place, incremental_rebalances, lead
 from framework.hosts.lock import HostLock
@@ -284,13 +284,14 @@ class Host:
             self.model = await coordinator.latest_model()
             self._reporter = HostReporter(self.config, meta, coordinator, self.name,
                                           self.machine, self.phase.name, self.metrics.port)
-            session = self.config.coordinator.session_timeout_ms
+            configured = self.config.coordinator.session_timeout_ms
+            session = session_timeout_ms(configured)  # fault injection may lengthen it
             # queries hook (framework.queries.standby): standby reads of this host's copies
             standby_reads = await start_standby_reads(self.config, self, meta)
             self._membership = Membership(
                 meta, self.config.name, self.config.coordinator_ref.stream, self._member({}),
                 lead=self._lead, revoked=self._revoked, assigned=self._assigned,
-                session_timeout_ms=session,
+                session_timeout_ms=session, heartbeat_interval_ms=max(300, configured // 4),
                 rebalance_timeout_ms=rebalance_timeout_ms(self.config))
             lease_timeout = max(6000, self.config.coordinator.lease_timeout_ms)
             await refuse_other_mode(meta, self.config.name, "hosts", lease_timeout)

@@ -157,7 +157,7 @@ class Membership:
     def __init__(self, system: Any, job: str, topic: str, member: Member, *, lead: Lead,
                  revoked: Callable[[], Awaitable[Member]],
                  assigned: Callable[[Answer], Awaitable[None]], session_timeout_ms: int,
-                 rebalance_timeout_ms: int) -> None:
+                 rebalance_timeout_ms: int, heartbeat_interval_ms: int | None = None) -> None:
         self.system = system
         self.job = job
         self.topic = topic
@@ -168,6 +168,9 @@ class Membership:
         self._listener = _Listener(self._round, revoked, assigned)
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms or max(300, session_timeout_ms // 4)
+        """How often it heartbeats (a quarter of the session timeout unless given): how
+        soon it hears of a rebalance."""
         self._consumer: AIOKafkaConsumer | None = None
         self.request_timeout_ms = 0
 
@@ -188,7 +191,7 @@ class Membership:
         self._consumer = AIOKafkaConsumer(
             **kwargs, group_id=self.system.options.named(group_id(self.job)),
             enable_auto_commit=False, session_timeout_ms=session,
-            heartbeat_interval_ms=max(300, session // 4),
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             max_poll_interval_ms=max(self.rebalance_timeout_ms * 3, 60000),
             partition_assignment_strategy=(_assignor(self._round),))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -38,13 +38,17 @@ from framework.queries.errors import (
 )
 from framework.queries.reads import Consistency
 from framework.queries.routing import KeyRouter
-from framework.queries.wire import TextKey, b64, from_wire, key_from_text
+from framework.queries.wire import TextKey, b64, from_b64, from_wire, key_from_text
 from framework.secrets import Secret
+from framework.serdes import get_serde
+from framework.stores.base import prefix_end
 from framework.systems import open_system
 from framework.systems.base import System
 
 __all__ = ["Answer", "Client", "Page", "SyncClient", "Window", "WindowsAnswer",
            "standby_acceptable"]
+
+T = TypeVar("T")
 
 RETRY_FOR_S = 30.0
 DEAD_FOR_S = 2.0
@@ -84,6 +88,8 @@ class Page:
     next: str | None
     epoch: int
     positions: Mapping[str, int | None] = field(default_factory=dict)
+    standbys: Mapping[str, str] = field(default_factory=dict)
+    """Task → the host whose standby copy gave its part (``max_lag``); empty: owners."""
 
 
 @dataclass(frozen=True)
@@ -173,12 +179,10 @@ class Client:
         503 or not at all, a standby copy of its task may answer instead, if it lags the
         task's committed state by at most ``max_lag`` and is not behind an answer this
         client already had for the task (`standby_acceptable`)."""
-        if max_lag is not None and (max_lag < 0 or self.config is None):
-            raise QueryError("max_lag must be >= 0, and needs a Client made from the job "
-                             "file (it finds the standby hosts in the job model)")
         params = {**_key_params("key", key), **self._consistency(consistency)}
         standby = None if max_lag is None else (lambda: self._standby(store, key, max_lag))
-        document = await self._ask(f"/v1/stores/{store}/get", params, store, standby)
+        document = await self._ask(f"/v1/stores/{store}/get", params, store,
+                                   self._check_max_lag(max_lag, standby))
         return Answer(store, key, bool(document["found"]), from_wire(document["value"]),
                       str(document["task"]), int(document["epoch"]), document["position"],
                       document.get("standby"), document.get("lag"))
@@ -205,35 +209,60 @@ class Client:
 
     async def range(self, store: str, start: Any = None, end: Any = None, *,
                     limit: int = 100, after: str | None = None,
-                    consistency: Consistency | None = None) -> Page:
-        """Entries with ``start <= key < end`` (serialized order; None: unbounded)."""
+                    consistency: Consistency | None = None, max_lag: int | None = None
+                    ) -> Page:
+        """Entries with ``start <= key < end`` (serialized order; None: unbounded).
+        ``max_lag``: as for `get`, per task — a task whose owner does not answer gives
+        its part from a standby copy within ``max_lag`` (`Page.standbys` names it)."""
         params = {"limit": str(limit), **self._consistency(consistency)}
         if start is not None:
             params.update(_key_params("from", start))
         if end is not None:
             params.update(_key_params("to", end))
-        return await self._page(f"/v1/stores/{store}/range", params, after, store)
+        standby = None if max_lag is None else (lambda: self._standby_page(
+            store, lambda serialize: (serialize(start), serialize(end)), limit, after,
+            max_lag))
+        return await self._page(f"/v1/stores/{store}/range", params, after, store,
+                                self._check_max_lag(max_lag, standby))
 
     async def prefix(self, store: str, prefix: Any, *, limit: int = 100,
-                     after: str | None = None, consistency: Consistency | None = None
-                     ) -> Page:
-        """Entries whose serialized key starts with ``prefix`` serialized."""
+                     after: str | None = None, consistency: Consistency | None = None,
+                     max_lag: int | None = None) -> Page:
+        """Entries whose serialized key starts with ``prefix`` serialized (``max_lag``:
+        as for `range`)."""
         params = {"limit": str(limit), **_key_params("prefix", prefix),
                   **self._consistency(consistency)}
-        return await self._page(f"/v1/stores/{store}/prefix", params, after, store)
+
+        def bounds(serialize: Callable[[Any], bytes | None]) -> tuple[bytes | None,
+                                                                      bytes | None]:
+            start = serialize(prefix) or b""
+            return start, prefix_end(start)
+        standby = None if max_lag is None else (lambda: self._standby_page(
+            store, bounds, limit, after, max_lag))
+        return await self._page(f"/v1/stores/{store}/prefix", params, after, store,
+                                self._check_max_lag(max_lag, standby))
 
     # -- the requests -------------------------------------------------------------------
     def _consistency(self, consistency: Consistency | None) -> dict[str, str]:
         return {"consistency": consistency or self.consistency}
 
+    def _check_max_lag(self, max_lag: int | None, standby: T | None) -> T | None:
+        if max_lag is not None and (max_lag < 0 or self.config is None):
+            raise QueryError("max_lag must be >= 0, and needs a Client made from the job "
+                             "file (it finds the standby hosts in the job model)")
+        return standby
+
     async def _page(self, path: str, params: dict[str, str], after: str | None,
-                    store: str) -> Page:
+                    store: str,
+                    standby: Callable[[], Awaitable[dict[str, Any] | None]] | None = None
+                    ) -> Page:
         if after is not None:
             params["after"] = after
-        document = await self._ask(path, params, store)
+        document = await self._ask(path, params, store, standby)
         return Page([(from_wire(e["key"]), from_wire(e["value"]))
                      for e in document["entries"]], document["next"],
-                    int(document["epoch"]), document.get("positions", {}))
+                    int(document["epoch"]), document.get("positions", {}),
+                    document.get("standbys", {}))
 
     async def _ask(self, path: str, params: dict[str, str], store: str,
                    standby: Callable[[], Awaitable[dict[str, Any] | None]] | None = None
@@ -323,6 +352,101 @@ class Client:
             self.standby_answers += 1
             return document
         return None
+
+    async def _standby_page(
+            self, store: str,
+            bounds: Callable[[Callable[[Any], bytes | None]], tuple[bytes | None, bytes | None]],
+            limit: int, after: str | None, max_lag: int) -> dict[str, Any] | None:
+        """A scan page asked task by task: each task's part from its owner's endpoint, or
+        (owner unavailable) from a standby copy `standby_acceptable` allows; None when a
+        task has neither. Merged in serialized-key order as an endpoint merges."""
+        assert self.config is not None
+        await self._endpoints()
+        assert self._directory is not None
+        model = self._directory.model
+        if model is None:
+            return None
+        spec = self._router().queryable(store)
+        serde = get_serde(spec.key_serde, search_path=self.config.root)
+
+        def serialize(key: Any) -> bytes | None:
+            if key is None:
+                return None
+            typed = key_from_text(spec.key_serde, str(key), None) if isinstance(
+                key, TextKey) else key
+            return bytes(serde.to_bytes(typed))
+        start, end = bounds(serialize)
+        query = {"limit": str(limit)}
+        for name, value in (("start", start), ("end", end)):
+            if value is not None:
+                query[name] = b64(value)
+        if after is not None:
+            query["after"] = after
+        parts: list[dict[str, Any]] = []
+        for task in model.ordered_tasks():
+            part = await self._owner_part(store, task.name, task.worker, query)
+            if part is None:
+                part = await self._standby_part(store, task.name, model.standbys.get(
+                    task.name, ()), query, max_lag)
+            if part is None:
+                return None
+            parts.append(part)
+        entries = sorted((e for part in parts for e in part["entries"]),
+                         key=lambda e: from_b64(e["raw"], "raw"))
+        full = any(p["full"] for p in parts) or len(entries) > limit
+        taken = entries[:limit]
+        standbys = {p["task"]: p["standby"] for p in parts if "standby" in p}
+        self.standby_answers += 1 if standbys else 0
+        return {"store": store, "epoch": model.epoch, "entries": taken,
+                "positions": {t: p for part in parts for t, p in part["positions"].items()},
+                "standbys": standbys, "next": taken[-1]["raw"] if full and taken else None}
+
+    async def _owner_part(self, store: str, task: str, worker: int,
+                          query: Mapping[str, str]) -> dict[str, Any] | None:
+        """``task``'s part of a scan from its owner's endpoint (None: it does not answer,
+        or answers from before a position this client saw)."""
+        assert self._directory is not None
+        url = self._directory.url_of(worker)
+        if url is None:
+            return None
+        document = await self._get_json(f"{url}/v1/stores/{store}/local-scan",
+                                         {**query, "tasks": task, "consistency": "committed"})
+        if document is None or self._is_stale(store, {"positions": document["positions"]}):
+            return None
+        return {**document, "task": task}
+
+    async def _standby_part(self, store: str, task: str, hosts: Sequence[str],
+                            query: Mapping[str, str], max_lag: int) -> dict[str, Any] | None:
+        """``task``'s part of a scan from the first standby copy allowed to answer."""
+        assert self._directory is not None
+        for host in hosts:
+            url = self._directory.standby_url(host)
+            if url is None:
+                continue
+            document = await self._get_json(f"{url}/v1/stores/{store}/standby-scan",
+                                            {**query, "task": task})
+            if document is None or document.get("task") != task:
+                continue
+            position, lag = int(document["position"]), int(document["lag"])
+            if not standby_acceptable(lag, position, max_lag,
+                                      self._floors.get((store, task))):
+                self.standby_refused += 1
+                continue
+            self._floors[(store, task)] = position
+            return {**document, "positions": {task: position}, "standby": host}
+        return None
+
+    async def _get_json(self, url: str, params: Mapping[str, str]) -> dict[str, Any] | None:
+        """A 200 answer's JSON, or None (another status, no answer, no JSON)."""
+        session = self._open_session()
+        headers = {"Authorization": f"Bearer {self._token.reveal()}"} if self._token else {}
+        try:
+            async with session.get(url, params=params, headers=headers) as answer:
+                if answer.status != 200:
+                    return None
+                return dict(orjson.loads(await answer.read()))
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
+            return None
 
     def _router(self) -> KeyRouter:
         assert self.config is not None

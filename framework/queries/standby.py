@@ -15,8 +15,10 @@ count transaction markers too, so the lag there is an upper bound on records. Th
 read after the value, so the lag stated is never below the lag the value had.
 
 Answers only; it never routes elsewhere: the client (`framework.queries.client`, with
-``max_lag``) asks it when the key's owner answers 503 or not at all. A key of a task
-this host keeps no copy of answers 503.
+``max_lag``) asks it when the key's owner answers 503 or not at all — for a get, the key;
+for a range or prefix scan, the part of one task whose owner does not answer
+(``…/standby-scan?task=T``, bounds as the workers' ``local-scan`` takes them). A task this
+host keeps no copy of answers 503.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ from framework.jobmodel import JobModel
 from framework.metadata import QueryEndpoint, publish_standby_endpoint
 from framework.queries.auth import query_token
 from framework.queries.errors import QueryError, TaskUnavailableError
-from framework.queries.http import json_response, middlewares
-from framework.queries.reads import read_key
+from framework.queries.http import after_of, b64_param, json_response, limit_of, middlewares
+from framework.queries.reads import Scan, read_key, scan
 from framework.queries.routing import KeyRouter
-from framework.queries.wire import key_from_text
+from framework.queries.wire import b64, key_from_text
 from framework.serdes import get_serde
 from framework.stores.base import StoreEngine
 from framework.stores.buffer import TaskStore
@@ -100,7 +102,8 @@ class StandbyServer:
     async def start(self) -> None:
         app = web.Application(middlewares=middlewares(self.token, self.config.name))
         app.add_routes([web.get("/v1/health", self._health),
-                        web.get("/v1/stores/{store}/standby", self._standby)])
+                        web.get("/v1/stores/{store}/standby", self._standby),
+                        web.get("/v1/stores/{store}/standby-scan", self._standby_scan)])
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         bind = self.settings.bind
@@ -154,14 +157,7 @@ class StandbyServer:
         if model is None:
             raise self._unavailable(f"host {self.host.name!r} has no job model yet")
         route = self.router.route(model, store, key)
-        replicas = self.host.replicas
-        engine = replicas.copy_of(route.task, store) if replicas is not None else None
-        if engine is None or self.host.name not in model.standbys.get(route.task, ()):
-            raise self._unavailable(f"host {self.host.name!r} keeps no standby copy of "
-                                    f"store {store!r} of task {route.task!r} now")
-        view = TaskStore(store, engine, get_serde(spec.key_serde, search_path=self.config.root),
-                         get_serde(spec.value_serde, search_path=self.config.root),
-                         task=route.task)
+        view = self._copy(model, route.task, store)
         found = read_key(view, key, "committed")  # synchronous: one copy state, whole
         position = found.position or 0
         end = await committed_end(self.system, self.config, route.task, store,
@@ -171,6 +167,44 @@ class StandbyServer:
             "task": route.task, "partition": route.partition, "host": self.host.name,
             "epoch": model.epoch, "position": position, "committed_end": end,
             "lag": max(0, end - position), "consistency": "standby"})
+
+    async def _standby_scan(self, request: web.Request) -> web.Response:
+        """One task's entries in the bounds from this host's copy (a scan's part)."""
+        store = request.match_info["store"]
+        self.router.queryable(store)
+        task = request.query.get("task")
+        if not task:
+            raise QueryError("the standby scan names no task; add ?task=<task name>")
+        model = self.host.model
+        if model is None:
+            raise self._unavailable(f"host {self.host.name!r} has no job model yet")
+        if task not in model.tasks:
+            raise self._unavailable(f"task {task!r} is not in epoch {model.epoch} of "
+                                    f"host {self.host.name!r}")
+        view = self._copy(model, task, store)
+        bounds = Scan(b64_param(request, "start"), b64_param(request, "end"),
+                      after_of(request), limit_of(request))
+        found, position = scan(view, bounds, "committed")  # synchronous, like a get
+        end = await committed_end(self.system, self.config, task, store,
+                                  model.tasks[task].changelog_partition)
+        return json_response({
+            "store": store, "task": task, "host": self.host.name, "epoch": model.epoch,
+            "entries": [{"raw": b64(raw), "key": key, "value": value, "task": task}
+                        for raw, key, value in found],
+            "full": len(found) >= bounds.limit, "position": position or 0,
+            "committed_end": end, "lag": max(0, end - (position or 0)),
+            "consistency": "standby"})
+
+    def _copy(self, model: JobModel, task: str, store: str) -> TaskStore:
+        """This host's standby copy of ``task``'s ``store``, read like the task's store."""
+        replicas = self.host.replicas
+        engine = replicas.copy_of(task, store) if replicas is not None else None
+        if engine is None or self.host.name not in model.standbys.get(task, ()):
+            raise self._unavailable(f"host {self.host.name!r} keeps no standby copy of "
+                                    f"store {store!r} of task {task!r} now")
+        spec = self.router.queryable(store)
+        return TaskStore(store, engine, get_serde(spec.key_serde, search_path=self.config.root),
+                         get_serde(spec.value_serde, search_path=self.config.root), task=task)
 
     def _unavailable(self, why: str) -> TaskUnavailableError:
         return TaskUnavailableError(f"{why}; retry after {self.settings.retry_after_ms} ms",

@@ -135,13 +135,15 @@ async def stop(job: Job) -> None:
 
 @dataclass
 class Querier:
-    """Asks ``client`` for random keys of ``store`` (``name(key)`` the store key) until
-    stopped; keeps every answer, and logs what it waited, never asserts it."""
+    """Asks ``client`` for random keys of ``store`` (``name(key)`` the store key; with
+    ``max_lag``, a standby copy may answer) until stopped; keeps every answer, and logs
+    what it waited, never asserts it."""
 
     client: Client
     store: str
     keys: list[str]
     name: Callable[[str], str] = str
+    max_lag: int | None = None
     answers: list[tuple[str, Answer]] = field(default_factory=list)
     asked: int = 0
     latencies: list[float] = field(default_factory=list)
@@ -162,7 +164,8 @@ class Querier:
             began = time.monotonic()
             self.asked += 1
             try:
-                answer = await self.client.get(self.store, self.name(key))
+                answer = await self.client.get(self.store, self.name(key),
+                                               max_lag=self.max_lag)
             except (TaskUnavailableError, EndpointUnreachableError) as error:
                 self.failures[_shape(str(error))] += 1
                 first, _ = self.unavailable.get(key, (began, began))
@@ -185,7 +188,9 @@ class Querier:
                 f"({len(self.answers) / max(self.asked, 1):.1%}), a key unavailable at "
                 f"most {self.longest_seen:.2f}–{self.longest_bound:.2f} s (first to last "
                 f"failed query; to its next answer), p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
-                f"{self.client.retried} retried, {self.client.stale} stale answers refused; "
+                f"{self.client.retried} retried, {self.client.stale} stale answers refused, "
+                f"{self.client.standby_answers} answered by a standby "
+                f"({self.client.standby_refused} standby answers refused); "
                 f"failures: {dict(self.failures.most_common(5))}")
 
 
@@ -235,4 +240,24 @@ def wrong_answers(answers: list[tuple[str, Answer]], model: JobModel,
             wrong.append(f"{name}: went back from {last[key]} to {value}")
         if value is not None:
             last[key] = value
+    return wrong
+
+
+def standby_problems(answers: list[tuple[str, Answer]], max_lag: int | None) -> list[str]:
+    """What is wrong with a querier's answers as standby reads go: a standby answer only
+    with ``max_lag`` and stating a lag within it, and per task no answer (owner's or
+    standby's) below a changelog position already answered. [] when nothing is."""
+    wrong: list[str] = []
+    seen: dict[str, int] = {}
+    for _, answer in answers:
+        if answer.standby is not None and (
+                max_lag is None or answer.lag is None or not 0 <= answer.lag <= max_lag):
+            wrong.append(f"{answer.key}: standby {answer.standby} answered with lag "
+                         f"{answer.lag}, max_lag {max_lag}")
+        if answer.position is None:
+            continue
+        if answer.position < seen.get(answer.task, -1):
+            wrong.append(f"{answer.key}: position {answer.position} of {answer.task} "
+                         f"(standby {answer.standby}) after {seen[answer.task]}")
+        seen[answer.task] = max(answer.position, seen.get(answer.task, -1))
     return wrong

@@ -4,6 +4,7 @@ key's owner does not answer."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ import aiohttp
 import pytest
 from queryjobs import TASKS, Job, start_job, stop
 
+from framework.cli import main
 from framework.jobmodel import JobModel
 from framework.metadata import publish_model, read_state
 from framework.queries.client import Client, standby_acceptable
@@ -156,3 +158,80 @@ async def test_without_max_lag_an_unavailable_owner_is_not_answered_by_a_standby
         with pytest.raises((TaskUnavailableError, EndpointUnreachableError)):
             await client.get("counts", word_of(standby, 2))
         assert client.standby_answers == 0
+
+
+# -- scans: a task whose owner does not answer gives its part from a standby copy -------
+
+def words_of(standby: Standby, task: str) -> list[str]:
+    return [w for w in (f"word-{i}" for i in range(40)) if standby.job.task_of(w) == task]
+
+
+async def test_the_standby_endpoint_scans_a_tasks_copy_with_position_and_lag(
+        standby: Standby) -> None:
+    async with aiohttp.ClientSession() as session, session.get(
+            f"{standby.server.url}/v1/stores/counts/standby-scan",
+            params={"task": TASKS[0]}) as answer:
+        document = await answer.json()
+    assert answer.status == 200
+    copied = words_of(standby, TASKS[0])[:3]
+    assert sorted((e["key"], e["value"]) for e in document["entries"]) == sorted(
+        (w, i) for i, w in enumerate(copied))
+    assert (document["task"], document["position"], document["committed_end"],
+            document["lag"], document["full"]) == (TASKS[0], 3, 5, 2, False)
+
+
+@pytest.mark.parametrize("kind", ["prefix", "range"])
+async def test_a_scan_with_an_unavailable_owner_takes_that_tasks_part_from_its_standby(
+        standby: Standby, kind: str) -> None:
+    owned = words_of(standby, TASKS[1])[:2]
+    standby.job.commit(TASKS[1], {w: 10 + i for i, w in enumerate(owned)}, 2)
+    await standby.job.servers[0].close()  # task Partition 0's worker endpoint is gone
+    async with Client(standby.job.config, retry_for=0) as client:
+        page = (await client.prefix("counts", "word-", max_lag=2) if kind == "prefix"
+                else await client.range("counts", "word-", "word-~", max_lag=2))
+        assert client.standby_answers == 1
+    expected = {**{w: i for i, w in enumerate(words_of(standby, TASKS[0])[:3])},
+                **{w: 10 + i for i, w in enumerate(owned)}}
+    assert page.entries == sorted(expected.items())  # serialized order: the text's
+    assert (page.standbys, dict(page.positions), page.next) == (
+        {TASKS[0]: "h"}, {TASKS[0]: 3, TASKS[1]: 2}, None)
+
+
+async def test_a_scan_page_from_a_standby_continues_after_its_last_key(
+        standby: Standby) -> None:
+    await standby.job.servers[0].close()
+    copied = sorted(words_of(standby, TASKS[0])[:3])
+    async with Client(standby.job.config, retry_for=0) as client:
+        first = await client.prefix("counts", "word-", limit=2, max_lag=2)
+        rest = await client.prefix("counts", "word-", limit=2, after=first.next, max_lag=2)
+    assert [k for k, _ in first.entries] == copied[:2] and first.next is not None
+    assert ([k for k, _ in rest.entries], rest.next) == (copied[2:], None)
+
+
+async def test_a_scan_whose_standby_lags_more_than_max_lag_is_not_answered(
+        standby: Standby) -> None:
+    await standby.job.servers[0].close()
+    async with Client(standby.job.config, retry_for=0) as client:
+        with pytest.raises((TaskUnavailableError, EndpointUnreachableError)):
+            await client.prefix("counts", "word-", max_lag=1)
+        assert client.standby_refused >= 1
+
+
+async def test_without_max_lag_a_scan_with_an_unavailable_owner_is_not_answered(
+        standby: Standby) -> None:
+    await standby.job.servers[0].close()
+    async with Client(standby.job.config, retry_for=0) as client:
+        with pytest.raises((TaskUnavailableError, EndpointUnreachableError)):
+            await client.range("counts", "word-", "word-~")
+        assert client.standby_answers == 0
+
+
+async def test_sampan_query_prints_a_scan_with_a_standby_part_under_max_lag(
+        standby: Standby, capsys: pytest.CaptureFixture[str]) -> None:
+    await standby.job.servers[0].close()
+    status = await asyncio.to_thread(main, ["query", str(standby.job.config.path), "counts",
+                                            "--prefix", "word-", "--max-lag", "2",
+                                            "--wait", "0"])
+    copied = sorted((w, i) for i, w in enumerate(words_of(standby, TASKS[0])[:3]))
+    assert (status, capsys.readouterr().out) == (
+        0, "".join(f"{w}\t{i}\n" for w, i in copied))
