@@ -10,8 +10,9 @@ on the local log every run has a log of its own in its job folder. Per run: a fr
 (its own name, so its own topics and coordinator lease) of the per-key sum with one record
 already in its input; `sampan run` is started and the figure is the output record's
 timestamp (the worker's produce time) minus the launch time. The coordinator's
-and the workers' log lines split it into: process start → lease held, lease → job model
-published, model → workers spawned, spawn → worker's first log line (interpreter, imports,
+and the workers' log lines split it into: process start → the coordinator's first line
+(interpreter, imports), → lease held, lease → job model published, model → workers
+spawned (told to go), spawn → worker's first log line (interpreter, imports,
 connecting), → the worker resumed (restore, assignment), → the first output. Runs use
 compiled bytecode (the package is byte-compiled first and PYTHONDONTWRITEBYTECODE is not
 passed on), as an installed sampan would. ``--other CHECKOUT`` interleaves runs of another
@@ -176,9 +177,12 @@ def run_once(system: str, bootstrap: str, folder: Path, number: int, workers: in
     worker_first = min((at for at, _ in workers_log), default=None)
     resumed = max((at for at, line in workers_log if "restore store" in line), default=None)
     first_line = coordinator[0][0] if coordinator else None
+    held = _first(coordinator, "holds the lease")  # absent from older checkouts
     figures = {"total": first - launched}
     marks = [("start → first log line", launched, first_line),
-             ("→ model published (lease, reads)", first_line, published),
+             ("→ lease held", first_line, held),
+             ("→ model published (reads, writes)", held, published),
+             ("→ model published (lease, reads)", None if held else first_line, published),
              ("→ workers spawned", published, spawned),
              ("→ worker's first log line", spawned, worker_first),
              ("→ stores open", worker_first, resumed),
