@@ -10,10 +10,11 @@ on the local log every run has a log of its own in its job folder. Per run: a fr
 (its own name, so its own topics and coordinator lease) of the per-key sum with one record
 already in its input; `sampan run` is started and the figure is the output record's
 timestamp (the worker's produce time) minus the launch time. The coordinator's
-and the workers' log lines split it into: process start → the coordinator's first line
-(interpreter, imports), → lease held, lease → job model published, model → workers
-spawned (told to go), spawn → worker's first log line (interpreter, imports,
-connecting), → the worker resumed (restore, assignment), → the first output. Runs use
+and the workers' log lines split it into: process start → lease held (interpreter,
+imports, connecting, the lease, whose own time the coordinator logs), lease → job model
+published, model → workers spawned (told to go), → worker's first log line (its
+interpreter, imports and connecting when not done by then), → the worker resumed
+(restore, assignment), → the first output. Runs use
 compiled bytecode (the package is byte-compiled first and PYTHONDONTWRITEBYTECODE is not
 passed on), as an installed sampan would. ``--other CHECKOUT`` interleaves runs of another
 checkout of sampan (e.g. a `git worktree` of an older commit) on the same broker: run n of
@@ -61,6 +62,7 @@ class SumTask(StreamTask):
         collector.send("SYSTEM.sums", key=envelope.key, value=total)
 '''
 
+LEASE_TOOK = re.compile(r"holds the lease of job .*, (\d+) ms\)")
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
@@ -179,8 +181,12 @@ def run_once(system: str, bootstrap: str, folder: Path, number: int, workers: in
     first_line = coordinator[0][0] if coordinator else None
     held = _first(coordinator, "holds the lease")  # absent from older checkouts
     figures = {"total": first - launched}
-    marks = [("start → first log line", launched, first_line),
-             ("→ lease held", first_line, held),
+    took = next((LEASE_TOOK.search(line) for _, line in coordinator
+                 if "holds the lease" in line), None)
+    if took:
+        figures["the lease itself"] = float(took.group(1)) / 1000
+    marks = [("start → first log line", launched, None if held else first_line),
+             ("start → lease held (imports, connecting)", launched, held),
              ("→ model published (reads, writes)", held, published),
              ("→ model published (lease, reads)", None if held else first_line, published),
              ("→ workers spawned", published, spawned),

@@ -130,7 +130,6 @@ class Coordinator:
         retainer: asyncio.Task[None] | None = None
         try:
             self.lifecycle.to(CoordinatorPhase.STARTING)
-            log.info("coordinator of job %r starting (pid %d)", self.config.name, os.getpid())
             await self.open_systems()
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
             self.supervisor.config_snapshot = snapshot_config(self.config)
@@ -149,10 +148,12 @@ class Coordinator:
             hosts_timeout = self.config.coordinator.session_timeout_ms
             await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
             if self.lease is not None:
+                asked = time.monotonic()
                 await self.lease.acquire()  # before anything is written: one coordinator
-                log.info("holds the lease of job %r%s", self.config.name,
-                         "" if isinstance(self.lease, CoordinatorLease)
-                         else f" ({self.lease.protocol} group protocol)")
+                log.info("holds the lease of job %r (%s, %.0f ms)", self.config.name,
+                         "local log" if isinstance(self.lease, CoordinatorLease)
+                         else f"{self.lease.protocol} group protocol",
+                         (time.monotonic() - asked) * 1000)
                 await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
                 keeper.add_done_callback(self._stop_if_lease_lost)
