@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -59,7 +58,8 @@ def _build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     for name, (module, function) in COMMANDS.items():
         if only is None or name == only:
-            getattr(importlib.import_module(module), function)(commands)
+            __import__(module)  # not importlib.import_module: -X importtime sees this one
+            getattr(sys.modules[module], function)(commands)
     return parser
 
 
