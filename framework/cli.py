@@ -9,15 +9,33 @@ from collections.abc import Sequence
 
 from framework.errors import SampanError
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
 
 
-def _build_parser() -> argparse.ArgumentParser:
+COMMANDS = {
+    "run": ("framework.commands.run", "add_run_command"),
+    "status": ("framework.commands.status", "add_status_command"),
+    "streams": ("framework.commands.streams", "add_streams_command"),
+    "drill": ("framework.commands.drill", "add_drill_command"),
+    "worker": ("framework.worker.main", "add_worker_command"),
+    "verify": ("framework.commands.verify", "add_verify_command"),
+    "rekey": ("framework.commands.rekey", "add_rekey_command"),
+    "acls": ("framework.commands.acls", "add_acls_command"),
+    "describe": ("framework.commands.describe", "add_describe_command"),
+    "query": ("framework.commands.query", "add_query_command"),
+}
+"""Each subcommand: the module that registers it and its function. A command line that
+names one imports that module alone (a worker does not load what `describe` or `status`
+need); `--help` and unknown commands register them all."""
+
+
+def _build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sampan",
         description="Stateful stream tasks that keep exact results when input streams expand.",
     )
-    parser.add_argument("--version", action="version", version=f"sampan {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show sampan's version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     plan = commands.add_parser(
@@ -38,28 +56,21 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     plan.set_defaults(handler=_expansion_plan)
 
-    from framework.commands.acls import add_acls_command
-    from framework.commands.describe import add_describe_command
-    from framework.commands.drill import add_drill_command
-    from framework.commands.query import add_query_command
-    from framework.commands.rekey import add_rekey_command
-    from framework.commands.run import add_run_command
-    from framework.commands.status import add_status_command
-    from framework.commands.streams import add_streams_command
-    from framework.commands.verify import add_verify_command
-    from framework.worker.main import add_worker_command
-
-    add_run_command(commands)
-    add_status_command(commands)
-    add_streams_command(commands)
-    add_drill_command(commands)
-    add_worker_command(commands)
-    add_verify_command(commands)
-    add_rekey_command(commands)
-    add_acls_command(commands)
-    add_describe_command(commands)
-    add_query_command(commands)
+    for name, (module, function) in COMMANDS.items():
+        if only is None or name == only:
+            __import__(module)  # not importlib.import_module: -X importtime sees this one
+            getattr(sys.modules[module], function)(commands)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata
+    is slow to import, and every worker process parses a command line)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"sampan {_version()}")
+        parser.exit()
 
 
 def _version() -> str:
@@ -83,7 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from framework.commands.jobarg import resolve_job
 
     install_client_log_gate()  # every command's Kafka client, whatever its logging
-    parser = _build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    named = next((w for w in words if not w.startswith("-")), None)
+    parser = _build_parser(named if named in COMMANDS else None)
     args, extra = parser.parse_known_args(argv)
     extra = resolve_job(args, extra)
     if extra:

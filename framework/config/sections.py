@@ -316,7 +316,10 @@ class CoordinatorConfig:
         "One coordinator per job: a coordinator that stops renewing its job's lease this "
         "long is replaced by the next `sampan run` (at once when it ran on the same host "
         "and its process is gone), and `sampan status` reports it not running. On a Kafka "
-        "metadata system the lease is a group membership whose session timeout is "
+        "metadata system the lease is a group membership: with KIP-848's consumer group "
+        "protocol (Apache Kafka 4.0+) its session timeout is the broker's "
+        "`group.consumer.session.timeout.ms` (45 s by default; a dead holder on the same "
+        "host is removed at once), with the classic protocol (other brokers) "
         "`max(lease_timeout_ms, 6000)`: brokers refuse sessions shorter than their "
         "`group.min.session.timeout.ms` (6 s by default)."))
     session_timeout_ms: int = field(default=10000, metadata=setting(

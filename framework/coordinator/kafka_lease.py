@@ -1,13 +1,22 @@
 """One coordinator per job on Kafka: the lease is membership of a consumer group.
 
 Every `sampan run` of the job joins the group ``__sampan-<job>-coordinators`` subscribed
-to the job's one-partition coordinator stream. The group's assignor gives that partition
-to the member that already holds it (or, when nobody does, to the member waiting
-longest): the holder of partition 0 holds the lease. A second coordinator's join ends
-with nothing assigned, and it exits naming the holder (which writes who it is to the
-coordinator stream). A holder that dies stops heartbeating; after the group's session
-timeout (``coordinator.lease_timeout_ms``) Kafka removes it and the next join hands the
-lease on — Kafka's own group protocol, no lock to clean up.
+to the job's one-partition coordinator stream: the member that owns partition 0 holds the
+lease. A second coordinator's join ends with nothing assigned, and it exits naming the
+holder (which writes who it is to the coordinator stream). A holder that dies stops
+heartbeating; Kafka removes it after the group's session timeout and the next join gets
+the partition — Kafka's own group protocol, no lock to clean up.
+
+On a broker that speaks KIP-848's consumer group protocol (Apache Kafka 4.0+) the members
+heartbeat with ConsumerGroupHeartbeat (`framework.systems.kafka.membership`): the
+broker assigns in its first answer, with no ``group.initial.rebalance.delay.ms`` (the
+classic protocol's wait before the first rebalance of an empty group, 3 s by default), and
+its uniform assignor keeps the partition with its owner. The session timeout is then the
+broker's ``group.consumer.session.timeout.ms`` (45 s by default); a holder that died on
+this host is removed at once instead (a leave sent with the member id it announced).
+Elsewhere (tansu, older brokers, a group another sampan holds with the classic protocol)
+the lease joins with the classic protocol through aiokafka, whose custom assignor does the
+same (session ``max(lease_timeout_ms, 6000)``).
 """
 
 from __future__ import annotations
@@ -28,11 +37,13 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
+from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
 
 from framework.coordinator.lease import CoordinatorRunningError, Holder
 from framework.errors import SampanError
 from framework.systems.base import ProducerRecord
 from framework.systems.kafka.denials import DENIALS
+from framework.systems.kafka.membership import LEAVE_EPOCH, GroupMember, Heartbeat
 from framework.systems.reading import read_range
 from groupers import SystemStreamPartition
 
@@ -42,6 +53,13 @@ log = logging.getLogger(__name__)
 
 HOLDER_KEY = b"lease"
 """The coordinator-stream key under which the lease holder says who it is."""
+
+_CLASSIC_ONLY = {35, 69}
+"""UNSUPPORTED_VERSION (the protocol is switched off), GROUP_ID_NOT_FOUND (the group is a
+classic one the broker will not convert): join with the classic protocol instead."""
+
+_GONE = {25, 110}
+"""UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: the broker removed this member from the group."""
 
 
 def _lease_assignor(holds: list[bool], since_ms: int) -> type[AbstractPartitionAssignor]:
@@ -109,10 +127,93 @@ class KafkaCoordinatorLease:
         self._changed = asyncio.Event()
         self._listener = _Listener(self._changed)
         self._consumer: AIOKafkaConsumer | None = None
+        self._member: GroupMember | None = None
+        self._protocol = "consumer"
+
+    @property
+    def group(self) -> str:
+        return str(self.system.options.named(f"__sampan-{self.job}-coordinators"))
+
+    @property
+    def protocol(self) -> str:
+        """``consumer`` (KIP-848) or ``classic``: how this lease is held (after `acquire`)."""
+        return self._protocol
 
     async def acquire(self) -> None:
         """Join the group; hold the lease or raise `CoordinatorRunningError` naming its
-        holder (after waiting for it to expire when that holder is gone from this host)."""
+        holder (after removing or waiting out a holder that is gone from this host)."""
+        try:
+            if await self._acquire_as_member():
+                return
+        except IncompatibleBrokerVersion:
+            log.debug("the broker does not speak ConsumerGroupHeartbeat v1; the lease of job "
+                      "%r uses the classic group protocol", self.job)
+        self._member, self._protocol = None, "classic"
+        await self._acquire_classic()
+
+    async def _acquire_as_member(self) -> bool:
+        """The lease through KIP-848's protocol; False when the broker wants the classic one."""
+        client = await self.system.admin.client()
+        member = GroupMember(client, self.group, self.system.admin.topic(self.topic),
+                             rebalance_timeout_ms=max(6000, self.ttl_ms))
+        self._member = member
+        self.holder = Holder(self.holder.pid, self.holder.host, self.holder.since_ms,
+                             member.member_id)
+        patience_s = 3 * max(6000, self.ttl_ms) / 1000 + 60
+        deadline = time.monotonic() + patience_s
+        evicted: set[str] = set()
+        while True:
+            beat = await self._beat("joining the group of the job's coordinators (its lease)")
+            if beat is None:
+                return False
+            if not member.owned:  # the assignment may take a heartbeat more to arrive
+                for _ in range(3):
+                    await asyncio.sleep(0.2)
+                    if await self._beat("joining the lease group") is None:
+                        return False
+                    if member.owned:
+                        break
+            if member.owned:
+                self.held = True
+                await self._announce()
+                return True
+            other = await self._current_holder()
+            if other is None or not other.gone():
+                await self.release()
+                raise CoordinatorRunningError(self._running(other))
+            if other.member and other.member not in evicted:
+                evicted.add(other.member)
+                log.warning("the lease of job %r is held by coordinator pid %d, which is no "
+                            "longer running; removing it from the group", self.job, other.pid)
+                await GroupMember(client, self.group, member.topic, member.rebalance_timeout_ms,
+                                  other.member).heartbeat(LEAVE_EPOCH)
+            elif time.monotonic() > deadline:
+                await self.release()
+                raise SampanError(
+                    f"job {self.job!r}: coordinator pid {other.pid}, no longer running, still "
+                    f"holds the lease (group {self.group} on {self.system.bootstrap}) after "
+                    f"{patience_s:.0f} s; check the broker's group.consumer.session.timeout.ms")
+            else:  # a holder without a member id: Kafka expires it within its session
+                await asyncio.sleep(1)
+
+    async def _beat(self, doing: str) -> Heartbeat | None:
+        """One heartbeat of the member; None when the broker wants the classic protocol."""
+        assert self._member is not None
+        beat: Heartbeat = await self.system.admin.bounded("ConsumerGroupHeartbeat",
+                                                          self._member.heartbeat())
+        if beat.error_code in _CLASSIC_ONLY:
+            return None
+        if beat.error_code:
+            refused = self.system.admin.refused(beat.error_code, "READ", self.group, doing)
+            if refused is not None:
+                raise refused
+            raise SampanError(
+                f"job {self.job!r}: Kafka at {self.system.bootstrap} refused the heartbeat of "
+                f"the coordinator lease (group {self.group}): error {beat.error_code} "
+                f"({beat.error_message}); check the broker")
+        return beat
+
+    async def _acquire_classic(self) -> None:
         options = self.system.options
         session = max(6000, self.ttl_ms)
         self._consumer = AIOKafkaConsumer(
@@ -192,11 +293,17 @@ class KafkaCoordinatorLease:
                     f"lease (group __sampan-{self.job}-coordinators on "
                     f"{self.system.bootstrap}) and has not said who it is yet; stop it first, "
                     f"then run again")
+        if self._protocol == "consumer":
+            return other.running(self.job, "Kafka expires its group membership within the "
+                                 "broker's group.consumer.session.timeout.ms (45 s by default)")
         return other.running(self.job, f"Kafka expires its group membership within "
                                        f"{max(6000, self.ttl_ms) / 1000:g} s")
 
     async def keep(self, lost: asyncio.Event) -> None:
         """Stay in the group until cancelled; set ``lost`` if the partition goes elsewhere."""
+        if self._member is not None:
+            await self._keep_member(lost)
+            return
         while True:
             await self._poll()
             if self._changed.is_set():
@@ -209,8 +316,39 @@ class KafkaCoordinatorLease:
                     return
             await asyncio.sleep(self.ttl_ms / 6000)
 
+    async def _keep_member(self, lost: asyncio.Event) -> None:
+        """Heartbeat at the interval the broker asks (at most a third of the lease timeout);
+        the lease is lost when the broker removed the member or took the partition."""
+        member = self._member
+        assert member is not None
+        interval_s = self.ttl_ms / 3000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                beat = await self.system.admin.bounded("ConsumerGroupHeartbeat",
+                                                       member.heartbeat())
+            except (SampanError, KafkaError, OSError) as error:  # the next turn tries again
+                log.warning("could not renew the lease of job %r: %s", self.job, error)
+                continue
+            interval_s = min(beat.interval_ms, self.ttl_ms / 3) / 1000
+            if beat.error_code in _GONE or (beat.error_code == 0 and not member.owned):
+                self.held = False
+                log.error("lost the lease of job %r (Kafka %s)", self.job,
+                          "gave it to another coordinator" if beat.error_code == 0 else
+                          f"removed this coordinator from the group: {beat.error_message}")
+                lost.set()
+                return
+            if beat.error_code:
+                log.warning("could not renew the lease of job %r: error %d (%s)", self.job,
+                            beat.error_code, beat.error_message)
+
     async def release(self) -> None:
         """Leave the group at once, so the next `sampan run` gets the lease without waiting."""
+        member, self._member = self._member, None
+        if member is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(member.heartbeat(LEAVE_EPOCH),
+                                       self.system.options.timeout_s)
         consumer, self._consumer = self._consumer, None
         self.held = False
         if consumer is not None:

@@ -57,14 +57,21 @@ class Holder:
     pid: int
     host: str
     since_ms: int
+    member: str = ""
+    """Its member id in the Kafka lease group (KIP-848 protocol); "" elsewhere."""
 
     def to_json(self) -> str:
-        return json.dumps({"pid": self.pid, "host": self.host, "since_ms": self.since_ms})
+        data: dict[str, object] = {"pid": self.pid, "host": self.host,
+                                   "since_ms": self.since_ms}
+        if self.member:
+            data["member"] = self.member
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> Holder:
         data = json.loads(text)
-        return cls(int(data["pid"]), str(data["host"]), int(data["since_ms"]))
+        return cls(int(data["pid"]), str(data["host"]), int(data["since_ms"]),
+                   str(data.get("member", "")))
 
     def running(self, job: str, expiry: str) -> str:
         """The refusal of a second coordinator: who runs ``job``, how to stop it, and

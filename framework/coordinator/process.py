@@ -17,13 +17,13 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.config.snapshot import job_file_change, snapshot_config
 from framework.coordinator.decision import PartitionDecision
 from framework.coordinator.expansion_book import ExpansionBook
-from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.model_service import ModelChange, ModelService
 from framework.coordinator.modes import refuse_other_mode
@@ -55,6 +55,9 @@ from framework.metrics import CoordinatorMetrics
 from framework.systems.base import StartsProducer, System
 from framework.worker.commit import check_guarantee
 from groupers import SystemStreamPartition
+
+if TYPE_CHECKING:  # imported where used: a job on the local log never loads aiokafka
+    from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 
 __all__ = ["Coordinator"]
 
@@ -131,11 +134,13 @@ class Coordinator:
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
             self.supervisor.config_snapshot = snapshot_config(self.config)
             ttl = self.config.coordinator.lease_timeout_ms
+            if self.start_workers:  # workers start up while the lease and the model are made
+                await self.supervisor.prepare(self.config.workers)
             if isinstance(self.meta, LeaseStore):
                 self.lease = CoordinatorLease(self.meta, self.config.name, ttl)
             else:  # Kafka: the lease is membership of the job's coordinators' group
-                if self.start_workers:  # workers start up while the group join waits
-                    await self.supervisor.prepare(self.config.workers)
+                from framework.coordinator.kafka_lease import KafkaCoordinatorLease
+
                 await ensure_coordinator_stream(self.meta, self.config)
                 self.lease = KafkaCoordinatorLease(
                     self.meta, self.config.name,
@@ -143,7 +148,12 @@ class Coordinator:
             hosts_timeout = self.config.coordinator.session_timeout_ms
             await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
             if self.lease is not None:
+                asked = time.monotonic()
                 await self.lease.acquire()  # before anything is written: one coordinator
+                log.info("holds the lease of job %r (%s, %.0f ms)", self.config.name,
+                         "local log" if isinstance(self.lease, CoordinatorLease)
+                         else f"{self.lease.protocol} group protocol",
+                         (time.monotonic() - asked) * 1000)
                 await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
                 keeper = asyncio.create_task(self.lease.keep(self._lease_lost))
                 keeper.add_done_callback(self._stop_if_lease_lost)

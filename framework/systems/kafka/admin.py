@@ -41,6 +41,7 @@ from framework.systems.base import OffsetRange
 from framework.systems.kafka.aiokafka_private import close_client, fetch_error
 from framework.systems.kafka.denials import DENIALS, denial, denial_code, denied
 from framework.systems.kafka.diagnosis import diagnose
+from framework.systems.kafka.membership import consumer_group_members
 from framework.systems.kafka.options import KafkaOptions
 from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord, keep_control_batches
 
@@ -102,6 +103,10 @@ class _ClusterAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
 
     answered_by: int | None = None
     """The broker that answered the last request sent to any node (for log lines)."""
+
+    def connected_client(self) -> Any:
+        """The `aiokafka.client.AIOKafkaClient` this admin sends on."""
+        return self._client
 
     async def ask(self, request: Any) -> Any:
         """Send ``request`` to any live broker (see the class docstring); its answer."""
@@ -166,6 +171,13 @@ class KafkaAdmin:
             await close_quietly(admin.close(), self.options.timeout_s)
         if offsets is not None:
             await close_quietly(stop_consumer(offsets), self.options.timeout_s)
+
+    async def client(self) -> Any:
+        """The admin's connected `aiokafka.client.AIOKafkaClient` (the coordinator lease
+        sends its group heartbeats on it: no connection of its own to set up)."""
+        await self.start()
+        assert self._admin is not None
+        return self._admin.connected_client()
 
     def denial(self, error: BaseException, operation: str, resource: str, doing: str
                ) -> AuthorizationError:
@@ -474,7 +486,13 @@ class KafkaAdmin:
         for response in responses:
             for entry in response.groups:
                 error_code, group_id, state, members = entry[0], entry[1], entry[2], entry[5]
-                if group_id != group or error_code not in (0, None):
+                if group_id != group:
+                    continue
+                if state == "Dead" or error_code == 69:  # how a KIP-848 group is described
+                    found = await self.bounded("ConsumerGroupDescribe", consumer_group_members(
+                        self._admin.connected_client(), group))
+                    return found or 0
+                if error_code not in (0, None):
                     continue
                 return 0 if state in ("Empty", "Dead") else len(members)
         return None
