@@ -14,6 +14,7 @@ from framework.systems.base import (
     System,
     as_record,
 )
+from framework.systems.fetched import FetchedColumns
 from groupers import SystemStreamPartition
 
 __all__ = ["final_offsets", "read_columns_range", "read_range"]
@@ -52,6 +53,9 @@ async def read_columns_range(
     """`read_range` as plain (offsets, keys, values) columns, without a `Record` per row:
     what a restore reads from a system that is not a `ColumnReader` (Kafka)."""
     async for fetched in _read_fetched(system, ssp, start, end, batch, raw=True):
+        if type(fetched) is FetchedColumns:  # Kafka's: the columns as fetched
+            yield fetched.offsets, fetched.keys, fetched.values
+            continue
         yield ([record.offset for record in fetched], [record.key for record in fetched],
                [record.value for record in fetched])
 

@@ -43,7 +43,7 @@ from framework.systems.kafka.denials import DENIALS, denial, denial_code, denied
 from framework.systems.kafka.diagnosis import diagnose
 from framework.systems.kafka.membership import consumer_group_members
 from framework.systems.kafka.options import KafkaOptions
-from framework.systems.kafka.txn_filter import CommittedFilter, TxnRecord, keep_control_batches
+from framework.systems.kafka.txn_filter import CommittedFilter, TxnChunk, keep_control_batches
 
 __all__ = ["UNREACHABLE", "KafkaAdmin", "close_quietly", "stop_consumer"]
 
@@ -396,17 +396,19 @@ class KafkaAdmin:
             if seek:
                 consumer.seek(tp, start)
             last, committed = -1, CommittedFilter()
-            released: list[TxnRecord] = []
+            released: list[TxnChunk] = []
             while await consumer.position(tp) < high:
                 if self._refused_reads([tp]):
                     return high  # ListOffsets' answer (see `_high_watermarks`)
                 if time.monotonic() > deadline:
                     raise self.unavailable(f"Fetch of {tp}", TimeoutError())
-                fetched = (await consumer.getmany(tp, timeout_ms=50)).get(tp, [])
-                released.extend(committed.release(fetched))
-            for record in released:
-                if record.offset < high:
-                    last = max(last, record.offset)
+                fetched = (await consumer.getmany(tp, timeout_ms=50)).get(tp)
+                if fetched:
+                    released.extend(committed.release(fetched.chunks))
+            for chunk in released:
+                if chunk.columns:
+                    last = max(last, max((offset for offset in chunk.columns.offsets
+                                          if offset < high), default=-1))
             if last >= 0:
                 return last + 1
             if start <= oldest:

@@ -1,8 +1,9 @@
 """Every use of aiokafka's private attributes, in one module: the hooks aiokafka offers no
 public call for (a batch's record builder, a transactional producer's id, a read_committed
-fetcher that keeps control batches, a consumer group's rejoin and leave, closing a client
-whose ``stop`` was cancelled). pyproject.toml pins the aiokafka releases they were checked
-against; a release without one fails where it is reached, naming what is missing.
+fetcher that keeps control batches and hands out columns, a consumer group's rejoin and
+leave, closing a client whose ``stop`` was cancelled). pyproject.toml pins the aiokafka
+releases they were checked against; a release without one fails where it is reached,
+naming what is missing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.consumer.fetcher import FetchResult
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "fetch_error",
     "fetcher_isolation_level",
     "group_coordinator_of",
+    "hand_out_takes",
     "missing_coordinator_hooks",
     "replace_leave_group",
     "sender_task",
@@ -131,3 +134,27 @@ def replace_leave_group(coordinator: Any,
     send_leave: Callable[[], Awaitable[None]] = coordinator._maybe_leave_group
     coordinator._maybe_leave_group = leave
     return send_leave
+
+
+_aiokafka_getall = FetchResult.getall
+
+
+def hand_out_takes(columnar: Callable[[object], bool]) -> None:
+    """Make ``getmany`` hand out, for each partition whose unpacked records ``columnar``
+    accepts, their ``take(max_records)`` (what to hand out, whether every record was
+    taken) instead of a list of records; aiokafka's own ``getall`` for the others.
+    Idempotent."""
+
+    def getall(self: Any, max_records: int | None = None) -> Any:
+        records = self._partition_records
+        if records is None or not columnar(records):
+            return _aiokafka_getall(self, max_records)
+        if not self.check_assignment(self._topic_partition):
+            return []
+        taken, done = records.take(max_records)
+        self._update_position()
+        if done:
+            self._partition_records = None
+        return taken
+
+    FetchResult.getall = getall

@@ -30,11 +30,12 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OffsetOutOfRangeError
-from aiokafka.structs import ConsumerRecord
 
-from framework.systems.base import FetchedRecord, Record, as_record
+from framework.systems.base import Record, as_record
+from framework.systems.fetched import FetchedColumns
 from framework.systems.kafka.admin import KafkaAdmin, close_quietly, stop_consumer
 from framework.systems.kafka.denials import DENIALS
+from framework.systems.kafka.fetch_columns import FetchedChunks, merged
 from framework.systems.kafka.txn_filter import CommittedFilter, install, keep_control_batches
 from groupers import SystemStreamPartition
 
@@ -42,7 +43,8 @@ __all__ = ["KafkaConsumer"]
 
 _RECHECK_MISSING_S = 1.0
 log = logging.getLogger(__name__)
-Fetched = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+Fetched = dict[TopicPartition, FetchedChunks]
+"""What ``getmany`` hands a consumer `keep_control_batches` marked (`kafka.txn_filter`)."""
 
 install()
 
@@ -89,9 +91,10 @@ class KafkaConsumer:
 
     async def fetch_raw(
         self, max_records: int = 1000, timeout_ms: int = 100
-    ) -> Mapping[SystemStreamPartition, Sequence[FetchedRecord]]:
-        """`fetch` without a copy per record: the committed records as aiokafka unpacked
-        them (`FetchedRecord`s), for the worker's hot path."""
+    ) -> Mapping[SystemStreamPartition, FetchedColumns]:
+        """`fetch` without an object per record: each partition's committed records as
+        columns (`FetchedColumns`, cut from the fetched batches by
+        `kafka.fetch_columns`), for the worker's hot path."""
         if self._closed:
             raise RuntimeError("fetch on a closed KafkaConsumer; create a new consumer")
         missing = len(self._active) < len(self._positions)
@@ -115,16 +118,16 @@ class KafkaConsumer:
                 messages and self._stream(tp) in self._expected
                 for tp, messages in fetched.items()):
             fetched = await self._unless_grown(fetched)
-        result: dict[SystemStreamPartition, list[FetchedRecord]] = {}
-        for tp, messages in fetched.items():
-            if not messages or tp not in self._ssps:
+        result: dict[SystemStreamPartition, FetchedColumns] = {}
+        for tp, taken in fetched.items():
+            if not taken or tp not in self._ssps:
                 continue
             committed = self._filters.setdefault(tp, CommittedFilter())
-            released = committed.release(messages)
+            released = merged(committed.release(taken.chunks))
             holding = committed.holding
             # Re-seeking (a later `_apply_assignment`) must re-read what is still held.
-            self._positions[tp] = holding if holding is not None else messages[-1].offset + 1
-            if released:
+            self._positions[tp] = holding if holding is not None else taken.end
+            if released is not None:
                 result[self._ssps[tp]] = released
         return result
 

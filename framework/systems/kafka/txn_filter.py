@@ -12,11 +12,12 @@ offset computed from the log.
 
 `install` lets aiokafka's read_committed fetches keep control batches, for the consumers
 `keep_control_batches` marks (sampan's own; any other consumer in the process, a user's
-or a test's, keeps aiokafka's behaviour): records of
-transactional batches and the COMMIT/ABORT markers come as `TxnRecord`s (with their
-batch's producer id, epoch and control type); records of every other batch come as the
-client's own record objects, untouched (the common case, and the cheapest: one object
-per record, which the worker turns straight into its envelope).
+or a test's, keeps aiokafka's behaviour): their ``getmany`` hands out each partition's
+records as `TxnChunk`s of columns (`kafka.fetch_columns`: no Python code per record), the
+COMMIT/ABORT markers as chunks of their own; their ``getone`` hands out records of
+transactional batches and the markers as `TxnRecord`s (with their batch's producer id,
+epoch and control type) and other records as the client's own record objects.
+`CommittedFilter` takes either, records or chunks.
 """
 
 from __future__ import annotations
@@ -31,13 +32,19 @@ from aiokafka.errors import CorruptRecordException
 
 from framework.systems.kafka.aiokafka_private import (
     fetcher_isolation_level,
+    hand_out_takes,
     set_fetcher_isolation_level,
 )
+from framework.systems.kafka.fetch_columns import (
+    ABORT,
+    COMMIT,
+    DATA,
+    ColumnarPartitionRecords,
+    TxnChunk,
+)
 
-__all__ = ["ABORT", "COMMIT", "DATA", "CommittedFilter", "TxnRecord", "install",
+__all__ = ["ABORT", "COMMIT", "DATA", "CommittedFilter", "TxnChunk", "TxnRecord", "install",
            "keep_control_batches"]
-
-DATA, COMMIT, ABORT = 0, 1, 2
 
 
 class TxnRecord(NamedTuple):
@@ -64,26 +71,21 @@ _KEEP_CONTROL = _KeepControl(_fetcher.READ_COMMITTED)
 
 def keep_control_batches(consumer: Any) -> None:
     """Make a started read_committed ``consumer`` unpack with `_TxnPartitionRecords`:
-    its fetches keep control batches and batch metadata (`TxnRecord`s)."""
+    its fetches keep control batches and batch metadata, its ``getmany`` hands out
+    `FetchedChunks`."""
     if fetcher_isolation_level(consumer) != _fetcher.READ_COMMITTED:
         raise ValueError("keep_control_batches needs a started read_committed consumer")
+    install()
     set_fetcher_isolation_level(consumer, _KEEP_CONTROL)
 
 
-class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
+class _TxnPartitionRecords(ColumnarPartitionRecords):
     """aiokafka's per-partition unpacking, keeping control batches and batch metadata
     for consumers marked by `keep_control_batches` (aiokafka's own behaviour otherwise)."""
 
-    def __iter__(self) -> Iterator[Any]:
-        # Under read_committed (sampan's consumers), the unpacking generator itself:
-        # aiokafka's `getall` then iterates it without a Python-level `__next__` call
-        # per record. It keeps `next_fetch_offset` current record by record, so a
-        # `getall` that stops at `max_records` leaves the position right, and the next
-        # one resumes it.
-        if type(self._isolation_level) is not _KeepControl:
-            return self
-        iterator = self._records_iterator
-        return iterator if iterator is not None else iter(())
+    def marked(self) -> bool:
+        """Whether these are the records of a consumer `keep_control_batches` marked."""
+        return type(self._isolation_level) is _KeepControl
 
     def _unpack_records(self) -> Iterator[Any]:
         if type(self._isolation_level) is not _KeepControl:
@@ -132,10 +134,17 @@ class _TxnPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
             self.next_fetch_offset = batch.next_offset
 
 
+def _columnar(records: object) -> bool:
+    """Whether ``records`` are a marked consumer's (handed out as takes of columns)."""
+    return type(records) is _TxnPartitionRecords and records.marked()
+
+
 def install() -> None:
-    """Make aiokafka's fetcher unpack with `_TxnPartitionRecords` (idempotent; changes
-    nothing for consumers `keep_control_batches` did not mark)."""
+    """Make aiokafka's fetcher unpack with `_TxnPartitionRecords` and hand out takes of
+    columns (idempotent; changes nothing for consumers `keep_control_batches` did not
+    mark)."""
     _fetcher.PartitionRecords = _TxnPartitionRecords
+    hand_out_takes(_columnar)
 
 
 @dataclass
@@ -145,9 +154,15 @@ class _Txn:
     state: int = DATA  # DATA while open, then COMMIT or ABORT
 
 
+_CARRY_TXN = frozenset((TxnRecord, TxnChunk))
+"""The kinds of fetched items that carry their batch's transaction (all others are plain
+records of non-transactional batches)."""
+
+
 class CommittedFilter:
-    """One partition's read_committed view of fetched records in offset order: `TxnRecord`s
-    and plain (non-transactional) records, which are any other record object."""
+    """One partition's read_committed view of fetched items in offset order: `TxnRecord`s,
+    `TxnChunk`s and plain (non-transactional) records, which are any other record object.
+    A chunk is held and released whole (its records are of one transaction, or none)."""
 
     def __init__(self) -> None:
         self._held: deque[tuple[Any, _Txn | None]] = deque()
@@ -160,8 +175,8 @@ class CommittedFilter:
 
     def release(self, records: Sequence[Any]) -> list[Any]:
         """Feed fetched records in order; returns those now readable, in order."""
-        if not self._held and TxnRecord not in set(map(type, records)):
-            return list(records)  # the common case: plain records pass through untouched
+        if not self._held and _CARRY_TXN.isdisjoint(map(type, records)):
+            return list(records)  # plain records pass through untouched
         out: list[Any] = []
         for record in records:
             self.push(record, out)
@@ -169,7 +184,7 @@ class CommittedFilter:
 
     def push(self, record: Any, out: list[Any]) -> None:
         """Feed the next fetched record; append what became readable to ``out``."""
-        if type(record) is not TxnRecord:  # a record of a non-transactional batch
+        if type(record) not in _CARRY_TXN:  # a record of a non-transactional batch
             if self._held:
                 self._held.append((record, None))
             else:
