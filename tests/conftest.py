@@ -35,6 +35,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     whose tests share a module-scoped broker or cluster runs on one process (it starts
     once); any other test goes wherever a process is free, so that no process ends the run
     alone on a long module.
+
+    The modules with a slow or Kafka test are collected first (each module's tests stay
+    together, in their order): xdist hands out the largest groups first and every other
+    test in collection order, so the quick tests come last and fill both processes' ends
+    instead of one process ending the run alone on an end-to-end test that started late.
     """
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -47,6 +52,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if {"kafka", "eos", "hosts", "faults", "security"} & set(parts) or KAFKA_FIXTURES & set(
                 getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
+    long = {item.path for item in items
+            if item.get_closest_marker("slow") or item.get_closest_marker("kafka")}
+    items.sort(key=lambda item: item.path not in long)  # stable: the order within stays
 
 
 def require_kafka() -> None:

@@ -27,8 +27,9 @@ CLI = [sys.executable, "-m", "framework.cli"]
 EXAMPLE = REPO / "examples" / "wordcount"
 
 
-def _job(folder: Path, bootstrap: str) -> Path:
-    """The word count on its own topics."""
+def _job(folder: Path, bootstrap: str, options: str = "", coordinator: str = "") -> Path:
+    """The word count on its own topics; ``options``: the Kafka system's `client_options`
+    (an inline table's contents), ``coordinator``: more `[coordinator]` lines."""
     unique = uuid.uuid4().hex[:8]
     folder.mkdir()
     (folder / "wordcount_task.py").write_text(
@@ -45,10 +46,11 @@ commit_interval_ms = 200
 [coordinator]
 monitor_interval_ms = 300
 max_worker_restarts = 1000
-
+{coordinator}
 [systems.kafka]
 type = "kafka"
 bootstrap = "{bootstrap}"
+client_options = {{ {options} }}
 
 [streams."kafka.words-{unique}"]
 partitions = 2
@@ -128,11 +130,15 @@ def test_a_stopped_broker_is_degraded_then_reachable_again_is_healthy(tmp_path: 
     """The broker holding the job's metadata stops answering (SIGSTOP): the coordinator
     records the outage (run file), and `sampan status` — which cannot read the coordinator
     stream either — reports the job degraded (exit 1), naming the system and since when;
-    healthy once it answers again; degraded again once it is stopped for good."""
+    healthy once it answers again; degraded again once it is stopped for good. (Broker
+    calls are bounded by a `timeout_s` of 6 s, not 10: the outage is noticed, and each
+    status read of the frozen broker gives up, that much sooner; a lease of 6 s, whose
+    JoinGroup tansu holds up to half of it, still gets its answer inside that bound.)"""
     broker = start_tansu(tmp_path)
     process: subprocess.Popen[bytes] | None = None
     try:
-        path = _job(tmp_path / "job", broker.bootstrap)
+        path = _job(tmp_path / "job", broker.bootstrap, "timeout_s = 6",
+                    "lease_timeout_ms = 6000\n")
         config = load_config(path)
         process = _start(path, tmp_path / "run.log")
         running = process

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.find_spark_home import _find_spark_home
 
 from framework.spark import jvm
 from framework.spark.env import java_binary
@@ -122,16 +123,24 @@ def _session(folder: Path) -> str:
     return arguments
 
 
-@pytest.mark.timeout(900)  # two Spark sessions from scratch, the first writing the archive
-def test_the_first_session_writes_the_archive_and_the_next_maps_it(tmp_path: Path) -> None:
+@pytest.mark.timeout(600)  # a Spark session from scratch, writing the archive at its exit
+def test_the_first_session_writes_the_archive_and_the_next_maps_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The first session's JVM writes the archive at exit, kept once a JVM started on it
+    exits cleanly; the next session finds it with nothing to write and its JVM options map
+    it: the same `class_archive` and `driver_java_options` that `local_session` calls (for
+    its Spark installation, no class path settings). One Spark session: a second cold one
+    showed again only that the options reach the JVM, which the first shows."""
     first = _session(tmp_path)
     [archive] = list(tmp_path.iterdir())
-    second = _session(tmp_path)
+    monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
+    later = class_archive(JAVA, Path(_find_spark_home()), {})
 
     assert archive.name.startswith("spark-") and archive.suffix == ".jsa"
     assert f"-XX:ArchiveClassesAtExit={archive}.dump-" in first
     assert "-XX:TieredStopAtLevel=1" in first and "-XX:+UseSerialGC" in first
-    assert f"-XX:SharedArchiveFile={archive}" in second
+    assert later == ClassArchive(archive)  # found; no dump to write
+    assert f"-XX:SharedArchiveFile={archive}" in driver_java_options(later).split()
     assert list(tmp_path.iterdir()) == [archive]
 
 
