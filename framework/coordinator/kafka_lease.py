@@ -216,8 +216,12 @@ class KafkaCoordinatorLease:
     async def _acquire_classic(self) -> None:
         options = self.system.options
         session = max(6000, self.ttl_ms)
+        kwargs = options.client_kwargs(self.system.bootstrap)
+        # a broker may hold a JoinGroup up to the session (tansu: half of it), longer than a
+        # short timeout_s: the join's requests wait past the session, as membership's do
+        kwargs["request_timeout_ms"] = max(kwargs["request_timeout_ms"], session + 5000)
         self._consumer = AIOKafkaConsumer(
-            **options.client_kwargs(self.system.bootstrap),
+            **kwargs,
             group_id=options.named(f"__sampan-{self.job}-coordinators"),
             enable_auto_commit=False,
             session_timeout_ms=session, heartbeat_interval_ms=max(1000, session // 3),

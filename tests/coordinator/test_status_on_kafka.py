@@ -131,13 +131,13 @@ def test_a_stopped_broker_is_degraded_then_reachable_again_is_healthy(tmp_path: 
     records the outage (run file), and `sampan status` — which cannot read the coordinator
     stream either — reports the job degraded (exit 1), naming the system and since when;
     healthy once it answers again; degraded again once it is stopped for good. (Broker
-    calls are bounded by a `timeout_s` of 6 s, not 10: the outage is noticed, and each
-    status read of the frozen broker gives up, that much sooner; a lease of 6 s, whose
-    JoinGroup tansu holds up to half of it, still gets its answer inside that bound.)"""
+    calls are bounded by a `timeout_s` of 3 s, not 10: the outage is noticed, and each
+    status read of the frozen broker gives up, that much sooner; the lease's JoinGroup,
+    which tansu holds up to half the lease's session, waits past `timeout_s`.)"""
     broker = start_tansu(tmp_path)
     process: subprocess.Popen[bytes] | None = None
     try:
-        path = _job(tmp_path / "job", broker.bootstrap, "timeout_s = 6",
+        path = _job(tmp_path / "job", broker.bootstrap, "timeout_s = 3",
                     "lease_timeout_ms = 6000\n")
         config = load_config(path)
         process = _start(path, tmp_path / "run.log")
