@@ -268,8 +268,17 @@ class Windows:
                                 old[n - 3] = ts
                             elif ts > last:
                                 old[n - 2] = ts
-                                if n == 3:
-                                    sooner = LATER
+                                if n == 3:  # its one session closes later: `move`, inline
+                                    closes = ts + gap + 1
+                                    if granule > 1:
+                                        closes += -closes % granule
+                                    was = due_at.get(text)
+                                    if was is not None and was < closes:
+                                        # still filed under ``was``, where the next close
+                                        # (at or before it) takes or refiles it
+                                        due_at[text] = closes
+                                    else:
+                                        sooner = LATER
                         else:
                             state, sooner = fold(old, value, ts)
                     else:  # panes or columns: into the newest pane, or a new one after it
@@ -309,7 +318,9 @@ class Windows:
                     if granule > 1:
                         closes += -closes % granule
                     was = due_at.get(text)
-                    if was != closes and (sooner == LATER or was is None or was > closes):
+                    if was is not None and was < closes and sooner == LATER:
+                        due_at[text] = closes  # stays filed under ``was`` (`DueIndex.move`)
+                    elif was != closes and (sooner == LATER or was is None or was > closes):
                         due_at[text] = closes
                         bucket = buckets.get(closes)
                         if bucket is None:
