@@ -253,8 +253,16 @@ class Windows:
                     old = hot.get(text)
                     # The layouts' common cases in place, inline (the same steps as their
                     # `fold`, which takes every other case).
-                    if not old or not shape:
+                    if not shape:
                         state, sooner = fold(old, value, ts)
+                    elif not old:  # the key's first state (its windows all closed since)
+                        if shape == _SESSIONS:
+                            state = [ts, ts, start(value)]
+                        elif shape == _PANES:
+                            state = [ts - ts % advance, start(value)]
+                        else:
+                            state = [ts - ts % advance, *start(value)]
+                        sooner = True
                     elif shape == _SESSIONS:
                         n = len(old)
                         first, last = old[n - 3], old[n - 2]
@@ -268,8 +276,17 @@ class Windows:
                                 old[n - 3] = ts
                             elif ts > last:
                                 old[n - 2] = ts
-                                if n == 3:
-                                    sooner = LATER
+                                if n == 3:  # its one session closes later: `move`, inline
+                                    later = ts + gap + 1
+                                    if granule > 1:
+                                        later += -later % granule
+                                    was = due_at.get(text)
+                                    if was is not None and was < later:
+                                        # still filed under ``was``, where the next close
+                                        # (at or before it) takes or refiles it
+                                        due_at[text] = later
+                                    else:
+                                        sooner = LATER
                         else:
                             state, sooner = fold(old, value, ts)
                     else:  # panes or columns: into the newest pane, or a new one after it
@@ -305,11 +322,14 @@ class Windows:
                     keyed.save(text, state)
                     hot = keyed.hot
                 if sooner:  # `DueIndex.note` (`move` for LATER), inline
-                    closes = first_close(state, keyed.closed)
+                    # (a session closes ``gap`` after its last record: `Sessions.first_close`)
+                    closes = state[1] + gap + 1 if gap else first_close(state, keyed.closed)
                     if granule > 1:
                         closes += -closes % granule
                     was = due_at.get(text)
-                    if was != closes and (sooner == LATER or was is None or was > closes):
+                    if was is not None and was < closes and sooner == LATER:
+                        due_at[text] = closes  # stays filed under ``was`` (`DueIndex.move`)
+                    elif was != closes and (sooner == LATER or was is None or was > closes):
                         due_at[text] = closes
                         bucket = buckets.get(closes)
                         if bucket is None:

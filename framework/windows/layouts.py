@@ -73,6 +73,12 @@ class Panes:
         self.merge_all = reducer.merge_all if self.pure else None
         self.finish = reducer.result
         self.merge_result = reducer.merge_result if self.pure else None
+        inline = reducer.inline
+        self._value: Callable[[list[Any], int, int], Any] = (
+            _column_merge(reducer, 2) if self.merge_result is not None and not reducer.parts
+            and inline is not None and not inline.columns else self._merged)
+        """A window's result from its panes ``state[low:high]`` (`_close_grid`): a lone
+        count, sum, min or max merged in place over the state, with no list per window."""
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
         """``state`` (changed in place) with the record at ``ts`` folded in, and whether
@@ -242,7 +248,7 @@ class Panes:
                 kept.append((text, state[i:] if i else state, end))
         return results, kept, gone
 
-    def _value(self, state: list[Any], low: int, high: int) -> Any:
+    def _merged(self, state: list[Any], low: int, high: int) -> Any:
         """The result of the window over the panes ``state[low:high]`` (a built-in
         reducer's: `Reducer.merge_result`; one pane's needs no copy, built-in aggregates
         are never changed in place)."""

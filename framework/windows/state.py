@@ -81,7 +81,10 @@ class DueIndex:
     whose time has come. Kept in memory, rebuilt from the store when a task starts.
 
     Keys are kept in one bucket per time (window ends fall on few times), so handing out
-    a time's keys costs no ordering of the keys. With a ``granule``, times are rounded up
+    a time's keys costs no ordering of the keys. A key moved later (`move`: a session
+    growing with each record) stays in the bucket it is in, and is filed under its new
+    time only when that bucket comes up (`due`, `next`): once, not once per record. With a
+    ``granule``, times are rounded up
     to a multiple of it: keys due at scattered times (sessions, joined records) are then
     handed out together, at most ``granule - 1`` later. Closes must then run at bounds
     rounded down to it (`bound`): a close at ``b`` takes every key with anything due at
@@ -102,8 +105,9 @@ class DueIndex:
         """Key → the time it is due (its bucket)."""
         self.granule = granule
         self.buckets: dict[int, list[str]] = {}
-        """Time → the keys filed under it (a key moved later stays in its old bucket
-        too: `due` skips it there, as `at` tells)."""
+        """Time → the keys filed under it. Every key of `at` is filed under its time or an
+        earlier one (moved later: `due` and `next` file it again when that bucket comes
+        up); a key may also stay in buckets it left, which skip it as `at` tells."""
         self.times: list[int] = []
         """A heap of the buckets' times."""
 
@@ -189,18 +193,23 @@ class DueIndex:
 
     def move(self, text: str, at: int) -> int:
         """Key ``text`` has nothing due before ``at`` any more: its time becomes ``at``,
-        also when later (the bucket it leaves skips it from then on).
+        also when later (then it stays filed where it is, an earlier time: see the class).
 
         >>> index = DueIndex(); index.note("sa", 10), index.move("sa", 40)
         (10, 40)
-        >>> index.due(30), index.due(40)
-        ([], [(40, 'sa')])
+        >>> index.buckets
+        {10: ['sa']}
+        >>> index.due(30), dict(index.buckets), index.due(40)
+        ([], {40: ['sa']}, [(40, 'sa')])
         """
         if self.granule > 1:
             at += -at % self.granule
         due = self.at
-        if at != due.get(text):
-            due[text] = at  # filed under ``at``; the bucket it leaves skips it from now on
+        was = due.get(text)
+        if at != was:
+            due[text] = at
+            if was is not None and was < at:
+                return at  # filed under ``was``, earlier: `due` or `next` files it again
             bucket = self.buckets.get(at)
             if bucket is None:
                 self.buckets[at] = [text]
@@ -213,11 +222,27 @@ class DueIndex:
         """The earliest time anything is due, or None."""
         times, buckets, at = self.times, self.buckets, self.at
         while times:
-            bucket = buckets[times[0]]
-            if any(at.get(text) == times[0] for text in bucket):
-                return times[0]
-            del buckets[heapq.heappop(times)]  # every key in it moved to an earlier time
+            time = times[0]
+            bucket = buckets[time]
+            if any(at.get(text) == time for text in bucket):
+                return time
+            del buckets[heapq.heappop(times)]  # every key in it moved (or was taken)
+            self._refile(bucket, time)
         return None
+
+    def _refile(self, bucket: list[str], time: int) -> None:
+        """File the keys of ``bucket`` (time ``time``, taken out) that were moved later
+        under their time (`move` left them there)."""
+        at, buckets, times = self.at, self.buckets, self.times
+        for text in bucket:
+            was = at.get(text)
+            if was is not None and was > time:
+                later = buckets.get(was)
+                if later is None:
+                    buckets[was] = [text]
+                    heapq.heappush(times, was)
+                else:
+                    later.append(text)
 
     def due(self, bound: int) -> list[tuple[int, str]]:
         """Take out every key due at or before ``bound``: ``(time, key)`` in time order.
@@ -227,9 +252,17 @@ class DueIndex:
         while times and times[0] <= bound:
             time = heapq.heappop(times)
             for text in buckets.pop(time):
-                if at.get(text) == time:
+                was = at.get(text)
+                if was == time:
                     del at[text]
                     taken.append((time, text))
+                elif was is not None and was > time:  # moved later: filed there now, and
+                    later = buckets.get(was)  # taken in this loop if due by ``bound``
+                    if later is None:
+                        buckets[was] = [text]
+                        heapq.heappush(times, was)
+                    else:
+                        later.append(text)
         return taken
 
     def restore(self, taken: list[tuple[int, str]]) -> None:

@@ -41,6 +41,26 @@ def test_merge_all_of_each_built_in_and_of_their_aggregate_equals_merging_one_by
         assert repr(reducer.merge_result(panes)) == repr(finish(reduce(reducer.merge, panes)))
 
 
+@settings(max_examples=100, deadline=None)
+@given(groups=st.lists(st.lists(numbers, min_size=1, max_size=4), min_size=1, max_size=7),
+       before=st.integers(0, 2))
+def test_a_lone_built_in_in_panes_merges_a_window_over_the_state_as_merge_result_does(
+        groups: list[list[Any]], before: int) -> None:
+    """`Panes`' close merges a window of a lone count, sum, min or max over the state's
+    panes in place (no list per window): the same result as `Reducer.merge_result` of
+    the panes' aggregates, or the one pane's aggregate."""
+    for name in ("count", "sum", "min", "max"):
+        reducer = BUILT_INS[name]
+        layout = Panes(Hopping(size_ms=30, advance_ms=10), reducer)
+        panes = aggregates(reducer, groups)
+        state = [at for i, aggregate in enumerate([0] * before + panes)
+                 for at in (i * 10, aggregate)]
+        low, high = 2 * before, len(state)
+        assert reducer.merge_result is not None
+        wanted = panes[0] if len(panes) == 1 else reducer.merge_result(panes)
+        assert repr(layout._value(state, low, high)) == repr(wanted), name
+
+
 def test_merge_all_leaves_its_aggregates_as_they_were() -> None:
     panes = [[1, 2, 2, 2, [2, 1]], [1, 5, 5, 5, [5, 1]], [2, 7, 3, 4, [7, 2]]]
     assert EVERY.merge_all is not None

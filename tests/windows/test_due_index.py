@@ -112,3 +112,17 @@ def test_kept_rows_keeping_nothing_come_back_in_order_and_are_not_noted() -> Non
     assert empty == [("sb", [], 20), ("sd", [], 10)]
     assert cache == {"sa": [1], "sb": [9], "sc": [2]} and index.at == {"sa": 30, "sc": 30}
     assert sorted(index.due(30)) == [(30, "sa"), (30, "sc")]
+
+
+def test_a_key_moved_later_at_every_record_stays_filed_once_until_its_bucket_comes_up(
+        ) -> None:
+    """A session growing with each record moves its key later each time: the key stays
+    filed where it was, and is filed again (once) when that bucket comes up."""
+    index = DueIndex(granule=10)
+    index.note("sa", 5)
+    for at in range(20, 1_000, 10):
+        index.move("sa", at)
+    assert sum(map(len, index.buckets.values())) == 1
+    assert index.next() == 990 and index.due(500) == [] and index.at == {"sa": 990}
+    assert sum(map(len, index.buckets.values())) == 1
+    assert index.due(990) == [(990, "sa")] and index.next() is None
