@@ -1,7 +1,7 @@
 """RSS of one process holding many RocksDB stores, with and without `job.store_memory_mb`.
 
 Opens ``--tasks`` × ``--stores`` stores the way a worker does
-(`framework.worker.state.rocksdb_options` with `process_memory`) and writes ``--keys``
+(`framework.worker.task_stores.rocksdb_options` with `process_memory`) and writes ``--keys``
 distinct keys of ``--value-bytes`` into each in commit-sized batches, then prints the
 process's anonymous RSS and what the shared cache and write-buffer manager report. Each
 variant runs in a fresh child process, so the figures are its own.
@@ -23,7 +23,7 @@ if __package__ in (None, ""):
 
 from framework.config import parse_config
 from framework.stores.rocksdb import RocksDBEngine
-from framework.worker.state import process_memory, rocksdb_options
+from framework.worker.task_stores import process_memory, rocksdb_options
 
 
 def anon_mib() -> float:

@@ -25,7 +25,7 @@ from framework.systems.base import Record
 from framework.systems.local.system import LocalSystem
 from framework.worker.outage import job_systems
 from framework.worker.policies import ErrorPolicies, UndecodableRecordError
-from framework.worker.state import open_task_stores
+from framework.worker.task_stores import open_task_stores
 from groupers import SystemStreamPartition as SSP
 
 

@@ -58,7 +58,7 @@ from framework.stores import RocksDBEngine, store_path
 from framework.systems import open_system
 from framework.systems.base import System
 from framework.worker.commit import check_guarantee
-from framework.worker.state import rocksdb_options
+from framework.worker.task_stores import rocksdb_options
 
 if TYPE_CHECKING:
     from framework.queries.standby import StandbyServer

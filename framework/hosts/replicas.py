@@ -26,7 +26,7 @@ from framework.config import JobConfig
 from framework.jobmodel import TaskModel
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
 from framework.systems.base import System
-from framework.worker.state import process_memory, rocksdb_options
+from framework.worker.task_stores import process_memory, rocksdb_options
 from groupers import SystemStreamPartition
 
 __all__ = ["Replicas"]

@@ -22,8 +22,8 @@ from framework.worker.processing import Processing
 from framework.worker.reports import Reports, now_ms
 from framework.worker.routing import Routing
 from framework.worker.scheduling import CommitSchedule, Next
-from framework.worker.state import OpenedStores, open_task_stores
 from framework.worker.states import WorkerState
+from framework.worker.task_stores import OpenedStores, open_task_stores
 from framework.worker.tasks import Tasks
 from framework.worker.watchdog import TaskWatchdog
 from groupers import SystemStreamPartition

@@ -30,8 +30,8 @@ from framework.worker.reports import Reports, now_ms
 from framework.worker.routing import Routing
 from framework.worker.scheduling import close_stores
 from framework.worker.startup import load_model, open_systems, wait_for_go
-from framework.worker.state import heal_damaged_store
 from framework.worker.states import ENDS, WORKER_TRANSITIONS, WorkerState
+from framework.worker.task_stores import heal_damaged_store
 from framework.worker.tasks import Tasks
 from framework.worker.watchdog import Busy
 

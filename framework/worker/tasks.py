@@ -22,7 +22,7 @@ from framework.worker.commit import Committer
 from framework.worker.instance import TaskInstance
 from framework.worker.policies import describe
 from framework.worker.scheduling import close_stores, forget_positions
-from framework.worker.state import OpenedStores, open_task_stores
+from framework.worker.task_stores import OpenedStores, open_task_stores
 from groupers import SystemStreamPartition
 
 __all__ = ["Adding", "Journal", "Tasks"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from framework.config import parse_config
 from framework.stores.rocksdb import RocksDBEngine, store_path
-from framework.worker.state import rocksdb_options
+from framework.worker.task_stores import rocksdb_options
 
 
 def _options_file(path: Path) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ from framework.config import parse_config
 from framework.jobmodel import TaskModel
 from framework.stores.rocksdb import RocksDBEngine, store_path
 from framework.systems.local.system import LocalSystem
-from framework.worker.state import open_task_stores, process_memory
+from framework.worker.task_stores import open_task_stores, process_memory
 from groupers import SystemStreamPartition as SSP
 
 

@@ -21,7 +21,7 @@ from framework.systems.local.system import LocalSystem
 from framework.worker.codec import RecordCodec
 from framework.worker.commit import Committer
 from framework.worker.instance import TaskInstance
-from framework.worker.state import open_task_stores
+from framework.worker.task_stores import open_task_stores
 
 TASKS = 32
 

@@ -24,7 +24,7 @@ from framework.metadata import publish_model
 from framework.worker.codec import RecordCodec
 from framework.worker.commit import Committer, begin_commits
 from framework.worker.instance import TaskInstance
-from framework.worker.state import open_task_stores
+from framework.worker.task_stores import open_task_stores
 
 RECORDS = 25
 
