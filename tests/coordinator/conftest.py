@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("coordjobs", "kafkajobs")
+pytest.register_assert_rewrite("jobs.harness", "jobs.outputs", "jobs.runs")
 
-from coordjobs import Job  # noqa: E402
+from jobs.runs import CountJob  # noqa: E402
 
 
 @pytest.fixture
-def make_job(tmp_path: Path) -> Iterator[Callable[..., Job]]:
+def make_job(tmp_path: Path) -> Iterator[Callable[..., CountJob]]:
     """``make_job(name, {stream: partitions}, **options)``; every started process is killed."""
-    jobs: list[Job] = []
+    jobs: list[CountJob] = []
 
-    def make(name: str, inputs: dict[str, int], **options: Any) -> Job:
-        job = Job(tmp_path / name, name, inputs, **options)
+    def make(name: str, inputs: dict[str, int], **options: Any) -> CountJob:
+        job = CountJob(tmp_path / name, name, inputs, **options)
         jobs.append(job)
         return job
 

@@ -25,7 +25,7 @@ from hosts.hostjobs import (
     state,
     wait_for,
 )
-from jobs.harness import Workload, exact_problems
+from jobs.outputs import Workload, exact_problems
 from queryjobs import Querier, changelog_records, wrong_answers
 
 from framework.queries.client import Client, SyncClient
