@@ -7,10 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.register_assert_rewrite("jobs.harness", "jobs.outputs", "jobs.runs")
-
-from jobs.runs import CountJob  # noqa: E402
+from jobs.runs import CountJob
 
 
 @pytest.fixture
