@@ -32,12 +32,11 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "coordinator"),
-                str(ROOT / "tests" / "hosts")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "hosts")]
 from hostjobs import Hosts, job_file, produce, state, wait_for  # noqa: E402
-from jobs.harness import Workload  # noqa: E402
+from jobs.outputs import Workload  # noqa: E402
+from jobs.runs import KafkaSumJob  # noqa: E402
 from kafka_broker import running_kafka  # noqa: E402
-from kafkajobs import KafkaSumJob  # noqa: E402
 
 from framework.metadata import CoordinatorState  # noqa: E402
 from framework.systems import open_system  # noqa: E402
@@ -52,7 +51,7 @@ async def _one_host(folder: Path, bootstrap: str, tag: str, records: int
     job.start()
     try:
         await job.wait_epoch(1)
-        await job.produce(work.records(records))
+        await job.send(work.records(records))
         await job.wait_caught_up(work.count)
         figures = []
         for epoch, count in ((2, 4), (3, 8)):

@@ -31,15 +31,16 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "coordinator")]
-from coordjobs import Job, keys  # noqa: E402
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from jobs.outputs import keys  # noqa: E402
+from jobs.runs import CountJob  # noqa: E402
 
 from framework.drill.verify import read_stream  # noqa: E402
 
 MODES = ("in-place", "restart")
 
 
-async def _produce(job: Job, rate: int, stop: asyncio.Event) -> None:
+async def _produce(job: CountJob, rate: int, stop: asyncio.Event) -> None:
     """``rate`` records/s in rounds of 40 keys until ``stop``."""
     every = 40 / rate
     next_at = time.monotonic()
@@ -49,7 +50,7 @@ async def _produce(job: Job, rate: int, stop: asyncio.Event) -> None:
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
 
-async def _progress_gaps(job: Job, since: float) -> dict[int, float]:
+async def _progress_gaps(job: CountJob, since: float) -> dict[int, float]:
     """Task (input partition % 2) → the longest gap between two of its processed records
     stamped after ``since``."""
     stamps: dict[int, list[float]] = defaultdict(list)
@@ -64,7 +65,7 @@ async def _progress_gaps(job: Job, since: float) -> dict[int, float]:
 
 
 async def _round(folder: Path, mode: str, rate: int) -> dict[str, float]:
-    job = Job(folder, f"inplace-{mode}", {"words": 2}, task="TimedCountTask",
+    job = CountJob(folder, f"inplace-{mode}", {"words": 2}, task="TimedCountTask",
               monitor_ms=300, model_changes=mode)
     await job.create("words", 2)
     job.start()

@@ -36,7 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 
 from jobs import harness as h  # noqa: E402
-from jobs.kafka_run import SumRun, checkpointed  # noqa: E402
+from jobs import jobfiles as jf  # noqa: E402
+from jobs import outputs as out  # noqa: E402
+from jobs.outputs import checkpointed  # noqa: E402
+from jobs.runs import SumRun  # noqa: E402
 from kafka_broker import KafkaCluster, start_cluster, start_kafka  # noqa: E402
 
 from framework.errors import SampanError  # noqa: E402
@@ -72,7 +75,7 @@ async def _one(cluster: KafkaCluster, folder: Path, kind: str, guarantee: str,
     options = "replication_factor = 3" if kind == "failover" else ""
     run = SumRun(folder, cluster.bootstrap, guarantee=guarantee, client_options=options)
     config = run.config
-    work = h.Workload(KEYS, stream=h.streams(config)[0])
+    work = out.Workload(KEYS, stream=jf.streams(config)[0])
     run.start()
     meta = await h.open_meta(config)
     try:
@@ -96,7 +99,7 @@ async def _one(cluster: KafkaCluster, folder: Path, kind: str, guarantee: str,
             start = time.monotonic()
             meta = await h.open_meta(config)
         else:
-            victim = await _leader_of(cluster.bootstrap, h.streams(config)[0], 0)
+            victim = await _leader_of(cluster.bootstrap, jf.streams(config)[0], 0)
             cluster.node(victim).kill()
             start = time.monotonic()
         produced = await h.open_meta(config)

@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "coordinator")]
-from coordjobs import Job, keys  # noqa: E402
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from jobs.outputs import keys  # noqa: E402
+from jobs.runs import CountJob  # noqa: E402
 
 from framework.config import load_config  # noqa: E402
 from framework.queries.client import Client  # noqa: E402
@@ -43,8 +44,8 @@ def record_key(key):
 '''
 
 
-def _queried_job(folder: Path, name: str) -> Job:
-    job = Job(folder, name, {"words": 2}, monitor_ms=1000)
+def _queried_job(folder: Path, name: str) -> CountJob:
+    job = CountJob(folder, name, {"words": 2}, monitor_ms=1000)
     (job.folder / "query_keys.py").write_text(QUERY_KEYS)
     job.path.write_text(job.path.read_text() + 'keyed_by = "local.words"\n'
                         'key_to_input = "query_keys:record_key"\n\n[queries]\nenabled = true\n')

@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "hosts"), str(ROOT / "tests")]
 from hostjobs import Hosts, SteadyInput, outputs_job, read_on, state, wait_for  # noqa: E402
-from jobs.harness import Workload, replay_problems  # noqa: E402
+from jobs.outputs import Workload, replay_problems  # noqa: E402
 from kafka_broker import start_kafka  # noqa: E402
 
 from bench.kafka_args import add_client_options, client_options  # noqa: E402

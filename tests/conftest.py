@@ -9,6 +9,8 @@ import kafka_broker as brokers
 import pytest
 from kafka_broker import KafkaBroker, KafkaCluster, TansuBroker
 
+pytest.register_assert_rewrite("jobs")  # the job harness's checks show their values
+
 if TYPE_CHECKING:
     from secured_kafka import SecuredKafka
 

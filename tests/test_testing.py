@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobs import harness as h
+from jobs import jobfiles as jf
 
 import framework.testing
 from framework import StreamTask
@@ -81,8 +81,8 @@ def test_envelopes_are_fed_as_given() -> None:
 
 def test_a_job_file_brings_its_stores_and_serdes(tmp_path: Path) -> None:
     """With a job file: declared stores exist, inputs pass through the stream serdes."""
-    path = h.write_job(tmp_path / "job")
-    result = run_task(load_task_class(h.load(path)), [
+    path = jf.write_job(tmp_path / "job")
+    result = run_task(load_task_class(jf.load(path)), [
         ("local.events", "a", {"amount": 2, "n": 1}),
         ("local.events", "a", {"amount": 3, "n": 2}),
     ], stores={"totals": {"b": 7}}, config=path)
@@ -97,7 +97,7 @@ def test_a_send_to_an_undeclared_stream_fails_with_a_job_file(tmp_path: Path) ->
         def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
             collector.send("local.nowhere", key="k", value=1)
 
-    path = h.write_job(tmp_path / "job")
+    path = jf.write_job(tmp_path / "job")
     with pytest.raises(ConfigError, match=re.escape('stream "local.nowhere" is not declared')):
         run_task(Stray, [("local.events", "a", {"amount": 1, "n": 1})], config=path)
 

@@ -7,19 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.register_assert_rewrite("coordjobs", "kafkajobs")
-
-from coordjobs import Job  # noqa: E402
+from jobs.runs import CountJob
 
 
 @pytest.fixture
-def make_job(tmp_path: Path) -> Iterator[Callable[..., Job]]:
+def make_job(tmp_path: Path) -> Iterator[Callable[..., CountJob]]:
     """``make_job(name, {stream: partitions}, **options)``; every started process is killed."""
-    jobs: list[Job] = []
+    jobs: list[CountJob] = []
 
-    def make(name: str, inputs: dict[str, int], **options: Any) -> Job:
-        job = Job(tmp_path / name, name, inputs, **options)
+    def make(name: str, inputs: dict[str, int], **options: Any) -> CountJob:
+        job = CountJob(tmp_path / name, name, inputs, **options)
         jobs.append(job)
         return job
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import urllib.request
 from collections.abc import Iterable
 
-from coordjobs import Job
+from jobs.runs import CountJob
 from prometheus_client.parser import text_string_to_metric_families
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -30,7 +30,7 @@ def total(samples: Iterable[Samples], name: str, **labels: str) -> float:
     return sum(sum(values(s, name, **labels).values()) for s in samples)
 
 
-async def endpoints(job: Job) -> tuple[str, dict[int, str]]:
+async def endpoints(job: CountJob) -> tuple[str, dict[int, str]]:
     """The coordinator's and the current workers' /metrics URLs, as the job reports them."""
     state = await job.state()
     assert state.model is not None and state.status.metrics_port

@@ -8,7 +8,9 @@ import subprocess
 from collections.abc import Callable
 
 import pytest
-from coordjobs import CLI, REPO, Job, keys
+from jobs.harness import CLI, REPO
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.systems.base import ProducerRecord
 
@@ -45,7 +47,7 @@ def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
     return lines[0].removeprefix(f"sampan {command}: error: ")
 
 
-def test_status_of_a_job_never_run_is_not_running(make_job: Callable[..., Job]) -> None:
+def test_status_of_a_job_never_run_is_not_running(make_job: Callable[..., CountJob]) -> None:
     """Exit 3 (not running) with and without --json, naming what to run."""
     job = make_job("never", {"words": 2})
     message = (f"job 'never' has not been started: no job model in "
@@ -59,7 +61,7 @@ def test_status_of_a_job_never_run_is_not_running(make_job: Callable[..., Job]) 
         "not_running": message, "problems": [message], "exit_status": 3}
 
 
-def test_status_of_a_job_never_run_creates_nothing(make_job: Callable[..., Job]) -> None:
+def test_status_of_a_job_never_run_creates_nothing(make_job: Callable[..., CountJob]) -> None:
     """A status only reads: no local log, no folder appears where the job never ran."""
     job = make_job("untouched", {"words": 2})
     before = sorted(job.folder.rglob("*"))
@@ -69,7 +71,7 @@ def test_status_of_a_job_never_run_creates_nothing(make_job: Callable[..., Job])
     assert not (job.folder / "data").exists()
 
 
-def test_stream_command_errors_name_cause_and_fix(make_job: Callable[..., Job]) -> None:
+def test_stream_command_errors_name_cause_and_fix(make_job: Callable[..., CountJob]) -> None:
     job = make_job("clierr", {"words": 2})
     assert job.sampan("streams", "create", "local.words", "--partitions", "2",
                       "--job", "{job}").stdout == "created local.words with 2 partitions\n"
@@ -106,7 +108,7 @@ def test_stream_command_errors_name_cause_and_fix(make_job: Callable[..., Job]) 
         f"{job.folder / 'nope.toml'}: job file not found; pass the path of the job's .toml file")
 
 
-async def test_produce_list_and_tail_round_trip(make_job: Callable[..., Job]) -> None:
+async def test_produce_list_and_tail_round_trip(make_job: Callable[..., CountJob]) -> None:
     job = make_job("roundtrip", {"words": 2})
     assert job.sampan("streams", "create", "local.words", "--partitions", "2",
                       "--job", "{job}").returncode == 0
@@ -130,7 +132,7 @@ async def test_produce_list_and_tail_round_trip(make_job: Callable[..., Job]) ->
 
 
 async def test_expand_refuses_what_the_coordinator_would_refuse(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """4 tasks: `streams expand` to 6 exits 2 naming the remedy; --force expands anyway."""
     job = make_job("cliexpand", {"words": 4})
     await job.create("words", 4)
@@ -150,7 +152,7 @@ async def test_expand_refuses_what_the_coordinator_would_refuse(
 
 
 async def test_crash_loop_stops_the_job_naming_the_worker_log(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A task that always raises: restarts with backoff, then `sampan run` exits 2."""
     job = make_job("crashing", {"words": 2}, task="BoomTask", max_restarts=2, workers=1)
     await job.create("words", 2)
@@ -180,7 +182,8 @@ async def test_crash_loop_stops_the_job_naming_the_worker_log(
         "sampan run: error: "))
 
 
-async def test_produce_writes_nothing_when_any_line_is_bad(make_job: Callable[..., Job]) -> None:
+async def test_produce_writes_nothing_when_any_line_is_bad(
+        make_job: Callable[..., CountJob]) -> None:
     """All or nothing: line 3 is bad, lines 1–2 are not written; a line without "value" is
     refused (a tombstone says "value": null); one record is "1 record"."""
     job = make_job("allornothing", {"words": 2})
@@ -200,7 +203,7 @@ async def test_produce_writes_nothing_when_any_line_is_bad(make_job: Callable[..
 
 
 async def test_tail_prints_plain_text_and_names_records_it_cannot_decode(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Without --json: text keys, JSON values (no Python reprs); a record the serdes cannot
     decode is named with partition and offset and shown as stored; --raw shows bytes."""
     job = make_job("tailing", {"words": 2})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.config import load_config
 from framework.drill.verify import read_stream
@@ -17,7 +18,7 @@ async def kept_records(system: System, stream: str) -> int:
 
 
 async def test_changelogs_stay_bounded_while_the_job_runs_and_results_stay_exact(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """20 keys updated 40 times each, commits every 100 ms: the compactor leaves one record
     per key in the changelog, results stay exact, and a full restore from it is exact."""
     job = make_job("compacting", {"words": 2})

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 
 def damage_log(file: Path) -> None:
@@ -24,7 +25,7 @@ def damage_log(file: Path) -> None:
 
 
 async def test_a_damaged_store_heals_through_a_worker_restart(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A checksum mismatch found while processing: the worker wipes the store and exits,
     `sampan run` restarts it, the store is restored from its changelog — exact."""
     job = make_job("healing", {"words": 2})
@@ -59,7 +60,7 @@ async def test_a_damaged_store_heals_through_a_worker_restart(
     ("streams", "produce", "local.words", "--job", "{job}"),
 ], ids=["status", "run", "tail", "produce"])
 async def test_a_damaged_local_log_is_one_line_naming_the_file(
-        make_job: Callable[..., Job], command: tuple[str, ...]) -> None:
+        make_job: Callable[..., CountJob], command: tuple[str, ...]) -> None:
     job = make_job("damaged", {"words": 2})
     await job.create("words", 2)
     await job.produce("words", keys(20), 20)

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from coordjobs import Job, keys, placement
 from freeze import freeze
+from jobs.outputs import keys
+from jobs.runs import CountJob, placement
 
 from framework.errors import FencedError
 from framework.metadata import CoordinatorState
@@ -32,7 +33,7 @@ def resume_ms(job_state: CoordinatorState, epoch: int) -> int:
     return resumed - expansion.detected_ms
 
 
-async def test_per_key_order_holds_across_two_expansions(make_job: Callable[..., Job]) -> None:
+async def test_per_key_order_holds_across_two_expansions(make_job: Callable[..., CountJob]) -> None:
     """2→4→8 with records produced into new partitions before detection: every key exact."""
     job = make_job("order", {"words": 2}, monitor_ms=300)
     await job.create("words", 2)
@@ -60,7 +61,7 @@ async def test_per_key_order_holds_across_two_expansions(make_job: Callable[...,
 
 
 async def test_worker_sigkilled_mid_expansion_is_restarted_and_exact(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """With model_changes = "restart": SIGKILL worker 1's first epoch-2 process as soon as
     it exists: restarted, exact."""
     job = make_job("killed", {"words": 2}, model_changes="restart")
@@ -101,7 +102,8 @@ def pending_signals(pid: int) -> int:
     return int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)
 
 
-async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..., Job]) -> None:
+async def test_expansion_while_a_worker_restores_its_store(
+        make_job: Callable[..., CountJob]) -> None:
     """A worker stopped mid-restore by an expansion stops at once; the next epoch restores
     only the rest (a delta), and every output and the store are exact.
 
@@ -165,7 +167,7 @@ async def test_expansion_while_a_worker_restores_its_store(make_job: Callable[..
 
 
 async def test_expansion_while_stopped_drains_old_partitions_first(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Backlog in 2 partitions, expand to 4, more records, then start: barrier keeps order."""
     job = make_job("offline", {"words": 2})
     await job.create("words", 2)
@@ -198,7 +200,7 @@ async def test_expansion_while_stopped_drains_old_partitions_first(
 
 
 async def test_a_worker_of_the_old_epoch_is_fenced_after_an_expansion(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A straggler running epoch 1's model after the 2→4 switch cannot commit anything."""
     job = make_job("fenced", {"words": 2})
     await job.create("words", 2)

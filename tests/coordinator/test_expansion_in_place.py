@@ -14,13 +14,14 @@ import re
 import signal
 from collections.abc import Callable
 
-from coordjobs import Job, keys
 from freeze import freeze
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.systems.local.schema import database_file
 
 
-async def produce_until(job: Job, stop: asyncio.Event, stream: str = "words") -> int:
+async def produce_until(job: CountJob, stop: asyncio.Event, stream: str = "words") -> int:
     """Produce a round of 40 keys every 20 ms until ``stop``: records in flight while the
     job's model changes. Returns the rounds produced."""
     rounds = 0
@@ -32,7 +33,7 @@ async def produce_until(job: Job, stop: asyncio.Event, stream: str = "words") ->
     return rounds
 
 
-async def test_expansions_in_place_restart_no_worker(make_job: Callable[..., Job]) -> None:
+async def test_expansions_in_place_restart_no_worker(make_job: Callable[..., CountJob]) -> None:
     """2→4→8 under steady input: the same worker processes throughout, each took both
     models in place, the status says so, and every output and the store are exact."""
     job = make_job("inplace", {"words": 2}, monitor_ms=300)
@@ -84,7 +85,7 @@ async def test_expansions_in_place_restart_no_worker(make_job: Callable[..., Job
 
 
 async def test_a_worker_frozen_through_an_expansion_takes_it_when_it_thaws(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Worker 1 is frozen (SIGSTOP) while the 2→4 model is published and worker 0 takes
     it; thawed, worker 1 finds its epoch fenced — at its fence check or its commit, which
     is then written again at the new epoch — and takes the model in place: no restart,
@@ -126,7 +127,7 @@ async def test_a_worker_frozen_through_an_expansion_takes_it_when_it_thaws(
 
 
 async def test_model_changes_restart_keeps_the_stop_and_start_path(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """``model_changes = "restart"``: the expansion stops every worker and starts new ones
     (new pids), and the result is as exact."""
     job = make_job("restarting", {"words": 2}, monitor_ms=300, model_changes="restart")

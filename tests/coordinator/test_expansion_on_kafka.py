@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from jobs.harness import Workload, exact_problems, replay_problems
-from kafkajobs import KafkaSumJob
+from jobs.outputs import Workload, exact_problems, replay_problems
+from jobs.runs import KafkaSumJob
 
 from framework.partitioner import partition_for_key
 from groupers import SystemStreamPartition
@@ -71,16 +71,16 @@ async def test_two_expansions_with_a_worker_killed_mid_expansion(
     work = Workload(keys=60, stream=job.events)
     job.start()
     first = await job.wait_epoch(1)
-    await job.produce(work.records(1500))
+    await job.send(work.records(1500))
     for epoch, count in ((2, 4), (3, 8)):
         job.expand(count)
-        await job.produce(work.records(800))  # into the new partitions before detection
+        await job.send(work.records(800))  # into the new partitions before detection
         if count == 8:
             await kill_at_publication(job, 1, epoch)
         state = await job.wait_epoch(epoch)
         assert state.model is not None
         assert state.model.partition_counts == {f"kafka.{job.events}": count}
-        await job.produce(work.records(800))
+        await job.send(work.records(800))
     await job.wait_caught_up(work.count)
     assert await job.stop() == 0
     state = await job.state()
@@ -129,17 +129,17 @@ async def test_a_producer_with_stale_metadata_keeps_sums_exact(
 
         await job.wait_epoch(1)
         await send_stale(400)
-        await job.produce(fresh.records(400))
+        await job.send(fresh.records(400))
         for epoch, count in ((2, 4), (3, 8)):
             job.expand(count)
             await send_stale(400)
-            await job.produce(fresh.records(400))
+            await job.send(fresh.records(400))
             state = await job.wait_epoch(epoch)
             assert state.model is not None
             for task in state.model.tasks.values():
                 barriers.update(task.stages[-1].barrier)
             await send_stale(400)
-            await job.produce(fresh.records(400))
+            await job.send(fresh.records(400))
         assert await producer.partitions_for(job.events) == {0, 1}  # still stale
         await producer.client.force_metadata_update()
         assert await producer.partitions_for(job.events) == set(range(8))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from coordjobs import job_text
+from jobs.jobfiles import count_job_text
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
@@ -22,7 +22,7 @@ E2 = {0: 10, 1: 12}
 @pytest.fixture
 def config(tmp_path: Path) -> JobConfig:
     path = tmp_path / "job.toml"
-    path.write_text(job_text("plans", {"words": 2}))
+    path.write_text(count_job_text("plans", {"words": 2}))
     return load_config(path)
 
 

@@ -9,14 +9,16 @@ import signal
 import subprocess
 from collections.abc import Callable
 
-from coordjobs import CLI, REPO, Job, keys
+from jobs.harness import CLI, REPO
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.config import load_config
 from framework.drill.verify import read_stream
 
 
 async def test_an_edit_while_running_is_reported_and_restarted_workers_keep_going(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Edit the job file, then SIGKILL a worker: it restarts on the started configuration
     (never "built from another version of job.toml"), status reports the edit, exact."""
     job = make_job("edited", {"words": 2})
@@ -69,7 +71,7 @@ async def test_an_edit_while_running_is_reported_and_restarted_workers_keep_goin
 
 
 async def test_two_job_files_in_one_folder_keep_their_own_state(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Two jobs in one folder, sharing the data_dir, the log and a store name, run side by side
     (before, both opened state/stores/counts/<task> and one failed on the RocksDB LOCK)."""
     alpha = make_job("alpha", {"words": 2})
@@ -111,7 +113,7 @@ async def test_two_job_files_in_one_folder_keep_their_own_state(
 
 
 async def test_two_jobs_of_one_name_on_two_logs_are_told_they_share_a_state_folder(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """The tutorial's trap: a second job file with the same job.name but its metadata on
     another system (here another local log) shares state/<name>: its coordinator says so
     at start, and the worker says why it rebuilds the store (not "recreated or truncated")."""

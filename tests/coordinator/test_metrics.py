@@ -10,8 +10,9 @@ import signal
 import urllib.parse
 from collections.abc import Callable
 
-from coordjobs import Job, keys
 from freeze import freeze
+from jobs.outputs import keys
+from jobs.runs import CountJob
 from metricsjobs import endpoints, scrape, total, values
 
 from framework.commands.status import collect_status
@@ -25,7 +26,7 @@ PADDING = 4_000  # changelog records the task never reads: a restore long enough
 SLOW_RESTORE = {FAULT_BATCH_DELAY_ENV: "5"}  # ≥ 5 ms per record: ≥ 20 s on any machine
 
 
-async def scrape_all(job: Job, epoch: int) -> tuple[dict, list[dict]]:
+async def scrape_all(job: CountJob, epoch: int) -> tuple[dict, list[dict]]:
     """The coordinator's samples and every worker's, once all workers of ``epoch`` serve."""
     found: list[tuple[str, dict[int, str]]] = []
 
@@ -40,7 +41,7 @@ async def scrape_all(job: Job, epoch: int) -> tuple[dict, list[dict]]:
     return scrape(coordinator), [scrape(url) for url in workers.values()]
 
 
-async def lag_zero(job: Job, epoch: int) -> list[dict]:
+async def lag_zero(job: CountJob, epoch: int) -> list[dict]:
     """Scrape until every input partition's lag gauge is 0 (end offsets refresh each second)."""
     result: list[list[dict]] = []
 
@@ -54,7 +55,7 @@ async def lag_zero(job: Job, epoch: int) -> list[dict]:
 
 
 async def test_metrics_follow_processing_an_expansion_and_a_restore(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("metrics", {"words": 2})
     await job.create("words", 2)
     await job.produce("words", keys(40), 5)
@@ -172,7 +173,7 @@ async def test_metrics_follow_processing_an_expansion_and_a_restore(
 
 
 async def test_metrics_targets_stay_put_across_restarts_and_expansions(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Default ports (`port = 0`): a SIGKILLed worker, an expansion and a new `sampan run`
     keep every endpoint's address, and the Prometheus file_sd files in the state folder
     name exactly the endpoints the job serves."""

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from coordjobs import CLI, REPO, Job, blocked_writing_stdout, keys
+from jobs.harness import CLI, REPO, blocked_writing_stdout
+from jobs.outputs import keys
+from jobs.runs import CountJob
 from metricsjobs import endpoints
 
 PROMETHEUS = shutil.which("prometheus")
@@ -45,7 +47,7 @@ DOCUMENTED_GLOB = "/home/you/views/state/views/metrics/*.json"
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus server binary is not installed "
                     "(Debian/Ubuntu: apt-get install prometheus)")
-async def test_a_prometheus_server_scrapes_the_job(make_job: Callable[..., Job],
+async def test_a_prometheus_server_scrapes_the_job(make_job: Callable[..., CountJob],
                                                    tmp_path: Path) -> None:
     """docs/metrics.md's scrape config (file_sd on the job's state folder) finds every
     endpoint, and still does after a worker's SIGKILL and an expansion."""
@@ -125,7 +127,7 @@ def read_until(fd: int, marker: bytes, timeout: float = 30) -> bytes:
 
 
 async def test_status_watch_draws_frames_in_a_terminal_until_ctrl_c(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Frames redrawn in place in a terminal; once nothing reads the terminal any more, it
     fills and the watch blocks writing: Ctrl-C still ends it (exit 0), giving up the
     final frame it cannot write."""
@@ -163,7 +165,7 @@ async def test_status_watch_draws_frames_in_a_terminal_until_ctrl_c(
     assert await job.stop() == 0
 
 
-async def test_json_logs_carry_job_process_and_epoch(make_job: Callable[..., Job]) -> None:
+async def test_json_logs_carry_job_process_and_epoch(make_job: Callable[..., CountJob]) -> None:
     job = make_job("logged", {"words": 2}, workers=1)
     await job.create("words", 2)
     await job.produce("words", keys(5), 2)

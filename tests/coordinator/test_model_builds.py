@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coordjobs import HERE, job_text
-from kafkajobs import KafkaSumJob
+from jobs.jobfiles import COUNT_TASK, count_job_text
+from jobs.runs import KafkaSumJob
 
 import framework.coordinator.builder as builder
 from framework.config import JobConfig, load_config
@@ -69,8 +69,8 @@ def cost(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cost]:
 
 def _config(folder: Path, model_changes: str = "in-place") -> JobConfig:
     folder.mkdir()
-    shutil.copy(HERE / "count_task.py", folder / "count_task.py")
-    (folder / "job.toml").write_text(job_text("builds", {"words": 2},
+    shutil.copy(COUNT_TASK, folder / "count_task.py")
+    (folder / "job.toml").write_text(count_job_text("builds", {"words": 2},
                                               model_changes=model_changes))
     return load_config(folder / "job.toml")
 

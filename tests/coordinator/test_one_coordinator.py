@@ -15,14 +15,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from coordjobs import CLI, REPO, Job, keys
+from jobs.harness import CLI, REPO
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.config import load_config
 from framework.systems.local.schema import SCHEMA_VERSION, LocalOptions, connect
 from framework.systems.local.system import LocalSystem
 
 
-def second_run(job: Job, data_dir: str | None = None) -> subprocess.CompletedProcess[str]:
+def second_run(job: CountJob, data_dir: str | None = None) -> subprocess.CompletedProcess[str]:
     """`sampan run` of the job again; with ``data_dir``, from a copy of its job file keeping
     its state there (as from another machine: past the state folder's lock, to the lease)."""
     path = job.path
@@ -35,7 +37,7 @@ def second_run(job: Job, data_dir: str | None = None) -> subprocess.CompletedPro
 
 
 async def test_a_second_run_refuses_at_once_naming_the_running_coordinator(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Memory stores (no RocksDB LOCK to hide behind): still exactly one coordinator — on
     the same state folder the folder's lock refuses the second run, elsewhere the lease."""
     job = make_job("twice", {"words": 2})
@@ -71,7 +73,7 @@ async def test_a_second_run_refuses_at_once_naming_the_running_coordinator(
 
 
 async def test_a_killed_coordinator_is_replaced_without_cleanup(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """SIGKILL the coordinator alone (its workers get SIGTERM and commit): the next `sampan
     run` takes the job over at once, epochs keep increasing, results stay exact."""
     job = make_job("replaced", {"words": 2})
@@ -93,7 +95,7 @@ async def test_a_killed_coordinator_is_replaced_without_cleanup(
 
 
 async def test_a_live_lease_elsewhere_blocks_until_it_expires(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A lease held from another host that stops renewing is taken once it expired.
 
     The other host's lease lasts 10 minutes while the refusal is checked (however slowly
@@ -125,7 +127,7 @@ async def test_a_live_lease_elsewhere_blocks_until_it_expires(
 
 
 async def test_a_stray_worker_stops_by_itself_and_never_blocks_the_job(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """An idle `sampan worker` of epoch 1 left running: the next `sampan run` publishes epoch
     2; the stray notices its fence on its own (exit 3, nothing committed) and the new worker,
     waiting for the store it held, goes on — exact."""

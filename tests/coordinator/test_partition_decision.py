@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from coordjobs import job_text
+from jobs.jobfiles import count_job_text
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
@@ -26,7 +26,7 @@ HOLD = StreamHold(count=2, ends=E2, exact=True, refused=3, since_ms=5)
 @pytest.fixture
 def config(tmp_path: Path) -> JobConfig:
     path = tmp_path / "job.toml"
-    path.write_text(job_text("decide", {"words": 2}))
+    path.write_text(count_job_text("decide", {"words": 2}))
     return load_config(path)
 
 

@@ -11,10 +11,11 @@ import signal
 import subprocess
 from collections.abc import Callable
 
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 
-async def exit_of(job: Job) -> subprocess.Popen[bytes]:
+async def exit_of(job: CountJob) -> subprocess.Popen[bytes]:
     """Wait for `sampan run` to exit by itself; the process."""
     process = job.process
     assert process is not None
@@ -27,14 +28,14 @@ async def exit_of(job: Job) -> subprocess.Popen[bytes]:
     return process
 
 
-def failed_status(job: Job) -> tuple[str, str]:
+def failed_status(job: CountJob) -> tuple[str, str]:
     """(state, error) of `sampan status --json`."""
     document = json.loads(job.sampan("status", "{job}", "--json").stdout)
     return document["state"], document["error"]
 
 
 async def test_init_asking_for_an_undeclared_store_stops_the_job_at_once(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("undeclared", {"words": 2}, task="UndeclaredStoreTask", workers=1)
     await job.create("words", 2)
     await job.produce("words", keys(4), 1)
@@ -53,7 +54,7 @@ async def test_init_asking_for_an_undeclared_store_stops_the_job_at_once(
 
 
 async def test_a_task_module_that_no_longer_imports_stops_the_job_at_once(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """The task's module breaks while the job runs (a deploy needing a package not
     installed); the worker's next start cannot import it: the job stops, no restart loop."""
     job = make_job("unimportable", {"words": 2}, workers=1)

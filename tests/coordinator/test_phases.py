@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from coordjobs import HERE, job_text
+from jobs.jobfiles import COUNT_TASK, count_job_text
 from polling import apoll
 
 from framework.commands.status_document import Endpoints, JobFigures, JobStatus
@@ -61,8 +61,8 @@ def test_the_coarse_state_a_status_keeps(phase: CoordinatorPhase, state: str) ->
 
 def _coordinator(folder: Path, inputs: str | None = None) -> Coordinator:
     folder.mkdir(exist_ok=True)
-    shutil.copy(HERE / "count_task.py", folder / "count_task.py")
-    text = job_text("phases", {"words": 2})
+    shutil.copy(COUNT_TASK, folder / "count_task.py")
+    text = count_job_text("phases", {"words": 2})
     if inputs is not None:
         text = text.replace('[streams."local.words"]\npartitions = 2\n', inputs)
     (folder / "job.toml").write_text(text)

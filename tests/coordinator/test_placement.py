@@ -6,7 +6,9 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from coordjobs import Job, job_text, keys
+from jobs.jobfiles import count_job_text
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.config import load_config
 from framework.coordinator.builder import build_job_model
@@ -14,7 +16,7 @@ from framework.coordinator.model_service import ModelService
 
 
 def _ha_config(tmp_path: Path, workers: int = 2):  # type: ignore[no-untyped-def]
-    text = job_text("ha", {"words": 4}, workers=workers).replace(
+    text = count_job_text("ha", {"words": 4}, workers=workers).replace(
         "max_worker_restarts = 5", 'max_worker_restarts = 5\nassignor = "high-availability"')
     path = tmp_path / "job.toml"
     path.write_text(text)
@@ -56,7 +58,7 @@ def test_a_new_worker_without_state_takes_no_active_task_yet(tmp_path: Path) -> 
 
 
 async def test_workers_report_store_positions_the_coordinator_turns_into_gaps(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A real run: worker reports carry their stores' changelog offsets; gaps are 0 after a
     clean stop and grow by exactly what the changelog gained since."""
     job = make_job("ha", {"words": 4})
@@ -93,7 +95,7 @@ def test_new_tasks_never_reuse_a_retired_changelog_partition(tmp_path: Path) -> 
         for name, task in first.tasks.items()}, changelog_partitions=8)
     (tmp_path / "two").mkdir()
     path = tmp_path / "two" / "job.toml"
-    path.write_text(job_text("ha", {"words": 4, "extra": 5}))
+    path.write_text(count_job_text("ha", {"words": 4, "extra": 5}))
     grown = build_job_model(load_config(path), {"local.words": 4, "local.extra": 5}, rekeyed)
     assert {n: t.changelog_partition for n, t in grown.tasks.items()} == {
         "Partition 0": 4, "Partition 1": 5, "Partition 2": 6, "Partition 3": 7,

@@ -7,7 +7,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.coordinator.supervisor import Supervisor
 
@@ -21,12 +22,12 @@ async def _has_open(pid: int, name: str) -> bool:
         return False
 
 
-def supervisor(job: Job) -> Supervisor:
+def supervisor(job: CountJob) -> Supervisor:
     return Supervisor(job.path, log_dir=job.logs, tee=False, stop_timeout_s=20)
 
 
 async def test_prepared_workers_run_the_latest_model_once_told(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """The processes started ahead are the ones that run (same pids), exactly."""
     job = make_job("ahead", {"words": 2})
     await job.create("words", 2)
@@ -51,7 +52,7 @@ async def test_prepared_workers_run_the_latest_model_once_told(
 
 
 async def test_a_prepared_worker_not_needed_ends_without_writing(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Discarded before or after it got ready: it exits, reports nothing, commits nothing."""
     job = make_job("unused", {"words": 2})
     await job.create("words", 2)

@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from coordjobs import CLI, REPO
+from jobs.harness import CLI, REPO
 
 README = REPO / "README.md"
 

@@ -7,10 +7,11 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 
-def drop_stream(job: Job, stream: str) -> None:
+def drop_stream(job: CountJob, stream: str) -> None:
     """Delete a stream of the job's local log, as an operator deleting a topic would."""
     connection = sqlite3.connect(job.folder / "data" / "log.sqlite3", isolation_level=None)
     connection.execute("BEGIN IMMEDIATE")
@@ -28,7 +29,7 @@ REFUSAL = ("input local.words was deleted and created again, or truncated: task 
 
 
 async def test_a_recreated_input_is_refused_until_its_offsets_are_reset(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("recreated", {"words": 2})
     await job.create("words", 2)
     await job.produce("words", keys(30), 10)
@@ -68,7 +69,7 @@ async def test_a_recreated_input_is_refused_until_its_offsets_are_reset(
 
 
 async def test_an_input_recreated_while_running_stops_the_job_naming_the_remedy(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("recreating", {"words": 2})
     await job.create("words", 2)
     await job.produce("words", keys(30), 10)
@@ -90,7 +91,7 @@ async def test_an_input_recreated_while_running_stops_the_job_naming_the_remedy(
         "sampan run: error: " + REFUSAL)
 
 
-async def test_reset_offsets_refuses_while_the_job_runs(make_job: Callable[..., Job]) -> None:
+async def test_reset_offsets_refuses_while_the_job_runs(make_job: Callable[..., CountJob]) -> None:
     job = make_job("busy", {"words": 2})
     await job.create("words", 2)
     first = job.start()
@@ -103,7 +104,7 @@ async def test_reset_offsets_refuses_while_the_job_runs(make_job: Callable[..., 
 
 
 async def test_a_commit_between_reading_ends_and_checking_is_not_a_truncation(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """The input check reads checkpoints before the end offsets: a worker that commits
     past the ends read a moment ago (records produced meanwhile) is no truncation."""
     from dataclasses import replace

@@ -9,24 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.metadata import CoordinatorState
 
 KEYS = keys(40)
 
 
-async def ends(job: Job, stream: str = "words") -> dict[int, int]:
+async def ends(job: CountJob, stream: str = "words") -> dict[int, int]:
     return {p: r.end for p, r in (await job.call(lambda s: s.offsets(stream))).items()}
 
 
-async def read(job: Job) -> dict[int, int]:
+async def read(job: CountJob) -> dict[int, int]:
     """Partition → the position the job checkpointed on words."""
     return {ssp.partition: position for cp in (await job.checkpoints()).values()
             for ssp, position in cp.inputs.items() if ssp.stream == "words"}
 
 
-async def refused(job: Job, change: str) -> CoordinatorState:
+async def refused(job: CountJob, change: str) -> CoordinatorState:
     """Until the coordinator's status names ``change`` as refused (held)."""
     seen: list[CoordinatorState] = []
 
@@ -38,7 +39,7 @@ async def refused(job: Job, change: str) -> CoordinatorState:
     return seen[0]
 
 
-async def held_exactly(job: Job, hold: dict[int, int],
+async def held_exactly(job: CountJob, hold: dict[int, int],
                        before: dict[str, list[tuple[int, int]]]) -> None:
     """The job read words exactly up to ``hold`` — never past it — and its outputs are
     exactly those of the records before the hold."""
@@ -55,8 +56,8 @@ async def held_exactly(job: Job, hold: dict[int, int],
     assert state.model.holds["local.words"].ends == hold
 
 
-async def started_held(make_job: Callable[..., Job], name: str
-                       ) -> tuple[Job, dict[int, int], dict[str, list[tuple[int, int]]]]:
+async def started_held(make_job: Callable[..., CountJob], name: str
+                       ) -> tuple[CountJob, dict[int, int], dict[str, list[tuple[int, int]]]]:
     """A running 2-partition job that counted everything, then words grew to 3 (refused);
     the hold and the outputs expected while held. The running workers took the hold in
     place: the same processes, a worker restarted by none."""
@@ -73,7 +74,7 @@ async def started_held(make_job: Callable[..., Job], name: str
     return job, hold, before
 
 
-async def same_workers(job: Job, pids: dict[int, int], epoch: int) -> None:
+async def same_workers(job: CountJob, pids: dict[int, int], epoch: int) -> None:
     """Every worker of ``pids`` runs ``epoch``, in the same process: taken in place."""
     async def there() -> bool:
         workers = (await job.state()).workers
@@ -84,7 +85,7 @@ async def same_workers(job: Job, pids: dict[int, int], epoch: int) -> None:
     assert {w: state.workers[w].pid for w in pids} == pids
 
 
-async def discard_and_finish(job: Job, change: str, skipped: int, count: int) -> None:
+async def discard_and_finish(job: CountJob, change: str, skipped: int, count: int) -> None:
     """Stop the held job, discard the held records, run on: every kept record exact."""
     assert await job.stop() == 0
     discard = job.sampan("streams", "discard-held", "local.words", "--job", "{job}")
@@ -102,7 +103,7 @@ async def discard_and_finish(job: Job, change: str, skipped: int, count: int) ->
 
 
 async def test_2_to_3_to_4_with_writes_stays_held_until_discard_held(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job, hold, before = await started_held(make_job, "h234")
     under_3 = await job.produce("words", KEYS, 2)  # placed by hash % 3
     await job.expand("words", 4)
@@ -117,7 +118,7 @@ async def test_2_to_3_to_4_with_writes_stays_held_until_discard_held(
 
 
 async def test_2_to_3_to_6_with_writes_stays_held_until_discard_held(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job, hold, before = await started_held(make_job, "h236")
     under_3 = await job.produce("words", KEYS, 2)
     await job.expand("words", 6)
@@ -129,7 +130,7 @@ async def test_2_to_3_to_6_with_writes_stays_held_until_discard_held(
 
 
 async def test_a_direct_2_to_6_with_writes_in_between_is_exact(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """6 is a multiple of the 2 tasks: applied with barriers, nothing held."""
     job = make_job("d26", {"words": 2})
     await job.create("words", 2)
@@ -149,7 +150,7 @@ async def test_a_direct_2_to_6_with_writes_in_between_is_exact(
 
 
 async def test_growing_on_to_a_multiple_with_nothing_written_under_3_releases_the_hold(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job, hold, before = await started_held(make_job, "r234")
     pids = (await job.state()).status.worker_pids
     await held_exactly(job, hold, before)
@@ -174,7 +175,7 @@ async def test_growing_on_to_a_multiple_with_nothing_written_under_3_releases_th
 
 
 async def test_the_hold_survives_a_sigkilled_coordinator(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """SIGKILL of `sampan run` and its workers: the restarted coordinator finds the hold in
     the job model and keeps it (counts 4 now, a multiple of 2, would be applied otherwise)."""
     job, hold, before = await started_held(make_job, "k234")
@@ -197,7 +198,7 @@ async def test_the_hold_survives_a_sigkilled_coordinator(
 
 
 async def test_2_to_3_to_4_with_writes_while_the_job_was_down_is_held_at_start(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """The coordinator never saw 3 partitions: the local log's growth records tell that
     records were written under 3, so the job starts held rather than adopting 4."""
     job = make_job("down234", {"words": 2})

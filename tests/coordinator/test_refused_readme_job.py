@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from coordjobs import CLI, REPO
+from jobs.harness import CLI, REPO
 from test_readme_job import readme_block
 
 from framework.config import JobConfig, load_config

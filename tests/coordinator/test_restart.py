@@ -6,11 +6,12 @@ import os
 import signal
 from collections.abc import Callable
 
-from coordjobs import Job, keys, placement
+from jobs.outputs import keys
+from jobs.runs import CountJob, placement
 
 
 async def test_restart_keeps_model_placement_changelogs_and_local_state(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("restart", {"words": 4})
     await job.create("words", 4)
     await job.produce("words", keys(40), 5)
@@ -40,7 +41,7 @@ async def test_restart_keeps_model_placement_changelogs_and_local_state(
 
 
 async def test_sigkilled_coordinator_restarts_on_the_same_plan_and_stays_exact(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """SIGKILL only the coordinator mid-job: its workers exit (parent death), the next run
     keeps every task where it was, restores at most a delta, and the counts are exact."""
     job = make_job("crashed", {"words": 4})

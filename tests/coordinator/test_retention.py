@@ -10,7 +10,8 @@ import json
 import shutil
 from collections.abc import Callable, Sequence
 
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.retention import retain_once
@@ -18,7 +19,7 @@ from framework.drill.timeline import committed_and_end
 from framework.systems.base import ProducerRecord, RecordPosition
 
 
-def with_retention(job: Job, stream_keys: str, coordinator_keys: str = "") -> None:
+def with_retention(job: CountJob, stream_keys: str, coordinator_keys: str = "") -> None:
     """Add retention keys to ``local.words`` (and ``[coordinator]``) of the job file."""
     text = job.path.read_text().replace(
         '[streams."local.words"]\n', f'[streams."local.words"]\n{stream_keys}\n')
@@ -26,7 +27,7 @@ def with_retention(job: Job, stream_keys: str, coordinator_keys: str = "") -> No
     job.config = load_config(job.path)
 
 
-def retention_file(job: Job, stream_keys: str) -> JobConfig:
+def retention_file(job: CountJob, stream_keys: str) -> JobConfig:
     """The same job with retention on ``local.words``, as a second job file declaring it
     (what a coordinator that declares the stream applies in its background pass)."""
     path = job.folder / "with-retention.toml"
@@ -35,23 +36,23 @@ def retention_file(job: Job, stream_keys: str) -> JobConfig:
     return load_config(path)
 
 
-async def retention_pass(job: Job, config: JobConfig) -> None:
+async def retention_pass(job: CountJob, config: JobConfig) -> None:
     await job.call(lambda s: retain_once(config, {"local": s}))
 
 
-async def produce(job: Job, names: Sequence[str], rounds: int
+async def produce(job: CountJob, names: Sequence[str], rounds: int
                   ) -> list[tuple[ProducerRecord, RecordPosition]]:
     records = job.truth.records("words", names, rounds)
     positions = await job.call(lambda s: s.produce(records))
     return list(zip(records, positions, strict=True))
 
 
-async def oldest(job: Job) -> dict[int, int]:
+async def oldest(job: CountJob) -> dict[int, int]:
     return {p: r.oldest for p, r in (await job.call(lambda s: s.offsets("words"))).items()}
 
 
 async def test_a_running_job_keeps_its_input_bounded_and_stays_exact(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Retention of ~2 KB per partition every 200 ms while the job counts, expands 2 → 4
     and restores its store fully: its input's oldest offsets move, every output is exact."""
     job = make_job("retaining", {"words": 2})
@@ -92,7 +93,8 @@ async def test_a_running_job_keeps_its_input_bounded_and_stays_exact(
     assert row[5] == "2000 B/partition, wait-for-readers"
 
 
-async def test_a_job_stopped_past_retention_loses_nothing(make_job: Callable[..., Job]) -> None:
+async def test_a_job_stopped_past_retention_loses_nothing(
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("stopped", {"words": 2})
     await job.create("words", 2)
     job.start()
@@ -117,7 +119,7 @@ async def test_a_job_stopped_past_retention_loses_nothing(make_job: Callable[...
 
 
 async def test_drop_unread_resets_a_lagging_job_and_its_status_says_so(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("dropping", {"words": 2})
     await job.create("words", 2)
     job.start()
@@ -154,7 +156,7 @@ async def test_drop_unread_resets_a_lagging_job_and_its_status_says_so(
 
 
 async def test_reset_offsets_and_tail_follow_the_moved_oldest_offset(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("readers", {"words": 2})
     await job.create("words", 2)
     job.start()
@@ -183,7 +185,7 @@ async def test_reset_offsets_and_tail_follow_the_moved_oldest_offset(
             for ssp, offset in cp.inputs.items()} == moved
 
 
-async def wait_caught_up(job: Job) -> None:
+async def wait_caught_up(job: CountJob) -> None:
     """Until the job has committed every record of its input (lag 0)."""
     async def caught_up() -> bool:
         committed, end = await job.call(lambda s: committed_and_end(s, job.config))
@@ -192,7 +194,7 @@ async def wait_caught_up(job: Job) -> None:
 
 
 async def test_a_job_holds_its_input_from_its_first_model_before_it_commits(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Issue 47's reproduction, scaled down: retention of 16 KiB per partition every 200 ms
     on an empty input; at once 6,000 records (batches of 1,000, ~24 KB each) reach a job
     that reads 50 at a time, a millisecond each, and commits every 5 s. Its coordinator's
@@ -216,7 +218,7 @@ async def test_a_job_holds_its_input_from_its_first_model_before_it_commits(
 
 
 async def test_a_job_stopped_before_its_input_arrived_holds_it_against_another_jobs_retention(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A job started and stopped on an empty input, then records arrive while another job
     declaring that stream with retention runs: that job's coordinator keeps every record
     the stopped job has not read, and names it."""
@@ -254,7 +256,7 @@ async def test_a_job_stopped_before_its_input_arrived_holds_it_against_another_j
 
 
 async def test_drop_unread_resets_a_job_that_never_committed_and_says_so(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("never-committed", {"words": 2})
     await job.create("words", 2)
     job.start()

@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.config import load_config
 from framework.coordinator.retention import retain_once
 from framework.systems.base import ProducerRecord
 
 
-def start_at(job: Job, spelled: str) -> None:
+def start_at(job: CountJob, spelled: str) -> None:
     """Set ``start_position`` of the job's input ``local.words``."""
     table = '[streams."local.words"]\n'
     job.path.write_text(job.path.read_text().replace(
@@ -25,17 +26,17 @@ def start_at(job: Job, spelled: str) -> None:
     job.config = load_config(job.path)
 
 
-async def ends(job: Job) -> dict[int, int]:
+async def ends(job: CountJob) -> dict[int, int]:
     return {p: r.end for p, r in (await job.call(lambda s: s.offsets("words"))).items()}
 
 
-async def positions(job: Job) -> set[tuple[str, int, int]]:
+async def positions(job: CountJob) -> set[tuple[str, int, int]]:
     """(task, partition, offset) of every checkpointed input position of the job."""
     return {(task, ssp.partition, offset) for task, cp in (await job.checkpoints()).items()
             for ssp, offset in cp.inputs.items()}
 
 
-async def produce_stamped(job: Job, rounds: int, timestamp: int) -> list[ProducerRecord]:
+async def produce_stamped(job: CountJob, rounds: int, timestamp: int) -> list[ProducerRecord]:
     records = [replace(r, timestamp=timestamp)
                for r in job.truth.records("words", keys(20), rounds)]
     await job.call(lambda s: s.produce(records))
@@ -43,7 +44,7 @@ async def produce_stamped(job: Job, rounds: int, timestamp: int) -> list[Produce
 
 
 async def test_a_latest_start_reads_what_comes_after_the_first_model_also_after_a_restart(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("latest", {"words": 2})
     start_at(job, '"latest"')
     await job.create("words", 2)
@@ -63,7 +64,7 @@ async def test_a_latest_start_reads_what_comes_after_the_first_model_also_after_
 
 
 async def test_a_time_start_reads_from_the_first_record_stamped_at_or_after_it(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Stamps 1,000 s, then 2,000 s, then 1,500 s; a start at 2,000 s skips the first and
     reads on from the second: what follows is read whatever its stamp."""
     job = make_job("timed", {"words": 2})
@@ -81,7 +82,7 @@ async def test_a_time_start_reads_from_the_first_record_stamped_at_or_after_it(
 
 
 async def test_partitions_an_expansion_adds_are_read_from_their_first_record_after_a_latest_start(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A job started at "latest" on 2 partitions; the input grows to 4 while it runs and
     records go into the new partitions at once, before the coordinator sees the growth:
     the new partitions are read from offset 0, every record counted in order."""
@@ -104,7 +105,7 @@ async def test_partitions_an_expansion_adds_are_read_from_their_first_record_aft
 
 
 async def test_reset_offsets_prepares_a_job_that_never_ran_and_retention_keeps_what_follows(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("prepared", {"words": 2})
     await job.create("words", 2)
     job.truth.discard(await job.produce("words", keys(20), 3))
@@ -135,7 +136,7 @@ async def test_reset_offsets_prepares_a_job_that_never_ran_and_retention_keeps_w
 
 
 async def test_reset_offsets_to_a_time_sets_each_partition_at_its_first_record_stamped_then(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("reset-to-time", {"words": 2})
     await job.create("words", 2)
     job.truth.discard(await produce_stamped(job, 2, 1_000_000))

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobs.harness import Workload, exact_problems
-from kafkajobs import KafkaSumJob
+from jobs.outputs import Workload, exact_problems
+from jobs.runs import KafkaSumJob
 
 from framework.config import load_config
 from framework.drill.hosts_job import HostProcesses
@@ -48,10 +48,10 @@ async def test_a_latest_start_on_kafka_reads_only_what_comes_after_the_first_mod
     job = await started_at(jobs, tmp_path, kafka_broker.bootstrap, "latest", '"latest"')
     before = Workload(keys=30, stream=job.events, key_prefix="before")
     after = Workload(keys=30, stream=job.events, key_prefix="after", seed=11)
-    await job.produce(before.records(300))
+    await job.send(before.records(300))
     job.start()
     await job.wait_epoch(1)
-    await job.produce(after.records(300))
+    await job.send(after.records(300))
     await job.wait_caught_up(before.count + after.count)
     assert await job.stop() == 0
     assert exact_problems(await job.outputs(), after) == []  # none for "before" keys
@@ -66,12 +66,12 @@ async def test_a_time_start_on_kafka_reads_from_the_first_record_stamped_at_or_a
     job = await started_at(jobs, tmp_path, kafka_broker.bootstrap, "time", str(now - 90_000))
     before = Workload(keys=30, stream=job.events, key_prefix="before")
     after = Workload(keys=30, stream=job.events, key_prefix="after", seed=11)
-    await job.produce([replace(r, timestamp=now - 120_000) for r in before.records(300)])
-    await job.produce([replace(r, timestamp=now - 60_000) for r in after.records(300)])
-    await job.produce([replace(r, timestamp=now - 180_000) for r in after.records(100)])
+    await job.send([replace(r, timestamp=now - 120_000) for r in before.records(300)])
+    await job.send([replace(r, timestamp=now - 60_000) for r in after.records(300)])
+    await job.send([replace(r, timestamp=now - 180_000) for r in after.records(100)])
     job.start()
     await job.wait_epoch(1)
-    await job.produce(after.records(100))
+    await job.send(after.records(100))
     await job.wait_caught_up(before.count + after.count)
     assert await job.stop() == 0
     assert exact_problems(await job.outputs(), after) == []
@@ -83,7 +83,7 @@ async def test_a_latest_start_holds_when_the_group_leader_publishes_the_model(
     job = await started_at(jobs, tmp_path, kafka_broker.bootstrap, "hosts", '"latest"')
     before = Workload(keys=30, stream=job.events, key_prefix="before")
     after = Workload(keys=30, stream=job.events, key_prefix="after", seed=11)
-    await job.produce(before.records(300))
+    await job.send(before.records(300))
     hosts = HostProcesses(job.path, tmp_path)
     try:
         hosts.start("a")
@@ -93,7 +93,7 @@ async def test_a_latest_start_holds_when_the_group_leader_publishes_the_model(
             model = (await job.state()).model
             return model is not None and list(model.hosts) == ["a"]
         await job.wait(published, "host a's first model")
-        await job.produce(after.records(300))
+        await job.send(after.records(300))
         await job.wait_caught_up(before.count + after.count)
     finally:
         hosts.stop_all()

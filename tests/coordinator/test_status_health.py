@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coordjobs import CLI, REPO, Job, blocked_writing_stdout, keys
+from jobs.harness import CLI, REPO, blocked_writing_stdout
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.config import load_config
 
 
-def status(job: Job) -> tuple[int, str, dict[str, Any]]:
+def status(job: CountJob) -> tuple[int, str, dict[str, Any]]:
     """(exit status, text, --json document); both forms must exit alike."""
     text = job.sampan("status", "{job}")
     document = job.sampan("status", "{job}", "--json")
@@ -26,7 +28,7 @@ def status(job: Job) -> tuple[int, str, dict[str, Any]]:
     return text.returncode, text.stdout, json.loads(document.stdout)
 
 
-def tune(job: Job, **coordinator: int) -> None:
+def tune(job: CountJob, **coordinator: int) -> None:
     """Set ``[coordinator]`` keys of the job file (before `start`)."""
     text = job.path.read_text()
     for key, value in coordinator.items():
@@ -36,7 +38,7 @@ def tune(job: Job, **coordinator: int) -> None:
     job.config = load_config(job.path)
 
 
-async def test_a_healthy_job_exits_0_and_a_stopped_one_3(make_job: Callable[..., Job]) -> None:
+async def test_a_healthy_job_exits_0_and_a_stopped_one_3(make_job: Callable[..., CountJob]) -> None:
     job = make_job("healthy", {"words": 2})
     await job.create("words", 2)
     await job.produce("words", keys(10), 2)
@@ -54,7 +56,7 @@ async def test_a_healthy_job_exits_0_and_a_stopped_one_3(make_job: Callable[...,
     assert "  health: not running (exit status 3)\n    the job was stopped at " in text
 
 
-async def test_sigkill_of_sampan_run_is_not_running(make_job: Callable[..., Job]) -> None:
+async def test_sigkill_of_sampan_run_is_not_running(make_job: Callable[..., CountJob]) -> None:
     """`kill -9` of the coordinator alone: its last report still says running, but its
     process is gone, so status says not running (exit 3), not running/0."""
     job = make_job("killed", {"words": 2})
@@ -74,7 +76,7 @@ async def test_sigkill_of_sampan_run_is_not_running(make_job: Callable[..., Job]
 
 
 async def test_a_coordinator_that_stops_renewing_its_lease_is_not_running(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """SIGSTOP: the process lives but its lease expires; status says so (exit 3), and
     running again once SIGCONT lets it renew."""
     job = make_job("frozen", {"words": 2}, workers=1)
@@ -99,7 +101,7 @@ async def test_a_coordinator_that_stops_renewing_its_lease_is_not_running(
 
 
 async def test_a_crash_loop_is_degraded_while_it_happens_then_failed(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A task that raises on every record: from the second crash status is degraded
     (exit 1) with the crashes in the window and the last error line; once the
     coordinator gave up, failed (exit 4)."""
@@ -137,7 +139,7 @@ async def test_a_crash_loop_is_degraded_while_it_happens_then_failed(
 
 
 async def test_a_sigkilled_worker_is_named_and_down_until_its_restart(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A SIGKILLed worker waiting out a long restart backoff: the log says `killed by
     SIGKILL`, status is degraded with the worker down; Ctrl-C does not wait the backoff."""
     job = make_job("downed", {"words": 2}, workers=1)
@@ -159,7 +161,7 @@ async def test_a_sigkilled_worker_is_named_and_down_until_its_restart(
     assert job.coordinator_log().count("started worker 0 ") == 1  # stopped in the backoff
 
 
-async def test_a_refused_partition_change_is_degraded(make_job: Callable[..., Job]) -> None:
+async def test_a_refused_partition_change_is_degraded(make_job: Callable[..., CountJob]) -> None:
     job = make_job("refusing", {"words": 2})
     await job.create("words", 2)
     job.start()
@@ -183,7 +185,7 @@ async def test_a_refused_partition_change_is_degraded(make_job: Callable[..., Jo
 
 
 async def test_status_lists_the_metrics_urls_of_live_processes_only(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """A SIGKILLed worker waiting out its restart backoff has no URL; a stopped job none."""
     job = make_job("endpoints", {"words": 2})
     tune(job, worker_restart_backoff_ms=30000)
@@ -214,7 +216,7 @@ async def test_status_lists_the_metrics_urls_of_live_processes_only(
 
 
 async def test_status_watch_writes_frames_into_a_pipe(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Text frames into a pipe; once the reader stops reading, the pipe fills and the watch
     blocks writing: Ctrl-C still ends it (exit 0) instead of leaving it blocked."""
     job = make_job("piped", {"words": 2}, workers=1)
@@ -251,7 +253,7 @@ async def test_status_watch_writes_frames_into_a_pipe(
 
 
 async def test_more_workers_than_tasks_says_which_are_idle(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """workers = 3 for 2 partitions: the start log and status name worker 2 as idle."""
     job = make_job("wasteful", {"words": 2}, workers=3)
     await job.create("words", 2)

@@ -7,7 +7,8 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-from coordjobs import Job, keys, placement
+from jobs.outputs import keys
+from jobs.runs import CountJob, placement
 
 from framework.partitioner import partition_for_key
 from framework.systems.base import ProducerRecord
@@ -18,7 +19,7 @@ def words(stream: str, partitions: range) -> list[list[object]]:
     return [["local", stream, p] for p in partitions]
 
 
-async def test_only_one_of_two_joined_streams_expands(make_job: Callable[..., Job]) -> None:
+async def test_only_one_of_two_joined_streams_expands(make_job: Callable[..., CountJob]) -> None:
     """a (3) and b (3→6): task i holds a_i, b_i, b_{i+3}; counts per (stream, key) exact."""
     job = make_job("joined", {"a": 3, "b": 3}, workers=2)
     await job.create("a", 3)
@@ -44,7 +45,7 @@ async def test_only_one_of_two_joined_streams_expands(make_job: Callable[..., Jo
 
 
 async def test_stream_added_with_a_multiple_count_joins_existing_tasks(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """words (2 tasks) + clicks (4 partitions) by config change: clicks p → task p % 2."""
     job = make_job("added", {"words": 2})
     await job.create("words", 2)
@@ -75,7 +76,7 @@ async def test_stream_added_with_a_multiple_count_joins_existing_tasks(
 
 
 async def test_stream_added_with_another_count_gets_new_tasks_and_changelogs(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """words (2 tasks) + clicks (3 partitions): clicks 2 forms a new task, changelog grows."""
     job = make_job("added3", {"words": 2})
     await job.create("words", 2)
@@ -102,7 +103,7 @@ async def test_stream_added_with_another_count_gets_new_tasks_and_changelogs(
     assert await job.call(lambda s: s.partition_counts([changelog])) == {changelog: 3}
 
 
-def set_partition_count(job: Job, stream: str, count: int) -> None:
+def set_partition_count(job: CountJob, stream: str, count: int) -> None:
     """Rewrite the stream's count in the log's catalog: the local system cannot shrink a
     stream, so this stands in for a broker whose stream was deleted and re-created."""
     with sqlite3.connect(database_file(job.config.system("local").path)) as conn:
@@ -110,7 +111,7 @@ def set_partition_count(job: Job, stream: str, count: int) -> None:
 
 
 async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Both changes are refused loudly (log, status) and words is held: the job stops
     reading it exactly where it grew (never a record written under 6 partitions read under
     4), while its other input, clicks, goes on. Records were written while it had 6, so
@@ -190,7 +191,7 @@ async def test_refuses_4_to_6_and_4_to_2_and_keeps_running_exactly(
     assert "The job keeps running on epoch 1" in log
 
 
-async def produce_on_four(job: Job, rounds: int, names: list[str] | None = None
+async def produce_on_four(job: CountJob, rounds: int, names: list[str] | None = None
                           ) -> list[ProducerRecord]:
     """Records keyed as a 4-partition producer places them (partitions 0..3)."""
     names = names or keys(40)
@@ -202,7 +203,7 @@ async def produce_on_four(job: Job, rounds: int, names: list[str] | None = None
 
 
 async def test_refused_change_while_stopped_starts_on_the_previous_counts(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """4→6 while the job was down: it starts on 4 partitions with words held, read only up
     to where it grew; records were written while it had 6, so growing on to 8 does not
     release it; `sampan streams discard-held` does, and what the job kept is exact."""

@@ -8,7 +8,9 @@ import json
 import subprocess
 from collections.abc import Callable
 
-from coordjobs import Job, job_text, keys
+from jobs.jobfiles import count_job_text
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.commands.held import Discarded
 from framework.systems.base import ProducerRecord
@@ -23,7 +25,7 @@ def one_line_error(done: subprocess.CompletedProcess[str], command: str = "strea
     return lines[0].removeprefix(f"sampan {command}: error: ")
 
 
-async def test_list_hides_sampans_own_streams_unless_all(make_job: Callable[..., Job]) -> None:
+async def test_list_hides_sampans_own_streams_unless_all(make_job: Callable[..., CountJob]) -> None:
     """The coordinator stream and the changelogs of any job are sampan's: left out of the
     list (a line on stderr says how many), listed and named with --all."""
     job = make_job("lister", {"words": 2})
@@ -51,7 +53,8 @@ async def test_list_hides_sampans_own_streams_unless_all(make_job: Callable[...,
     }
 
 
-async def test_a_mistyped_stream_name_gets_a_did_you_mean(make_job: Callable[..., Job]) -> None:
+async def test_a_mistyped_stream_name_gets_a_did_you_mean(
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("typos", {"words": 2})
     await job.create("words", 2)
     await job.create("side", 1)
@@ -91,7 +94,7 @@ async def test_a_mistyped_stream_name_gets_a_did_you_mean(make_job: Callable[...
 
 
 async def test_delete_drops_the_stream_its_records_and_its_history(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """Records, partitions and growth records go: created again, the stream starts at
     offset 0 with no growth behind it. Without --yes, and no terminal to ask on, nothing
     is deleted."""
@@ -115,13 +118,13 @@ async def test_delete_drops_the_stream_its_records_and_its_history(
 
 
 async def test_delete_is_refused_while_a_running_job_uses_the_stream(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """The job file's own running job, and another job running on the same local log
     (found through its lease and job model), keep their streams; an unused one goes at
     once. Stopped, the job lets go, and the output says what to do before it runs again."""
     job = make_job("holder", {"words": 2})
     other = job.folder / "other.toml"  # another job on the same log, not reading words
-    other.write_text(job_text("bystander", {"side": 1}))
+    other.write_text(count_job_text("bystander", {"side": 1}))
     await job.create("words", 2)
     await job.create("spare", 1)
     await job.produce("words", keys(6), 1)
@@ -168,7 +171,7 @@ def test_a_discard_of_one_record_is_said_in_the_singular() -> None:
 
 
 async def test_a_partition_past_the_streams_count_is_named_with_its_count(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     job = make_job("counted", {"words": 1})
     await job.create("words", 1)
     done = job.sampan("streams", "produce", "local.words", "{job}", "--value-hex", "00",
@@ -177,7 +180,7 @@ async def test_a_partition_past_the_streams_count_is_named_with_its_count(
         "partition 1 of stream 'words' does not exist in system 'local' (it has 1 partition)")
 
 
-def test_the_expansion_plan_counts_in_words(make_job: Callable[..., Job]) -> None:
+def test_the_expansion_plan_counts_in_words(make_job: Callable[..., CountJob]) -> None:
     job = make_job("planned", {"words": 1})
     done = job.sampan("expansion-plan", "--partitions", "1", "2")
     assert done.returncode == 0, done.stderr

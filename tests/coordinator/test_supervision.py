@@ -10,13 +10,14 @@ import re
 import signal
 from collections.abc import Callable
 
-from coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 
 from framework.config import load_config
 
 
 async def test_a_task_stuck_in_process_is_reported_and_its_worker_restarted(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """`process` blocks forever on key k007: after job.task_timeout_ms the worker names the
     task, SSP and offset and exits; `sampan run` restarts it (stuck again: the record is
     still there), reports it in status, then gives up naming the stuck call."""
@@ -48,7 +49,7 @@ async def test_a_task_stuck_in_process_is_reported_and_its_worker_restarted(
 
 
 async def test_crashes_spread_over_time_never_stop_the_job(
-        make_job: Callable[..., Job]) -> None:
+        make_job: Callable[..., CountJob]) -> None:
     """max_worker_restarts = 1 within a 1 s window: three SIGKILLs, each more than a window
     apart, are each restarted; the job stays exact."""
     job = make_job("spread", {"words": 2}, workers=1, max_restarts=1)

@@ -11,9 +11,12 @@ import signal
 from pathlib import Path
 
 import pytest
-from eos_jobs import checkpointed, eos_job, output_records
+from eos_jobs import eos_job, output_records
 from jobs import harness as h
-from jobs.kafka_run import SumRun, exact_outputs
+from jobs import jobfiles as jf
+from jobs import outputs as out
+from jobs.outputs import checkpointed, exact_outputs
+from jobs.runs import SumRun
 from kafka_broker import KafkaBroker
 
 from framework.coordinator.builder import build_job_model
@@ -43,13 +46,13 @@ async def test_five_worker_and_one_coordinator_sigkills_lose_and_duplicate_nothi
     meta = await h.open_meta(config)
     killed: list[str] = []
     try:
-        work = h.Workload(KEYS, stream=h.streams(config)[0])
+        work = out.Workload(KEYS, stream=jf.streams(config)[0])
         records = work.records(RECORDS)
         run.start()
 
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 180, "a healthy job")
+        await run.wait(healthy, "a healthy job", 180)
         produced = 0
         for index, point in enumerate(points):
             # Input only up to 25k past the kill point, the rest after the last kill:
@@ -69,7 +72,7 @@ async def test_five_worker_and_one_coordinator_sigkills_lose_and_duplicate_nothi
                 return len(pids) == config.workers and all(
                     w in reports and reports[w].pid == pid and reports[w].resumed_ms
                     for w, pid in pids.items())
-            await run.wait(reached, 300, f"{point} inputs committed")
+            await run.wait(reached, f"{point} inputs committed", 300)
             await asyncio.sleep(rng.uniform(0, 0.1))  # land anywhere in a commit
             if index == coordinator_at:
                 run.kill_coordinator()
@@ -84,7 +87,7 @@ async def test_five_worker_and_one_coordinator_sigkills_lose_and_duplicate_nothi
 
         async def finished() -> bool:
             return await checkpointed(meta, config) >= RECORDS
-        await run.wait(finished, 300, "every input committed")
+        await run.wait(finished, "every input committed", 300)
         assert await run.stop() == 0
         assert await checkpointed(meta, config) == RECORDS
         assert await output_records(meta, config) == RECORDS
@@ -110,12 +113,12 @@ async def test_a_zombie_worker_cannot_commit(kafka_broker: KafkaBroker, tmp_path
     path = eos_job(tmp_path, kafka_broker.bootstrap, timeout_s=120)
     other_host = tmp_path / "host-b" / "job"
     shutil.copytree(path.parent, other_host)
-    config = h.load(path)
+    config = jf.load(path)
     meta = await h.open_meta(config)
     assert isinstance(meta, KafkaSystem)
     try:
         await h.prepare(config, meta)
-        work = h.Workload(KEYS, stream=h.streams(config)[0])
+        work = out.Workload(KEYS, stream=jf.streams(config)[0])
         records = work.records(FENCING_RECORDS)
         await h.produce(meta, records[:FENCING_RECORDS // 2])
 
@@ -165,8 +168,8 @@ async def test_a_zombie_worker_cannot_commit(kafka_broker: KafkaBroker, tmp_path
                 if replacement is not None:
                     h.kill(replacement)
         assert await output_records(meta, config) == FENCING_RECORDS
-        assert h.exact_problems(await h.outputs(meta, config), work) == []
-        assert await h.changelog_state(meta, config) == work.totals
+        assert out.exact_problems(await out.outputs(meta, config), work) == []
+        assert await out.changelog_state(meta, config) == work.totals
     finally:
         await meta.close()
 
@@ -188,11 +191,11 @@ async def test_a_newer_job_model_fences_a_running_worker(kafka_broker: KafkaBrok
     all of it was written first, epoch 1 could commit everything before its fence, and the
     test stopped the new worker while it was still starting)."""
     path = eos_job(tmp_path, kafka_broker.bootstrap)
-    config = h.load(path)
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
-        work = h.Workload(KEYS, stream=h.streams(config)[0])
+        work = out.Workload(KEYS, stream=jf.streams(config)[0])
         await h.produce(meta, work.records(FENCING_RECORDS // 2))
         with (tmp_path / "worker.log").open("ab") as log:
             old = h.start_worker(path, log)
@@ -202,7 +205,7 @@ async def test_a_newer_job_model_fences_a_running_worker(kafka_broker: KafkaBrok
                     return await checkpointed(meta, config) >= FENCING_RECORDS // 10
 
                 await h.wait_until(started, 180, "the epoch-1 worker's commits", old)
-                newer = build_job_model(config, {config.inputs[0]: h.PARTITIONS}, model)
+                newer = build_job_model(config, {config.inputs[0]: jf.PARTITIONS}, model)
                 assert newer.epoch == model.epoch + 1
                 await publish_model(meta, config, newer)
                 assert old.wait(120) == 3
@@ -223,7 +226,7 @@ async def test_a_newer_job_model_fences_a_running_worker(kafka_broker: KafkaBrok
         checkpoints = await meta.read_checkpoints(config.name)
         assert {c.epoch for c in checkpoints.values()} == {newer.epoch}
         assert await output_records(meta, config) == FENCING_RECORDS
-        assert h.exact_problems(await h.outputs(meta, config), work) == []
-        assert await h.changelog_state(meta, config) == work.totals
+        assert out.exact_problems(await out.outputs(meta, config), work) == []
+        assert await out.changelog_state(meta, config) == work.totals
     finally:
         await meta.close()

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
-from jobs.kafka_run import SumRun, checkpointed, exact_outputs
+from jobs import jobfiles as jf
+from jobs import outputs as out
+from jobs.outputs import checkpointed, exact_outputs
+from jobs.runs import SumRun
 from kafka_broker import KafkaBroker
 
 from framework.metadata import read_state
@@ -24,23 +27,23 @@ async def test_expansion_under_exactly_once_stays_exact(kafka_broker: KafkaBroke
                                                         tmp_path: Path) -> None:
     run = SumRun(tmp_path / "job", kafka_broker.bootstrap)
     config = run.config
-    events = h.streams(config)[0]
-    work = h.Workload(KEYS, stream=events)
+    events = jf.streams(config)[0]
+    work = out.Workload(KEYS, stream=events)
     meta = await h.open_meta(config)
     try:
         run.start()
 
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 180, "a healthy job")
+        await run.wait(healthy, "a healthy job", 180)
         await h.produce(meta, work.records(RECORDS // 3))
 
         async def committed(target: int) -> bool:
             return await checkpointed(meta, config) >= target
-        await run.wait(lambda: committed(RECORDS // 6), 180, "the first commits")
+        await run.wait(lambda: committed(RECORDS // 6), "the first commits", 180)
         before = (await read_state(meta, config)).model
-        assert before is not None and before.partition_counts[config.inputs[0]] == h.PARTITIONS
-        await meta.expand_stream(events, 2 * h.PARTITIONS)
+        assert before is not None and before.partition_counts[config.inputs[0]] == jf.PARTITIONS
+        await meta.expand_stream(events, 2 * jf.PARTITIONS)
         await h.produce(meta, work.records(RECORDS // 3))  # keyed over 8 partitions now
         pid = sorted(run.worker_pids().items())[0][1]
         os.kill(pid, signal.SIGKILL)
@@ -48,10 +51,10 @@ async def test_expansion_under_exactly_once_stays_exact(kafka_broker: KafkaBroke
         async def expanded() -> bool:
             model = (await read_state(meta, config)).model
             return model is not None and model.partition_counts[
-                config.inputs[0]] == 2 * h.PARTITIONS
-        await run.wait(expanded, 180, "the expanded model")
+                config.inputs[0]] == 2 * jf.PARTITIONS
+        await run.wait(expanded, "the expanded model", 180)
         await h.produce(meta, work.records(RECORDS - work.count))
-        await run.wait(lambda: committed(RECORDS), 300, "every input committed")
+        await run.wait(lambda: committed(RECORDS), "every input committed", 300)
         assert await run.stop() == 0
         assert await checkpointed(meta, config) == RECORDS
         assert await exact_outputs(meta, config, work) == []

@@ -9,22 +9,23 @@ import uuid
 from pathlib import Path
 
 from jobs import harness as h
+from jobs import jobfiles as jf
 from kafka_broker import TansuBroker
 
 
 def test_config_defaults_follow_the_metadata_system(tmp_path: Path) -> None:
-    local = h.load(h.write_job(tmp_path / "local"))
-    kafka = h.load(h.write_job(tmp_path / "kafka", system="kafka", bootstrap="127.0.0.1:9"))
+    local = jf.load(jf.write_job(tmp_path / "local"))
+    kafka = jf.load(jf.write_job(tmp_path / "kafka", system="kafka", bootstrap="127.0.0.1:9"))
     assert (local.guarantee, kafka.guarantee) == ("exactly-once", "at-least-once")
 
 
 async def test_exactly_once_on_tansu_exits_2_naming_the_broker_and_the_fix(
         tansu_broker: TansuBroker, tmp_path: Path) -> None:
     unique = uuid.uuid4().hex[:8]
-    path = h.write_job(tmp_path / "job", name=f"refuse-{unique}", system="kafka",
+    path = jf.write_job(tmp_path / "job", name=f"refuse-{unique}", system="kafka",
                        bootstrap=tansu_broker.bootstrap, events=f"events-{unique}",
                        job_extra='guarantee = "exactly-once"\n')
-    config = h.load(path)
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         await h.prepare(config, meta)
@@ -48,7 +49,7 @@ def test_sampan_run_refuses_exactly_once_on_tansu_at_start(
         tansu_broker: TansuBroker, tmp_path: Path) -> None:
     """The coordinator refuses before it starts any worker: one line, exit 2."""
     unique = uuid.uuid4().hex[:8]
-    path = h.write_job(tmp_path / "job", name=f"runrefuse-{unique}", system="kafka",
+    path = jf.write_job(tmp_path / "job", name=f"runrefuse-{unique}", system="kafka",
                        bootstrap=tansu_broker.bootstrap, events=f"events-{unique}",
                        job_extra='guarantee = "exactly-once"\n')
     done = subprocess.run([sys.executable, "-m", "framework.cli", "run", str(path)],

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
-from jobs.kafka_run import SumRun, checkpointed, exact_outputs
+from jobs import jobfiles as jf
+from jobs import outputs as out
+from jobs.outputs import checkpointed, exact_outputs
+from jobs.runs import SumRun
 from kafka_broker import KafkaBroker
 
 from framework.coordinator.runfile import read_run_file, run_file
@@ -24,7 +27,7 @@ OUTAGE_S = 4 * TIMEOUT_S
 """Long enough that every client's calls fail and time out several times over."""
 
 
-async def _produce(run: SumRun, work: h.Workload, count: int) -> None:
+async def _produce(run: SumRun, work: out.Workload, count: int) -> None:
     meta = await h.open_meta(run.config)
     try:
         await h.produce(meta, work.records(count))
@@ -40,7 +43,7 @@ async def _checkpointed(run: SumRun) -> int:
         await meta.close()
 
 
-async def _problems(run: SumRun, work: h.Workload) -> list[str]:
+async def _problems(run: SumRun, work: out.Workload) -> list[str]:
     meta = await h.open_meta(run.config)
     try:
         return await exact_outputs(meta, run.config, work)
@@ -56,19 +59,19 @@ async def test_a_broker_stopped_past_the_call_timeout_is_waited_for_then_the_job
     degraded, naming the system and since when; the same worker processes resume (no
     restart at all) and every output is there exactly once."""
     run = SumRun(tmp_path / "job", kafka_own_broker.bootstrap, timeout_s=TIMEOUT_S)
-    events = h.streams(run.config)[0]
-    work = h.Workload(KEYS, stream=events)
+    events = jf.streams(run.config)[0]
+    work = out.Workload(KEYS, stream=events)
     node = kafka_own_broker.nodes[0]
     run.start()
     try:
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 180, "a healthy job")
+        await run.wait(healthy, "a healthy job", 180)
         await _produce(run, work, RECORDS // 2)
 
         async def some_committed() -> bool:
             return await _checkpointed(run) >= RECORDS // 8
-        await run.wait(some_committed, 180, "the first commits")
+        await run.wait(some_committed, "the first commits", 180)
         pids = run.worker_pids()
         assert sorted(pids) == [0, 1]
         stopped = time.monotonic()
@@ -78,7 +81,7 @@ async def test_a_broker_stopped_past_the_call_timeout_is_waited_for_then_the_job
             code, document = run.status()
             return code == 1 and any(p.startswith("system 'kafka' unreachable since ")
                                      for p in document.get("problems", ()))
-        await run.wait(degraded, 120, "status to report the broker unreachable")
+        await run.wait(degraded, "status to report the broker unreachable", 120)
         shown = run.status()[1]
         assert (shown["state"], shown["health"]) == ("running", "degraded"), shown
         await asyncio.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
@@ -88,8 +91,8 @@ async def test_a_broker_stopped_past_the_call_timeout_is_waited_for_then_the_job
 
         async def everything_committed() -> bool:
             return await _checkpointed(run) >= RECORDS
-        await run.wait(everything_committed, 300, "every input committed after the outage")
-        await run.wait(healthy, 120, "a healthy job again")
+        await run.wait(everything_committed, "every input committed after the outage", 300)
+        await run.wait(healthy, "a healthy job again", 120)
         assert run.status()[1]["restarts"] == 0, run.logs_text()
         run_record = read_run_file(run_file(run.config.state_dir))
         assert run_record is not None and run_record.unreachable == []
@@ -113,24 +116,24 @@ async def test_an_outage_past_max_unreachable_ms_stops_the_job_with_one_line(
     resumes and every output is there exactly once."""
     run = SumRun(tmp_path / "job", kafka_own_broker.bootstrap, timeout_s=TIMEOUT_S,
                  coordinator="max_unreachable_ms = 5000\n")
-    work = h.Workload(KEYS, stream=h.streams(run.config)[0])
+    work = out.Workload(KEYS, stream=jf.streams(run.config)[0])
     node = kafka_own_broker.nodes[0]
     bootstrap = kafka_own_broker.bootstrap
     run.start()
     try:
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 180, "a healthy job")
+        await run.wait(healthy, "a healthy job", 180)
         await _produce(run, work, RECORDS // 2)
 
         async def some_committed() -> bool:
             return await _checkpointed(run) >= RECORDS // 8
-        await run.wait(some_committed, 240, "the first commits")
+        await run.wait(some_committed, "the first commits", 240)
         node.stop()
         assert run.process is not None
         code = await asyncio.to_thread(run.process.wait, 180)
         assert code == 2, run.logs_text()
-        lines = [line for line in run.run_log().splitlines()
+        lines = [line for line in run.coordinator_log().splitlines()
                  if line.startswith("sampan run: error: ")]
         assert len(lines) == 1, run.logs_text()
         line = lines[0]
@@ -150,7 +153,7 @@ async def test_an_outage_past_max_unreachable_ms_stops_the_job_with_one_line(
 
         async def everything_committed() -> bool:
             return await _checkpointed(run) >= RECORDS
-        await run.wait(everything_committed, 300, "every input committed after a restart")
+        await run.wait(everything_committed, "every input committed after a restart", 300)
         assert await run.stop() == 0
     finally:
         run.kill()

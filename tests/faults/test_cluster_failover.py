@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from jobs import harness as h
-from jobs.kafka_run import SumRun, checkpointed, exact_outputs
+from jobs import jobfiles as jf
+from jobs import outputs as out
+from jobs.outputs import checkpointed, exact_outputs
+from jobs.runs import SumRun
 from kafka_broker import KafkaCluster
 
 from framework.systems.base import OffsetRange, ProducerRecord
@@ -97,9 +100,9 @@ async def test_killing_the_leader_of_an_input_and_a_changelog_partition_keeps_ev
     run = SumRun(tmp_path / "job", kafka_cluster.bootstrap,
                  client_options="replication_factor = 3")
     config = run.config
-    events = h.streams(config)[0]
+    events = jf.streams(config)[0]
     changelog = config.changelog_stream("totals").partition(".")[2]
-    work = h.Workload(KEYS, stream=events)
+    work = out.Workload(KEYS, stream=events)
     # The test's own input writes get a 60 s client timeout: one right after a node is
     # killed waits out the leader's move (the cluster's broker session timeout, 6 s, then
     # an election and a metadata refresh), which took over the default 10 s on a loaded
@@ -109,12 +112,12 @@ async def test_killing_the_leader_of_an_input_and_a_changelog_partition_keeps_ev
     try:
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 240, "a healthy job")
+        await run.wait(healthy, "a healthy job", 240)
         await h.produce(meta, work.records(RECORDS // 2))
 
         async def some_committed() -> bool:
             return await checkpointed(meta, config) >= RECORDS // 8
-        await run.wait(some_committed, 240, "the first commits")
+        await run.wait(some_committed, "the first commits", 240)
         pids = run.worker_pids()
         killed: list[int] = []
         covered: set[str] = set()  # input, changelog: kinds of partition a killed node led
@@ -134,13 +137,13 @@ async def test_killing_the_leader_of_an_input_and_a_changelog_partition_keeps_ev
 
             async def progressed(target: int = work.count) -> bool:
                 return await checkpointed(meta, config) >= target
-            await run.wait(progressed, 300, f"every input so far committed after node "
-                                            f"{victim} was killed")
+            await run.wait(progressed, f"every input so far committed after node "
+                                            f"{victim} was killed", 300)
         await h.produce(meta, work.records(RECORDS - work.count))
 
         async def everything_committed() -> bool:
             return await checkpointed(meta, config) >= RECORDS
-        await run.wait(everything_committed, 300, "every input committed")
+        await run.wait(everything_committed, "every input committed", 300)
         assert run.status()[1]["restarts"] == 0, run.logs_text()
         assert run.worker_pids() == pids
         assert await run.stop() == 0

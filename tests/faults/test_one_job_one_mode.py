@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
-from jobs.kafka_run import SumRun, checkpointed, exact_outputs
+from jobs import jobfiles as jf
+from jobs import outputs as out
+from jobs.outputs import checkpointed, exact_outputs
+from jobs.runs import SumRun
 from kafka_broker import KafkaBroker
 
 from framework.systems.kafka.system import KafkaSystem
@@ -48,7 +51,7 @@ async def test_a_one_host_run_and_host_runs_of_one_job_refuse_each_other(
     run = SumRun(tmp_path / "job", kafka_broker.bootstrap)
     config = run.config
     job = config.name
-    work = h.Workload(KEYS, stream=h.streams(config)[0])
+    work = out.Workload(KEYS, stream=jf.streams(config)[0])
     meta = await h.open_meta(config)
     host: subprocess.Popen[bytes] | None = None
     try:
@@ -56,12 +59,12 @@ async def test_a_one_host_run_and_host_runs_of_one_job_refuse_each_other(
 
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 180, "a healthy one-host run")
+        await run.wait(healthy, "a healthy one-host run", 180)
         await h.produce(meta, work.records(RECORDS // 2))
 
         async def committed(target: int) -> bool:
             return await checkpointed(meta, config) >= target
-        await run.wait(lambda: committed(RECORDS // 2), 180, "the first half committed")
+        await run.wait(lambda: committed(RECORDS // 2), "the first half committed", 180)
         pids = run.worker_pids()
 
         line = await asyncio.to_thread(

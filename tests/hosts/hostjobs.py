@@ -11,7 +11,6 @@ import contextlib
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -20,20 +19,20 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobs.harness import Workload, outputs
 from jobs.harness import produce as produce_records
+from jobs.outputs import Workload, outputs
 from polling import poll
 
 from framework.config import JobConfig, load_config
 from framework.drill.hosts import settled
 from framework.drill.hosts_job import HostProcesses, write_job
+from framework.drill.verify import read_stream
 from framework.metadata import CoordinatorState, first_state, read_state
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System
 
 HERE = Path(__file__).resolve().parent
 T = TypeVar("T")
-CLI = [sys.executable, "-m", "framework.cli"]
 
 
 def job_file(folder: Path, bootstrap: str, name: str, *, partitions: int = 6,
@@ -163,7 +162,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
 
 
 def read_on(config: JobConfig, read: Callable[[System], Awaitable[T]]) -> T:
-    """``read`` on the job's Kafka system, opened for it and closed after."""
+    """``read`` on the job's Kafka system, opened for it and closed after (a read or a
+    write: this test's own, synchronous)."""
     async def run() -> T:
         system = open_system(config.system("kafka"))
         await system.start()
@@ -213,51 +213,31 @@ def first_settled(config: JobConfig, names: set[str], after: int = 0,
 def produce(config: JobConfig, truth: Counter[str], count: int, keys: int, start: int = 0
             ) -> None:
     """``count`` records over ``keys`` keys, amount = record number % 7 + 1."""
-    async def send() -> None:
-        system = open_system(config.system("kafka"))
-        await system.start()
-        try:
-            batch = []
-            for n in range(start, start + count):
-                key = f"k{n % keys:04d}"
-                amount = n % 7 + 1
-                truth[key] += amount
-                batch.append(ProducerRecord(config.inputs[0].split(".", 1)[1], key.encode(),
-                                            str(amount).encode()))
-            await system.produce(batch)
-        finally:
-            await system.close()
-    asyncio.run(send())
+    batch = []
+    for n in range(start, start + count):
+        key = f"k{n % keys:04d}"
+        amount = n % 7 + 1
+        truth[key] += amount
+        batch.append(ProducerRecord(config.inputs[0].split(".", 1)[1], key.encode(),
+                                    str(amount).encode()))
+    read_on(config, lambda system: system.produce(batch))
 
 
 def final_state(config: JobConfig) -> dict[str, int]:
     """Key → its last value in the ``totals`` changelog (what a full restore would give)."""
-    async def read() -> dict[str, int]:
-        from framework.drill.verify import read_stream
-
-        system = open_system(config.system("kafka"))
-        await system.start()
-        try:
-            stream = config.changelog_ref("totals").stream
-            latest: dict[str, int] = {}
-            for rows in (await read_stream(system, stream)).values():
-                for key, value in rows:
-                    if value is not None:
-                        latest[key.decode()] = int(value)
-            return latest
-        finally:
-            await system.close()
-    return asyncio.run(read())
+    async def read(system: System) -> dict[str, int]:
+        latest: dict[str, int] = {}
+        for rows in (await read_stream(system, config.changelog_ref("totals").stream)).values():
+            for key, value in rows:
+                if value is not None:
+                    latest[key.decode()] = int(value)
+        return latest
+    return read_on(config, read)
 
 
 def checkpointed(config: JobConfig) -> dict[str, dict[Any, int]]:
     """Task → input SSP → checkpointed position."""
-    async def read() -> dict[str, dict[Any, int]]:
-        system = open_system(config.system("kafka"))
-        await system.start()
-        try:
-            return {t: dict(c.inputs) for t, c in
-                    (await system.read_checkpoints(config.name)).items()}
-        finally:
-            await system.close()
-    return asyncio.run(read())
+    async def read(system: System) -> dict[str, dict[Any, int]]:
+        return {t: dict(c.inputs) for t, c in
+                (await system.read_checkpoints(config.name)).items()}
+    return read_on(config, read)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from hostjobs import (
-    CLI,
     Hosts,
     checkpointed,
     every_output,
@@ -25,7 +24,8 @@ from hostjobs import (
     wait_for,
     write_records,
 )
-from jobs.harness import Workload, replay_problems
+from jobs.harness import CLI
+from jobs.outputs import Workload, replay_problems
 
 from framework.drill.hosts import settled
 from framework.metadata import CoordinatorState, HostReport

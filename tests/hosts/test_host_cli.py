@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from hostjobs import CLI
+from jobs.harness import CLI
 
 
 def _local_job(folder: Path) -> Path:

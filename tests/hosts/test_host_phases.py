@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from jobs.harness import write_job
+from jobs.jobfiles import write_job
 
 from framework.commands.status_document import Endpoints, HostRow, JobFigures, TaskHosts
 from framework.commands.status_hosts import print_hosts

@@ -10,7 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hostjobs import CLI, Hosts, final_state, job_file, produce, state, wait_for
+from hostjobs import Hosts, final_state, job_file, produce, state, wait_for
+from jobs.harness import CLI
 
 from framework.systems import open_system
 

@@ -14,7 +14,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hostjobs import CLI, Hosts, checkpointed, final_state, job_file, produce, state, wait_for
+from hostjobs import Hosts, checkpointed, final_state, job_file, produce, state, wait_for
+from jobs.harness import CLI
 
 from framework.config import JobConfig
 from framework.systems import open_system

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from hostjobs import (
-    CLI,
     Hosts,
     SteadyInput,
     every_output,
@@ -24,7 +23,8 @@ from hostjobs import (
     state,
     wait_for,
 )
-from jobs.harness import Workload, replay_problems
+from jobs.harness import CLI
+from jobs.outputs import Workload, replay_problems
 
 from framework.drill.hosts import settled
 from framework.metadata import CoordinatorState

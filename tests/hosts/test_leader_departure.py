@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from hostjobs import Hosts, every_output, outputs_job, outputs_of, wait_for, write_records
-from jobs.harness import Workload, replay_problems
+from jobs.outputs import Workload, replay_problems
 from test_failover import _settled
 
 from framework.hosts.fault import ENV

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from jobs.harness import write_job
+from jobs.jobfiles import write_job
 
 from framework.config import JobConfig, load_config
 from framework.coordinator.model_service import ModelBasis, ModelChange, ModelService

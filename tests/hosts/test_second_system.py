@@ -14,8 +14,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from hostjobs import CLI, Hosts, outputs_job, state, wait_for
-from jobs.harness import Workload, outputs, produce, replay_problems
+from hostjobs import Hosts, outputs_job, state, wait_for
+from jobs.harness import CLI, produce
+from jobs.outputs import Workload, outputs, replay_problems
 from prometheus_client.parser import text_string_to_metric_families
 
 from framework.config import JobConfig

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hostjobs import CLI, job_file, wait_for
+from hostjobs import job_file, wait_for
+from jobs.harness import CLI
 from kafka_broker import free_port
 from test_host_cli import _local_job
 

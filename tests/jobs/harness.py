@@ -1,4 +1,11 @@
-"""Helpers of the worker end-to-end tests: the sum job's files, workload, runs and checks."""
+"""Starting, watching and stopping the processes of a test's job, on either system.
+
+`SampanRun` is a job folder run by `sampan run` in a session of its own (a test kills the
+coordinator alone, one worker, or the whole process group), with its logs, one-shot
+`sampan` commands, reads of its systems and waits that fail with the logs. The functions
+below it run one worker: as a `sampan worker` subprocess (`start_worker`, `stop`, `kill`)
+or in this process (`run_worker`, `FedWorker`). Every wait polls (`tests/polling.py`).
+"""
 
 from __future__ import annotations
 
@@ -6,106 +13,297 @@ import asyncio
 import contextlib
 import json
 import os
-import random
-import shutil
+import platform
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
+from jobs.jobfiles import PARTITIONS, REPO, load, streams, write_job
+from jobs.outputs import Workload
 from polling import apoll
 
-from framework.config import JobConfig, load_config
+from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
-from framework.drill.verify import read_stream
 from framework.jobmodel import JobModel
-from framework.metadata import publish_model, read_state
+from framework.metadata import CoordinatorState, publish_model, read_state
 from framework.systems import open_system
-from framework.systems.base import ProducerRecord, System
+from framework.systems.base import Checkpoint, ProducerRecord, System
 from framework.worker.runner import Worker, WorkerResult
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-PARTITIONS = 4
+__all__ = [
+    "CLI",
+    "REPO",
+    "FedWorker",
+    "SampanRun",
+    "SteadyFeed",
+    "WorkerResult",
+    "at_epoch",
+    "blocked_writing_stdout",
+    "kill",
+    "open_meta",
+    "prepare",
+    "processed",
+    "produce",
+    "run_worker",
+    "stamped_job",
+    "start_worker",
+    "stop",
+    "wait_resumed",
+    "wait_until",
+]
+
+CLI = [sys.executable, "-m", "framework.cli"]
+T = TypeVar("T")
 
 
-def write_job(
-    folder: Path,
-    *,
-    name: str = "sums",
-    system: str = "local",
-    bootstrap: str | None = None,
-    events: str = "events",
-    task: str = "sum_task:SumTask",
-    errors: str = "",
-    job_extra: str = "",
-) -> Path:
-    """A job folder with the sum task and its job file; returns the job file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for module in HERE.glob("*_task.py"):
-        shutil.copy(module, folder / module.name)
-    where = f'bootstrap = "{bootstrap}"' if system == "kafka" else 'path = "data"'
-    path = folder / "job.toml"
-    path.write_text(f"""\
-[job]
-name = "{name}"
-task = "{task}"
-inputs = ["{system}.{events}"]
-commit_interval_ms = 100
-fetch_max_records = 2000
-{job_extra}
-[systems.{system}]
-type = "{'kafka' if system == 'kafka' else 'local'}"
-{where}
-
-[streams."{system}.{events}"]
-partitions = {PARTITIONS}
-
-[streams."{system}.{events}-sums"]
-partitions = {PARTITIONS}
-
-[streams."{system}.dead-letters"]
-
-[stores.totals]
-{errors}""")
-    return path
+async def wait_until(condition: Callable[[], Awaitable[T]], timeout: float, what: str,
+                     process: subprocess.Popen[bytes] | None = None, *,
+                     logs: Callable[[], str] = str) -> T:
+    """Poll ``condition`` until it returns a truthy value, and return it; fail naming
+    ``what`` (and ``logs()``) on timeout, or when ``process`` exited first."""
+    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    while not (value := await condition()):
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"sampan {process.args[3]!s} exited with "
+                                 f"{process.returncode} while waiting for {what}\n{logs()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n{logs()}")
+        await apoll(started)
+    return value
 
 
-@dataclass
-class Workload:
-    """Seeded records ``{"amount": a, "n": i}`` (i = the key's i-th record) and their truth."""
+class SampanRun:
+    """A job folder (job file ``job.toml``) run by `sampan run JOB --worker-logs logs`: the
+    coordinator logs to ``coordinator.log``, each worker to ``logs/worker-N.log``. Reads
+    go to the job's system ``system`` (its metadata system unless named), each on a fresh
+    client. Subclasses write the job file, then call `reload`."""
 
-    keys: int
-    seed: int = 7
-    stream: str = "events"
-    key_prefix: str = "key"
-    amounts: dict[str, list[int]] = field(default_factory=dict)
+    def __init__(self, folder: Path, *, system: str | None = None) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.path = folder / "job.toml"
+        self.logs = folder / "logs"
+        self.system_name = system
+        self.process: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] = {}
+        """Extra environment of `start` (its workers inherit it): fault injection."""
+        self._log: IO[bytes] | None = None
 
-    def records(self, count: int) -> list[ProducerRecord]:
-        rng = random.Random(f"{self.seed}-{sum(map(len, self.amounts.values()))}")
-        batch = []
-        for _ in range(count):
-            key = f"{self.key_prefix}-{rng.randrange(self.keys):05d}"
-            amount = rng.randint(1, 9)
-            seen = self.amounts.setdefault(key, [])
-            seen.append(amount)
-            value = json.dumps({"amount": amount, "n": len(seen)}).encode()
-            batch.append(ProducerRecord(self.stream, key.encode(), value))
-        return batch
+    def reload(self) -> JobConfig:
+        """Read the job file again (a running coordinator sees it only after a restart)."""
+        self.config: JobConfig = load(self.path)
+        return self.config
 
-    @property
-    def totals(self) -> dict[str, int]:
-        return {key: sum(amounts) for key, amounts in self.amounts.items()}
+    # -- processes --------------------------------------------------------------------------
+    def start(self) -> subprocess.Popen[bytes]:
+        """`sampan run` in a new session; its output appended to coordinator.log."""
+        assert self.process is None or self.process.poll() is not None, "already running"
+        self._close_log()
+        self._log = open(self.folder / "coordinator.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [*CLI, "run", str(self.path), "--worker-logs", str(self.logs)],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), **self.env})
+        return self.process
 
-    @property
-    def count(self) -> int:
-        return sum(map(len, self.amounts.values()))
+    async def stop(self, timeout: float = 120) -> int:
+        """SIGINT `sampan run` (as Ctrl-C does) and wait for its exit status."""
+        process = self.process
+        assert process is not None
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + timeout
+        while process.poll() is None:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"sampan run ignored SIGINT for {timeout:g}s")
+            await asyncio.sleep(0.05)
+        self._close_log()
+        return process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the whole session (coordinator and workers, also workers whose
+        coordinator was killed alone) and reap it; idempotent."""
+        if self.process is not None:
+            if self.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+            for pid in _session_pids(self.process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        self._close_log()
+
+    def kill_coordinator(self) -> None:
+        """SIGKILL the coordinator process only (its workers get SIGTERM from the kernel)."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    async def kill_worker(self, worker: int) -> int:
+        """SIGKILL worker ``worker`` by the pid the coordinator's status gives; its pid."""
+        pid = (await self.state()).status.worker_pids[worker]
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def worker_pids(self) -> dict[int, int]:
+        """Worker id → pid of the coordinator's running `sampan worker` children."""
+        assert self.process is not None
+        found = {}
+        for pid in _children(self.process.pid):
+            with contextlib.suppress(OSError, ValueError):
+                argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+                if b"worker" in argv and b"--worker" in argv:
+                    found[int(argv[argv.index(b"--worker") + 1])] = pid
+        return found
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def sampan(self, *args: str, stdin: str | None = None,
+               env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """A one-shot `sampan` command (``{job}`` in ``args`` is this job's file)."""
+        argv = [a.replace("{job}", str(self.path)) for a in args]
+        return subprocess.run([*CLI, *argv], input=stdin, capture_output=True, text=True,
+                              timeout=120, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+    def status(self) -> tuple[int, dict[str, Any]]:
+        """`sampan status --json`: its exit status and document ({} when unreadable)."""
+        done = self.sampan("status", "{job}", "--json")
+        try:
+            return done.returncode, json.loads(done.stdout)
+        except ValueError:
+            return done.returncode, {}
+
+    # -- logs -------------------------------------------------------------------------------
+    def coordinator_log(self) -> str:
+        path = self.folder / "coordinator.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def logs_text(self, tail: int = 3000) -> str:
+        """The coordinator's log and every worker's (their tails), for failure messages."""
+        parts = [self.folder / "coordinator.log", *sorted(self.logs.glob("worker-*.log"))]
+        return "\n".join(f"--- {p.name}:\n{p.read_text(errors='replace')[-tail:]}"
+                         for p in parts if p.exists())
+
+    # -- the job's system -------------------------------------------------------------------
+    async def call(self, fn: Callable[[System], Awaitable[T]]) -> T:
+        """``fn`` on a freshly started system (fresh metadata), closed afterwards."""
+        system = open_system(self.config.system(self.system_name or
+                                                self.config.metadata_system))
+        await system.start()
+        try:
+            return await fn(system)
+        finally:
+            await system.close()
+
+    async def create_streams(self, streams: Mapping[str, int]) -> None:
+        async def create(system: System) -> None:
+            for stream, partitions in streams.items():
+                await system.create_stream(stream, partitions)
+        await self.call(create)
+
+    async def expand_stream(self, stream: str, partitions: int) -> None:
+        await self.call(lambda s: s.expand_stream(stream, partitions))
+
+    async def send(self, records: Sequence[ProducerRecord]) -> None:
+        await self.call(lambda s: s.produce(records))
+
+    async def state(self) -> CoordinatorState:
+        return await self.call(lambda s: read_state(s, self.config))
+
+    async def checkpoints(self) -> dict[str, Checkpoint]:
+        return await self.call(lambda s: s.read_checkpoints(self.config.name))
+
+    # -- waiting ----------------------------------------------------------------------------
+    async def wait(self, condition: Callable[[], Awaitable[T]], what: str,
+                   timeout: float = 120, *, running: bool = True) -> T:
+        """Poll ``condition`` until truthy and return its value; fail naming ``what`` (with
+        the logs) on timeout, or when ``running`` and `sampan run` exited."""
+        return await wait_until(condition, timeout, what,
+                                self.process if running else None, logs=self.logs_text)
+
+    async def wait_epoch(self, epoch: int, workers: int | None = None) -> CoordinatorState:
+        """Until epoch ``epoch`` is published and every worker (``workers``, the job's
+        count unless given) reported running it."""
+        count = workers if workers is not None else self.config.workers
+
+        async def ready() -> CoordinatorState | None:
+            state = await self.state()
+            running = (state.model is not None and state.model.epoch == epoch
+                       and state.status.epoch == epoch
+                       and all(w in state.workers and state.workers[w].epoch == epoch
+                               and state.workers[w].stopped_ms is None for w in range(count)))
+            return state if running else None
+        return await self.wait(ready, f"epoch {epoch} running on {count} workers")
+
+    async def wait_expansions(self, changes: set[str], workers: int) -> CoordinatorState:
+        """Until every change (``"local.s 2→4"``) is recorded — expansions detected together
+        share one record and one model — and the latest model runs on every worker."""
+        async def recorded() -> bool:
+            return changes <= self.changes(await self.state())
+        await self.wait(recorded, f"expansions {sorted(changes)}")
+        model = (await self.state()).model
+        assert model is not None
+        return await self.wait_epoch(model.epoch, workers)
+
+    @staticmethod
+    def changes(state: CoordinatorState) -> set[str]:
+        """Every stream change the expansions recorded."""
+        return {change for event in state.status.expansions
+                for change in event.change.split(", ")}
 
 
+def _stat_fields(pid: str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session…)."""
+    return (Path("/proc") / pid / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if int(_stat_fields(entry.name)[1]) == parent:
+                    found.append(int(entry.name))
+    return found
+
+
+def _session_pids(session: int) -> list[int]:
+    """Processes still in ``session`` (workers whose coordinator was killed alone)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if int(_stat_fields(entry.name)[3]) == session:
+                    found.append(int(entry.name))
+    return found
+
+
+WRITE_SYSCALL = {"x86_64": 1, "aarch64": 64}[platform.machine()]
+"""write(2)'s number in ``/proc/PID/syscall`` on this machine."""
+
+
+def blocked_writing_stdout(process: subprocess.Popen[bytes]) -> bool:
+    """Whether ``process`` sleeps in a write(2) to its stdout: its reader takes nothing and
+    the pipe or terminal between them is full."""
+    try:
+        fields = Path(f"/proc/{process.pid}/syscall").read_text().split()
+    except OSError:  # exited
+        return False
+    return len(fields) > 1 and fields[0] == str(WRITE_SYSCALL) and int(fields[1], 16) == 1
+
+
+# -- the sum job's system, without `sampan run` ---------------------------------------------
 async def open_meta(config: JobConfig, timeout_s: float | None = None) -> System:
     """The job's metadata system, started; ``timeout_s`` replaces its client timeout (the
     test's own reads and writes only: the job keeps its own)."""
@@ -118,14 +316,9 @@ async def open_meta(config: JobConfig, timeout_s: float | None = None) -> System
     return system
 
 
-def streams(config: JobConfig) -> tuple[str, str]:
-    """The job's input stream and its output stream (names inside the system)."""
-    events = config.inputs[0].partition(".")[2]
-    return events, f"{events}-sums"
-
-
 async def prepare(config: JobConfig, system: System) -> JobModel:
-    """Create the job's streams and publish its first job model (what `sampan run` does)."""
+    """Create the sum job's streams and publish its first job model (what `sampan run`
+    does)."""
     events, sums = streams(config)
     await system.create_stream(events, PARTITIONS, exist_ok=True)
     await system.create_stream(sums, PARTITIONS, exist_ok=True)
@@ -143,84 +336,22 @@ async def produce(system: System, records: Sequence[ProducerRecord]) -> None:
         await system.produce(records[start:start + 10_000])
 
 
-async def output_count(system: System, config: JobConfig) -> int:
-    """How many records the sums stream holds."""
-    return sum(r.end for r in (await system.offsets(streams(config)[1])).values())
+async def stamped_job(folder: Path, prefix: str, system: str, bootstrap: str | None
+                      ) -> tuple[JobConfig, System, Workload]:
+    """A fresh sum job with stamped outputs (`StampedSumTask`) on ``system``, its metadata
+    system opened, and the workload of its input."""
+    name = f"{prefix}-{system}-{int(time.time() * 1000)}"
+    config = load(write_job(folder, name=name, system=system, bootstrap=bootstrap,
+                            events=name, task="sum_task:StampedSumTask"))
+    return config, await open_meta(config), Workload(keys=40, stream=name)
 
 
-async def outputs(system: System, config: JobConfig) -> dict[str, list[dict[str, int]]]:
-    """Every output per key, in order."""
-    found: dict[str, list[dict[str, int]]] = {}
-    for rows in (await read_stream(system, streams(config)[1])).values():
-        for key, value in rows:
-            found.setdefault(key.decode(), []).append(json.loads(value))
-    return found
-
-
-async def changelog_state(system: System, config: JobConfig) -> dict[str, int]:
-    """The store's contents as its changelog tells them (latest record per key)."""
-    stream = config.changelog_stream("totals").partition(".")[2]
-    state: dict[str, int] = {}
-    for rows in (await read_stream(system, stream)).values():
-        for key, value in rows:
-            state[key.decode()] = json.loads(value)
-    return state
-
-
-async def changelog_ends(system: System, config: JobConfig) -> dict[int, int]:
-    """End offset of every changelog partition."""
-    stream = config.changelog_stream("totals").partition(".")[2]
-    return {p: r.end for p, r in (await system.offsets(stream)).items()}
-
-
-def exact_problems(found: dict[str, list[dict[str, int]]], work: Workload) -> list[str]:
-    """Every key's outputs must be its running sums, one per input record, in order."""
-    problems = []
-    for key, amounts in sorted(work.amounts.items()):
-        want, running = [], 0
-        for n, amount in enumerate(amounts, 1):
-            running += amount
-            want.append({"sum": running, "n": n})
-        got = found.get(key, [])
-        if got != want:
-            first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
-                         min(len(got), len(want)))
-            problems.append(f"{key}: {len(got)} outputs, expected {len(want)}; first "
-                            f"difference at output {first}")
-    problems += [f"{key}: outputs for a key never produced" for key in found
-                 if key not in work.amounts]
-    return problems
-
-
-async def wait_until(condition: Callable[[], Awaitable[bool]], timeout: float, what: str,
-                     process: subprocess.Popen[bytes] | None = None) -> None:
-    """Poll ``condition`` until true; fail naming ``what`` on timeout or an early exit."""
-    deadline = time.monotonic() + timeout
-    started = time.monotonic()
-    while not await condition():
-        if process is not None and process.poll() is not None:
-            raise AssertionError(f"worker exited with {process.returncode} while waiting "
-                                 f"for {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await apoll(started)
-
-
-async def wait_resumed(system: System, config: JobConfig, process: subprocess.Popen[bytes],
-                       worker: int = 0, timeout: float = 30) -> None:
-    """Wait until ``process`` (worker ``worker``) reported its tasks running."""
-    async def resumed() -> bool:
-        report = (await read_state(system, config)).workers.get(worker)
-        return report is not None and report.resumed_ms is not None
-
-    await wait_until(resumed, timeout, f"worker {worker}'s start report", process)
-
-
+# -- one worker as a `sampan worker` subprocess ---------------------------------------------
 def start_worker(path: Path, log: IO[bytes], worker: int = 0) -> subprocess.Popen[bytes]:
     """`sampan worker JOB --worker N` as a subprocess in its own session."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-m", "framework.cli", "worker", str(path), "--worker", str(worker)],
+        [*CLI, "worker", str(path), "--worker", str(worker)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=REPO)
 
 
@@ -244,6 +375,17 @@ async def stop(process: subprocess.Popen[bytes], timeout: float = 30) -> int:
     return process.returncode
 
 
+async def wait_resumed(system: System, config: JobConfig, process: subprocess.Popen[bytes],
+                       worker: int = 0, timeout: float = 30) -> None:
+    """Wait until ``process`` (worker ``worker``) reported its tasks running."""
+    async def resumed() -> bool:
+        report = (await read_state(system, config)).workers.get(worker)
+        return report is not None and report.resumed_ms is not None
+
+    await wait_until(resumed, timeout, f"worker {worker}'s start report", process)
+
+
+# -- one worker in this process -------------------------------------------------------------
 async def run_worker(config: JobConfig, model: JobModel, records: int,
                      timeout: float = 60) -> tuple[Worker, WorkerResult]:
     """Run a worker in-process until it has processed or skipped ``records``, then stop it."""
@@ -260,47 +402,6 @@ async def run_worker(config: JobConfig, model: JobModel, records: int,
         await asyncio.sleep(0.01)
     worker.stop.set()
     return worker, await running
-
-
-def load(path: Path) -> JobConfig:
-    """The job's config."""
-    return load_config(path)
-
-
-def replay_problems(found: dict[str, list[dict[str, int]]], work: Workload) -> list[str]:
-    """At-least-once after a crash: outputs may repeat, but only as a replay of outputs
-    already emitted (same record number, same sum); every record's output is there and
-    the first time each appears, in order with its running sum."""
-    problems = []
-    for key, amounts in sorted(work.amounts.items()):
-        sums = [sum(amounts[:n]) for n in range(1, len(amounts) + 1)]
-        first: dict[int, int] = {}
-        for output in found.get(key, []):
-            n, total = output["n"], output["sum"]
-            if n in first:
-                if first[n] != total:
-                    problems.append(f"{key}: replayed output {n} has sum {total}, first "
-                                    f"{first[n]}")
-            elif n != len(first) + 1 or total != sums[n - 1]:
-                problems.append(f"{key}: output {output} where record {len(first) + 1} "
-                                f"(sum {sums[len(first)] if len(first) < len(sums) else '-'}) "
-                                "was due")
-                break
-            else:
-                first[n] = total
-        if len(first) != len(amounts):
-            problems.append(f"{key}: {len(first)} of {len(amounts)} records have an output")
-    return problems
-
-
-async def stamped_job(folder: Path, prefix: str, system: str, bootstrap: str | None
-                      ) -> tuple[JobConfig, System, Workload]:
-    """A fresh sum job with stamped outputs (`StampedSumTask`) on ``system``, its metadata
-    system opened, and the workload of its input."""
-    name = f"{prefix}-{system}-{int(time.time() * 1000)}"
-    config = load(write_job(folder, name=name, system=system, bootstrap=bootstrap,
-                            events=name, task="sum_task:StampedSumTask"))
-    return config, await open_meta(config), Workload(keys=40, stream=name)
 
 
 class SteadyFeed:

@@ -1,5 +1,5 @@
 """Helpers of the pipelines' end-to-end tests: the `exact_pipeline` job as a `sampan run`
-(`coordinator.coordjobs.Job`, on the local log or Kafka) or as hosts, its traffic with
+(`jobs.runs.CountJob`'s process handling, on the local log or Kafka) or as hosts, its traffic with
 its truth, and the checks of every output record.
 
 The checks derive what each stage must have written from what the stage before it wrote:
@@ -21,13 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordinator.coordjobs import Job
+from jobs.runs import CountJob
 
-from framework.config import JobConfig
 from framework.drill.verify import read_stream
 from framework.partitioner import partition_for_key
-from framework.systems import open_system
-from framework.systems.base import ProducerRecord, System
+from framework.systems.base import ProducerRecord
 
 HERE = Path(__file__).resolve().parent
 WINDOW_MS = 1000
@@ -71,31 +69,25 @@ def write_pipeline(folder: Path, system: str, prefix: str) -> None:
     (folder / "exact_pipeline.py").write_text(text)
 
 
-class PipelineJob(Job):
-    """`exact_pipeline` run by `sampan run` (coordjobs' process handling), on the local
+class PipelineJob(CountJob):
+    """`exact_pipeline` run by `sampan run` (`CountJob`'s process handling), on the local
     log or on Kafka."""
 
     def __init__(self, folder: Path, name: str, *, system: str = "local",
                  bootstrap: str | None = None, guarantee: str | None = None,
                  prefix: str = "", **options: Any) -> None:
-        self.system_name, self.prefix = system, prefix
+        self.prefix = prefix
         self._text = job_text(name, system, prefix, bootstrap=bootstrap,
                               guarantee=guarantee, **options)
         write_pipeline(folder, system, prefix)
         super().__init__(folder, name, {})
-        (folder / "count_task.py").unlink()  # coordjobs' own task: not this job's
+        self.system_name = system
+        (folder / "count_task.py").unlink()  # the count job's task: not this job's
         self.traffic = Traffic()
 
     def write(self, name: str, inputs: Any, **options: Any) -> None:
         self.path.write_text(self._text)
-        from framework.config import load_config
-
-        self.config: JobConfig = load_config(self.path)
-
-    async def system(self) -> System:
-        system = open_system(self.config.system(self.system_name))
-        await system.start()
-        return system
+        self.reload()
 
     def stream(self, name: str) -> str:
         """The name inside the system of the job's stream ``name`` (``events``, …)."""

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from coordinator.coordjobs import Job, keys
+from jobs.outputs import keys
+from jobs.runs import CountJob
 from queryjobs import Querier, changelog_records, wrong_answers
 
 from framework.config import load_config
@@ -39,11 +40,11 @@ def record_key(key):
 
 
 @pytest.fixture
-def job(tmp_path: Path) -> Iterator[Job]:
+def job(tmp_path: Path) -> Iterator[CountJob]:
     """The coordinator tests' counting job with [queries] on and its store keyed by the
     input (its keys are "<stream>/<key>": `key_to_input` strips the stream); the
     changelog is never compacted, so every committed value stays readable."""
-    made = Job(tmp_path / "queried", "queried", {"words": 2}, monitor_ms=300)
+    made = CountJob(tmp_path / "queried", "queried", {"words": 2}, monitor_ms=300)
     (made.folder / "query_keys.py").write_text(QUERY_KEYS)
     text = made.path.read_text().replace(
         "[coordinator]\n", "[coordinator]\ncompaction_interval_ms = 0\n")
@@ -57,20 +58,20 @@ def job(tmp_path: Path) -> Iterator[Job]:
         made.kill()
 
 
-async def produce_until(job: Job, stop: asyncio.Event) -> None:
+async def produce_until(job: CountJob, stop: asyncio.Event) -> None:
     while not stop.is_set():
         await job.produce("words", KEYS, 1)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.05)
 
 
-async def until(job: Job, condition: Callable[[], bool], what: str) -> None:
+async def until(job: CountJob, condition: Callable[[], bool], what: str) -> None:
     async def holds() -> bool:
         return condition()
     await job.wait(holds, what, timeout=120)
 
 
-async def test_queries_stay_exact_through_expansions_and_a_killed_worker(job: Job) -> None:
+async def test_queries_stay_exact_through_expansions_and_a_killed_worker(job: CountJob) -> None:
     await job.create("words", 2)
     await job.produce("words", KEYS, 5)
     job.start()

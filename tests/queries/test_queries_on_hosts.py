@@ -37,7 +37,7 @@ from hosts.hostjobs import (
     state,
     wait_for,
 )
-from jobs.harness import Workload, exact_problems
+from jobs.outputs import Workload, exact_problems
 from queryjobs import Querier, changelog_records, standby_problems, wrong_answers
 
 from framework.hosts.fault import SESSION_ENV

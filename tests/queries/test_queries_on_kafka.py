@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
-from jobs.kafka_run import SumRun, checkpointed, exact_outputs
+from jobs import jobfiles as jf
+from jobs import outputs as out
+from jobs.outputs import checkpointed, exact_outputs
+from jobs.runs import SumRun
 from kafka_broker import KafkaBroker
 from queryjobs import Querier, changelog_records, wrong_answers
 
@@ -33,17 +36,17 @@ def queried_run(folder: Path, bootstrap: str) -> SumRun:
     """The sum job with its input at 2 partitions, its store keyed by the input and
     [queries] on."""
     run = SumRun(folder, bootstrap)
-    events = h.streams(run.config)[0]
+    events = jf.streams(run.config)[0]
     text = run.path.read_text().replace(
-        f'[streams."kafka.{events}"]\npartitions = {h.PARTITIONS}',
+        f'[streams."kafka.{events}"]\npartitions = {jf.PARTITIONS}',
         f'[streams."kafka.{events}"]\npartitions = 2').replace(
         "[stores.totals]\n", f'[stores.totals]\nkeyed_by = "kafka.{events}"\n')
     run.path.write_text(text + "\n[queries]\nenabled = true\n")
-    run.config = h.load(run.path)
+    run.config = jf.load(run.path)
     return run
 
 
-async def produce_until(meta: System, work: h.Workload, stop: asyncio.Event) -> None:
+async def produce_until(meta: System, work: out.Workload, stop: asyncio.Event) -> None:
     while not stop.is_set():
         await h.produce(meta, work.records(100))
         with contextlib.suppress(TimeoutError):
@@ -55,8 +58,8 @@ async def test_queries_on_kafka_stay_exact_through_expansions_and_a_killed_worke
         kafka_broker: KafkaBroker, tmp_path: Path) -> None:
     run = queried_run(tmp_path / "job", kafka_broker.bootstrap)
     config = run.config
-    events = h.streams(config)[0]
-    work = h.Workload(KEYS, stream=events)
+    events = jf.streams(config)[0]
+    work = out.Workload(KEYS, stream=events)
     meta = await h.open_meta(config)
     client = Client(config, retry_for=0)
     querier = Querier(client, "totals", [f"key-{i:05d}" for i in range(KEYS)])
@@ -66,7 +69,7 @@ async def test_queries_on_kafka_stay_exact_through_expansions_and_a_killed_worke
 
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 180, "a healthy job")
+        await run.wait(healthy, "a healthy job", 180)
         producing = asyncio.create_task(produce_until(meta, work, stop_input))
 
         async def answering() -> bool:  # unavailability is measured from here
@@ -74,7 +77,7 @@ async def test_queries_on_kafka_stay_exact_through_expansions_and_a_killed_worke
             return (all(state.workers.get(w) is not None and state.workers[w].resumed_ms
                         for w in range(config.workers))
                     and len([e for e in state.queries.values() if e.url]) == config.workers)
-        await run.wait(answering, 180, "every worker running and answering queries")
+        await run.wait(answering, "every worker running and answering queries", 180)
         querying = asyncio.create_task(querier.run(stop_queries))
 
         def answers(count: int) -> Callable[[], Awaitable[bool]]:
@@ -82,7 +85,7 @@ async def test_queries_on_kafka_stay_exact_through_expansions_and_a_killed_worke
                 return len(querier.answers) >= count
             return enough
         try:
-            await run.wait(answers(100), 180, "100 answers at 2 partitions")
+            await run.wait(answers(100), "100 answers at 2 partitions", 180)
             for count in (4, 8):
                 await meta.expand_stream(events, count)
 
@@ -90,9 +93,9 @@ async def test_queries_on_kafka_stay_exact_through_expansions_and_a_killed_worke
                     model = (await read_state(meta, config)).model
                     return model is not None and model.partition_counts[
                         config.inputs[0]] == count
-                await run.wait(expanded, 180, f"the model of {count} partitions")
-                await run.wait(answers(len(querier.answers) + 100), 180,
-                               f"100 answers at {count} partitions")
+                await run.wait(expanded, f"the model of {count} partitions", 180)
+                await run.wait(answers(len(querier.answers) + 100),
+                               f"100 answers at {count} partitions", 180)
             worker, killed = sorted(run.worker_pids().items())[-1]
             os.kill(killed, signal.SIGKILL)
 
@@ -100,16 +103,16 @@ async def test_queries_on_kafka_stay_exact_through_expansions_and_a_killed_worke
                 report = (await read_state(meta, config)).workers.get(worker)
                 return (report is not None and report.pid != killed
                         and report.resumed_ms is not None and report.stopped_ms is None)
-            await run.wait(restarted, 180, f"worker {worker} restarted after SIGKILL")
-            await run.wait(answers(len(querier.answers) + 200), 180,
-                           "200 answers after the restart")
+            await run.wait(restarted, f"worker {worker} restarted after SIGKILL", 180)
+            await run.wait(answers(len(querier.answers) + 200), "200 answers after the restart",
+                           180)
         finally:
             stop_input.set()
             await producing
 
         async def committed() -> bool:
             return await checkpointed(meta, config) >= work.count
-        await run.wait(committed, 300, "every input committed")
+        await run.wait(committed, "every input committed", 300)
         stop_queries.set()
         await querying
         totals = work.totals
@@ -119,7 +122,7 @@ async def test_queries_on_kafka_stay_exact_through_expansions_and_a_killed_worke
             for key in totals:
                 final[key] = (await client.get("totals", key)).value
             return final == totals
-        await run.wait(final_totals, 120, "every key's final total answered")
+        await run.wait(final_totals, "every key's final total answered", 120)
         log.warning("queries on Kafka through 2→4→8 and a SIGKILLed worker: %s",
                     querier.figures())
         assert await run.stop() == 0
@@ -128,7 +131,7 @@ async def test_queries_on_kafka_stay_exact_through_expansions_and_a_killed_worke
         assert state.model is not None
         records = await changelog_records(meta, config, "totals")
         sums = {key: {o["sum"] for o in found}
-                for key, found in (await h.outputs(meta, config)).items()}
+                for key, found in (await out.outputs(meta, config)).items()}
         assert wrong_answers(querier.answers, state.model, records, sums) == []
         assert len(querier.answers) >= 600
     finally:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coordinator.coordjobs import Job
+from jobs.runs import CountJob
 from queryjobs import changelog_records
 
 from framework.config import load_config
@@ -44,7 +44,7 @@ SIZE, ADVANCE = drill.WINDOW.size_ms, drill.WINDOW.advance_ms
 @pytest.fixture
 def job(tmp_path: Path) -> Any:
     """The example as it is, its changelog never compacted (every state stays readable)."""
-    made = Job(tmp_path / "windowed", "windowed-counts", {"page-views": 2})
+    made = CountJob(tmp_path / "windowed", "windowed-counts", {"page-views": 2})
     for name in ("windowed_counts_task.py", "job.toml"):
         shutil.copy(EXAMPLE / name, made.folder / name)
     made.path.write_text(made.path.read_text().replace(
@@ -99,7 +99,7 @@ def wrong_windows(answers: list[tuple[str, WindowsAnswer]], partition_of: dict[s
     return wrong
 
 
-async def test_window_queries_answer_each_users_committed_open_windows(job: Job) -> None:
+async def test_window_queries_answer_each_users_committed_open_windows(job: CountJob) -> None:
     scenario = drill.WindowedCountsScenario(1500, 12, 49, 2)
     for stream, partitions in scenario.streams(2).items():
         await job.create(stream, partitions)

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from jobs import harness as h
-from jobs.kafka_run import SumRun
+from jobs import jobfiles as jf
+from jobs.runs import SumRun
 from secured_kafka import Acl, SecuredKafka
 
 from framework.config import JobConfig
@@ -36,7 +36,6 @@ __all__ = [
 
 PASSWORD_ENV = "SAMPAN_TEST_JOB_PASSWORD"
 """The environment variable the job files refer to for the job principal's password."""
-CLI = [sys.executable, "-m", "framework.cli"]
 
 
 def job_options(broker: SecuredKafka, namespace: str, **extra: Any) -> dict[str, Any]:
@@ -61,12 +60,12 @@ def secured_sum_run(folder: Path, broker: SecuredKafka, *, guarantee: str,
     namespace = f"sec-{uuid.uuid4().hex[:6]}."
     run = SumRun(folder, broker.bootstrap, guarantee=guarantee, workers=workers,
                  client_options=inline(job_options(broker, namespace, **options)))
-    events = h.streams(run.config)[0]
+    events = jf.streams(run.config)[0]
     text = run.path.read_text().replace(
-        f'[streams."kafka.{events}"]\npartitions = {h.PARTITIONS}',
+        f'[streams."kafka.{events}"]\npartitions = {jf.PARTITIONS}',
         f'[streams."kafka.{events}"]\npartitions = {partitions}')
     run.path.write_text(text)
-    run.config = h.load(run.path)
+    run.reload()
     return run
 
 
@@ -88,15 +87,15 @@ async def admin_system(config: JobConfig, broker: SecuredKafka) -> System:
 
 async def create_topics(system: System, config: JobConfig, partitions: int) -> None:
     """What an operator creates before the job's first start: its input and outputs."""
-    events, sums = h.streams(config)
+    events, sums = jf.streams(config)
     await system.create_stream(events, partitions, exist_ok=True)
-    await system.create_stream(sums, h.PARTITIONS, exist_ok=True)
+    await system.create_stream(sums, jf.PARTITIONS, exist_ok=True)
     await system.create_stream("dead-letters", 1, exist_ok=True)
 
 
 def job_acls(job: Path, principal: str | None = None) -> list[Acl]:
     """Every ACL binding `sampan acls JOB --json` prints for the job (one per operation)."""
-    command = [*CLI, "acls", str(job), "--json"]
+    command = [*h.CLI, "acls", str(job), "--json"]
     if principal:
         command += ["--principal", principal]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True,
@@ -113,7 +112,7 @@ def sampan(*args: str, env: Mapping[str, str] | None = None, stdin: str | None =
     stdout, stderr's lines."""
     import os
 
-    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout_s,
+    done = subprocess.run([*h.CLI, *args], capture_output=True, text=True, timeout=timeout_s,
                           cwd=h.REPO, input=stdin, env={**os.environ, **(env or {})})
     return done.returncode, done.stdout, done.stderr.strip().splitlines()
 

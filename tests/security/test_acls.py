@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
-from jobs.kafka_run import SumRun
+from jobs import jobfiles as jf
+from jobs import outputs as out
+from jobs.runs import SumRun
 from secured_jobs import PASSWORD_ENV, admin_system, create_topics, job_acls, secured_sum_run
 from secured_kafka import Acl, SecuredKafka
 
@@ -47,7 +49,7 @@ file declares its partitions): the operator has not made that one."""
 def _role(acl: Acl, run: SumRun) -> str:
     """What ``acl`` is for, in the terms of `CASES`."""
     ns = run.config.system("kafka").client_options["namespace"]
-    events = h.streams(run.config)[0]
+    events = jf.streams(run.config)[0]
     if acl.resource_type == "GROUP":
         return "group"
     if acl.resource_type == "TRANSACTIONAL_ID":
@@ -85,7 +87,7 @@ async def test_a_job_missing_one_acl_stops_at_once_naming_it(
     run = secured_sum_run(tmp_path / "job", secured_kafka, guarantee="exactly-once",
                           workers=1)
     config = run.config
-    events = h.streams(config)[0]
+    events = jf.streams(config)[0]
     acls = job_acls(run.path)
     missing = [acl for acl in acls if (_role(acl, run), acl.operation) == (role, operation)]
     assert missing, f"sampan acls lists no {operation} ACL for the {role}"
@@ -93,7 +95,7 @@ async def test_a_job_missing_one_acl_stops_at_once_naming_it(
     given = [acl for acl in acls if acl not in missing]
     try:
         if (role, operation) == ("input", "CREATE"):
-            await admin.create_stream(f"{events}-sums", h.PARTITIONS)
+            await admin.create_stream(f"{events}-sums", jf.PARTITIONS)
             await admin.create_stream("dead-letters", 1)
         elif (role, operation) == ("output", "CREATE"):
             await admin.create_stream(events, 2)
@@ -104,7 +106,7 @@ async def test_a_job_missing_one_acl_stops_at_once_naming_it(
             # READ: a restore reads it; ALTER: an operator made it too small for 2 tasks.
             await _changelog(admin, run, 1 if operation == "ALTER" else 2, operation == "READ")
         if (role, operation) != ("input", "CREATE"):
-            await h.produce(admin, h.Workload(20, stream=events).records(200))
+            await h.produce(admin, out.Workload(20, stream=events).records(200))
         secured_kafka.grant(given)
         started = time.monotonic()
         run.start()
@@ -121,7 +123,7 @@ async def test_a_job_missing_one_acl_stops_at_once_naming_it(
         await admin.close()
     ns = config.system("kafka").client_options["namespace"]
     resource = name.format(ns=ns, events=events, job=config.name)
-    lines = run.run_log().strip().splitlines()
+    lines = run.coordinator_log().strip().splitlines()
     logs = run.logs_text(tail=10**7)
     assert run.process.returncode == 2, logs
     assert lines[-1].startswith("sampan run: error: Kafka at 127.0.0.1:"), logs

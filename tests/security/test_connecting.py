@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
 from kafka_broker import free_port
 from secured_jobs import PASSWORD_ENV, inline, job_options
 from secured_kafka import Acl, SecuredKafka, unsecured_jwt
@@ -99,7 +100,7 @@ async def test_each_way_of_authenticating_reads_and_writes_as_the_job_principal(
 
 def _job(folder: Path, bootstrap: str, **options: Any) -> Path:
     """The sum job's file with these ``client_options`` (nothing run)."""
-    path = h.write_job(folder, name=f"c{uuid.uuid4().hex[:6]}", system="kafka",
+    path = jf.write_job(folder, name=f"c{uuid.uuid4().hex[:6]}", system="kafka",
                        bootstrap=bootstrap)
     line = f'bootstrap = "{bootstrap}"\n'
     path.write_text(path.read_text().replace(

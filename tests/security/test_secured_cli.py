@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs.outputs import Workload
 from secured_jobs import (
     admin_system,
     create_topics,
@@ -36,13 +38,13 @@ async def test_the_commands_do_what_the_jobs_acls_allow_and_name_what_they_do_no
     run = secured_sum_run(tmp_path / "job", secured_kafka, guarantee="at-least-once",
                           workers=1, sasl_plain_password=password)
     config, job = run.config, str(run.path)
-    events, sums = h.streams(config)
+    events, sums = jf.streams(config)
     ns = config.system("kafka").client_options["namespace"]
     admin = await admin_system(config, secured_kafka)
     acls = job_acls(run.path)
     try:
         await create_topics(admin, config, 2)
-        await h.produce(admin, h.Workload(10, stream=events).records(50))
+        await h.produce(admin, Workload(10, stream=events).records(50))
         secured_kafka.grant(acls)
 
         code, out, err = sampan("acls", job)
@@ -55,7 +57,7 @@ async def test_the_commands_do_what_the_jobs_acls_allow_and_name_what_they_do_no
 
         code, out, err = sampan("streams", "list", "--job", job)
         assert code == 0, err
-        assert f"kafka.{events}\t2" in out and f"kafka.{sums}\t{h.PARTITIONS}" in out
+        assert f"kafka.{events}\t2" in out and f"kafka.{sums}\t{jf.PARTITIONS}" in out
 
         code, out, err = sampan("streams", "tail", f"kafka.{events}", "--job", job,
                                 "--from-beginning", "--until-end", "--json")
@@ -94,7 +96,7 @@ async def test_the_commands_do_what_the_jobs_acls_allow_and_name_what_they_do_no
 
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 180, "a healthy job")
+        await run.wait(healthy, "a healthy job", 180)
         code, out, err = sampan("status", job)
         assert code == 0, err
         status_json = sampan("status", job, "--json")[1]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from hosts.hostjobs import Hosts, outputs_job, outputs_of, state, wait_for, write_records
-from jobs.harness import Workload, exact_problems
+from jobs.outputs import Workload, exact_problems
 from secured_jobs import (
     PASSWORD_ENV,
     admin_view,

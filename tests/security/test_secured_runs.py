@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
-from jobs.kafka_run import checkpointed, exact_outputs
+from jobs import jobfiles as jf
+from jobs import outputs as out
+from jobs.outputs import checkpointed, exact_outputs
 from secured_jobs import (
     PASSWORD_ENV,
     admin_system,
@@ -36,8 +38,8 @@ async def test_a_job_holding_its_acls_expands_through_a_sigkill_exactly(
     monkeypatch.setenv(PASSWORD_ENV, secured_kafka.password())
     run = secured_sum_run(tmp_path / "job", secured_kafka, guarantee=guarantee)
     config = run.config
-    events = h.streams(config)[0]
-    work = h.Workload(KEYS, stream=events)
+    events = jf.streams(config)[0]
+    work = out.Workload(KEYS, stream=events)
     admin = await admin_system(config, secured_kafka)
     acls = job_acls(run.path)
     try:
@@ -47,12 +49,12 @@ async def test_a_job_holding_its_acls_expands_through_a_sigkill_exactly(
 
         async def healthy() -> bool:
             return run.status()[0] == 0
-        await run.wait(healthy, 180, "a healthy job")
+        await run.wait(healthy, "a healthy job", 180)
         await h.produce(admin, work.records(RECORDS // 3))
 
         async def committed(target: int) -> bool:
             return await checkpointed(admin, config) >= target
-        await run.wait(lambda: committed(RECORDS // 6), 180, "the first commits")
+        await run.wait(lambda: committed(RECORDS // 6), "the first commits", 180)
         await admin.expand_stream(events, 4)
         await h.produce(admin, work.records(RECORDS // 3))  # keyed over 4 partitions now
         os.kill(sorted(run.worker_pids().items())[0][1], signal.SIGKILL)
@@ -60,9 +62,9 @@ async def test_a_job_holding_its_acls_expands_through_a_sigkill_exactly(
         async def expanded() -> bool:
             model = (await read_state(admin, config)).model
             return model is not None and model.partition_counts[config.inputs[0]] == 4
-        await run.wait(expanded, 180, "the expanded model")
+        await run.wait(expanded, "the expanded model", 180)
         await h.produce(admin, work.records(RECORDS - work.count))
-        await run.wait(lambda: committed(RECORDS), 300, "every input committed")
+        await run.wait(lambda: committed(RECORDS), "every input committed", 300)
         status_text = run.status()
         assert await run.stop() == 0
         assert await exact_outputs(admin, config, work) == []

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 from secured_jobs import admin_system, create_topics, job_acls, secured_sum_run
 from secured_kafka import SecuredKafka
 
@@ -24,8 +26,8 @@ def test_the_datasource_reads_and_writes_as_the_job_principal(
                           sasl_plain_password=None, sasl_plain_password_file=str(
                               tmp_path / "password"))
     config, job = run.config, str(run.path)
-    events, sums = h.streams(config)
-    work = h.Workload(30, stream=events)
+    events, sums = jf.streams(config)
+    work = out.Workload(30, stream=events)
     written = work.records(400)
     acls = job_acls(run.path)
 

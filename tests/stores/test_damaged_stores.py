@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.config import JobConfig
 from framework.errors import StoreError
 
 RECORDS = 4_000
 KEYS = 200
-TASKS = [f"Partition {p}" for p in range(h.PARTITIONS)]
+TASKS = [f"Partition {p}" for p in range(jf.PARTITIONS)]
 
 
 def sst_files(config: JobConfig, task: str) -> list[Path]:
@@ -38,13 +40,13 @@ def truncate(path: Path) -> None:
 
 
 async def _first_run(tmp_path: Path, errors: str = "", stores: str = "") -> tuple:
-    path = h.write_job(tmp_path / "job", errors=errors)
+    path = jf.write_job(tmp_path / "job", errors=errors)
     if stores:
         path.write_text(path.read_text().replace("[stores.totals]", f"[stores.totals]\n{stores}"))
-    config = h.load(path)
+    config = jf.load(path)
     meta = await h.open_meta(config)
     model = await h.prepare(config, meta)
-    work = h.Workload(KEYS)
+    work = out.Workload(KEYS)
     await h.produce(meta, work.records(RECORDS))
     await h.run_worker(config, model, RECORDS)
     return config, meta, model, work
@@ -66,8 +68,8 @@ async def test_a_damaged_logged_store_is_wiped_and_restored_exactly(
                 await h.run_worker(config, model, RECORDS)
         worker, _ = await h.run_worker(config, model, RECORDS)
         assert worker.restore_modes["Partition 1/totals"] == "full"
-        assert h.exact_problems(await h.outputs(meta, config), work) == []
-        assert await h.changelog_state(meta, config) == work.totals
+        assert out.exact_problems(await out.outputs(meta, config), work) == []
+        assert await out.changelog_state(meta, config) == work.totals
         assert "is damaged" in caplog.text
     finally:
         await meta.close()

@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 from kafka_broker import TansuBroker
 
 from framework.config import JobConfig, parse_config
@@ -148,28 +150,28 @@ async def _switch_exactly(config: JobConfig, meta: System, tried: list[bool]) ->
     """Run `LateHeadersTask` over its input: columns first, rows from the header on, and
     every output and the store exact."""
     model = await h.prepare(config, meta)
-    work = h.Workload(200, stream=h.streams(config)[0])
+    work = out.Workload(200, stream=jf.streams(config)[0])
     await h.produce(meta, work.records(SWITCH_RECORDS))
     _, result = await h.run_worker(config, model, SWITCH_RECORDS)
     assert (result.processed, result.reason) == (SWITCH_RECORDS, "stopped")
     assert tried[-1] is False and tried.count(False) == 1 and tried.count(True) >= 1
-    assert h.exact_problems(await h.outputs(meta, config), work) == []
-    assert await h.changelog_state(meta, config) == work.totals
+    assert out.exact_problems(await out.outputs(meta, config), work) == []
+    assert await out.changelog_state(meta, config) == work.totals
 
 
 async def test_a_worker_switching_from_columns_to_rows_mid_run_stays_exact(
         tmp_path: Path, tried: list[bool]) -> None:
     """Commits as columns until the task sends a record with headers, as rows after it:
     every output once, in order per key, in its key's partition, the header kept."""
-    config = h.load(h.write_job(tmp_path / "job", task="late_headers_task:LateHeadersTask"))
+    config = jf.load(jf.write_job(tmp_path / "job", task="late_headers_task:LateHeadersTask"))
     meta = await h.open_meta(config)
     try:
         await _switch_exactly(config, meta, tried)
-        found = await _all(meta, h.streams(config)[1], h.PARTITIONS)  # type: ignore[arg-type]
+        found = await _all(meta, jf.streams(config)[1], jf.PARTITIONS)  # type: ignore[arg-type]
         assert sum(map(len, found.values())) == SWITCH_RECORDS
         for partition, rows in found.items():
             assert [offset for offset, *_ in rows] == list(range(len(rows)))
-            assert {partition_for_key(key, h.PARTITIONS) for _, key, _, _ in rows} <= {partition}
+            assert {partition_for_key(key, jf.PARTITIONS) for _, key, _, _ in rows} <= {partition}
         assert [headers for rows in found.values() for *_, headers in rows
                 if headers] == [(("late", b"1"),)]
     finally:
@@ -181,15 +183,15 @@ async def test_a_kafka_worker_switching_from_columns_to_rows_stays_exact(
     """The same switch on a Kafka-protocol broker (at-least-once, no crash: exactly once
     here): every output once, in order per key, in its key's partition."""
     unique = uuid.uuid4().hex[:8]
-    config = h.load(h.write_job(tmp_path / "job", name=f"cols-{unique}", system="kafka",
+    config = jf.load(jf.write_job(tmp_path / "job", name=f"cols-{unique}", system="kafka",
                                 bootstrap=kafka_broker.bootstrap, events=f"events-{unique}",
                                 task="late_headers_task:LateHeadersTask"))
     meta = await h.open_meta(config)
     try:
         await _switch_exactly(config, meta, tried)
-        found = await read_stream(meta, h.streams(config)[1])
+        found = await read_stream(meta, jf.streams(config)[1])
         assert sum(map(len, found.values())) == SWITCH_RECORDS
         for partition, rows in found.items():
-            assert {partition_for_key(key, h.PARTITIONS) for key, _ in rows} <= {partition}
+            assert {partition_for_key(key, jf.PARTITIONS) for key, _ in rows} <= {partition}
     finally:
         await meta.close()

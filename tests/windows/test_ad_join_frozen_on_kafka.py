@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from wjobs import LocalJob
+from jobs.runs import LocalJob
 
 from framework.drill.examples import find_example
 from framework.drill.scenario import load_scenario
@@ -71,7 +71,7 @@ async def test_ad_join_exact_with_a_backlog_held_through_the_expansion(
                                                 bootstrap=kafka_broker.bootstrap),
                    {"ad_join_task.py": (folder / "ad_join_task.py").read_text()},
                    system="kafka")
-    await job.create(dict(scenario.streams(4)))
+    await job.create_streams(dict(scenario.streams(4)))
     job.start()
     try:
         first = await job.wait_epoch(1, 2)

@@ -11,7 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from wjobs import MINUTE, LocalJob
+from jobs.runs import LocalJob
+from jobs.windowed import MINUTE
 
 from framework.systems.base import ProducerRecord
 
@@ -98,7 +99,7 @@ def expected(records: list[dict[str, Any]]) -> dict[str, dict[tuple[Any, ...], A
 async def test_aggregates_exact_across_2_4_8_with_a_killed_worker(tmp_path: Path) -> None:
     rng = random.Random(28)
     job = LocalJob(tmp_path / "job", JOB, {"stats_task.py": (HERE / "stats_task.py").read_text()})
-    await job.create({"events": 2, **{name: 2 for name in OUTPUTS}, "late": 1})
+    await job.create_streams({"events": 2, **{name: 2 for name in OUTPUTS}, "late": 1})
     produced: list[ProducerRecord] = []
 
     async def produce(records: list[ProducerRecord]) -> None:

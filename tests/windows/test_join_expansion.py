@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from wjobs import LocalJob
+from jobs.runs import LocalJob
 
 from framework.systems.base import ProducerRecord
 
@@ -86,7 +86,7 @@ async def test_join_exact_while_either_input_expands_with_a_killed_worker(
         tmp_path: Path) -> None:
     work = Workload(seed=4)
     job = LocalJob(tmp_path / "job", JOB, {"join_task.py": (HERE / "join_task.py").read_text()})
-    await job.create({"left": 2, "right": 2, "joined": 2, "late": 1})
+    await job.create_streams({"left": 2, "right": 2, "joined": 2, "late": 1})
     minute = 60_000
     await job.send(work.batch(0, minute, 300))  # one transaction: both sides at once
     job.start()

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from wjobs import LocalJob
+from jobs.runs import LocalJob
 
 from framework.systems.base import System
 from groupers import SystemStreamPartition
@@ -50,7 +50,7 @@ def make_job(folder: Path) -> LocalJob:
 
 async def test_produce_sets_the_record_timestamp(tmp_path: Path) -> None:
     job = make_job(tmp_path / "job")
-    done = job.sampan("streams", "produce", "local.views", stdin=lines(
+    done = job.sampan("streams", "produce", "local.views", "--job", "{job}", stdin=lines(
         {"key": "a", "value": {"n": 1}, "timestamp": 1_700_000_000_123},
         {"key": "b", "value": {"n": 2}, "timestamp": 0, "partition": 1}))
     assert (done.returncode, done.stderr.splitlines()[-1]) == (
@@ -68,7 +68,7 @@ async def test_produce_sets_the_record_timestamp(tmp_path: Path) -> None:
 
     assert await job.call(read) == {b"a": 1_700_000_000_123, b"b": 0}
     for bad in ("-1", '"12:00"', "1.5"):
-        refused = job.sampan("streams", "produce", "local.views",
+        refused = job.sampan("streams", "produce", "local.views", "--job", "{job}",
                              stdin=f'{{"key": "a", "value": 1, "timestamp": {bad}}}\n')
         assert refused.returncode == 2
         assert refused.stderr.splitlines()[-1] == (
@@ -81,9 +81,9 @@ async def test_an_idle_partition_stops_holding_the_watermark(tmp_path: Path) -> 
     nothing, so after the idle timeout windows close by the views' time alone. Then a
     click behind that watermark is late, one ahead of it counts."""
     job = make_job(tmp_path / "job")
-    await job.create({"views": 2, "clicks": 2, "counts": 1, "late": 1})
-    views = ("streams", "produce", "local.views")
-    clicks = ("streams", "produce", "local.clicks")
+    await job.create_streams({"views": 2, "clicks": 2, "counts": 1, "late": 1})
+    views = ("streams", "produce", "local.views", "--job", "{job}")
+    clicks = ("streams", "produce", "local.clicks", "--job", "{job}")
     assert job.sampan(*views, stdin=lines(
         {"key": "a", "value": {}, "timestamp": 1_000, "partition": 0},
         {"key": "b", "value": {}, "timestamp": 5_000, "partition": 0},

@@ -19,9 +19,10 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+from jobs.runs import LocalJob
+from jobs.windowed import MINUTE
 from kafka_broker import KafkaBroker
 from test_aggregate_expansion import KEYS, OUTPUTS, batch, expected
-from wjobs import MINUTE, LocalJob
 
 from framework.partitioner import partition_for_key
 from framework.systems.base import ProducerRecord
@@ -95,7 +96,7 @@ async def test_record_timestamps_exact_across_2_4_8_on_kafka(kafka_broker: Kafka
     job = LocalJob(tmp_path / "job", JOB.format(name=f"record-time-{unique}", events=events,
                                                 out=out, bootstrap=kafka_broker.bootstrap),
                    {"stats_task.py": task_text(out)}, system="kafka")
-    await job.create({events: 2, **{out + name: 2 for name in OUTPUTS}, out + "late": 1})
+    await job.create_streams({events: 2, **{out + name: 2 for name in OUTPUTS}, out + "late": 1})
     rng = random.Random(281)
     produced: list[ProducerRecord] = []
 

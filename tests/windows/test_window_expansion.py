@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from wjobs import MINUTE, WindowJob, view, watermark_round
+from jobs.windowed import MINUTE, WindowJob, view, watermark_round
 
 from framework.partitioner import partition_for_key
 
@@ -19,7 +19,7 @@ async def test_expansion_mid_window_neither_closes_early_nor_double_counts(
         tmp_path: Path) -> None:
     rng = random.Random(5)
     job = WindowJob(tmp_path / "job", workers=2, partitions=2)
-    await job.create_streams()
+    await job.create_page_streams()
     await job.produce([view(rng.choice(USERS), rng.randrange(0, 4 * MINUTE))
                        for _ in range(300)] + watermark_round(3 * MINUTE, 4))
     job.start()

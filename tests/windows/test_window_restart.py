@@ -8,7 +8,7 @@ import random
 import shutil
 from pathlib import Path
 
-from wjobs import MINUTE, WindowJob, view, watermark_round
+from jobs.windowed import MINUTE, WindowJob, view, watermark_round
 
 USERS = [f"user-{n:03d}" for n in range(40)]
 
@@ -21,7 +21,7 @@ async def test_restart_mid_window_restores_window_state_from_the_changelog(
         tmp_path: Path) -> None:
     rng = random.Random(11)
     job = WindowJob(tmp_path / "job", workers=1, partitions=2)
-    await job.create_streams()
+    await job.create_page_streams()
     # Views in minutes 0-7, watermark at minute 6: the windows [0, 5) and [1, 6) have
     # closed, those starting at minutes 2..6 are open when the job dies.
     await job.produce(views(rng, 0, 7 * MINUTE, 400) + watermark_round(6 * MINUTE, 2))

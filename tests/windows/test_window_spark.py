@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from wjobs import MINUTE, WindowJob, view, watermark_round
+from jobs.windowed import MINUTE, WindowJob, view, watermark_round
 
 from framework.drill.options import DrillOptions
 from framework.drill.run import run_drill
@@ -23,7 +23,7 @@ def window(user: str, start: int, views: int, end: int | None = None) -> Produce
 async def test_verifier_finds_wrong_duplicate_missing_extra_and_late_windows(
         spark: Any, tmp_path: Path) -> None:
     job = WindowJob(tmp_path / "job", workers=1, partitions=2)
-    await job.create_streams()
+    await job.create_page_streams()
     await job.produce([view("u", 0), view("u", MINUTE), view("v", 4 * MINUTE),
                        *watermark_round(10**15, 2)])
     assert job.expected() == {("u", 0): 2, ("u", MINUTE): 1, ("v", 0): 1, ("v", MINUTE): 1,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from jobs import harness as h
+from jobs import outputs as out
 
 from framework.worker.commit import Committer, PreparedCommit
 from framework.worker.runner import Worker
@@ -49,6 +50,6 @@ async def test_a_commit_in_flight_does_not_hold_the_loop(
         result = await fed.result()
         assert result.commits >= 3  # several commits, each in flight for WRITE_S
         assert started_in_flight == []
-        assert h.replay_problems(await h.outputs(meta, config), work) == []
+        assert out.replay_problems(await out.outputs(meta, config), work) == []
     finally:
         await meta.close()

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.api import StreamTask
 from framework.coordinator.builder import build_job_model
@@ -59,7 +61,7 @@ async def refused_then_written_again(tmp_path: Path, system: str, bootstrap: str
     """A commit at epoch 1 refused by epoch 2 (published in place), then `retry_at(2)`."""
     extra = f'guarantee = "{guarantee}"\n'
     name = f"retry-{system}-{guarantee[:5]}-{settled:d}-{os.getpid()}"
-    config = h.load(h.write_job(tmp_path / "job", name=name, system=system,
+    config = jf.load(jf.write_job(tmp_path / "job", name=name, system=system,
                                 bootstrap=bootstrap, job_extra=extra, events=name))
     meta = await h.open_meta(config)
     try:
@@ -73,7 +75,7 @@ async def refused_then_written_again(tmp_path: Path, system: str, bootstrap: str
             config, {config.metadata_system: meta}, RecordCodec(config), model.epoch,
             {t.name: t.changelog_partition for t in model.tasks.values()},
             {(task.name, s): p for s, p in opened.positions.items()})
-        sums = f"{system}.{h.streams(config)[1]}"
+        sums = f"{system}.{jf.streams(config)[1]}"
         for n in range(RECORDS):
             instance.send(sums, key=f"k{n}", value={"n": n})
             instance.stores["totals"].put(f"k{n}", n)
@@ -91,10 +93,10 @@ async def refused_then_written_again(tmp_path: Path, system: str, bootstrap: str
         await committer.retry_at(newer.epoch)
         assert committer.refused is None and committer.epoch == 2
 
-        found = await h.outputs(meta, config)
+        found = await out.outputs(meta, config)
         assert found == {f"k{n}": [{"n": n}] for n in range(RECORDS)}
-        assert await h.changelog_state(meta, config) == {f"k{n}": n for n in range(RECORDS)}
-        assert sum((await h.changelog_ends(meta, config)).values()) == RECORDS
+        assert await out.changelog_state(meta, config) == {f"k{n}": n for n in range(RECORDS)}
+        assert sum((await out.changelog_ends(meta, config)).values()) == RECORDS
         checkpoint = (await meta.read_checkpoints(config.name))[task.name]
         assert checkpoint.epoch == 2
         assert dict(checkpoint.inputs) == {ssp: 7 for ssp in task.ssps}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.drill.verify import read_stream
 from framework.errors import ProcessingError
@@ -109,9 +111,9 @@ async def _run(tmp_path: Path, task: str, records: list[ProducerRecord], count: 
                errors: str = "") -> tuple[System, h.WorkerResult, dict[str, int]]:
     """The job with ``task`` over ``records`` until ``count`` are processed or skipped:
     (metadata system, the worker's result, the task's call counts)."""
-    path = h.write_job(tmp_path / "job", task=f"batch_task:{task}", errors=errors)
+    path = jf.write_job(tmp_path / "job", task=f"batch_task:{task}", errors=errors)
     (path.parent / "batch_task.py").write_text(TASKS)
-    config = h.load(path)
+    config = jf.load(path)
     meta = await h.open_meta(config)
     model = await h.prepare(config, meta)
     await meta.produce(records)
@@ -124,9 +126,9 @@ async def test_a_batch_task_gets_whole_batches_and_commits_what_process_would(
         tmp_path: Path) -> None:
     meta, result, calls = await _run(tmp_path, "BatchSumTask", _records(GOOD), 5)
     try:
-        config = h.load(tmp_path / "job" / "job.toml")
+        config = jf.load(tmp_path / "job" / "job.toml")
         assert await _outputs(meta) == EXPECTED
-        assert await h.changelog_state(meta, config) == {"other": 7, "k": 10}
+        assert await out.changelog_state(meta, config) == {"other": 7, "k": 10}
         checkpoint = (await meta.read_checkpoints(config.name))["Partition 0"]
         assert checkpoint.inputs[SystemStreamPartition("local", "events", 0)] == 5
         assert result.processed == 5 and calls["records"] == 5 and calls["process"] == 0
@@ -149,9 +151,9 @@ async def test_a_batch_task_as_envelopes_or_columns_commits_what_process_would(
         tmp_path: Path, task: str) -> None:
     meta, result, calls = await _run(tmp_path, task, _records(GOOD), 5)
     try:
-        config = h.load(tmp_path / "job" / "job.toml")
+        config = jf.load(tmp_path / "job" / "job.toml")
         assert await _outputs(meta) == EXPECTED
-        assert await h.changelog_state(meta, config) == {"other": 7, "k": 10}
+        assert await out.changelog_state(meta, config) == {"other": 7, "k": 10}
         checkpoint = (await meta.read_checkpoints(config.name))["Partition 0"]
         assert checkpoint.inputs[SystemStreamPartition("local", "events", 0)] == 5
         assert result.processed == 5 and calls["records"] == 5 and calls["process"] == 0
@@ -168,11 +170,11 @@ async def test_a_record_it_cannot_decode_stops_a_batch_task_after_committing_tho
     or columns."""
     with pytest.raises(UndecodableRecordError, match=r"local\.events\[0\] offset 3"):
         await _run(tmp_path, task, _records([*GOOD[:2], b"{not json", *GOOD[2:]]), 6)
-    config = h.load(tmp_path / "job" / "job.toml")
+    config = jf.load(tmp_path / "job" / "job.toml")
     meta = await h.open_meta(config)
     try:
         assert await _outputs(meta) == {"k": [(1, 1), (3, 2)], "other": [(7, 1)]}
-        assert await h.changelog_state(meta, config) == {"other": 7, "k": 3}
+        assert await out.changelog_state(meta, config) == {"other": 7, "k": 3}
         checkpoint = (await meta.read_checkpoints(config.name))["Partition 0"]
         assert checkpoint.inputs[SystemStreamPartition("local", "events", 0)] == 3
     finally:
@@ -188,10 +190,10 @@ async def test_a_failing_batch_names_the_record_it_was_at(tmp_path: Path, task: 
         "(batch_task.py:31 in add); fix the task and restart (the record is processed "
         "again from the last commit), or set [errors] process_policy = \"skip\" or "
         "\"dead-letter\" to move past such records")
-    config = h.load(tmp_path / "job" / "job.toml")
+    config = jf.load(tmp_path / "job" / "job.toml")
     meta = await h.open_meta(config)
     try:
-        assert await h.output_count(meta, config) == 0
+        assert await out.output_count(meta, config) == 0
         assert await meta.read_checkpoints(config.name) == {}
     finally:
         await meta.close()
@@ -230,7 +232,7 @@ async def test_a_bad_record_in_a_batch_follows_the_errors_policy(tmp_path: Path,
         assert (result.processed, result.skipped) == (5, 1)
         assert await _outputs(meta) == EXPECTED
         checkpoint = (await meta.read_checkpoints(
-            h.load(tmp_path / "job" / "job.toml").name))["Partition 0"]
+            jf.load(tmp_path / "job" / "job.toml").name))["Partition 0"]
         assert checkpoint.inputs[SystemStreamPartition("local", "events", 0)] == 6
         assert calls["process"] == 0 and calls["records"] == 5
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import outputs as out
 
 from framework.coordinator.builder import build_job_model
 from framework.metadata import publish_model
@@ -45,8 +46,8 @@ async def test_a_fenced_worker_processes_on_until_the_newer_model_is_written(
         result = await fed.result()
         assert result.epoch == newer.epoch and worker.in_place_changes == 1
 
-        found = await h.outputs(meta, config)
-        assert h.replay_problems(found, work) == []
+        found = await out.outputs(meta, config)
+        assert out.replay_problems(found, work) == []
         # Records were processed while the model was missing: from a second after the
         # fence (the worker noticed it at its next commit) until the model was written.
         stamps = sorted(o["t"] for outputs in found.values() for o in outputs)

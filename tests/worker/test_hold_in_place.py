@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.coordinator.builder import build_job_model
 from framework.jobmodel import StreamHold
@@ -32,10 +34,10 @@ async def test_a_hold_placed_and_released_in_place_stops_reads_where_it_says(
         tmp_path: Path, where: tuple[str, str | None]) -> None:
     kind, bootstrap = where
     name = f"hold-in-place-{kind}-{uuid.uuid4().hex[:8]}"
-    config = h.load(h.write_job(tmp_path / "job", name=name, system=kind,
+    config = jf.load(jf.write_job(tmp_path / "job", name=name, system=kind,
                                 bootstrap=bootstrap, events=name))
     meta = await h.open_meta(config)
-    work = h.Workload(keys=40, stream=name)
+    work = out.Workload(keys=40, stream=name)
     try:
         model = await h.prepare(config, meta)
         worker = Worker(config, 0, in_place=True)
@@ -44,13 +46,13 @@ async def test_a_hold_placed_and_released_in_place_stops_reads_where_it_says(
             await fed.feed.stop()  # nothing is written while the hold is taken
             now = positions(worker)
             written = {p: r.end for p, r in (await meta.offsets(name)).items()}
-            assert set(now) == set(written) == set(range(h.PARTITIONS))
+            assert set(now) == set(written) == set(range(jf.PARTITIONS))
             # partition 0: a hold behind what the worker read (it stops where it is);
             # the others: past what is written (it reads up to the hold once it is, and
             # not one record further)
             ends = {p: at // 2 if p == 0 else written[p] + 30 for p, at in now.items()}
-            hold = StreamHold(count=h.PARTITIONS, ends=ends, exact=False,
-                              refused=h.PARTITIONS + 1)
+            hold = StreamHold(count=jf.PARTITIONS, ends=ends, exact=False,
+                              refused=jf.PARTITIONS + 1)
             held = build_job_model(config, dict(model.partition_counts), model,
                                    holds={config.inputs[0]: hold})
             held = await publish_model(meta, config, replace(held, epoch=model.epoch + 1),
@@ -78,7 +80,7 @@ async def test_a_hold_placed_and_released_in_place_stops_reads_where_it_says(
             await fed.drain()
         result = await fed.result()
         assert result.epoch == released.epoch and worker.in_place_changes == 2
-        assert h.exact_problems(await h.outputs(meta, config), work) == []
+        assert out.exact_problems(await out.outputs(meta, config), work) == []
         checkpoints = await meta.read_checkpoints(config.name)
         assert {c.epoch for c in checkpoints.values()} == {released.epoch}
     finally:

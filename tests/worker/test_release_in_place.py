@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import outputs as out
 
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
@@ -89,7 +90,7 @@ async def test_a_task_let_go_is_committed_closed_and_then_reported(
         assert result.epoch == parked.epoch and worker.in_place_changes == 1
         assert (await meta.read_checkpoints(config.name))[LET_GO] == checkpoint
 
-        found = await h.outputs(meta, config)
+        found = await out.outputs(meta, config)
         outputs = [o for rows in found.values() for o in rows]
         assert max(o["t"] for o in outputs if o["p"] != 1) > reported_at + 1
         # Every output in order with its running sum, replays only; the task let go has
@@ -97,7 +98,7 @@ async def test_a_task_let_go_is_committed_closed_and_then_reported(
         let_go = next(s for s in checkpoint.inputs)
         below = {(k, o["n"]) for k, rows in found.items() for o in rows if o["p"] == 1}
         assert len(below) == checkpoint.inputs[let_go]
-        problems = h.replay_problems(found, work)
+        problems = out.replay_problems(found, work)
         missing = [p for p in problems if "records have an output" not in p]
         assert missing == []  # records of partition 1 past its checkpoint have none
     finally:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import outputs as out
 
 from framework.coordinator.builder import build_job_model
 from framework.metadata import publish_model
@@ -60,7 +61,7 @@ async def test_a_fence_answer_for_the_epoch_the_worker_left_does_not_stop_it(
             await fed.drain()
         result = await fed.result()
         assert result.epoch == newer.epoch and worker.in_place_changes == 1
-        assert h.replay_problems(await h.outputs(meta, config), work) == []
+        assert out.replay_problems(await out.outputs(meta, config), work) == []
         checkpoints = await meta.read_checkpoints(config.name)
         assert {c.epoch for c in checkpoints.values()} == {newer.epoch}
     finally:

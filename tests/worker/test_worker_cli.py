@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
 
 from framework.errors import EXIT_PERMANENT
 
@@ -22,7 +23,7 @@ def _sampan(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _job(tmp_path: Path, old: str, new: str) -> Path:
-    path = h.write_job(tmp_path / "job")
+    path = jf.write_job(tmp_path / "job")
     text = path.read_text()
     assert old in text
     path.write_text(text.replace(old, new, 1))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
 
 from framework.drill.verify import read_stream
 from framework.errors import ProcessingError
@@ -37,7 +38,7 @@ async def _sums(meta: System) -> list[int]:
 async def test_fail_policy_stops_at_the_record_naming_ssp_and_offset(tmp_path: Path) -> None:
     """The default: the worker commits what it processed before the record (nothing of
     the record), then stops naming it."""
-    config = h.load(h.write_job(tmp_path / "job"))
+    config = jf.load(jf.write_job(tmp_path / "job"))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
@@ -59,8 +60,8 @@ async def test_fail_policy_names_the_remedies_and_its_reset_skips_only_the_recor
     """The message names both remedies, the reset with its exact command line; that
     command, run as printed, moves the job past the record and nothing else: every other
     record is summed once, in order."""
-    path = h.write_job(tmp_path / "job")
-    config = h.load(path)
+    path = jf.write_job(tmp_path / "job")
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
@@ -89,8 +90,8 @@ async def test_fail_policy_names_the_remedies_and_its_reset_skips_only_the_recor
 
 async def test_fail_policy_exits_the_worker_process_with_one_line(tmp_path: Path) -> None:
     """`sampan worker` prints the cause and the fix on one stderr line and exits 2."""
-    path = h.write_job(tmp_path / "job")
-    config = h.load(path)
+    path = jf.write_job(tmp_path / "job")
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         await h.prepare(config, meta)
@@ -115,7 +116,7 @@ async def test_fail_policy_exits_the_worker_process_with_one_line(tmp_path: Path
 
 
 async def test_skip_policy_counts_the_bad_record_and_moves_on(tmp_path: Path) -> None:
-    config = h.load(h.write_job(tmp_path / "job", errors='\n[errors]\npolicy = "skip"\n'))
+    config = jf.load(jf.write_job(tmp_path / "job", errors='\n[errors]\npolicy = "skip"\n'))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
@@ -130,7 +131,7 @@ async def test_skip_policy_counts_the_bad_record_and_moves_on(tmp_path: Path) ->
 
 
 async def test_dead_letter_policy_writes_the_raw_record_and_the_error(tmp_path: Path) -> None:
-    config = h.load(h.write_job(tmp_path / "job", errors=(
+    config = jf.load(jf.write_job(tmp_path / "job", errors=(
         '\n[errors]\npolicy = "dead-letter"\ndead_letter_stream = "local.dead-letters"\n')))
     meta = await h.open_meta(config)
     try:
@@ -156,9 +157,9 @@ async def test_dead_letters_read_back_with_the_dead_letter_streams_serdes(
         tmp_path: Path) -> None:
     """A bad record whose key is not UTF-8 (the dead-letter stream's key serde is string):
     `sampan streams tail` of the dead letters decodes every one, nothing on stderr."""
-    path = h.write_job(tmp_path / "job", errors=(
+    path = jf.write_job(tmp_path / "job", errors=(
         '\n[errors]\npolicy = "dead-letter"\ndead_letter_stream = "local.dead-letters"\n'))
-    config = h.load(path)
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
@@ -194,8 +195,8 @@ async def test_raw_bytes_produced_by_the_cli_meet_the_decode_policy(
     two good records: each policy does what it says with them."""
     errors = f'\n[errors]\npolicy = "{policy}"\n' + (
         'dead_letter_stream = "local.dead-letters"\n' if policy == "dead-letter" else "")
-    path = h.write_job(tmp_path / "job", errors=errors)
-    config = h.load(path)
+    path = jf.write_job(tmp_path / "job", errors=errors)
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
@@ -231,8 +232,8 @@ async def test_raw_bytes_produced_by_the_cli_meet_the_decode_policy(
 async def test_raw_lines_are_written_as_their_bytes(tmp_path: Path) -> None:
     """`streams produce --raw`: one record per stdin line, its bytes as they are (no serde),
     the key from --key-hex, in order on the partition asked for."""
-    path = h.write_job(tmp_path / "job")
-    config = h.load(path)
+    path = jf.write_job(tmp_path / "job")
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         await h.prepare(config, meta)

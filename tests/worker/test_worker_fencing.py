@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.coordinator.builder import build_job_model
 from framework.errors import FencedError
@@ -15,28 +17,28 @@ from framework.worker.main import EXIT_FENCED
 
 async def test_a_stale_epoch_worker_cannot_commit(tmp_path: Path) -> None:
     """Epoch 2 published: the epoch-1 worker's first commit raises FencedError, writes nothing."""
-    config = h.load(h.write_job(tmp_path / "job"))
+    config = jf.load(jf.write_job(tmp_path / "job"))
     meta = await h.open_meta(config)
     try:
         old = await h.prepare(config, meta)
-        new = build_job_model(config, {"local.events": h.PARTITIONS}, old)
+        new = build_job_model(config, {"local.events": jf.PARTITIONS}, old)
         await publish_model(meta, config, new)
         assert (old.epoch, new.epoch) == (1, 2)
-        await h.produce(meta, h.Workload(10).records(100))
+        await h.produce(meta, out.Workload(10).records(100))
         with pytest.raises(FencedError, match="commit of epoch 1 refused, the job is fenced "
                                               "at epoch 2"):
             await h.run_worker(config, old, 100)
-        assert await h.output_count(meta, config) == 0
+        assert await out.output_count(meta, config) == 0
         assert await meta.read_checkpoints(config.name) == {}
-        assert sum((await h.changelog_ends(meta, config)).values()) == 0
+        assert sum((await out.changelog_ends(meta, config)).values()) == 0
     finally:
         await meta.close()
 
 
 async def test_a_fenced_worker_process_exits_with_status_3(tmp_path: Path) -> None:
     """`sampan worker` running epoch 1 when epoch 2 appears: exit 3 at its next commit."""
-    path = h.write_job(tmp_path / "job")
-    config = h.load(path)
+    path = jf.write_job(tmp_path / "job")
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         old = await h.prepare(config, meta)
@@ -45,8 +47,8 @@ async def test_a_fenced_worker_process_exits_with_status_3(tmp_path: Path) -> No
             try:
                 await h.wait_resumed(meta, config, worker)
                 await publish_model(meta, config, build_job_model(
-                    config, {"local.events": h.PARTITIONS}, old))
-                await h.produce(meta, h.Workload(10).records(100))
+                    config, {"local.events": jf.PARTITIONS}, old))
+                await h.produce(meta, out.Workload(10).records(100))
 
                 async def exited() -> bool:
                     return worker.poll() is not None
@@ -56,6 +58,6 @@ async def test_a_fenced_worker_process_exits_with_status_3(tmp_path: Path) -> No
                 h.kill(worker)
         assert worker.returncode == EXIT_FENCED
         assert "commit of epoch 1 refused" in (tmp_path / "worker.log").read_text()
-        assert await h.output_count(meta, config) == 0
+        assert await out.output_count(meta, config) == 0
     finally:
         await meta.close()

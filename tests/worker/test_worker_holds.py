@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.drill.verify import read_stream
 from framework.jobmodel import StreamHold
@@ -49,16 +51,16 @@ async def test_a_worker_reads_a_held_input_up_to_the_hold_on_kafka(
 async def read_up_to_the_hold(tmp_path: Path, **options: Any) -> None:
     """Half of every partition is below the hold: exactly that half is processed."""
     unique = uuid.uuid4().hex[:8]
-    config = h.load(h.write_job(tmp_path / "job", name=f"held-{unique}",
+    config = jf.load(jf.write_job(tmp_path / "job", name=f"held-{unique}",
                                 events=f"events-{unique}", **options))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
-        work = h.Workload(KEYS, stream=h.streams(config)[0])
+        work = out.Workload(KEYS, stream=jf.streams(config)[0])
         await h.produce(meta, work.records(RECORDS))
-        ends = {p: r.end for p, r in (await meta.offsets(h.streams(config)[0])).items()}
+        ends = {p: r.end for p, r in (await meta.offsets(jf.streams(config)[0])).items()}
         limits = {p: end // 2 for p, end in ends.items()}  # mid-batch: the fetch reads past
-        hold = StreamHold(count=h.PARTITIONS, ends=limits, exact=False, refused=6)
+        hold = StreamHold(count=jf.PARTITIONS, ends=limits, exact=False, refused=6)
         held = await publish_model(meta, config, replace(
             model, epoch=model.epoch + 1, holds={config.inputs[0]: hold}))
         _, result = await h.run_worker(config, held, sum(limits.values()))
@@ -67,7 +69,7 @@ async def read_up_to_the_hold(tmp_path: Path, **options: Any) -> None:
                 for ssp, position in cp.inputs.items()}
         assert read == limits
         assert result.processed == sum(limits.values())
-        rows = await read_stream(meta, h.streams(config)[0])
-        assert await h.outputs(meta, config) == expected_below(rows, limits)
+        rows = await read_stream(meta, jf.streams(config)[0])
+        assert await out.outputs(meta, config) == expected_below(rows, limits)
     finally:
         await meta.close()

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 from jobs import harness as h
+from jobs import jobfiles as jf
 
 from framework.metadata import read_state
 
@@ -14,8 +15,8 @@ from framework.metadata import read_state
 async def test_a_worker_without_tasks_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     """4 tasks on 5 workers: worker 4 idles without spinning and exits 0 on SIGTERM (it
     used to never yield to the event loop, so only the supervisor's SIGKILL ended it)."""
-    path = h.write_job(tmp_path / "job", job_extra="workers = 5\n")
-    config = h.load(path)
+    path = jf.write_job(tmp_path / "job", job_extra="workers = 5\n")
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
@@ -37,8 +38,8 @@ async def test_sigusr1_logs_where_the_tasks_wait_and_the_worker_goes_on(
         tmp_path: Path) -> None:
     """SIGUSR1 to a running worker logs one stack per asyncio task (the worker's own
     `run_worker` among them); the worker keeps running and still stops cleanly."""
-    path = h.write_job(tmp_path / "job")
-    config = h.load(path)
+    path = jf.write_job(tmp_path / "job")
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         await h.prepare(config, meta)

@@ -7,6 +7,8 @@ import uuid
 from pathlib import Path
 
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 from kafka_broker import TansuBroker
 
 RECORDS = 100_000
@@ -16,23 +18,23 @@ KEYS = 1_000
 def _job(tmp_path: Path, broker: TansuBroker) -> Path:
     """A job with its own job name and topics: the broker is shared by the whole session."""
     unique = uuid.uuid4().hex[:8]
-    return h.write_job(tmp_path / "job", name=f"sums-{unique}", system="kafka",
+    return jf.write_job(tmp_path / "job", name=f"sums-{unique}", system="kafka",
                        bootstrap=broker.bootstrap, events=f"events-{unique}")
 
 
 async def test_sums_are_exact_on_kafka_without_crashes(kafka_broker: TansuBroker,
                                                         tmp_path: Path) -> None:
-    config = h.load(_job(tmp_path, kafka_broker))
+    config = jf.load(_job(tmp_path, kafka_broker))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
-        work = h.Workload(KEYS, stream=h.streams(config)[0])
+        work = out.Workload(KEYS, stream=jf.streams(config)[0])
         await h.produce(meta, work.records(RECORDS))
         _, result = await h.run_worker(config, model, RECORDS)
         assert (result.processed, result.skipped) == (RECORDS, 0)
-        assert await h.changelog_state(meta, config) == work.totals
-        assert await h.output_count(meta, config) == RECORDS
-        assert h.exact_problems(await h.outputs(meta, config), work) == []
+        assert await out.changelog_state(meta, config) == work.totals
+        assert await out.output_count(meta, config) == RECORDS
+        assert out.exact_problems(await out.outputs(meta, config), work) == []
     finally:
         await meta.close()
 
@@ -44,16 +46,16 @@ async def test_a_sigkilled_kafka_worker_loses_nothing(kafka_broker: TansuBroker,
     The input comes in two halves, the second only after the kill: however fast the
     worker, the kill lands with input left (it cannot have finished the job first)."""
     path = _job(tmp_path, kafka_broker)
-    config = h.load(path)
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         await h.prepare(config, meta)
-        work = h.Workload(KEYS, stream=h.streams(config)[0])
+        work = out.Workload(KEYS, stream=jf.streams(config)[0])
         records = work.records(RECORDS)
         await h.produce(meta, records[:RECORDS // 2])
 
         async def outputs_reach(count: int) -> bool:
-            return await h.output_count(meta, config) >= count
+            return await out.output_count(meta, config) >= count
 
         async def checkpointed() -> int:
             checkpoints = await meta.read_checkpoints(config.name)
@@ -79,12 +81,12 @@ async def test_a_sigkilled_kafka_worker_loses_nothing(kafka_broker: TansuBroker,
                 assert await h.stop(worker) == 0
             finally:
                 h.kill(worker)
-        state = await h.changelog_state(meta, config)
+        state = await out.changelog_state(meta, config)
         assert sorted(state) == sorted(work.totals)
         assert [k for k, total in work.totals.items() if state[k] < total] == []
-        found = await h.outputs(meta, config)
+        found = await out.outputs(meta, config)
         assert sorted(found) == sorted(work.totals)
         assert [k for k, total in work.totals.items() if found[k][-1]["sum"] < total] == []
-        assert await h.output_count(meta, config) >= RECORDS
+        assert await out.output_count(meta, config) >= RECORDS
     finally:
         await meta.close()

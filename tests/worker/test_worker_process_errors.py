@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.drill.verify import read_stream
 from framework.errors import ProcessingError
@@ -41,7 +43,7 @@ EXPECTED = {"k": [(1, 1), (3, 2), (6, 3), (10, 4)], "other": [(7, 1)]}
 
 
 async def _run(tmp_path: Path, errors: str) -> tuple[System, h.WorkerResult]:
-    config = h.load(h.write_job(tmp_path / "job", task=TASK, errors=errors))
+    config = jf.load(jf.write_job(tmp_path / "job", task=TASK, errors=errors))
     meta = await h.open_meta(config)
     model = await h.prepare(config, meta)
     await meta.produce(_records())
@@ -50,7 +52,7 @@ async def _run(tmp_path: Path, errors: str) -> tuple[System, h.WorkerResult]:
 
 
 async def test_fail_policy_stops_naming_task_ssp_offset_error_and_the_fix(tmp_path: Path) -> None:
-    config = h.load(h.write_job(tmp_path / "job", task=TASK))
+    config = jf.load(jf.write_job(tmp_path / "job", task=TASK))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
@@ -62,7 +64,7 @@ async def test_fail_policy_stops_naming_task_ssp_offset_error_and_the_fix(tmp_pa
             "(fragile_task.py:21 in process); fix the task and restart (the record is "
             "processed again from the last commit), or set [errors] process_policy = "
             '"skip" or "dead-letter" to move past such records')
-        assert await h.output_count(meta, config) == 0
+        assert await out.output_count(meta, config) == 0
         assert await meta.read_checkpoints(config.name) == {}
     finally:
         await meta.close()
@@ -74,8 +76,8 @@ async def test_skip_policy_undoes_the_failed_call_and_moves_on(tmp_path: Path) -
     try:
         assert (result.processed, result.skipped) == (5, 1)
         assert await _outputs(meta) == EXPECTED
-        config = h.load(tmp_path / "job" / "job.toml")
-        assert await h.changelog_state(meta, config) == {"other": 7, "k": 10}
+        config = jf.load(tmp_path / "job" / "job.toml")
+        assert await out.changelog_state(meta, config) == {"other": 7, "k": 10}
         checkpoint = (await meta.read_checkpoints(config.name))["Partition 0"]
         assert checkpoint.inputs[SystemStreamPartition("local", "events", 0)] == 6
         assert (await read_stream(meta, "dead-letters")) == {0: []}
@@ -107,7 +109,7 @@ async def test_dead_letter_policy_writes_the_record_and_the_traceback(tmp_path: 
 
 
 async def test_an_exception_in_init_is_a_one_line_error(tmp_path: Path) -> None:
-    config = h.load(h.write_job(tmp_path / "job", task=TASK, name="broken-init"))
+    config = jf.load(jf.write_job(tmp_path / "job", task=TASK, name="broken-init"))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
@@ -121,8 +123,8 @@ async def test_an_exception_in_init_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 async def test_an_init_error_exits_the_worker_process_with_one_line(tmp_path: Path) -> None:
-    path = h.write_job(tmp_path / "job", task=TASK, name="broken-init")
-    config = h.load(path)
+    path = jf.write_job(tmp_path / "job", task=TASK, name="broken-init")
+    config = jf.load(path)
     meta = await h.open_meta(config)
     try:
         await h.prepare(config, meta)

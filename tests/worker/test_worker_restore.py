@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.config import JobConfig
 from framework.metadata import read_state
@@ -14,7 +16,7 @@ from framework.stores import RocksDBEngine
 
 RECORDS = 20_000
 KEYS = 1_000
-TASKS = [f"Partition {p}" for p in range(h.PARTITIONS)]
+TASKS = [f"Partition {p}" for p in range(jf.PARTITIONS)]
 
 
 def stored_totals(config: JobConfig) -> dict[str, int]:
@@ -33,17 +35,17 @@ async def test_deleted_store_folder_is_restored_fully(tmp_path: Path) -> None:
     """No local state: every task restores its whole changelog partition, then compacted."""
     # A small write buffer forces commits as it fills, so keys are logged more than once
     # however fast the worker runs.
-    config = h.load(h.write_job(tmp_path / "job", job_extra="write_buffer_max_keys = 50"))
+    config = jf.load(jf.write_job(tmp_path / "job", job_extra="write_buffer_max_keys = 50"))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
-        work = h.Workload(KEYS)
+        work = out.Workload(KEYS)
         await h.produce(meta, work.records(RECORDS))
         first, _ = await h.run_worker(config, model, RECORDS)
         # A brand-new job: empty changelogs, nothing to restore.
         assert first.restore_modes == {f"{t}/totals": "none" for t in TASKS}
         assert first.restored == 0
-        logged = sum((await h.changelog_ends(meta, config)).values())
+        logged = sum((await out.changelog_ends(meta, config)).values())
         assert logged > KEYS  # several commits wrote some keys more than once
 
         shutil.rmtree(config.state_dir / "stores")
@@ -66,20 +68,20 @@ async def test_deleted_store_folder_is_restored_fully(tmp_path: Path) -> None:
 
 async def test_store_behind_its_changelog_restores_only_the_delta(tmp_path: Path) -> None:
     """Stores copied from an earlier run replay exactly the changelog records written since."""
-    config = h.load(h.write_job(tmp_path / "job"))
+    config = jf.load(jf.write_job(tmp_path / "job"))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
-        work = h.Workload(KEYS)
+        work = out.Workload(KEYS)
         await h.produce(meta, work.records(RECORDS))
         await h.run_worker(config, model, RECORDS)
-        before = await h.changelog_ends(meta, config)
+        before = await out.changelog_ends(meta, config)
         shutil.copytree(config.state_dir / "stores", tmp_path / "backup")
 
         await h.produce(meta, work.records(RECORDS))
         second, _ = await h.run_worker(config, model, RECORDS)
         assert second.restore_modes == {f"{t}/totals": "none" for t in TASKS}
-        after = await h.changelog_ends(meta, config)
+        after = await out.changelog_ends(meta, config)
         shutil.rmtree(config.state_dir / "stores")
         shutil.copytree(tmp_path / "backup", config.state_dir / "stores")
 
@@ -87,6 +89,6 @@ async def test_store_behind_its_changelog_restores_only_the_delta(tmp_path: Path
         assert worker.restore_modes == {f"{t}/totals": "delta" for t in TASKS}
         assert worker.restored == sum(after.values()) - sum(before.values())
         assert stored_totals(config) == work.totals
-        assert await h.changelog_state(meta, config) == work.totals
+        assert await out.changelog_state(meta, config) == work.totals
     finally:
         await meta.close()

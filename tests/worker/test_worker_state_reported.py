@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import outputs as out
 
 from framework.commands.status import collect_status
 from framework.worker.runner import Worker
@@ -55,6 +56,6 @@ async def test_status_and_metrics_show_a_running_workers_state(tmp_path: Path) -
         assert seen == ["RESTORING", "RUNNING", "STOPPING", "STOPPED"]
         document = (await collect_status(config)).to_json()
         assert document["worker_reports"]["0"]["state"] == "STOPPED"
-        assert h.replay_problems(await h.outputs(meta, config), work) == []
+        assert out.replay_problems(await out.outputs(meta, config), work) == []
     finally:
         await meta.close()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from jobs import harness as h
+from jobs import jobfiles as jf
+from jobs import outputs as out
 
 from framework.errors import ProcessingError
 from framework.systems.base import ProducerRecord
@@ -16,7 +18,7 @@ from framework.worker.runner import Worker
 
 async def test_store_writes_made_only_by_window_are_committed(tmp_path: Path) -> None:
     """No input at all: the window's store writes still reach the changelog."""
-    config = h.load(h.write_job(tmp_path / "job", task="tick_task:TickTask",
+    config = jf.load(jf.write_job(tmp_path / "job", task="tick_task:TickTask",
                                 job_extra="window_interval_ms = 20\n"))
     meta = await h.open_meta(config)
     try:
@@ -25,7 +27,7 @@ async def test_store_writes_made_only_by_window_are_committed(tmp_path: Path) ->
         running = asyncio.create_task(worker.run())
         try:
             async def ticked() -> bool:
-                return (await h.changelog_state(meta, config)).get("ticks", 0) >= 3
+                return (await out.changelog_state(meta, config)).get("ticks", 0) >= 3
 
             await h.wait_until(ticked, 30, "three committed window ticks per task")
         finally:
@@ -37,7 +39,7 @@ async def test_store_writes_made_only_by_window_are_committed(tmp_path: Path) ->
 
 async def test_a_task_exception_stops_the_worker_naming_task_ssp_and_offset(
         tmp_path: Path) -> None:
-    config = h.load(h.write_job(tmp_path / "job", task="tick_task:TickTask"))
+    config = jf.load(jf.write_job(tmp_path / "job", task="tick_task:TickTask"))
     meta = await h.open_meta(config)
     try:
         model = await h.prepare(config, meta)
