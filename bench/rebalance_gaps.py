@@ -54,8 +54,8 @@ from kafka_broker import start_kafka  # noqa: E402
 from bench.kafka_args import add_client_options, client_options  # noqa: E402
 from framework.drill.hosts import settled  # noqa: E402
 from framework.drill.verify import read_stream  # noqa: E402
-from framework.jobmodel import JobModel  # noqa: E402
 from framework.metadata import CoordinatorState  # noqa: E402
+from framework.metadata.jobmodel import JobModel  # noqa: E402
 from framework.metadata.stream import MODEL_KEY  # noqa: E402
 from framework.systems.base import System  # noqa: E402
 

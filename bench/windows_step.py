@@ -36,7 +36,7 @@ if __package__ in (None, ""):
 
 from bench import windows as whole
 from framework.api import BatchColumns, ColumnarBatch, Envelope
-from framework.serdes import get_serde
+from framework.config.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
 from framework.windows import (
     Hopping,

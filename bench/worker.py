@@ -61,8 +61,8 @@ from bench.systems_baseline import tansu
 from framework.config import JobConfig, load_config
 from framework.config.sections import SystemConfig
 from framework.coordinator.builder import build_job_model
-from framework.jobmodel import JobModel
 from framework.metadata import publish_model
+from framework.metadata.jobmodel import JobModel
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord, System

@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from framework.errors import TaskLoadError
+from framework.importing import ImportSpecError, JobCode, import_spec
 from groupers import SystemStreamPartition
 
 if TYPE_CHECKING:
@@ -23,6 +25,7 @@ __all__ = [
     "TaskCoordinator",
     "WatermarkSource",
     "WindowTimes",
+    "load_task_class",
 ]
 
 
@@ -269,3 +272,21 @@ async def _process_rest(task: StreamTask, pending: Awaitable[None],
         result = task.process(envelope, collector, coordinator)
         if result is not None:
             await result
+
+
+def load_task_class(config: JobCode) -> type[StreamTask]:
+    """Import ``job.task`` with the job file's folder first on ``sys.path``; `TaskLoadError`
+    names the module, class and file, and the fix."""
+    where = f'job.task = "{config.task}" in {config.path}'
+    try:
+        target = import_spec(config.task, config.root)
+    except ImportSpecError as error:
+        raise TaskLoadError(f"{where}: {error}") from None
+    if not (isinstance(target, type) and issubclass(target, StreamTask)):
+        name = config.task.partition(":")[2]
+        kind = "a class" if isinstance(target, type) else type(target).__name__
+        raise TaskLoadError(
+            f"{where}: {config.task} is {kind}, not a StreamTask subclass; define "
+            f"`class {name}(StreamTask)` with `from framework.api import StreamTask`"
+        )
+    return target

@@ -2,7 +2,7 @@
 
 The lowest layer of loading what a job file names: the config imports serdes and
 expansion algorithms through it at load time, so it imports no task API
-(`framework.usercode` loads task classes on top of it). Callers turn the
+(`framework.api.load_task_class` loads task classes on top of it). Callers turn the
 `ImportSpecError` into their own error type (`ConfigError`, `TaskLoadError`) with the key
 and file it came from.
 """
@@ -15,12 +15,19 @@ import re
 import sys
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from framework.errors import ConfigError
-from groupers.expansion import PartitionExpansionAlgorithm
+from groupers.expansion import DefaultPartitionExpansionAlgorithm, PartitionExpansionAlgorithm
 
-__all__ = ["SPEC_PATTERN", "ImportSpecError", "import_spec", "make_expansion_algorithm"]
+__all__ = [
+    "SPEC_PATTERN",
+    "ImportSpecError",
+    "JobCode",
+    "import_spec",
+    "load_expansion_algorithm",
+    "make_expansion_algorithm",
+]
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 SPEC_PATTERN = re.compile(rf"{_NAME}(\.{_NAME})*:{_NAME}")
@@ -114,3 +121,27 @@ def make_expansion_algorithm(spec: str, root: Path) -> PartitionExpansionAlgorit
             "current_count, initial_count) -> int"
         )
     return instance
+
+
+class JobCode(Protocol):
+    """What a job file names as code (a `framework.config.JobConfig` is one): the task,
+    the expansion algorithm, and the file whose folder they are imported from."""
+
+    @property
+    def task(self) -> str: ...
+
+    @property
+    def expansion_algorithm_spec(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def root(self) -> Path: ...
+
+
+def load_expansion_algorithm(config: JobCode) -> PartitionExpansionAlgorithm:
+    """A new instance of ``job.expansion_algorithm`` (SEP-5's default unless named)."""
+    if config.expansion_algorithm_spec == "default":
+        return DefaultPartitionExpansionAlgorithm()
+    return make_expansion_algorithm(config.expansion_algorithm_spec, config.root)

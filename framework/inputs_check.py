@@ -15,7 +15,7 @@ from pathlib import Path
 
 from framework.config import JobConfig, StartPosition
 from framework.errors import ConfigError, SampanError
-from framework.jobmodel import TaskModel
+from framework.metadata.jobmodel import TaskModel
 from framework.systems.base import Checkpoint, OffsetRange, OffsetsByTime, System
 from groupers import SystemStreamPartition
 

@@ -59,9 +59,9 @@ from typing import Any
 from framework.api import Envelope, OutgoingMessage, StreamTask
 from framework.config import JobConfig, StreamRef, load_config, parse_config
 from framework.config.pipeline import PIPELINE_TASK, JobFacts
+from framework.config.serdes import Serde, get_serde
 from framework.pipelines import Pipeline
 from framework.pipelines.task import Compiled, PipelineTask, compiled_for
-from framework.serdes import Serde, get_serde
 from framework.stores import MemoryEngine, TaskStore
 from framework.stores.restore import changelog_reader, restore_store
 from framework.systems.base import ProducerRecord, Record

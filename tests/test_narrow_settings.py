@@ -20,7 +20,7 @@ from framework.config import (
 )
 from framework.coordinator.retention import retention_policies
 from framework.errors import SerdeError
-from framework.jobmodel import TaskModel
+from framework.metadata.jobmodel import TaskModel
 from framework.systems.base import Record
 from framework.systems.local.system import LocalSystem
 from framework.worker.outage import job_systems

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from framework.config.serdes import Serde, decode, encode, get_serde
 from framework.errors import ConfigError, SampanError, SerdeError
-from framework.serdes import Serde, decode, encode, get_serde
 
 
 @pytest.fixture(autouse=True)

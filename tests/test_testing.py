@@ -12,10 +12,9 @@ from jobs import jobfiles as jf
 
 import framework.testing
 from framework import StreamTask
-from framework.api import Envelope
+from framework.api import Envelope, load_task_class
 from framework.errors import ConfigError
 from framework.testing import run_task, run_task_async
-from framework.usercode import load_task_class
 from groupers import SystemStreamPartition
 
 

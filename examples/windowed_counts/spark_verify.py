@@ -14,10 +14,10 @@ import sys
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from framework.api import load_task_class
 from framework.config import JobConfig
 from framework.spark.errors import VerificationError
 from framework.spark.verify import Verifier, read_stream
-from framework.usercode import load_task_class
 
 __all__ = ["VERIFIERS", "verify_windowed_counts"]
 

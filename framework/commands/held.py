@@ -30,8 +30,8 @@ from framework.coordinator.holds import (
     stops_at,
 )
 from framework.errors import ConfigError, SampanError
-from framework.jobmodel import JobModel
 from framework.metadata import publish_model, publish_status, read_state
+from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, CommitRequest
 from framework.wording import counted

@@ -21,8 +21,8 @@ from framework.coordinator.builder import build_job_model
 from framework.coordinator.lease import CoordinatorLease, LeaseStore, pid_alive
 from framework.errors import ConfigError, SampanError, StreamNotFoundError
 from framework.inputs_check import offsets_at
-from framework.jobmodel import JobModel
 from framework.metadata import read_state
+from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, CommitRequest, OffsetRange, System
 from groupers import SystemStreamPartition

@@ -40,8 +40,8 @@ def add_run_command(commands: Any) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
+    from framework.api import load_task_class
     from framework.config import load_config
-    from framework.usercode import load_task_class
 
     config = load_config(args.job)
     load_task_class(config)  # a wrong job.task fails here, not as a worker crash loop

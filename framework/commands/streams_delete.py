@@ -20,8 +20,8 @@ from framework.config import JobConfig
 from framework.coordinator.lease import Holder, LeaseStore, pid_alive
 from framework.coordinator.liveness import check_coordinator
 from framework.errors import ConfigError, SampanError
-from framework.jobmodel import JobModel
 from framework.metadata import MODEL_KEY, read_state
+from framework.metadata.jobmodel import JobModel
 from framework.systems.base import DeletesStreams, HidesStreams, System
 from framework.systems.local.system import LocalSystem
 from framework.systems.reading import read_range

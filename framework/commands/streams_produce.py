@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from framework.commands.stream_ref import missing_stream, split_stream, started_system
 from framework.config import JobConfig, load_config
+from framework.config.serdes import get_serde
 from framework.errors import ConfigError, SampanError, SerdeError
-from framework.serdes import get_serde
 from framework.systems.base import ProducerRecord
 from framework.wording import counted
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from framework.commands.stream_ref import missing_stream, split_stream, started_system
 from framework.config import load_config
-from framework.serdes import get_serde
+from framework.config.serdes import get_serde
 from framework.systems.base import System
 from groupers import SystemStreamPartition
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from framework.config.declare import Reading, read_table
 from framework.config.schema import Section
+from framework.config.serdes import get_serde
 from framework.errors import ConfigError
 from framework.importing import SPEC_PATTERN, make_expansion_algorithm
-from framework.serdes import get_serde
 
 __all__ = [
     "BOOTSTRAP",

@@ -4,7 +4,7 @@ and the tables of `framework.config.sections`), frozen.
 Build them with `framework.config.load_config`; every value here has passed validation.
 `JobConfig` adds the derived names the runtime shares (changelog and coordinator
 streams, the one definition of "stateful"). Loading the user code the file names is
-`framework.usercode`'s job: these objects stay plain data.
+`framework.api`'s job: these objects stay plain data.
 """
 
 from __future__ import annotations

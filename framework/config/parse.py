@@ -6,7 +6,7 @@ is checked here (a stream's retention against its system, the dead-letter stream
 against the policies, the metrics ports against the workers). Custom serdes and
 expansion algorithms are imported while reading, so a typo fails at load with its line
 rather than in a worker later. The task class is not: it is imported by
-`framework.usercode.load_task_class` where it runs. A job naming a ``pipeline`` is first
+`framework.api.load_task_class` where it runs. A job naming a ``pipeline`` is first
 expanded into the tables its compiled pipeline needs (`framework.config.pipeline`).
 """
 

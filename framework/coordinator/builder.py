@@ -12,7 +12,7 @@ import groupers as G
 from framework.config import JobConfig, StreamRef
 from framework.coordinator.expansion import barrier_stages
 from framework.coordinator.grouping import make_grouper
-from framework.jobmodel import BarrierStage, JobModel, StreamHold, TaskModel
+from framework.metadata.jobmodel import BarrierStage, JobModel, StreamHold, TaskModel
 from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from framework.config import JobConfig
 from framework.coordinator.expansion import describe_change
 from framework.coordinator.holds import InputNow, ReadPositions, plan_holds
-from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import ExpansionRecord, Refusal
+from framework.metadata.jobmodel import JobModel, StreamHold
 
 __all__ = ["PartitionDecision", "decide_partition_change"]
 

@@ -4,7 +4,7 @@ that gain partitions.
 The model service decides a change (`framework.coordinator.decision`) and the builder
 (`framework.coordinator.builder`) asks `barrier_stages` for the barriers of the one model
 it builds; `framework.coordinator.expansion_book` records what happened in the status.
-Workers enforce the barriers with `framework.jobmodel.BarrierStage.passed`, the one barrier
+Workers enforce the barriers with `framework.metadata.jobmodel.BarrierStage.passed`, the one barrier
 rule; status, metrics and re-key read their progress with `TaskModel.pending_stages` and
 `TaskModel.held_behind_barrier`.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from framework.jobmodel import BarrierStage, JobModel
+from framework.metadata.jobmodel import BarrierStage, JobModel
 from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import groupers as G
 from framework.config import JobConfig
-from framework.jobmodel import JobModel
-from framework.usercode import load_expansion_algorithm
+from framework.importing import load_expansion_algorithm
+from framework.metadata.jobmodel import JobModel
 
 __all__ = ["CountCheck", "make_grouper"]
 

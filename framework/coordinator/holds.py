@@ -32,7 +32,7 @@ from pathlib import Path
 
 from framework.config import JobConfig
 from framework.coordinator.grouping import CountCheck
-from framework.jobmodel import JobModel, StreamHold
+from framework.metadata.jobmodel import JobModel, StreamHold
 from framework.systems.base import Checkpoint, GrowthRecorder, System
 from framework.wording import counted
 

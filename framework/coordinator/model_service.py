@@ -33,8 +33,8 @@ from framework.coordinator.decision import PartitionDecision, decide_partition_c
 from framework.coordinator.holds import InputNow, input_now, read_positions, stops_at
 from framework.coordinator.starts import write_start_positions
 from framework.errors import StreamNotFoundError
-from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import publish_model, read_state
+from framework.metadata.jobmodel import JobModel, StreamHold
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, System
 from framework.wording import counted

@@ -41,7 +41,6 @@ from framework.coordinator.runfile import (
 from framework.coordinator.supervisor import Supervisor
 from framework.errors import SampanError, StreamNotFoundError, SystemUnavailableError
 from framework.inputs_check import InputRecreatedError, check_inputs
-from framework.jobmodel import JobModel
 from framework.lifecycle import Lifecycle
 from framework.metadata import (
     ConfigChange,
@@ -51,6 +50,7 @@ from framework.metadata import (
     publish_status,
     read_state,
 )
+from framework.metadata.jobmodel import JobModel
 from framework.metrics import CoordinatorMetrics
 from framework.systems.base import StartsProducer, System
 from framework.worker.commit import check_guarantee

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from framework.config import JobConfig, StreamRef
 from framework.inputs_check import offsets_at
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from framework.systems.base import Checkpoint, CommitRequest, System
 from groupers import SystemStreamPartition
 

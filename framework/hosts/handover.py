@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from framework.jobmodel import PARKED, JobModel
 from framework.metadata import HostReport, WorkerReport
+from framework.metadata.jobmodel import PARKED, JobModel
 
 __all__ = ["first_model", "pending_releases", "previous_host"]
 

@@ -45,13 +45,13 @@ from framework.hosts.placement import RUNNING
 from framework.hosts.ports import claim_base_port
 from framework.hosts.replicas import Replicas
 from framework.hosts.reporting import HostReporter
-from framework.jobmodel import JobModel
 from framework.lifecycle import Lifecycle
 from framework.metadata import (
     CoordinatorReader,
     ensure_coordinator_stream,
     publish_model,
 )
+from framework.metadata.jobmodel import JobModel
 from framework.metrics import HostMetrics
 from framework.queries.hook import start_standby_reads
 from framework.stores import RocksDBEngine, store_path

@@ -26,8 +26,8 @@ from framework.coordinator.model_service import ModelChange, ModelService
 from framework.hosts.handover import first_model
 from framework.hosts.member import Member
 from framework.hosts.placement import HostPlacement, RestoreRange, place_on_hosts
-from framework.jobmodel import JobModel
 from framework.metadata import CoordinatorState, publish_status, read_state
+from framework.metadata.jobmodel import JobModel
 from framework.systems.base import Checkpoint, OffsetRange
 
 __all__ = ["Led", "change_in_place", "incremental_rebalances", "lead"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import groupers as G
 from framework.hosts.member import Member
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 
 __all__ = ["RUNNING", "HostPlacement", "place_on_hosts", "restore_gaps", "worker_ids"]
 

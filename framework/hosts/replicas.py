@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
-from framework.jobmodel import TaskModel
+from framework.metadata.jobmodel import TaskModel
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
 from framework.systems.base import System
 from framework.worker.task_stores import process_memory, rocksdb_options

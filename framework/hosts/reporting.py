@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from framework.config import JobConfig
 from framework.hosts.handover import previous_host
-from framework.jobmodel import JobModel
 from framework.metadata import (
     CoordinatorReader,
     HostReport,
@@ -20,6 +19,7 @@ from framework.metadata import (
     WorkerReport,
     publish_host_report,
 )
+from framework.metadata.jobmodel import JobModel
 from framework.systems.base import System
 
 __all__ = ["HostReporter"]

@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 async def _run(args: argparse.Namespace) -> int:
     from framework.config import load_config
     from framework.hosts.config import host_config
-    from framework.jobmodel import JobModel
+    from framework.metadata.jobmodel import JobModel
     from framework.worker.main import run_worker
 
     config = host_config(load_config(args.job), Path(args.data_dir))

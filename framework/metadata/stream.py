@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from framework.config import JobConfig
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from framework.metadata.records import (
     CoordinatorStatus,
     HostReport,

@@ -11,9 +11,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from framework.config import JobConfig
-from framework.jobmodel import JobModel
 from framework.logformat import set_context_provider
 from framework.metadata import CoordinatorStatus
+from framework.metadata.jobmodel import JobModel
 from framework.metrics.collect import family, histogram_family, histogram_of
 from framework.metrics.families import PAUSE_BUCKETS
 from framework.metrics.server import MetricsServer, serve

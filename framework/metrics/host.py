@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from framework.config import JobConfig
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from framework.metrics.collect import family
 from framework.metrics.server import MetricsServer, serve
 from framework.metrics.targets import target_file

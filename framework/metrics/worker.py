@@ -27,9 +27,9 @@ from prometheus_client.core import Metric
 from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.errors import SampanError
-from framework.jobmodel import JobModel
 from framework.logformat import set_context_provider
 from framework.metadata import RestoreProgress, WorkerProgress, publish_worker_progress
+from framework.metadata.jobmodel import JobModel
 from framework.metrics.collect import WeightedHistogram, family, histogram_family
 from framework.metrics.families import COMMIT_RECORD_BUCKETS, LATENCY_BUCKETS
 from framework.metrics.restore import RestoreTracker

@@ -27,6 +27,7 @@ import aiohttp
 import orjson
 
 from framework.config import JobConfig, load_config
+from framework.config.serdes import get_serde
 from framework.queries.auth import query_token
 from framework.queries.directory import Directory
 from framework.queries.errors import (
@@ -40,7 +41,6 @@ from framework.queries.reads import Consistency
 from framework.queries.routing import KeyRouter
 from framework.queries.wire import TextKey, b64, from_b64, from_wire, key_from_text
 from framework.secrets import Secret
-from framework.serdes import get_serde
 from framework.stores.base import prefix_end
 from framework.systems import open_system
 from framework.systems.base import System

@@ -16,8 +16,8 @@ import time
 from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.errors import SampanError
-from framework.jobmodel import JobModel
 from framework.metadata import CoordinatorReader, QueryEndpoint
+from framework.metadata.jobmodel import JobModel
 from framework.systems.base import System
 
 __all__ = ["Directory"]

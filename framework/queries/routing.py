@@ -10,7 +10,7 @@ mapping a key's partition at ``k·n`` partitions maps to the task of its partiti
 model's placement of that task. Pure: no I/O, testable as a table.
 
 >>> from framework.config import parse_config
->>> from framework.jobmodel import JobModel, TaskModel
+>>> from framework.metadata.jobmodel import JobModel, TaskModel
 >>> from groupers import SystemStreamPartition as SSP
 >>> config = parse_config({"job": {"name": "wc", "task": "m:T", "inputs": ["local.words"]},
 ...     "systems": {"local": {"type": "local"}}, "streams": {"local.words": {}},
@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from framework.config import JobConfig, StoreConfig, StreamRef
+from framework.config.serdes import get_serde
 from framework.errors import SerdeError
 from framework.importing import import_spec
-from framework.jobmodel import PARKED, JobModel
+from framework.metadata.jobmodel import PARKED, JobModel
 from framework.partitioner import partition_for_key
 from framework.queries.errors import NotQueryableError, QueryError, TaskUnavailableError
-from framework.serdes import get_serde
 from groupers import SystemStreamPartition
 
 __all__ = ["KeyRouter", "Route"]
@@ -51,7 +51,7 @@ class Route:
     partition: int
     """The key's partition of that input at the model's partition count."""
     worker: int
-    """The worker running the task (`framework.jobmodel.PARKED`: none, it is moving)."""
+    """The worker running the task (`framework.metadata.jobmodel.PARKED`: none, it is moving)."""
     epoch: int
 
     def host(self, model: JobModel) -> str | None:

@@ -28,9 +28,10 @@ import orjson
 from aiohttp import web
 
 from framework.config import JobConfig
+from framework.config.serdes import get_serde
 from framework.errors import SampanError
-from framework.jobmodel import PARKED, JobModel
 from framework.metadata import QueryEndpoint, publish_query_endpoint
+from framework.metadata.jobmodel import PARKED, JobModel
 from framework.queries.auth import query_token
 from framework.queries.directory import Directory
 from framework.queries.errors import QueryError, TaskUnavailableError
@@ -49,7 +50,6 @@ from framework.queries.reads import Consistency, Scan, read_key, scan
 from framework.queries.routing import KeyRouter, Route
 from framework.queries.windows import read_windows
 from framework.queries.wire import b64, from_b64, key_from_text
-from framework.serdes import get_serde
 from framework.stores.base import prefix_end
 from framework.stores.buffer import TaskStore
 from framework.systems.base import System

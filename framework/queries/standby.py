@@ -33,16 +33,16 @@ from typing import Protocol
 from aiohttp import web
 
 from framework.config import JobConfig
+from framework.config.serdes import get_serde
 from framework.errors import SampanError
-from framework.jobmodel import JobModel
 from framework.metadata import QueryEndpoint, publish_standby_endpoint
+from framework.metadata.jobmodel import JobModel
 from framework.queries.auth import query_token
 from framework.queries.errors import QueryError, TaskUnavailableError
 from framework.queries.http import after_of, b64_param, json_response, limit_of, middlewares
 from framework.queries.reads import Scan, read_key, scan
 from framework.queries.routing import KeyRouter
 from framework.queries.wire import b64, key_from_text
-from framework.serdes import get_serde
 from framework.stores.base import StoreEngine
 from framework.stores.buffer import TaskStore
 from framework.systems.base import System

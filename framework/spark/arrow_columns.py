@@ -19,8 +19,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from framework.config.serdes import BytesSerde, JsonSerde, Serde, StringSerde, decode
 from framework.errors import SerdeError
-from framework.serdes import BytesSerde, JsonSerde, Serde, StringSerde, decode
 from framework.spark.schema import DECODED_SCHEMA, RAW_SCHEMA
 from framework.systems.base import Headers
 
@@ -95,7 +95,7 @@ def _renderer(serde: Serde) -> Callable[[bytes], str | None]:
 class ColumnDecoder:
     """Decodes one binary column (the keys or the values of one stream) to rendered text.
 
-    >>> from framework.serdes import get_serde
+    >>> from framework.config.serdes import get_serde
     >>> values = ColumnDecoder(get_serde("json"), "value", "local.words")
     >>> cells = pa.array([b'{"seq": 1}', None, b'{"seq": 1}'], pa.binary())
     >>> values(cells, offsets=[0, 1, 2], partition=0).to_pylist()

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 import pyarrow as pa
 
 from framework.config import load_config
-from framework.serdes import get_serde
+from framework.config.serdes import get_serde
 from framework.spark import kafka_fetch
 from framework.spark.arrow_columns import (
     DECODED_SCHEMA,

@@ -25,9 +25,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from framework.config import JobConfig, load_config
+from framework.config.serdes import get_serde
 from framework.coordinator.holds import input_now, plan_holds, read_positions
 from framework.metadata import publish_model, read_state
-from framework.serdes import get_serde
 from framework.spark.aio import with_system
 from framework.spark.errors import RekeyError
 from framework.spark.rekey_plan import (

@@ -16,8 +16,8 @@ from framework.config import JobConfig, StreamRef
 from framework.coordinator.builder import build_rekeyed_model
 from framework.coordinator.holds import Held
 from framework.coordinator.lease import pid_alive
-from framework.jobmodel import JobModel
 from framework.metadata import CoordinatorStatus
+from framework.metadata.jobmodel import JobModel
 from framework.partitioner import partition_for_key
 from framework.spark.errors import RekeyError
 from framework.systems.base import Checkpoint

@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from framework.config import load_config
+from framework.config.serdes import Serde, get_serde
 from framework.partitioner import RoundRobin, partition_for_key
-from framework.serdes import Serde, get_serde
 from framework.spark.options import SourceOptions
 from framework.spark.streams import resolve_stream
 from framework.systems import open_system

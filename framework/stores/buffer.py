@@ -28,8 +28,8 @@ import reprlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from framework.config.serdes import JsonSerde, StringSerde
 from framework.errors import SerdeError, StoreError
-from framework.serdes import JsonSerde, StringSerde
 from framework.stores.base import ChangelogPosition, StoreEngine, prefix_end
 
 __all__ = ["Serde", "TaskStore"]
@@ -42,7 +42,7 @@ _short.maxother = 60
 
 
 class Serde(Protocol):
-    """What a store needs of a serde (see `framework.serdes`)."""
+    """What a store needs of a serde (see `framework.config.serdes`)."""
 
     def to_bytes(self, obj: Any) -> bytes: ...
 

@@ -15,7 +15,7 @@ from framework.api import StreamTask
 from framework.config import JobConfig
 from framework.errors import FencedError, PermanentError, ProcessingError
 from framework.inputs_check import start_positions
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from framework.systems.base import System
 from framework.wording import counted
 from framework.worker.commit import Committer

@@ -10,8 +10,8 @@ import orjson
 
 from framework.api import Envelope, OutgoingMessage
 from framework.config import JobConfig
+from framework.config.serdes import JsonSerde, Serde, StringSerde, decode, encode, get_serde
 from framework.frozen import fast_constructor
-from framework.serdes import JsonSerde, Serde, StringSerde, decode, encode, get_serde
 from framework.systems.base import (
     FetchedRecord,
     OutputColumns,

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol
 
 from framework.errors import FencedError
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from framework.worker.in_place import InPlaceChange, in_place_change
 from groupers import SystemStreamPartition
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from groupers import SystemStreamPartition
 
 __all__ = ["InPlaceChange", "in_place_change"]

@@ -10,8 +10,8 @@ import time
 
 from framework.api import StreamTask
 from framework.config import JobConfig
-from framework.jobmodel import JobModel, TaskModel
 from framework.lifecycle import Lifecycle
+from framework.metadata.jobmodel import JobModel, TaskModel
 from framework.metrics import WorkerMetrics
 from framework.systems.base import Checkpoint, System
 from framework.worker.changes import ModelChanges

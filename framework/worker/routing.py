@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from framework.config import StreamRef
-from framework.jobmodel import BarrierStage, JobModel
+from framework.metadata.jobmodel import BarrierStage, JobModel
 from framework.systems.base import Consumer, FetchedRecord, System
 from framework.systems.fetched import FetchedColumns
 from framework.wording import counted

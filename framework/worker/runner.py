@@ -11,17 +11,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from framework.api import StreamTask
+from framework.api import StreamTask, load_task_class
 from framework.config import JobConfig
 from framework.errors import FencedError, StoreCorruptedError, StoreError
-from framework.jobmodel import JobModel
 from framework.lifecycle import Lifecycle
 from framework.metadata import CoordinatorReader
+from framework.metadata.jobmodel import JobModel
 from framework.metrics import WorkerMetrics
 from framework.queries.hook import start_queries
 from framework.stores.restore import RestoreStopped
 from framework.systems.base import System
-from framework.usercode import load_task_class
 from framework.worker.collector import tuned_collector
 from framework.worker.following import Following
 from framework.worker.instance import TaskInstance

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from framework.config import JobConfig
 from framework.errors import JobModelError
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import System
 from framework.worker.following import ModelSource

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Protocol
 
 from framework.config import RocksDBConfig, StoreConfig, StreamRef
+from framework.config.serdes import get_serde
 from framework.errors import StoreCorruptedError, StoreError, StoreLockedError
-from framework.jobmodel import TaskModel
+from framework.metadata.jobmodel import TaskModel
 from framework.metrics import restore_progress
-from framework.serdes import get_serde
 from framework.stores import (
     MemoryEngine,
     RocksDBEngine,

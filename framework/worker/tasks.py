@@ -14,8 +14,8 @@ from framework.api import StreamTask
 from framework.config import JobConfig
 from framework.errors import PermanentError, ProcessingError
 from framework.inputs_check import start_positions
-from framework.jobmodel import TaskModel
 from framework.metadata import WorkerReport
+from framework.metadata.jobmodel import TaskModel
 from framework.stores.buffer import TaskStore
 from framework.systems.base import Checkpoint, System
 from framework.worker.commit import Committer

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.api import StreamTask
+from framework.api import StreamTask, load_task_class
 from framework.config import (
     CoordinatorConfig,
     ErrorsConfig,
@@ -24,7 +24,7 @@ from framework.config import (
     parse_config,
 )
 from framework.errors import ConfigError, TaskLoadError
-from framework.usercode import load_expansion_algorithm, load_task_class
+from framework.importing import load_expansion_algorithm
 from groupers import DefaultPartitionExpansionAlgorithm
 
 PINNED = """\

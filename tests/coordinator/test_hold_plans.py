@@ -12,7 +12,7 @@ from jobs.jobfiles import count_job_text
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.holds import HoldPlan, InputNow, plan_holds
-from framework.jobmodel import JobModel, StreamHold
+from framework.metadata.jobmodel import JobModel, StreamHold
 
 WORDS = "local.words"
 E2 = {0: 10, 1: 12}

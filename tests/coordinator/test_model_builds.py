@@ -29,7 +29,7 @@ from framework.coordinator.model_service import ModelService
 from framework.coordinator.process import Coordinator
 from framework.hosts import leader
 from framework.hosts.member import Member
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from framework.systems.kafka.system import KafkaSystem
 from framework.systems.local.system import LocalSystem
 

@@ -14,8 +14,8 @@ from framework.coordinator.builder import build_job_model
 from framework.coordinator.decision import decide_partition_change
 from framework.coordinator.expansion_book import ExpansionBook
 from framework.coordinator.holds import InputNow
-from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import CoordinatorStatus, ExpansionRecord
+from framework.metadata.jobmodel import JobModel, StreamHold
 
 WORDS = "local.words"
 E2 = {0: 10, 1: 12}

@@ -11,8 +11,8 @@ import pytest
 from framework.commands.status_document import Endpoints, JobFigures, JobStatus, SspRow, TaskRow
 from framework.commands.status_health import assess
 from framework.commands.status_text import print_status
-from framework.jobmodel import BarrierStage, TaskModel
 from framework.metadata import CoordinatorStatus, Refusal, Unreachable, WorkerCrashes
+from framework.metadata.jobmodel import BarrierStage, TaskModel
 from groupers import SystemStreamPartition as SSP
 
 

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from framework.api import load_task_class
 from framework.config import load_config
-from framework.usercode import load_task_class
 
 REPO = Path(__file__).resolve().parents[2]
 TUTORIAL = REPO / "docs" / "tutorial.md"

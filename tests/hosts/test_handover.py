@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from framework.hosts.handover import first_model, pending_releases
 from framework.hosts.member import Member
 from framework.hosts.placement import RUNNING, place_on_hosts, restore_gaps, worker_ids
-from framework.jobmodel import PARKED, JobModel, TaskModel
 from framework.metadata import HostReport, WorkerReport
+from framework.metadata.jobmodel import PARKED, JobModel, TaskModel
 from groupers import SystemStreamPartition
 
 

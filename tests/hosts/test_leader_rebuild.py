@@ -19,8 +19,8 @@ from framework.coordinator.model_service import ModelBasis, ModelChange, ModelSe
 from framework.hosts import leader
 from framework.hosts.host import Host
 from framework.hosts.member import Member
-from framework.jobmodel import JobModel
 from framework.metadata import publish_model, read_state
+from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
 
 

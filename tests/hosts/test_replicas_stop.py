@@ -14,7 +14,7 @@ from hostjobs import job_file
 from framework.config import load_config
 from framework.hosts.config import host_config
 from framework.hosts.replicas import Replicas
-from framework.jobmodel import TaskModel
+from framework.metadata.jobmodel import TaskModel
 
 
 class _SwallowingReplicas(Replicas):

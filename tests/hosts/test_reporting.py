@@ -13,8 +13,8 @@ from test_handover import placed
 
 from framework.hosts import reporting
 from framework.hosts.reporting import HostReporter
-from framework.jobmodel import PARKED, JobModel
 from framework.metadata import WorkerReport
+from framework.metadata.jobmodel import PARKED, JobModel
 
 HOSTS: dict[str, tuple[int, ...]] = {"a": (0,), "c": (1,)}
 

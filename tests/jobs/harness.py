@@ -29,8 +29,8 @@ from polling import apoll
 
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
-from framework.jobmodel import JobModel
 from framework.metadata import CoordinatorState, publish_model, read_state
+from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import Checkpoint, ProducerRecord, System
 from framework.worker.runner import Worker, WorkerResult

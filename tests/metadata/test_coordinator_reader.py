@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from framework.config import JobConfig, parse_config
-from framework.jobmodel import JobModel
 from framework.metadata import (
     CoordinatorReader,
     CoordinatorState,
@@ -20,6 +19,7 @@ from framework.metadata import (
     publish_worker_report,
     read_state,
 )
+from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import System
 

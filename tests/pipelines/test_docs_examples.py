@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from framework.api import load_task_class
 from framework.commands.describe import describe_job
 from framework.config import load_config
 from framework.testing import run_pipeline, run_task
-from framework.usercode import load_task_class
 
 REPO = Path(__file__).resolve().parents[2]
 

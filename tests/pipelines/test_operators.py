@@ -373,7 +373,7 @@ class TickingContext:
     window ticks are the test's to call."""
 
     def __init__(self, config: Any, ssps: frozenset[Any]) -> None:
-        from framework.serdes import get_serde
+        from framework.config.serdes import get_serde
         from framework.stores import MemoryEngine, TaskStore
 
         self.task_name, self.ssps, self.config = "Partition 0", ssps, config

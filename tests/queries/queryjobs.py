@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from framework.config import JobConfig, load_config
-from framework.jobmodel import JobModel, TaskModel
+from framework.config.serdes import get_serde
 from framework.metadata import publish_model
+from framework.metadata.jobmodel import JobModel, TaskModel
 from framework.partitioner import partition_for_key
 from framework.queries.client import Answer, Client
 from framework.queries.errors import EndpointUnreachableError, TaskUnavailableError
 from framework.queries.server import QueryServer
-from framework.serdes import get_serde
 from framework.stores.base import ChangelogPosition
 from framework.stores.buffer import TaskStore
 from framework.stores.rocksdb import RocksDBEngine

@@ -41,7 +41,7 @@ from jobs.outputs import Workload, exact_problems
 from queryjobs import Querier, changelog_records, standby_problems, wrong_answers
 
 from framework.hosts.fault import SESSION_ENV
-from framework.jobmodel import JobModel
+from framework.metadata.jobmodel import JobModel
 from framework.queries.client import Answer, Client, SyncClient
 from framework.queries.errors import EndpointUnreachableError, TaskUnavailableError
 from framework.queries.routing import KeyRouter

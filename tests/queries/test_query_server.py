@@ -13,11 +13,11 @@ import aiohttp
 import pytest
 from queryjobs import TASKS, WORDS, Job, start_job, stop
 
+from framework.config.serdes import get_serde
 from framework.metadata import read_state
 from framework.partitioner import partition_for_key
 from framework.queries.client import Client
 from framework.queries.errors import NotQueryableError, QueryAuthError, TaskUnavailableError
-from framework.serdes import get_serde
 from framework.stores.base import ChangelogPosition
 from framework.stores.buffer import TaskStore
 from framework.stores.rocksdb import RocksDBEngine

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from framework.config import JobConfig, parse_config
-from framework.jobmodel import PARKED, JobModel, TaskModel
+from framework.metadata.jobmodel import PARKED, JobModel, TaskModel
 from framework.partitioner import partition_for_key
 from framework.queries.errors import NotQueryableError, QueryError, TaskUnavailableError
 from framework.queries.routing import KeyRouter

@@ -16,8 +16,8 @@ import pytest
 from queryjobs import TASKS, Job, start_job, stop
 
 from framework.cli import main
-from framework.jobmodel import JobModel
 from framework.metadata import publish_model, read_state
+from framework.metadata.jobmodel import JobModel
 from framework.queries.client import Client, standby_acceptable
 from framework.queries.errors import EndpointUnreachableError, TaskUnavailableError
 from framework.queries.standby import StandbyServer

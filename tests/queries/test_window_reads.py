@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from windows.wtasks import Context, Sent
 
 from framework.api import Envelope
+from framework.config.serdes import JsonSerde, StringSerde
 from framework.queries.errors import NotQueryableError, TaskUnavailableError
 from framework.queries.windows import OpenWindow, read_windows
-from framework.serdes import JsonSerde, StringSerde
 from framework.stores.base import ChangelogPosition
 from framework.stores.buffer import TaskStore
 from framework.stores.memory import MemoryEngine

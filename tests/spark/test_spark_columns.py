@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from framework.config.serdes import get_serde
 from framework.errors import SerdeError
-from framework.serdes import get_serde
 from framework.spark.arrow_columns import (
     ColumnDecoder,
     arrow_schema,

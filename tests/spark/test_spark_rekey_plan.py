@@ -11,8 +11,8 @@ from sparkjobs import wordcount_job
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
 from framework.coordinator.holds import Held, InputNow, plan_holds
-from framework.jobmodel import JobModel, StreamHold
 from framework.metadata import CoordinatorStatus
+from framework.metadata.jobmodel import JobModel, StreamHold
 from framework.spark.errors import RekeyError
 from framework.spark.rekey_plan import (
     carry_checkpoints,

@@ -27,7 +27,7 @@ def test_the_local_log_reads_columns_kafka_does_not(tmp_path: Path) -> None:
 
 
 def test_a_task_store_is_what_the_worker_needs_of_a_store() -> None:
-    from framework.serdes import get_serde
+    from framework.config.serdes import get_serde
 
     store: BufferedStore = TaskStore("s", MemoryEngine(), get_serde("string"),
                                      get_serde("json"), max_keys=2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from framework.config import parse_config
-from framework.jobmodel import TaskModel
+from framework.metadata.jobmodel import TaskModel
 from framework.stores.rocksdb import RocksDBEngine, store_path
 from framework.systems.local.system import LocalSystem
 from framework.worker.task_stores import open_task_stores, process_memory

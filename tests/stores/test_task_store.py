@@ -14,7 +14,7 @@ from framework.stores import ChangelogPosition, MemoryEngine, RocksDBEngine, Tas
 
 
 class StringSerde:
-    """Stand-in for framework.serdes' "string" serde (UTF-8)."""
+    """Stand-in for framework.config.serdes' "string" serde (UTF-8)."""
 
     name = "string"
 
@@ -26,7 +26,7 @@ class StringSerde:
 
 
 class JsonSerde:
-    """Stand-in for framework.serdes' "json" serde."""
+    """Stand-in for framework.config.serdes' "json" serde."""
 
     name = "json"
 
@@ -247,8 +247,8 @@ def test_values_read_back_from_the_buffer_are_the_stored_ones(store: TaskStore) 
 def test_json_ints_are_encoded_once_at_drain_and_read_the_same_everywhere(
     engine: RocksDBEngine,
 ) -> None:
-    from framework.serdes import JsonSerde as RealJson
-    from framework.serdes import StringSerde as RealString
+    from framework.config.serdes import JsonSerde as RealJson
+    from framework.config.serdes import StringSerde as RealString
 
     store = TaskStore("totals", engine, RealString(), RealJson(), max_keys=100, task="P0")
     store.journal = []

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.api import BatchColumns, ColumnarBatch, Envelope
-from framework.serdes import get_serde
+from framework.config.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
 from framework.windows import (
     Hopping,

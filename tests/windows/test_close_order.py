@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from wtasks import Context, Sent
 
 from framework.api import Envelope
-from framework.serdes import JsonSerde, StringSerde
+from framework.config.serdes import JsonSerde, StringSerde
 from framework.stores.buffer import TaskStore
 from framework.stores.memory import MemoryEngine
 from framework.windows import (

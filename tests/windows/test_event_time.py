@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from framework.api import Envelope
-from framework.serdes import get_serde
+from framework.config.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
 from framework.windows import EventTime, Tumbling, WindowError, Windows, count
 from groupers import SystemStreamPartition as SSP

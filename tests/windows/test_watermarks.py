@@ -7,8 +7,8 @@ import doctest
 
 import framework.windows.watermarks as W
 from framework.api import Envelope
+from framework.config.serdes import get_serde
 from framework.partitioner import partition_for_key
-from framework.serdes import get_serde
 from framework.stores import MemoryEngine, TaskStore
 from groupers import SystemStreamPartition
 

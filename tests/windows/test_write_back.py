@@ -27,7 +27,7 @@ from wtasks import (
 )
 
 from framework.api import MessageCollector, TaskCoordinator
-from framework.serdes import JsonSerde
+from framework.config.serdes import JsonSerde
 from framework.testing import TaskRunResult, run_task
 from framework.windows import Hopping, Session, Tumbling, WindowError, Windows, count, fold, keyed
 from framework.windows.kinds import WindowKind

@@ -7,7 +7,7 @@ from typing import Any
 
 from framework import StreamTask
 from framework.api import Envelope, MessageCollector, TaskContext, TaskCoordinator, WindowTimes
-from framework.serdes import JsonSerde, StringSerde
+from framework.config.serdes import JsonSerde, StringSerde
 from framework.stores.buffer import TaskStore
 from framework.stores.memory import MemoryEngine
 from framework.testing import TaskRunResult, run_task

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from framework.errors import FencedError
-from framework.jobmodel import JobModel, TaskModel
+from framework.metadata.jobmodel import JobModel, TaskModel
 from framework.worker import following
 from framework.worker.following import Following
 from framework.worker.in_place import InPlaceChange

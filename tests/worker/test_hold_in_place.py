@@ -17,8 +17,8 @@ from jobs import jobfiles as jf
 from jobs import outputs as out
 
 from framework.coordinator.builder import build_job_model
-from framework.jobmodel import StreamHold
 from framework.metadata import publish_model
+from framework.metadata.jobmodel import StreamHold
 from framework.worker.runner import Worker
 from groupers import SystemStreamPartition
 

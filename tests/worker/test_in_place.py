@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from framework.jobmodel import JobModel, StreamHold, TaskModel
+from framework.metadata.jobmodel import JobModel, StreamHold, TaskModel
 from framework.worker.in_place import InPlaceChange, in_place_change
 from groupers import SystemStreamPartition
 

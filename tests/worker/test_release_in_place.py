@@ -19,8 +19,8 @@ from jobs import outputs as out
 from framework.config import JobConfig
 from framework.coordinator.builder import build_job_model
 from framework.errors import StoreLockedError
-from framework.jobmodel import PARKED, JobModel
 from framework.metadata import WorkerReport, publish_model, publish_worker_report
+from framework.metadata.jobmodel import PARKED, JobModel
 from framework.stores.rocksdb import RocksDBEngine
 from framework.systems.base import Checkpoint, System
 from framework.worker import reports

@@ -17,8 +17,8 @@ from jobs import jobfiles as jf
 from jobs import outputs as out
 
 from framework.drill.verify import read_stream
-from framework.jobmodel import StreamHold
 from framework.metadata import publish_model
+from framework.metadata.jobmodel import StreamHold
 
 RECORDS = 2_000
 KEYS = 50

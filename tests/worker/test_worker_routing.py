@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from framework.jobmodel import BarrierStage, JobModel, StreamHold, TaskModel
+from framework.metadata.jobmodel import BarrierStage, JobModel, StreamHold, TaskModel
 from framework.systems.base import FetchedRecord, System
 from framework.worker.instance import TaskInstance
 from framework.worker.routing import Routing

@@ -19,8 +19,8 @@ from typing import Any
 from aiokafka.abc import AbstractTokenProvider
 
 from framework.errors import AuthenticationError, ConfigError
+from framework.importing import ImportSpecError, import_spec
 from framework.secrets import Secret, expand_references, read_secret_file
-from framework.usercode import ImportSpecError, import_spec
 
 __all__ = ["SASL_MECHANISMS", "SECURITY_OPTIONS", "SECURITY_PROTOCOLS", "KafkaSecurity"]
 
