@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from kafka_broker import running_kafka  # noqa: E402
 
+from bench.sum_task import sum_task_source  # noqa: E402
 from framework.config.sections import SystemConfig  # noqa: E402
 from framework.errors import SampanError  # noqa: E402
 from framework.systems import open_system  # noqa: E402
@@ -48,27 +49,13 @@ from framework.systems.base import ProducerRecord  # noqa: E402
 from framework.systems.reading import read_range  # noqa: E402
 from groupers import SystemStreamPartition  # noqa: E402
 
-TASK = '''\
-from framework import StreamTask
-
-
-class SumTask(StreamTask):
-    def init(self, context):
-        self.totals = context.store("totals")
-
-    def process(self, envelope, collector, coordinator):
-        total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
-        self.totals.put(envelope.key, total)
-        collector.send("SYSTEM.sums", key=envelope.key, value=total)
-'''
-
 LEASE_TOOK = re.compile(r"holds the lease of job .*, (\d+) ms\)")
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
 def _job(folder: Path, system: SystemConfig, name: str, workers: int) -> Path:
     folder.mkdir(parents=True)
-    (folder / "sum_task.py").write_text(TASK.replace("SYSTEM", system.name))
+    (folder / "sum_task.py").write_text(sum_task_source(f'"{system.name}.sums"'))
     path = folder / "job.toml"
     if system.type == "kafka":
         section = f"""type = "kafka"

@@ -57,6 +57,7 @@ if __package__ in (None, ""):
 
 from bench import kafka_floor
 from bench import stores as store_bench
+from bench.sum_task import sum_task_source
 from bench.systems_baseline import tansu
 from framework.config import JobConfig, load_config
 from framework.config.sections import SystemConfig
@@ -75,19 +76,6 @@ KEYS = 10_000
 PARTITIONS = 4
 ROUNDS = 3
 
-TASK = '''\
-from framework import StreamTask
-
-
-class SumTask(StreamTask):
-    def init(self, context):
-        self.totals = context.store("totals")
-
-    def process(self, envelope, collector, coordinator):
-        total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
-        self.totals.put(envelope.key, total)
-        collector.send(f"{envelope.ssp.system}.sums", key=envelope.key, value=total)
-'''
 
 
 @dataclass(frozen=True)
@@ -107,7 +95,7 @@ class Figures:
 
 def _job(folder: Path, system: str, bootstrap: str | None) -> JobConfig:
     folder.mkdir(parents=True)
-    (folder / "sum_task.py").write_text(TASK)
+    (folder / "sum_task.py").write_text(sum_task_source('f"{envelope.ssp.system}.sums"'))
     where = f'bootstrap = "{bootstrap}"' if bootstrap else 'path = "data"'
     (folder / "job.toml").write_text(f"""\
 [job]

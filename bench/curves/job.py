@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.sum_task import sum_task_source
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
 from framework.drill.timeline import committed_and_end
@@ -28,20 +29,6 @@ from framework.systems.base import ProducerRecord, System
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TASK = '''\
-from framework import StreamTask
-
-
-class SumTask(StreamTask):
-    def init(self, context):
-        self.totals = context.store("totals")
-
-    def process(self, envelope, collector, coordinator):
-        total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
-        self.totals.put(envelope.key, total)
-        collector.send(f"{envelope.ssp.system}.{envelope.ssp.stream}-sums", key=envelope.key,
-                       value=total)
-'''
 
 
 @dataclass(frozen=True)
@@ -64,7 +51,8 @@ def write_job(folder: Path, *, name: str, system: str = "local", bootstrap: str 
               partitions: int = 4, workers: int = 1, extra: str = "") -> JobConfig:
     """The job folder (task + job file) of the sum job; returns its config."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sum_task.py").write_text(TASK)
+    (folder / "sum_task.py").write_text(sum_task_source(
+        'f"{envelope.ssp.system}.{envelope.ssp.stream}-sums"'))
     where = f'bootstrap = "{bootstrap}"' if system == "kafka" else 'path = "data"'
     (folder / "job.toml").write_text(f"""\
 [job]

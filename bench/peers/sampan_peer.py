@@ -26,25 +26,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.peers.process import report_line
+from bench.sum_task import sum_task_source
 from framework.config import JobConfig, load_config
 from framework.coordinator.process import Coordinator
 from framework.worker.runner import Worker
 
-__all__ = ["TASK", "write_job"]
+__all__ = ["write_job"]
 
-TASK = '''\
-from framework import StreamTask
-
-
-class SumTask(StreamTask):
-    def init(self, context):
-        self.totals = context.store("totals")
-
-    def process(self, envelope, collector, coordinator):
-        total = (self.totals.get(envelope.key) or 0) + envelope.value["amount"]
-        self.totals.put(envelope.key, total)
-        collector.send("kafka.{output}", key=envelope.key, value=total)
-'''
 
 POLL_S = 0.005
 
@@ -53,7 +41,7 @@ def write_job(folder: Path, *, bootstrap: str, name: str, input_topic: str, outp
               guarantee: str, commit_ms: int) -> Path:
     """The job folder of one run; returns its ``job.toml``."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sum_task.py").write_text(TASK.format(output=output_topic))
+    (folder / "sum_task.py").write_text(sum_task_source(f'"kafka.{output_topic}"'))
     job = folder / "job.toml"
     job.write_text(f"""\
 [job]

@@ -25,7 +25,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from heapq import heappush
-from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
 from framework.api import (
@@ -39,7 +38,7 @@ from framework.windows.event_time import (
     EventTime,
     Timestamp,
     WindowTicks,
-    envelope_row,
+    batch_rows,
     envelope_timestamp,
     open_window_store,
     row_envelope,
@@ -185,15 +184,8 @@ class Windows:
         as that many `process` calls, without a call per record. A worker's batch
         (`ColumnarBatch`) is read as columns, with no envelope per record, where the event
         time is the record timestamp."""
-        if isinstance(envelopes, ColumnarBatch) and (
-                self.event_time.timestamp is envelope_timestamp):
-            ssp, offsets, keys, values, stamps = envelopes.columns()
-            return self._fold(zip(repeat(None), repeat(ssp), offsets, keys, values, stamps,
-                                  strict=False),  # the columns: of one length
-                              collector, envelopes)
-        listed = envelopes if type(envelopes) in (list, tuple) else list(envelopes)
-        return self._fold(zip(listed, *zip(*map(envelope_row, listed), strict=True), strict=True),
-                          collector, None)
+        rows, batch = batch_rows(envelopes, self.event_time.timestamp)
+        return self._fold(rows, collector, batch)
 
     def _fold(self, rows: Iterable[tuple[Any, ...]], collector: MessageCollector,
               batch: ColumnarBatch | None) -> list[WindowResult]:

@@ -38,9 +38,17 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from framework.api import Envelope, KeyValueStore, MessageCollector, TaskContext, WatermarkSource
+from framework.api import (
+    ColumnarBatch,
+    Envelope,
+    KeyValueStore,
+    MessageCollector,
+    TaskContext,
+    WatermarkSource,
+)
 from framework.windows.kinds import WindowError
 from groupers import SystemStreamPartition
 
@@ -98,6 +106,19 @@ def envelope_timestamp(envelope: Envelope) -> int:
 
 envelope_row = operator.attrgetter("ssp", "offset", "key", "value", "timestamp")
 """An envelope's fields as the windows' batch loops read them (a row per record)."""
+
+
+def batch_rows(envelopes: Iterable[Envelope], timestamp: Timestamp
+               ) -> tuple[Iterable[tuple[Any, ...]], ColumnarBatch | None]:
+    """A fetched batch as the windows' loops read it: ``(envelope, ssp, offset, key, value,
+    timestamp)`` per record, and the `ColumnarBatch` when it is read as columns (envelope
+    None, made when needed) — only where the event time is the record timestamp."""
+    if isinstance(envelopes, ColumnarBatch) and timestamp is envelope_timestamp:
+        ssp, offsets, keys, values, stamps = envelopes.columns()
+        return zip(repeat(None), repeat(ssp), offsets, keys, values, stamps,
+                   strict=False), envelopes  # the columns: of one length
+    listed = envelopes if type(envelopes) in (list, tuple) else list(envelopes)
+    return zip(listed, *zip(*map(envelope_row, listed), strict=True), strict=True), None
 
 
 def row_envelope(ssp: SystemStreamPartition, offset: int, key: Any, value: Any,

@@ -29,7 +29,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable
 from heapq import heappush
-from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
 from framework.api import (
@@ -44,7 +43,7 @@ from framework.windows.event_time import (
     EventTime,
     Timestamp,
     WindowTicks,
-    envelope_row,
+    batch_rows,
     envelope_timestamp,
     open_window_store,
     row_envelope,
@@ -167,15 +166,8 @@ class IntervalJoin:
         as that many `process` calls, without a call per record (a worker's batch read as
         columns where the event time is the record timestamp, as `Windows.process_batch`
         reads it)."""
-        if isinstance(envelopes, ColumnarBatch) and (
-                self.event_time.timestamp is envelope_timestamp):
-            ssp, offsets, keys, values, stamps = envelopes.columns()
-            return self._join(zip(repeat(None), repeat(ssp), offsets, keys, values, stamps,
-                                  strict=False),  # the columns: of one length
-                              collector, envelopes)
-        listed = envelopes if type(envelopes) in (list, tuple) else list(envelopes)
-        return self._join(zip(listed, *zip(*map(envelope_row, listed), strict=True), strict=True),
-                          collector, None)
+        rows, batch = batch_rows(envelopes, self.event_time.timestamp)
+        return self._join(rows, collector, batch)
 
     def _join(self, rows: Iterable[tuple[Any, ...]], collector: MessageCollector,
               batch: ColumnarBatch | None) -> list[JoinResult]:
