@@ -199,8 +199,15 @@ class KafkaCoordinatorLease:
     async def _beat(self, doing: str) -> Heartbeat | None:
         """One heartbeat of the member; None when the broker wants the classic protocol."""
         assert self._member is not None
-        beat: Heartbeat = await self.system.admin.bounded("ConsumerGroupHeartbeat",
-                                                          self._member.heartbeat())
+        try:
+            beat: Heartbeat = await self.system.admin.bounded("ConsumerGroupHeartbeat",
+                                                              self._member.heartbeat())
+        except KafkaError as error:  # e.g. FindCoordinator of the group refused by an ACL
+            refused = self.system.admin.refused(getattr(error, "errno", -1), "READ",
+                                                self.group, doing)
+            if refused is not None:
+                raise refused from None
+            raise
         if beat.error_code in _CLASSIC_ONLY:
             return None
         if beat.error_code:

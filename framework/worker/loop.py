@@ -231,6 +231,7 @@ class WorkerLoop:
         model, admitted = self.model, False
         for name, (checkpoint, opened, start) in self.tasks.ready():
             committer.positions.update({(name, s): p for s, p in opened.positions.items()})
+            start = await self.tasks.completed_start(model.tasks[name], checkpoint, start)
             await self._run_task(model.tasks[name], checkpoint, opened, task_class, start)
             log.info("worker %d runs task %s (added in epoch %d; %d changelog records "
                      "restored)", self.worker_id, name, model.epoch, opened.restored)

@@ -118,6 +118,20 @@ class Tasks:
             raise
         return checkpoint, opened, start
 
+    async def completed_start(self, task_model: TaskModel, checkpoint: Checkpoint | None,
+                              start: dict[SystemStreamPartition, int]
+                              ) -> dict[SystemStreamPartition, int]:
+        """``start`` (read when the task was added) with the inputs ``task_model`` gained
+        since — a newer model taken in place while its stores were restoring — read as any
+        task's: from the checkpoint, else from their oldest record."""
+        missing = (task_model.ssps | task_model.broadcast) - start.keys()
+        if not missing:
+            return start
+        gained = replace(task_model, ssps=task_model.ssps & missing,
+                         broadcast=task_model.broadcast & missing)
+        return {**start, **await start_positions(self.config, self.systems, gained,
+                                                 checkpoint)}
+
     def ready(self) -> list[tuple[str, Adding]]:
         """The added tasks whose stores are restored, no longer being added (the caller
         runs them)."""
