@@ -27,7 +27,7 @@ from aiokafka.errors import CorruptRecordException
 from framework.systems.fetched import FetchedColumns
 
 __all__ = ["ABORT", "COMMIT", "DATA", "ColumnarPartitionRecords", "FetchedChunks", "TxnChunk",
-           "merged"]
+           "checked_batch", "merged"]
 
 DATA, COMMIT, ABORT = 0, 1, 2
 
@@ -37,6 +37,15 @@ _value = attrgetter("value")
 _timestamp = attrgetter("timestamp")
 _headers = attrgetter("headers")
 
+
+
+def checked_batch(records: Any, check_crcs: bool, tp: Any) -> Any:
+    """The next record batch of a partition's fetched ``records``, its CRC checked when
+    ``check_crcs`` (control batches are not: some brokers write them with a zero CRC)."""
+    batch = records.next_batch()
+    if check_crcs and not batch.is_control_batch and not batch.validate_crc():
+        raise CorruptRecordException(f"Invalid CRC - {tp}")
+    return batch
 
 class TxnChunk(NamedTuple):
     """Consecutive fetched records of one kind, with what read_committed needs: plain
@@ -152,11 +161,8 @@ class ColumnarPartitionRecords(_fetcher.PartitionRecords):  # type: ignore[misc]
         when none is left); aborted batches are passed over."""
         records = self._records
         while records.has_next():
-            batch = records.next_batch()
+            batch = checked_batch(records, self._check_crcs, self._tp)
             control = batch.is_control_batch
-            # Control batches are not CRC-checked: some brokers write them with a zero CRC.
-            if self._check_crcs and not control and not batch.validate_crc():
-                raise CorruptRecordException(f"Invalid CRC - {self._tp}")
             pid = batch.producer_id if batch.producer_id is not None else -1
             epoch = batch.producer_epoch
             next_offset = batch.next_offset

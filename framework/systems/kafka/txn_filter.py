@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import aiokafka.consumer.fetcher as _fetcher
-from aiokafka.errors import CorruptRecordException
 
 from framework.systems.kafka.aiokafka_private import (
     fetcher_isolation_level,
@@ -41,6 +40,7 @@ from framework.systems.kafka.fetch_columns import (
     DATA,
     ColumnarPartitionRecords,
     TxnChunk,
+    checked_batch,
 )
 
 __all__ = ["ABORT", "COMMIT", "DATA", "CommittedFilter", "TxnChunk", "TxnRecord", "install",
@@ -93,11 +93,8 @@ class _TxnPartitionRecords(ColumnarPartitionRecords):
             return
         records = self._records
         while records.has_next():
-            batch = records.next_batch()
+            batch = checked_batch(records, self._check_crcs, self._tp)
             control = batch.is_control_batch
-            # Control batches are not CRC-checked: some brokers write them with a zero CRC.
-            if self._check_crcs and not control and not batch.validate_crc():
-                raise CorruptRecordException(f"Invalid CRC - {self._tp}")
             pid = batch.producer_id if batch.producer_id is not None else -1
             if pid >= 0:
                 self._consume_aborted_up_to(batch.base_offset)
