@@ -146,9 +146,11 @@ async def test_a_holder_killed_on_this_host_is_removed_from_the_group_at_once(
     coordinator sends the dead holder's leave itself, with the member id it announced."""
     job = f"lease-{uuid.uuid4().hex[:8]}"
     system = await _system(_module_broker.bootstrap, job)
+    parent = os.getpid()  # the holder waits forever: it must die with this run, even killed
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, _module_broker.bootstrap, job],
                               stdout=subprocess.PIPE, text=True, cwd=REPO,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+                              env={**os.environ, "PYTHONPATH": str(REPO)},
+                              preexec_fn=lambda: brokers._die_with(parent))
     lease: KafkaCoordinatorLease | None = None
     try:
         assert holder.stdout is not None
