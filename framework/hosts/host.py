@@ -307,6 +307,7 @@ class Host:
                     if self.stop.is_set():  # a round this host abandoned as it stops
                         break
                     raise
+                await self._membership.settle()  # the round's answer, heartbeats going on
                 if self.refused is not None:
                     raise self.refused
                 await self._bound_rebalance_wait()

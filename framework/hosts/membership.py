@@ -5,7 +5,8 @@ job's coordinator stream (no partition is ever handed out: the group is for memb
 On every rebalance each host says what it holds (``on_revoked``: an eager host stops its
 workers first, an incremental one only its replicas) and joins with its `Member`
 metadata; the leader's assignor answers each member with the round's id, and after the
-round (``on_assigned``) the leader builds and publishes the model carrying that id while
+round (`Membership.settle`, between polls: aiokafka sends no heartbeat during its
+``on_assigned`` callback) the leader builds and publishes the model carrying that id while
 the others wait for it (`framework.hosts.host`, `framework.hosts.handover`). A host that dies stops
 heartbeating and is removed after ``coordinator.session_timeout_ms``; one that stops
 cleanly leaves the group at once — unless it stops inside a round it leads (or led last),
@@ -132,21 +133,40 @@ def _assignor(state: _Round) -> type[AbstractPartitionAssignor]:
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, state: _Round, revoked: Callable[[], Awaitable[Member]],
-                 assigned: Callable[[Answer], Awaitable[None]]) -> None:
+                 assigned: Callable[[Answer], Awaitable[None]],
+                 member_id: Callable[[], str], lost: Callable[[], None]) -> None:
         self.state = state
         self.revoked = revoked
         self.assigned = assigned
+        self.member_id = member_id
+        """This consumer's member id now (aiokafka empties it when the group forgot it)."""
+        self.lost = lost
+        self.joined_as = ""
+        """The member id of the last round this member took part in."""
         self.closed = False
         """Set when the member leaves: an answer arriving while it stops is not run."""
+        self.pending: Answer | None = None
+        """The last round's answer, kept by the callback until `settle` runs it."""
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self.settle()  # the last round's answer runs before the next round starts
+        if self.joined_as and self.member_id() != self.joined_as:
+            self.lost()
         self.state.in_round = True
         self.state.member = await self.revoked()  # say what we hold (eager: stop first)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
+        # aiokafka sends no heartbeat until this callback returns: the answer is only kept
+        # here and run by `settle`, else a model built or run in it for longer than the
+        # session timeout (a loaded machine) would get this member dropped from the group.
         self.state.in_round = False
         self.state.led_last = self.state.leader
-        answer, self.state.answer = self.state.answer, None
+        self.joined_as = self.member_id()
+        self.pending, self.state.answer = self.state.answer, None
+
+    async def settle(self) -> None:
+        """Run the answer of the last round, if not yet run (outside aiokafka's callback)."""
+        answer, self.pending = self.pending, None
         if answer is not None and not self.closed:
             await self.assigned(answer)
 
@@ -165,7 +185,7 @@ class Membership:
         self._revoked = revoked
         self._assigned = assigned
         self._round = _Round(member, lead)
-        self._listener = _Listener(self._round, revoked, assigned)
+        self._listener = self._new_listener()
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms or max(300, session_timeout_ms // 4)
@@ -173,6 +193,20 @@ class Membership:
         soon it hears of a rebalance."""
         self._consumer: AIOKafkaConsumer | None = None
         self.request_timeout_ms = 0
+
+    def _new_listener(self) -> _Listener:
+        return _Listener(self._round, self._revoked, self._assigned, self._member_id,
+                         self._lost)
+
+    def _member_id(self) -> str:
+        return str(group_coordinator(self._consumer).member_id) if self._consumer else ""
+
+    def _lost(self) -> None:
+        log.warning("job %r: this host's group member was dropped (Kafka refused its "
+                    "heartbeat: no heartbeat arrived within its session timeout of %d ms — a "
+                    "paused or starved process — or a round ended without it); it joins "
+                    "again as a new member, and workers whose tasks moved meanwhile are "
+                    "fenced and restart", self.job, self.session_timeout_ms)
 
     @property
     def leader(self) -> bool:
@@ -209,6 +243,11 @@ class Membership:
             raise self.system.admin.denial(
                 error, "READ", self.system.options.named(group_id(self.job)),
                 "joining the group of the job's hosts") from error
+
+    async def settle(self) -> None:
+        """Run the last round's answer (the ``assigned`` callback) if it has not run: called
+        between polls, it runs while aiokafka heartbeats (not inside its callback)."""
+        await self._listener.settle()
 
     def rejoin(self) -> None:
         """Ask for a rebalance (probing, partition count change, a member to retry).
@@ -274,5 +313,5 @@ class Membership:
         may take (a JoinGroup or SyncGroup the broker holds) to stop cleanly."""
         await self.leave(self.request_timeout_ms / 1000 + 5)
         self._round = _Round(member, self._lead)
-        self._listener = _Listener(self._round, self._revoked, self._assigned)
+        self._listener = self._new_listener()
         await self.join()
