@@ -64,9 +64,20 @@ def print_status(status: JobStatus, out: TextIO) -> None:
         print(f"  REFUSED {report.refusal.change}: {report.refusal.error}", file=out)
     for reset in figures.retention_resets:
         print(f"  RESET BY RETENTION at {_clock(reset.reset_ms)}: {reset.message}", file=out)
+    if states := _worker_states(figures):
+        print(f"  worker states: {states}", file=out)
     _print_tasks(figures, out)
     print_hosts(figures, out)
     _print_progress(figures, out)
+
+
+def _worker_states(figures: JobFigures) -> str:
+    """Each worker's lifecycle state as its last report says (`WorkerState` names; a
+    report is written at resume, after an in-place change and at stop)."""
+    return ", ".join(f"worker {worker} {report.state}"
+                     for worker, report in sorted(figures.worker_reports.items(),
+                                                  key=lambda item: int(item[0]))
+                     if report.state)
 
 
 def _input_counts(figures: JobFigures, stream: str, count: int) -> str:

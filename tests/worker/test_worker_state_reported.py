@@ -1,9 +1,10 @@
-"""A running worker's lifecycle state is in its report — so in `sampan status --json`'s
-``worker_reports`` — and in its metrics (``sampan_worker_state``); a run goes through
+"""A running worker's lifecycle state is in its report — so in `sampan status`'s text and
+its ``--json`` ``worker_reports`` — and in its metrics (``sampan_worker_state``); a run goes through
 STARTING → RESTORING → RUNNING → STOPPING → STOPPED, on the local log."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from jobs import harness as h
 from jobs import outputs as out
 
 from framework.commands.status import collect_status
+from framework.commands.status_text import print_status
 from framework.worker.runner import Worker
 from framework.worker.states import WorkerState
 
@@ -44,8 +46,11 @@ async def test_status_and_metrics_show_a_running_workers_state(tmp_path: Path) -
         assert worker.state is WorkerState.STARTING
         async with h.FedWorker(worker, meta, work) as fed:
             await h.wait_until(h.processed(worker, 200), 60, "the worker's first records")
-            document = (await collect_status(config)).to_json()
-            assert document["worker_reports"]["0"]["state"] == "RUNNING"
+            status = await collect_status(config)
+            assert status.to_json()["worker_reports"]["0"]["state"] == "RUNNING"
+            text = io.StringIO()
+            print_status(status, text)
+            assert "  worker states: worker 0 RUNNING\n" in text.getvalue()
             assert state_metric(worker, "RUNNING") == 1.0
             assert {s.name: state_metric(worker, s.name) for s in WorkerState
                     if s is not WorkerState.RUNNING} == {
