@@ -14,6 +14,7 @@ import signal
 import tempfile
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
@@ -136,6 +137,8 @@ class Hosts(HostProcesses):
             kept.mkdir(parents=True, exist_ok=True)
             for label in self.processes:
                 shutil.copy(self.log_path(label), kept / f"{label}.log")
+            (kept / "failure.txt").write_text(  # whole, where a runner's output is cut
+                "".join(traceback.format_exception(error)))
             raise AssertionError(f"{error}\nhost logs kept in {kept}\n{self.tails(6000)}"
                                  ) from error
         finally:
