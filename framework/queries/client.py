@@ -519,6 +519,11 @@ class SyncClient:
         self._runner = asyncio.Runner()
         self._client = self._runner.run(_make(source, options))
 
+    @property
+    def client(self) -> Client:
+        """The `Client` underneath, with its counters (retried, stale, standby answers)."""
+        return self._client
+
     def __enter__(self) -> SyncClient:
         return self
 

@@ -17,11 +17,11 @@ has answered one."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import os
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +117,7 @@ def test_queries_on_three_hosts_stay_exact_and_standbys_answer_through_expansion
     queriers = (owners, standbys)
     probe = SyncClient(config, retry_for=0)
     probed: list[tuple[str, Answer]] = []
+    probe_failures: Counter[str] = Counter()
     with hosts.logs_kept_on_failure("queries-on-hosts"):
         try:
             for host in "abc":
@@ -164,15 +165,21 @@ def test_queries_on_three_hosts_stay_exact_and_standbys_answer_through_expansion
 
                 def probed_until_served() -> bool:
                     key = next(victims)
-                    with contextlib.suppress(TaskUnavailableError, EndpointUnreachableError):
+                    try:
                         probed.append((key, probe.get("totals", key, max_lag=MAX_LAG)))
+                    except (TaskUnavailableError, EndpointUnreachableError) as error:
+                        probe_failures[type(error).__name__ + ": " + str(error)[:160]] += 1
                     return standby_served()
                 wait_for(lambda: probed_until_served() or first_settled(
                     config, survivors, model.epoch), 240,
                     f"a standby answer for host {killed}'s task, or the failover", hosts)
                 assert standby_served(), (
                     f"no standby answered for {victim} while host {killed} was dead and "
-                    "not yet replaced")
+                    f"not yet replaced; the probe: {len(probed)} answers ("
+                    f"{[(a.task, a.standby, a.epoch) for _, a in probed][-5:]} last), "
+                    f"{probe.client.standby_refused} standby answers refused, failures "
+                    f"{dict(probe_failures.most_common(4))}; the standby querier: "
+                    f"{standbys.querier.figures()}")
                 wait_for(lambda: first_settled(config, survivors, model.epoch), 240,
                          f"failover to {sorted(survivors)}", hosts)
                 seen = [q.answered() for q in queriers]
