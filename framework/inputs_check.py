@@ -10,7 +10,7 @@ reset-offsets`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from framework.config import JobConfig, StartPosition
@@ -75,12 +75,14 @@ async def offsets_at(system: System, stream: str, start: StartPosition) -> dict[
 async def start_positions(
     config: JobConfig, systems: Mapping[str, System], task: TaskModel,
     checkpoint: Checkpoint | None,
+    offsets: Callable[[str, str], Awaitable[Mapping[int, OffsetRange]]] | None = None,
 ) -> dict[SystemStreamPartition, int]:
     """Where ``task`` starts reading: its checkpointed positions. SSPs without one (a
     partition an expansion added, or a model published without the coordinator) start
     from their oldest offset: the coordinator wrote the job's start positions
     (`framework.coordinator.starts`) as checkpoints before its first model. A checkpoint
-    past its partition's end is refused."""
+    past its partition's end is refused. ``offsets(system, stream)`` reads a stream's
+    offsets (a worker's start shares one read among its tasks); the system's when None."""
     done = dict(checkpoint.inputs) if checkpoint else {}
     positions = {}
     ends: dict[SystemStreamPartition, int] = {}
@@ -88,8 +90,9 @@ async def start_positions(
     for ssp in sorted(task.ssps | task.broadcast):
         ranges = streams.get((ssp.system, ssp.stream))
         if ranges is None:
-            ranges = streams[ssp.system, ssp.stream] = await systems[ssp.system].offsets(
-                ssp.stream)
+            ranges = streams[ssp.system, ssp.stream] = await (
+                offsets(ssp.system, ssp.stream) if offsets is not None
+                else systems[ssp.system].offsets(ssp.stream))
         if ssp.partition in ranges:
             ends[ssp] = ranges[ssp.partition].end
         if ssp in done:

@@ -10,6 +10,7 @@ import time
 
 from framework.api import StreamTask
 from framework.config import JobConfig
+from framework.inputs_check import start_positions
 from framework.lifecycle import Lifecycle
 from framework.metadata.jobmodel import JobModel, TaskModel
 from framework.metrics import WorkerMetrics
@@ -22,6 +23,7 @@ from framework.worker.processing import Processing
 from framework.worker.reports import Reports, now_ms
 from framework.worker.routing import Routing
 from framework.worker.scheduling import CommitSchedule, Next
+from framework.worker.start_offsets import StartOffsets
 from framework.worker.states import WorkerState
 from framework.worker.task_stores import OpenedStores, open_task_stores
 from framework.worker.tasks import Tasks
@@ -67,14 +69,18 @@ class WorkerLoop:
         checkpoints = await meta.read_checkpoints(config.name)
         self.routing.set_limits(model.read_limits())
         changelog_positions: dict[tuple[str, str], int] = {}
+        reads = StartOffsets(systems)  # one offsets read per stream for all the tasks
         for task_model in model.tasks_of(self.worker_id):
             checkpoint = checkpoints.get(task_model.name)
             opened = await open_task_stores(config, task_model, checkpoint, meta,
                                             stop=self.stop.is_set,
-                                            still_current=self.following.check)
+                                            still_current=self.following.check,
+                                            offsets=reads.offsets)
             changelog_positions.update(
                 {(task_model.name, s): p for s, p in opened.positions.items()})
-            await self._run_task(task_model, checkpoint, opened, task_class)
+            start = await start_positions(config, systems, task_model, checkpoint,
+                                          reads.offsets)
+            await self._run_task(task_model, checkpoint, opened, task_class, start)
         self.routing.route(self.tasks.instances, model)
         return Committer(
             config, systems, self.processing.codec, model.epoch,

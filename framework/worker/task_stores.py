@@ -27,12 +27,12 @@ from framework.stores import (
     restore_store,
 )
 from framework.systems.base import Checkpoint, System
+from framework.worker.start_offsets import OffsetsReader
 from groupers import SystemStreamPartition
 
 __all__ = ["OpenedStores", "StoreSettings", "heal_damaged_store", "open_task_stores"]
 
 log = logging.getLogger(__name__)
-
 
 
 class StoreSettings(Protocol):
@@ -138,6 +138,7 @@ async def open_task_stores(
     config: StoreSettings, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
     stop: Callable[[], bool] | None = None,
     still_current: Callable[[], Awaitable[None]] | None = None,
+    offsets: OffsetsReader | None = None,
 ) -> OpenedStores:
     """Open every store of ``task``; logged ones are brought up to their restore end.
 
@@ -146,10 +147,13 @@ async def open_task_stores(
     after the last checkpoint belong to inputs that will be processed again. ``stop`` ends
     a restore early with `RestoreStopped` (its progress is kept for the next start);
     ``still_current`` raises `FencedError` once the worker's epoch is no longer current.
+    ``offsets`` reads a changelog's offsets (`StartOffsets.offsets` at a worker's start:
+    one read for all its tasks); ``meta.offsets`` when None.
     """
     opened = OpenedStores()
+    read = offsets or (lambda _system, stream: meta.offsets(stream))
     try:
-        await _open_each(config, task, checkpoint, meta, opened, stop, still_current)
+        await _open_each(config, task, checkpoint, meta, opened, stop, still_current, read)
     except BaseException:  # cancelled or failed: let go of what was opened (its locks)
         for store in opened.stores.values():
             store.close()
@@ -160,7 +164,7 @@ async def open_task_stores(
 async def _open_each(
     config: StoreSettings, task: TaskModel, checkpoint: Checkpoint | None, meta: System,
     opened: OpenedStores, stop: Callable[[], bool] | None,
-    still_current: Callable[[], Awaitable[None]] | None,
+    still_current: Callable[[], Awaitable[None]] | None, offsets: OffsetsReader,
 ) -> None:
     for name in sorted(config.stores):
         spec = config.store(name)
@@ -172,7 +176,7 @@ async def _open_each(
             if name in config.logged_stores:
                 stream = config.changelog_ref(name).stream
                 ssp = SystemStreamPartition(meta.name, stream, task.changelog_partition)
-                ranges = await meta.offsets(stream)
+                ranges = await offsets(meta.name, stream)
                 span = ranges.get(task.changelog_partition)
                 oldest, end = (span.oldest, span.end) if span else (0, 0)
                 if not meta.atomic_commit and checkpoint and name in checkpoint.changelogs:
