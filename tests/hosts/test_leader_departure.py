@@ -31,8 +31,9 @@ def test_sigterm_of_the_leader_holding_a_forming_round(
         broker: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     bootstrap = request.getfixturevalue(broker).bootstrap
     name = f"ld-{broker[0]}-{os.getpid()}"
-    hosts = Hosts(outputs_job(tmp_path / "job", bootstrap, name, tasks=TASKS, workers=1),
-                  tmp_path)
+    # the broker drops the departed leader after the session timeout: the brokers' least
+    hosts = Hosts(outputs_job(tmp_path / "job", bootstrap, name, tasks=TASKS, workers=1,
+                              session_timeout_ms=6000), tmp_path)
     work = Workload(keys=40, stream=f"{name}-in")
     with hosts.logs_kept_on_failure("leader-departure"):
         config = hosts.config

@@ -53,6 +53,9 @@ commit_interval_ms = 100
 monitor_interval_ms = 300
 worker_stop_timeout_ms = 20000
 worker_restart_backoff_ms = 100
+# on several hosts, a joining host's warmups become active at the next probe (the
+# default's 60 s was most of the two-host test's time)
+probing_rebalance_interval_ms = 2000
 
 [systems.{system}]
 {where}

@@ -108,9 +108,10 @@ import sys
 from framework.spark import local_session
 spark = local_session()
 arguments = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-print("ARGS", " ".join(str(a) for a in arguments.getInputArguments()))
-print("ROWS", spark.range(5).count(), flush=True)
+print("ARGS", " ".join(str(a) for a in arguments.getInputArguments()), flush=True)
 """
+# No Spark job: the JVM answering shows it runs on these options, and every class a job
+# loads made the archive bigger and its dump at exit slower.
 
 
 def _session(folder: Path) -> str:
@@ -118,7 +119,6 @@ def _session(folder: Path) -> str:
     done = subprocess.run([sys.executable, "-c", SESSION], env=env, capture_output=True,
                           text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "ROWS 5" in done.stdout
     [arguments] = [line for line in done.stdout.splitlines() if line.startswith("ARGS ")]
     return arguments
 
