@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -28,50 +28,66 @@ def _lead(members: Mapping[str, Member]) -> dict[str, Answer]:
     return {member_id: Answer(round_id="round") for member_id in members}
 
 
-async def _slow_answer_keeps_its_member(bootstrap: str, job: str) -> None:
+def _member() -> Member:
+    return Member("a", 1, os.getpid(), "machine", 0, {}, 0)
+
+
+async def _joined(bootstrap: str, job: str, revoked: Callable[[], Awaitable[Member]],
+                  assigned: Callable[[Answer], Awaitable[None]]) -> Membership:
+    """A member of job ``job``'s hosts group on a new coordinator topic, started."""
     system = KafkaSystem("kafka", bootstrap)
     await system.start()
     topic = f"{job}-coordinator"
     await system.create_stream(topic, 1)
+    membership = Membership(system, job, topic, _member(), lead=_lead, revoked=revoked,
+                            assigned=assigned, session_timeout_ms=SESSION_MS,
+                            rebalance_timeout_ms=10000)
+    await membership.join()
+    return membership
+
+
+async def _stay(membership: Membership, done: Callable[[], bool], seconds: float) -> None:
+    """Poll and settle as a host's loop does, until ``done`` or ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        await membership.poll()
+        await membership.settle()
+
+
+async def _left(membership: Membership) -> None:
+    await membership.leave()
+    await membership.system.close()
+
+
+async def _slow_answer_keeps_its_member(bootstrap: str, job: str) -> None:
     revoked: list[float] = []
     ran: list[float] = []
 
     async def on_revoked() -> Member:
         revoked.append(time.monotonic())
-        return Member("a", 1, os.getpid(), "machine", 0, {}, 0)
+        return _member()
 
     async def on_assigned(answer: Answer) -> None:
         assert answer.round_id == "round"
         ran.append(time.monotonic())
         await asyncio.sleep(SESSION_MS / 1000 * 1.5)  # longer than the session timeout
 
-    membership = Membership(system, job, topic, Member("a", 1, os.getpid(), "machine", 0,
-                                                        {}, 0),
-                            lead=_lead, revoked=on_revoked, assigned=on_assigned,
-                            session_timeout_ms=SESSION_MS, rebalance_timeout_ms=10000)
+    membership = await _joined(bootstrap, job, on_revoked, on_assigned)
     try:
-        await membership.join()
-        deadline = time.monotonic() + 60
-        while not ran and time.monotonic() < deadline:
-            await membership.poll()
-            await membership.settle()
+        await _stay(membership, lambda: bool(ran), 60)
         assert ran, "no round was answered within 60 s"
         assert membership.leader
         coordinator: Any = group_coordinator(membership._consumer)
         member_id, generation = coordinator.member_id, coordinator.generation
         # the answer ran for 1.5 session timeouts; then stay another session timeout
-        until = time.monotonic() + SESSION_MS / 1000
-        while time.monotonic() < until:
-            await membership.poll()
-            await membership.settle()
+        await _stay(membership, lambda: False, SESSION_MS / 1000)
         assert len(ran) == 1 and len(revoked) == 1, (
             f"the member was dropped and rejoined: {len(revoked)} rounds, {len(ran)} answers")
         assert (coordinator.member_id, coordinator.generation) == (member_id, generation)
-        assert await system.admin.group_members(
-            system.options.named(f"__sampan-{job}-hosts")) == 1
+        assert await membership.system.admin.group_members(
+            membership.system.options.named(f"__sampan-{job}-hosts")) == 1
     finally:
-        await membership.leave()
-        await system.close()
+        await _left(membership)
 
 
 def test_an_answer_running_longer_than_the_session_timeout_keeps_the_member(
@@ -80,38 +96,23 @@ def test_an_answer_running_longer_than_the_session_timeout_keeps_the_member(
 
 
 async def _paused_member_says_it_was_dropped(bootstrap: str, job: str) -> None:
-    system = KafkaSystem("kafka", bootstrap)
-    await system.start()
-    topic = f"{job}-coordinator"
-    await system.create_stream(topic, 1)
     rounds: list[str] = []
 
     async def on_revoked() -> Member:
-        return Member("a", 1, os.getpid(), "machine", 0, {}, 0)
+        return _member()
 
     async def on_assigned(answer: Answer) -> None:
         rounds.append(str(group_coordinator(membership._consumer).member_id))
 
-    membership = Membership(system, job, topic, Member("a", 1, os.getpid(), "machine", 0,
-                                                        {}, 0),
-                            lead=_lead, revoked=on_revoked, assigned=on_assigned,
-                            session_timeout_ms=SESSION_MS, rebalance_timeout_ms=10000)
+    membership = await _joined(bootstrap, job, on_revoked, on_assigned)
     try:
-        await membership.join()
-        deadline = time.monotonic() + 60
-        while len(rounds) < 1 and time.monotonic() < deadline:
-            await membership.poll()
-            await membership.settle()
+        await _stay(membership, lambda: bool(rounds), 60)
         assert rounds, "no round was answered within 60 s"
         time.sleep(SESSION_MS / 1000 * 1.5)  # the whole process paused: no heartbeat
-        deadline = time.monotonic() + 60
-        while len(rounds) < 2 and time.monotonic() < deadline:
-            await membership.poll()
-            await membership.settle()
+        await _stay(membership, lambda: len(rounds) >= 2, 60)
         assert len(rounds) == 2 and rounds[0] != rounds[1], rounds
     finally:
-        await membership.leave()
-        await system.close()
+        await _left(membership)
 
 
 def test_a_member_dropped_for_a_pause_says_so_and_joins_as_a_new_member(
