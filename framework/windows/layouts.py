@@ -36,7 +36,7 @@ from functools import reduce
 from typing import Any
 
 from framework.windows.kinds import Hopping, Session, WindowKind
-from framework.windows.reducers import PURE_MERGES, Reducer
+from framework.windows.reducers import PURE_MERGES, Inline, Reducer
 from framework.windows.state import key_from_text
 
 __all__ = ["LATER", "Columns", "Layout", "Panes", "PerWindow", "Sessions", "columns_fit",
@@ -613,7 +613,7 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
             column += 2
         else:
             starts.append(inline.start.format(x=x))
-            adds.append(inline.add.format(a=f"S[i + {column}]", x=x))
+            adds.append(_inline_add(inline, f"S[i + {column}]", x, f"x{column}"))
             nests.append(f"S[i + {column}]")
             column += 1
     nest = nests[0] if single else f"[{', '.join(nests)}]"
@@ -623,6 +623,25 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
     scope: dict[str, Any] = {"min": min, "max": max}
     exec(compile(source, "<columns>", "exec"), scope)
     return column, scope["start"], scope["add"], scope["nest"]
+
+
+_CHOOSE = {"min": "<", "max": ">"}
+"""The comparison `min(a, b)` and `max(a, b)` make: ``b`` replaces ``a`` only when it
+compares less (greater), so ties and NaN keep ``a``, as the builtins do."""
+
+
+def _inline_add(inline: Inline, a: str, x: str, name: str) -> str:
+    """``inline.add`` of aggregate ``a`` and value part ``x``; a min's or max's as the
+    builtin's comparison inline (``x`` read once, into local ``name``, then ``a``, as
+    the call reads them), with no call.
+
+    >>> from framework.windows.reducers import max_of
+    >>> _inline_add(max_of("x").inline, "S[1]", "v['x']", "x1")
+    "(x1 if (x1 := v['x']) > S[1] else S[1])"
+    """
+    if inline.kind in _CHOOSE:
+        return f"({name} if ({name} := {x}) {_CHOOSE[inline.kind]} {a} else {a})"
+    return inline.add.format(a=a, x=x)
 
 
 def _column_merge(reducer: Reducer, width: int) -> Callable[[list[Any], int, int], Any]:
@@ -658,7 +677,11 @@ def _column_merge(reducer: Reducer, width: int) -> Callable[[list[Any], int, int
         else:
             name = f"a{column}"
             first.append(f"{name} = S[lo + {column}]")
-            merged.append(f"{name} = {inline.merge.format(a=name, b=f'S[i + {column}]')}")
+            if inline.kind in _CHOOSE:  # the builtin's one comparison, without its call
+                merged += [f"b{column} = S[i + {column}]",
+                           f"if b{column} {_CHOOSE[inline.kind]} {name}: {name} = b{column}"]
+            else:
+                merged.append(f"{name} = {inline.merge.format(a=name, b=f'S[i + {column}]')}")
             result = name if inline.result is None else inline.result.format(a=name)
             column += 1
         results.append(result)
