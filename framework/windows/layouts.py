@@ -590,7 +590,8 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
     """(width, start, add, nest) of `Columns` for ``reducer``: ``start(value)`` a new
     pane's columns; ``add(state, i, value)`` folds a record into the pane at ``state[i]``
     (the reducers' inline expressions, in their order, all computed before any column is
-    written); ``nest(state, i)`` that pane's aggregate as the reducer makes it.
+    written; a field read once); ``nest(state, i)`` that pane's aggregate as the reducer
+    makes it.
 
     >>> from framework.windows.reducers import aggregate, count, mean_of
     >>> width, start, add, nest = _column_functions(aggregate(n=count(), avg=mean_of("x")))
@@ -601,11 +602,12 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
     single = not reducer.parts
     parts = [reducer] if single else [part for _, part in reducer.parts]
     starts, adds, nests = [], [], []
+    fields: dict[str, str] = {}  # a field read → the local it is read into, once
     column = 1
     for part in parts:
         inline = part.inline
         assert inline is not None and (inline.of is None or isinstance(inline.of, str))
-        x = "v" if inline.of is None else f"v[{inline.of!r}]"
+        x = "v" if inline.of is None else fields.setdefault(inline.of, f"x{len(fields)}")
         if inline.kind == "mean":  # [sum, count] as two columns
             starts += [x, "1"]
             adds += [f"S[i + {column}] + {x}", f"S[i + {column + 1}] + 1"]
@@ -613,12 +615,14 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
             column += 2
         else:
             starts.append(inline.start.format(x=x))
-            adds.append(_inline_add(inline, f"S[i + {column}]", x, f"x{column}"))
+            adds.append(_inline_add(inline, f"S[i + {column}]", x))
             nests.append(f"S[i + {column}]")
             column += 1
     nest = nests[0] if single else f"[{', '.join(nests)}]"
-    source = "\n".join([f"def start(v): return ({', '.join(starts)},)",
-                        f"def add(S, i, v): S[i + 1:i + {column}] = ({', '.join(adds)},)",
+    reads = "".join(f"    {name} = v[{field!r}]\n" for field, name in fields.items())
+    source = "\n".join([f"def start(v):\n{reads}    return ({', '.join(starts)},)",
+                        f"def add(S, i, v):\n{reads}    S[i + 1:i + {column}] = "
+                        f"({', '.join(adds)},)",
                         f"def nest(S, i): return {nest}", ""])
     scope: dict[str, Any] = {"min": min, "max": max}
     exec(compile(source, "<columns>", "exec"), scope)
@@ -630,17 +634,16 @@ _CHOOSE = {"min": "<", "max": ">"}
 compares less (greater), so ties and NaN keep ``a``, as the builtins do."""
 
 
-def _inline_add(inline: Inline, a: str, x: str, name: str) -> str:
-    """``inline.add`` of aggregate ``a`` and value part ``x``; a min's or max's as the
-    builtin's comparison inline (``x`` read once, into local ``name``, then ``a``, as
-    the call reads them), with no call.
+def _inline_add(inline: Inline, a: str, x: str) -> str:
+    """``inline.add`` of aggregate ``a`` and value part ``x`` (a local); a min's or max's
+    as the builtin's one comparison, inline, with no call.
 
     >>> from framework.windows.reducers import max_of
-    >>> _inline_add(max_of("x").inline, "S[1]", "v['x']", "x1")
-    "(x1 if (x1 := v['x']) > S[1] else S[1])"
+    >>> _inline_add(max_of("x").inline, "S[1]", "x0")
+    '(x0 if x0 > S[1] else S[1])'
     """
     if inline.kind in _CHOOSE:
-        return f"({name} if ({name} := {x}) {_CHOOSE[inline.kind]} {a} else {a})"
+        return f"({x} if {x} {_CHOOSE[inline.kind]} {a} else {a})"
     return inline.add.format(a=a, x=x)
 
 
@@ -740,7 +743,7 @@ def _close_grid(taken: Taken, load: Load, closed: int, bound: int,
                 named = True
             emit(new(result, (key, start, end, value(state, low, high), True)))
             end += advance
-        i = 0
+        i = low  # the panes before it end before ``bound``: closed
         while i < n and state[i] + size <= bound:
             i += width
         if i == n:

@@ -32,6 +32,8 @@ REDUCERS = {
                                 high=max_of("x"), avg=mean_of("x")),
     "mean": mean_of("x"),
     "means first": aggregate(avg=mean_of("x"), again=mean_of("x"), n=count()),
+    "two fields": aggregate(low=min_of("y"), total=sum_of("x"), high=max_of("y"),
+                            avg=mean_of("x")),
 }
 KINDS: dict[str, WindowKind] = {
     "tumbling": Tumbling(size_ms=100),
@@ -82,7 +84,7 @@ def test_columns_emit_and_keep_what_panes_do(kind: str, reducer: str,
     def fold(n: int) -> None:
         key, ts, amount = stream[n]
         text = "s" + key
-        folded = [layout.fold(held.get(text), {"x": amount}, ts)
+        folded = [layout.fold(held.get(text), {"x": amount, "y": -amount}, ts)
                   for layout, held in zip(both, states, strict=True)]
         assert same(as_panes(both[0], folded[0][0]), folded[1][0])
         assert folded[0][1] == folded[1][1]  # an older pane than it had: the same
