@@ -448,9 +448,10 @@ class Windows:
                 "grace_ms": self._grace, "value": envelope.value})
 
     def _send(self, collector: MessageCollector, results: list[WindowResult]) -> None:
-        output = self.output
-        for result in results:
-            collector.send(output, key=result.key, value=result.as_value())  # type: ignore
+        output, send = self.output, collector.send
+        for key, start, end, value, final in results:  # `WindowResult.as_value`, inline
+            send(output, key=key, value={"start": start, "end": end,  # type: ignore[arg-type]
+                                         "value": value, "final": final})
 
 
 def _same(aggregate: Any) -> Any:

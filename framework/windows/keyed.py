@@ -29,7 +29,9 @@ than a `TaskStore` (no drain to hook) is written at once too.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import Any
 
 from framework.api import KeyValueStore
@@ -233,9 +235,7 @@ class KeyedStates:
         if cache is None:
             self._delete(gone)
         else:
-            pop = cache.pop
-            for text in gone:
-                pop(text, None)
+            deque(map(cache.pop, gone, repeat(None)), 0)  # each one's `pop`, in C
             stored = self.in_store  # a key the store does not hold needs no delete
             emptied.update(gone if stored is None else stored.intersection(gone))
         if not len(self.index):  # nothing open any more: no record is coming soon

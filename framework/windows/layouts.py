@@ -36,7 +36,7 @@ from functools import reduce
 from typing import Any
 
 from framework.windows.kinds import Hopping, Session, WindowKind
-from framework.windows.reducers import PURE_MERGES, Reducer
+from framework.windows.reducers import PURE_MERGES, Inline, Reducer
 from framework.windows.state import key_from_text
 
 __all__ = ["LATER", "Columns", "Layout", "Panes", "PerWindow", "Sessions", "columns_fit",
@@ -590,7 +590,8 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
     """(width, start, add, nest) of `Columns` for ``reducer``: ``start(value)`` a new
     pane's columns; ``add(state, i, value)`` folds a record into the pane at ``state[i]``
     (the reducers' inline expressions, in their order, all computed before any column is
-    written); ``nest(state, i)`` that pane's aggregate as the reducer makes it.
+    written; a field read once); ``nest(state, i)`` that pane's aggregate as the reducer
+    makes it.
 
     >>> from framework.windows.reducers import aggregate, count, mean_of
     >>> width, start, add, nest = _column_functions(aggregate(n=count(), avg=mean_of("x")))
@@ -601,11 +602,12 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
     single = not reducer.parts
     parts = [reducer] if single else [part for _, part in reducer.parts]
     starts, adds, nests = [], [], []
+    fields: dict[str, str] = {}  # a field read → the local it is read into, once
     column = 1
     for part in parts:
         inline = part.inline
         assert inline is not None and (inline.of is None or isinstance(inline.of, str))
-        x = "v" if inline.of is None else f"v[{inline.of!r}]"
+        x = "v" if inline.of is None else fields.setdefault(inline.of, f"x{len(fields)}")
         if inline.kind == "mean":  # [sum, count] as two columns
             starts += [x, "1"]
             adds += [f"S[i + {column}] + {x}", f"S[i + {column + 1}] + 1"]
@@ -613,16 +615,36 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
             column += 2
         else:
             starts.append(inline.start.format(x=x))
-            adds.append(inline.add.format(a=f"S[i + {column}]", x=x))
+            adds.append(_inline_add(inline, f"S[i + {column}]", x))
             nests.append(f"S[i + {column}]")
             column += 1
     nest = nests[0] if single else f"[{', '.join(nests)}]"
-    source = "\n".join([f"def start(v): return ({', '.join(starts)},)",
-                        f"def add(S, i, v): S[i + 1:i + {column}] = ({', '.join(adds)},)",
+    reads = "".join(f"    {name} = v[{field!r}]\n" for field, name in fields.items())
+    source = "\n".join([f"def start(v):\n{reads}    return ({', '.join(starts)},)",
+                        f"def add(S, i, v):\n{reads}    S[i + 1:i + {column}] = "
+                        f"({', '.join(adds)},)",
                         f"def nest(S, i): return {nest}", ""])
     scope: dict[str, Any] = {"min": min, "max": max}
     exec(compile(source, "<columns>", "exec"), scope)
     return column, scope["start"], scope["add"], scope["nest"]
+
+
+_CHOOSE = {"min": "<", "max": ">"}
+"""The comparison `min(a, b)` and `max(a, b)` make: ``b`` replaces ``a`` only when it
+compares less (greater), so ties and NaN keep ``a``, as the builtins do."""
+
+
+def _inline_add(inline: Inline, a: str, x: str) -> str:
+    """``inline.add`` of aggregate ``a`` and value part ``x`` (a local); a min's or max's
+    as the builtin's one comparison, inline, with no call.
+
+    >>> from framework.windows.reducers import max_of
+    >>> _inline_add(max_of("x").inline, "S[1]", "x0")
+    '(x0 if x0 > S[1] else S[1])'
+    """
+    if inline.kind in _CHOOSE:
+        return f"({x} if {x} {_CHOOSE[inline.kind]} {a} else {a})"
+    return inline.add.format(a=a, x=x)
 
 
 def _column_merge(reducer: Reducer, width: int) -> Callable[[list[Any], int, int], Any]:
@@ -658,7 +680,11 @@ def _column_merge(reducer: Reducer, width: int) -> Callable[[list[Any], int, int
         else:
             name = f"a{column}"
             first.append(f"{name} = S[lo + {column}]")
-            merged.append(f"{name} = {inline.merge.format(a=name, b=f'S[i + {column}]')}")
+            if inline.kind in _CHOOSE:  # the builtin's one comparison, without its call
+                merged += [f"b{column} = S[i + {column}]",
+                           f"if b{column} {_CHOOSE[inline.kind]} {name}: {name} = b{column}"]
+            else:
+                merged.append(f"{name} = {inline.merge.format(a=name, b=f'S[i + {column}]')}")
             result = name if inline.result is None else inline.result.format(a=name)
             column += 1
         results.append(result)
@@ -717,7 +743,7 @@ def _close_grid(taken: Taken, load: Load, closed: int, bound: int,
                 named = True
             emit(new(result, (key, start, end, value(state, low, high), True)))
             end += advance
-        i = 0
+        i = low  # the panes before it end before ``bound``: closed
         while i < n and state[i] + size <= bound:
             i += width
         if i == n:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections import deque
 from collections.abc import Iterable
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -167,6 +169,24 @@ class DueIndex:
         ([('sb', [], 20)], {'sa': [5, 1]}, {'sa': 30})
         """
         granule, at, buckets, times = self.granule, self.at, self.buckets, self.times
+        if kept and cache is not None:
+            texts, states, dues = zip(*kept, strict=True)
+            # The common close (every key it took keeps panes, due again at one time, and
+            # none noted since `due` took it out) in a few passes in C, not a loop per row.
+            if granule > 1:
+                dues = tuple(time + -time % granule for time in dues)
+            if (all(states) and dues.count(dues[0]) == len(dues)
+                    and len(set(texts)) == len(texts)
+                    and not any(map(at.__contains__, texts))):
+                cache.update(zip(texts, states, strict=True))
+                at.update(zip(texts, dues, strict=True))
+                bucket = buckets.get(dues[0])
+                if bucket is None:
+                    buckets[dues[0]] = list(texts)
+                    heapq.heappush(times, dues[0])
+                else:
+                    bucket += texts
+                return []
         empty = []
         filed, bucket = None, None  # the last time filed under, and its bucket
         for row in kept:
@@ -248,21 +268,30 @@ class DueIndex:
         """Take out every key due at or before ``bound``: ``(time, key)`` in time order.
         The caller notes again what it keeps open (or `restore`s them on failure)."""
         times, buckets, at = self.times, self.buckets, self.at
-        taken = []
+        get, forget = at.get, at.__delitem__
+        taken: list[tuple[int, str]] = []
         while times and times[0] <= bound:
             time = heapq.heappop(times)
-            for text in buckets.pop(time):
-                was = at.get(text)
-                if was == time:
-                    del at[text]
-                    taken.append((time, text))
-                elif was is not None and was > time:  # moved later: filed there now, and
-                    later = buckets.get(was)  # taken in this loop if due by ``bound``
-                    if later is None:
-                        buckets[was] = [text]
-                        heapq.heappush(times, was)
-                    else:
-                        later.append(text)
+            bucket = buckets.pop(time)
+            # A bucket's keys in a few passes in C rather than a Python loop per key: the
+            # keys still due at ``time`` (once each, in bucket order), then the moved ones.
+            dues = list(map(get, bucket))
+            if dues.count(time) == len(bucket):  # the common case: none moved or taken
+                fresh = bucket
+            else:
+                fresh = [text for text, was in zip(bucket, dues, strict=True) if was == time]
+                for text, was in zip(bucket, dues, strict=True):
+                    if was is not None and was > time:  # moved later: filed there now,
+                        later = buckets.get(was)  # and taken in this loop if due by bound
+                        if later is None:
+                            buckets[was] = [text]
+                            heapq.heappush(times, was)
+                        else:
+                            later.append(text)
+            if len(set(fresh)) != len(fresh):  # noted again after a move: filed twice
+                fresh = list(dict.fromkeys(fresh))
+            deque(map(forget, fresh), 0)
+            taken += zip(repeat(time), fresh)
         return taken
 
     def restore(self, taken: list[tuple[int, str]]) -> None:

@@ -88,6 +88,7 @@ def step(index: Any, action: tuple[Any, ...], handed: list[Any]) -> Any:
     answer = getattr(index, name)(*args)
     if name == "due":
         handed.append(answer)
+        assert [at for at, _ in answer] == sorted(at for at, _ in answer)
         return sorted(answer)  # in time order; within a time, as the model sorts them
     return answer
 
