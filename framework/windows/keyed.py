@@ -235,7 +235,7 @@ class KeyedStates:
         if cache is None:
             self._delete(gone)
         else:
-            deque(map(cache.pop, gone, repeat(None)), 0)  # each one's `pop`, in C
+            deque(map(cache.pop, gone, repeat(None)), 0)  # each one's `pop`, by a builtin pass
             stored = self.in_store  # a key the store does not hold needs no delete
             emptied.update(gone if stored is None else stored.intersection(gone))
         if not len(self.index):  # nothing open any more: no record is coming soon

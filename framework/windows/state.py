@@ -172,7 +172,8 @@ class DueIndex:
         if kept and cache is not None:
             texts, states, dues = zip(*kept, strict=True)
             # The common close (every key it took keeps panes, due again at one time, and
-            # none noted since `due` took it out) in a few passes in C, not a loop per row.
+            # none noted since `due` took it out) in a few passes of builtins (map, zip,
+            # dict.update), not a Python loop per row.
             if granule > 1:
                 dues = tuple(time + -time % granule for time in dues)
             if (all(states) and dues.count(dues[0]) == len(dues)
@@ -273,7 +274,7 @@ class DueIndex:
         while times and times[0] <= bound:
             time = heapq.heappop(times)
             bucket = buckets.pop(time)
-            # A bucket's keys in a few passes in C rather than a Python loop per key: the
+            # A bucket's keys in a few passes of builtins rather than a Python loop per key: the
             # keys still due at ``time`` (once each, in bucket order), then the moved ones.
             dues = list(map(get, bucket))
             if dues.count(time) == len(bucket):  # the common case: none moved or taken
