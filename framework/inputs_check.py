@@ -19,8 +19,12 @@ from framework.metadata.jobmodel import TaskModel
 from framework.systems.base import Checkpoint, OffsetRange, OffsetsByTime, System
 from groupers import SystemStreamPartition
 
-__all__ = ["InputRecreatedError", "check_inputs", "offsets_at", "recreated_inputs",
-           "start_positions"]
+__all__ = ["InputRecreatedError", "OffsetsReader", "check_inputs", "offsets_at",
+           "recreated_inputs", "start_positions"]
+
+OffsetsReader = Callable[[str, str], Awaitable[Mapping[int, OffsetRange]]]
+"""``(system, stream) → offset ranges per partition``: `System.offsets`, or a read shared
+by the tasks of a worker's start (`framework.worker.start_offsets`)."""
 
 
 class InputRecreatedError(SampanError):
@@ -75,7 +79,7 @@ async def offsets_at(system: System, stream: str, start: StartPosition) -> dict[
 async def start_positions(
     config: JobConfig, systems: Mapping[str, System], task: TaskModel,
     checkpoint: Checkpoint | None,
-    offsets: Callable[[str, str], Awaitable[Mapping[int, OffsetRange]]] | None = None,
+    offsets: OffsetsReader | None = None,
 ) -> dict[SystemStreamPartition, int]:
     """Where ``task`` starts reading: its checkpointed positions. SSPs without one (a
     partition an expansion added, or a model published without the coordinator) start

@@ -10,14 +10,11 @@ before its tasks run, and an input's end only grows.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 
 from framework.systems.base import OffsetRange, System
 
-__all__ = ["OffsetsReader", "StartOffsets"]
-
-OffsetsReader = Callable[[str, str], Awaitable[Mapping[int, OffsetRange]]]
-"""``(system, stream) → offset ranges per partition``: `System.offsets`, or a shared read."""
+__all__ = ["StartOffsets"]
 
 
 class StartOffsets:

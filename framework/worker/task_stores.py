@@ -14,6 +14,7 @@ from typing import Protocol
 from framework.config import RocksDBConfig, StoreConfig, StreamRef
 from framework.config.serdes import get_serde
 from framework.errors import StoreCorruptedError, StoreError, StoreLockedError
+from framework.inputs_check import OffsetsReader
 from framework.metadata.jobmodel import TaskModel
 from framework.metrics import restore_progress
 from framework.stores import (
@@ -27,7 +28,6 @@ from framework.stores import (
     restore_store,
 )
 from framework.systems.base import Checkpoint, System
-from framework.worker.start_offsets import OffsetsReader
 from groupers import SystemStreamPartition
 
 __all__ = ["OpenedStores", "StoreSettings", "heal_damaged_store", "open_task_stores"]

@@ -38,7 +38,6 @@ _timestamp = attrgetter("timestamp")
 _headers = attrgetter("headers")
 
 
-
 def checked_batch(records: Any, check_crcs: bool, tp: Any) -> Any:
     """The next record batch of a partition's fetched ``records``, its CRC checked when
     ``check_crcs`` (control batches are not: some brokers write them with a zero CRC)."""
@@ -46,6 +45,7 @@ def checked_batch(records: Any, check_crcs: bool, tp: Any) -> Any:
     if check_crcs and not batch.is_control_batch and not batch.validate_crc():
         raise CorruptRecordException(f"Invalid CRC - {tp}")
     return batch
+
 
 class TxnChunk(NamedTuple):
     """Consecutive fetched records of one kind, with what read_committed needs: plain
