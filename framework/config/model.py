@@ -174,6 +174,15 @@ class JobConfig:
         "`partition % initial_count`. A custom class implements "
         "`partition_before_expansion(partition, current_count, initial_count) -> int`; it "
         "is imported at load time.", name="expansion_algorithm"))
+    expansion_merge_ms: int = field(default=300000, metadata=setting(
+        Integer(minimum=0),
+        "For this long in record time after a task passes an expansion barrier, it reads "
+        "the stream's new partitions in record-time order with the old ones, so that "
+        "records a producer still wrote to a key's old partition (one that learned of the "
+        "new count late: Kafka clients re-read it every `metadata.max.age.ms`, 5 minutes "
+        "by default) come before that key's records in its new partition. `0`: new "
+        "partitions are read as they come once the barrier is passed. See "
+        "[coordinator.md](coordinator.md#per-key-order-after-a-barrier)."))
     data_dir: Path = field(default=Path("state"), metadata=setting(
         Folder(),
         "Where the job keeps its local state, in `<data_dir>/<job name>/`: stores "

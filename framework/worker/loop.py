@@ -49,7 +49,8 @@ class WorkerLoop:
         self.following = following
         self.reports = reports
         self.metrics = metrics
-        self.routing = Routing(systems)
+        self.routing = Routing(systems, config.expansion_merge_ms,
+                               config.fetch_max_records * 10)
         self.processing = Processing(config, self.routing, tasks, metrics)
         self.schedule = CommitSchedule(config.commit_interval_ms / 1000, time.monotonic())
         self.changes = ModelChanges(config, systems, tasks, self.routing, self.schedule,
@@ -116,6 +117,9 @@ class WorkerLoop:
         max_records = config.fetch_max_records
         track_idle = config.input_idle_timeout_ms > 0
         dirty = False
+        merging = routing.merging
+        prefetch_issued: dict[str, int] = {}
+        """System → when its batch in ``prefetched`` was asked for (wall ms)."""
         routing.release_barriers(instances, self.model)
         while True:
             if not routing.consumers:  # a worker without tasks: idle, but hear SIGTERM
@@ -127,25 +131,40 @@ class WorkerLoop:
                 pending = prefetched.pop(name, None)
                 if pending is not None:
                     batch = await pending
+                    issued_ms = prefetch_issued.pop(name, 0)
                 else:
+                    issued_ms = now_ms()
                     batch = await fetch(max_records, 50 if not self.stop.is_set() else 0)
                 if batch and not routing.stages and not routing.approaching and (
-                        not tasks.adding and not self.stop.is_set()):
+                        not merging.paused and not tasks.adding and not self.stop.is_set()):
                     # Read the next batch while this one is processed; never across a
-                    # barrier release, a held input's limit or a task added in place,
-                    # which reassign the consumer.
+                    # barrier release, a held input's limit, a paused new partition or a
+                    # task added in place, which reassign the consumer.
+                    prefetch_issued[name] = now_ms()
                     prefetched[name] = asyncio.ensure_future(fetch(max_records, 50))
                 if track_idle:
                     routing.note_caught_up(name, batch)
+                if merging.merges:
+                    merging.observed(routing.assigned.get(name, ()), batch,
+                                     sum(map(len, batch.values())) >= max_records, issued_ms)
                 for ssp, records in batch.items():
                     if ssp in routing.limits:
                         records = routing.below_limit(ssp, records)
                         if not records:
                             continue
+                    read = True
+                    if ssp in merging.merges:  # waits for the old partitions (merging.py)
+                        merging.hold(ssp, records, self._position(ssp))
+                        continue
                     if not await self.processing.dispatch(ssp, records):
                         self.stop.set()  # commit what came before the undecodable record
+                    if ssp in merging.sources:
+                        merging.processed(ssp, records)
                     dirty = dirty or bool(records)
-                    read = True
+            if merging.pending:
+                dirty = await self._merged() or dirty
+            if merging.reroute:
+                routing.route(instances, self.model)
             if tasks.adding:
                 await self._admit_tasks(committer, task_class)
             if routing.approaching and routing.limits_reached():
@@ -192,6 +211,23 @@ class WorkerLoop:
                 for instance in instances:
                     await instance.close()
                 return "stopped" if self.stop.is_set() else "task requested shutdown"
+
+    async def _merged(self) -> bool:
+        """Process the new partitions' waiting records the old ones were read far enough
+        for (`framework.worker.merging`): whether any was."""
+        merging, any_processed = self.routing.merging, False
+        for ssp, records in merging.ready():
+            if not await self.processing.dispatch(ssp, records):
+                self.stop.set()
+            if ssp in merging.sources:
+                merging.processed(ssp, records)
+            any_processed = True
+        return any_processed
+
+    def _position(self, ssp: SystemStreamPartition) -> int:
+        """The next offset of ``ssp`` its slowest reader processes."""
+        return min((r.positions.get(ssp, 0) for r in self.routing.routes.get(ssp, ())),
+                   default=0)
 
     async def _take_newer_model(self, committer: Committer, task_class: type[StreamTask],
                                 prefetched: dict[str, asyncio.Future[Batch]]) -> None:

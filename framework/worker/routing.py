@@ -1,6 +1,7 @@
 """Which running task reads each input partition, and what each system's consumer is
 assigned: expansion barriers hold new partitions back until the older ones reach them, and
-a held input (`JobModel.holds`) is read only up to its limit."""
+a held input (`JobModel.holds`) is read only up to its limit; after a barrier, new
+partitions wait in record time for the old ones (`framework.worker.merging`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from framework.systems.fetched import FetchedColumns
 from framework.wording import counted
 from framework.worker.dispatch import Batch
 from framework.worker.instance import TaskInstance
+from framework.worker.merging import Merging
 from groupers import SystemStreamPartition
 
 __all__ = ["Routing"]
@@ -28,8 +30,11 @@ class Routing:
     """The routes of one worker's tasks and its consumers per system (made on first use
     from ``systems``); `route` recomputes both whenever tasks, barriers or limits change."""
 
-    def __init__(self, systems: Mapping[str, System]) -> None:
+    def __init__(self, systems: Mapping[str, System], merge_ms: int = 0,
+                 merge_cap: int = 10_000) -> None:
         self.systems = systems
+        self.merging = Merging(merge_ms, merge_cap)
+        """New partitions read in record-time order with the old ones after a barrier."""
         self.routes: dict[SystemStreamPartition, list[TaskInstance]] = {}
         self.stages: dict[str, list[BarrierStage]] = {}
         """Task → its barrier stages not passed yet, in order."""
@@ -42,6 +47,8 @@ class Routing:
         self.consumers: dict[str, Consumer] = {}
         self.reading: dict[str, tuple[SystemStreamPartition, ...]] = {}
         """System → the SSPs routed to a task (what `note_caught_up` looks at)."""
+        self.assigned: dict[str, tuple[SystemStreamPartition, ...]] = {}
+        """System → the SSPs its consumer is assigned."""
         self.caught_up: dict[SystemStreamPartition, float] = {}
         """`TaskInstance.caught_up`, shared by every instance."""
 
@@ -76,14 +83,22 @@ class Routing:
         for ssp in self.routes:
             reading[ssp.system].append(ssp)
         self.reading = {name: tuple(ssps) for name, ssps in reading.items()}
+        merging = self.merging
+        merging.forget({ssp for ssp in merging.merges if ssp not in self.routes})
+        merging.reroute = False
         by_system: dict[str, dict[SystemStreamPartition, int]] = defaultdict(dict)
         for ssp, readers in self.routes.items():
             position = min(r.positions[ssp] for r in readers)
+            if ssp in merging.merges:
+                if ssp in merging.paused:
+                    continue  # records of it wait: fetched again once they drain
+                position = merging.fetch_from(ssp, position)
             limit = self.limits.get(ssp)
             if limit is None or (position < limit and ssp not in self.at_limit):
                 by_system[ssp.system][ssp] = position
         self.approaching = {ssp for positions in by_system.values() for ssp in positions
                             if ssp in self.limits}
+        self.assigned = {name: tuple(positions) for name, positions in by_system.items()}
         counts: dict[str, dict[str, int]] = defaultdict(dict)
         holds = model.holds if model else {}
         for qualified, count in (model.partition_counts if model else {}).items():
@@ -130,6 +145,7 @@ class Routing:
                 stage = stages.pop(0)
                 log.info("task %s passed its expansion barrier; consuming %s",
                          instance.name, counted(len(stage.held), "new partition"))
+                self.merging.start(instance.name, stage, int(time.time() * 1000))
                 released = True
             if stages is not None and not stages:
                 del self.stages[instance.name]
@@ -149,5 +165,7 @@ class Routing:
                 caught_up[ssp] = now
 
     def forget(self, task: str) -> None:
-        """``task`` no longer runs here: drop its barrier stages (the caller routes)."""
+        """``task`` no longer runs here: drop its barrier stages and merges (the caller
+        routes)."""
         self.stages.pop(task, None)
+        self.merging.forget({s for s, m in self.merging.merges.items() if m.task == task})
