@@ -176,7 +176,7 @@ class JobConfig:
         "is imported at load time.", name="expansion_algorithm"))
     expansion_merge_ms: int = field(default=300000, metadata=setting(
         Integer(minimum=0),
-        "For this long in record time after a task passes an expansion barrier, it reads "
+        "For this long after a task passes an expansion barrier, it reads "
         "the stream's new partitions in record-time order with the old ones, so that "
         "records a producer still wrote to a key's old partition (one that learned of the "
         "new count late: Kafka clients re-read it every `metadata.max.age.ms`, 5 minutes "

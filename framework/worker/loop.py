@@ -118,8 +118,8 @@ class WorkerLoop:
         track_idle = config.input_idle_timeout_ms > 0
         dirty = False
         merging = routing.merging
-        prefetch_issued: dict[str, int] = {}
-        """System → when its batch in ``prefetched`` was asked for (wall ms)."""
+        prefetch_issued: dict[str, tuple[int, int]] = {}
+        """System → the `Merging.ticket` of its batch in ``prefetched``."""
         routing.release_barriers(instances, self.model)
         while True:
             if not routing.consumers:  # a worker without tasks: idle, but hear SIGTERM
@@ -131,22 +131,22 @@ class WorkerLoop:
                 pending = prefetched.pop(name, None)
                 if pending is not None:
                     batch = await pending
-                    issued_ms = prefetch_issued.pop(name, 0)
+                    ticket = prefetch_issued.pop(name)
                 else:
-                    issued_ms = now_ms()
+                    ticket = merging.ticket(now_ms())
                     batch = await fetch(max_records, 50 if not self.stop.is_set() else 0)
                 if batch and not routing.stages and not routing.approaching and (
                         not merging.paused and not tasks.adding and not self.stop.is_set()):
                     # Read the next batch while this one is processed; never across a
                     # barrier release, a held input's limit, a paused new partition or a
                     # task added in place, which reassign the consumer.
-                    prefetch_issued[name] = now_ms()
+                    prefetch_issued[name] = merging.ticket(now_ms())
                     prefetched[name] = asyncio.ensure_future(fetch(max_records, 50))
                 if track_idle:
                     routing.note_caught_up(name, batch)
                 if merging.merges:
                     merging.observed(routing.assigned.get(name, ()), batch,
-                                     sum(map(len, batch.values())) >= max_records, issued_ms)
+                                     sum(map(len, batch.values())) >= max_records, ticket)
                 for ssp, records in batch.items():
                     if ssp in routing.limits:
                         records = routing.below_limit(ssp, records)
@@ -154,7 +154,7 @@ class WorkerLoop:
                             continue
                     read = True
                     if ssp in merging.merges:  # waits for the old partitions (merging.py)
-                        merging.hold(ssp, records, self._position(ssp))
+                        merging.hold(ssp, records, self._position(ssp), ticket[0])
                         continue
                     if not await self.processing.dispatch(ssp, records):
                         self.stop.set()  # commit what came before the undecodable record

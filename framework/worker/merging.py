@@ -1,17 +1,18 @@
-"""After an expansion barrier: a task's new partitions wait, in record time, for the old
-partitions their keys came from.
+"""After an expansion barrier: a task's new partitions wait for the old partitions their
+keys came from.
 
 The barrier (`framework.metadata.jobmodel.BarrierStage`) covers the records produced
 before the job detected the growth. A producer that learns of the new count later still
 writes a key to its old partition for a while, then to its new one; read side by side,
 the key's records in the new partition would overtake its last ones in the old. So for
-``expansion_merge_ms`` of record time after a task passes its barrier, a record of a new
-partition is processed only once each old partition of its stream in that task was read
-past the record's timestamp — or was seen read to its end after that time. Records that
-must wait are kept in memory in offset order (the consumer goes on past them; positions
-and checkpoints stay before them); past ``cap`` of them the new partition stops being
-fetched until they drain. Kafka Streams orders a task's partitions by timestamp the
-same way; here it applies only where an expansion made it necessary.
+``expansion_merge_ms`` after a task passes its barrier (and until its old partitions were
+read to their end after that), a record of a new partition is processed only once each
+old partition of its stream in that task was either read past the record's timestamp
+(it has a backlog: follow it in record time) or found read to its end by a fetch issued
+after the one that brought the record (whatever an in-order producer wrote there before
+it is read). Records that must wait are kept in memory in offset order (the consumer goes
+on past them; positions and checkpoints stay before them); past ``cap`` of them the new
+partition stops being fetched until they drain.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ NEVER = -(1 << 62)
 
 @dataclass(frozen=True, slots=True)
 class _Merge:
-    """One new partition's merge: its task, the old partitions it waits for, and the record
-    time (ms) from which on those are past every stale producer."""
+    """One new partition's merge: its task, the old partitions it waits for, and the wall
+    time (ms) after which no producer is expected to write to those any more."""
 
     task: str
     sources: frozenset[SystemStreamPartition]
@@ -46,8 +47,8 @@ class _Merge:
 
 
 class Merging:
-    """The new partitions of tasks that passed a barrier less than ``window_ms`` of record
-    time ago, and the records of theirs waiting for the old partitions."""
+    """The new partitions of tasks that passed a barrier less than ``window_ms`` ago, and the
+    records of theirs waiting for the old partitions."""
 
     def __init__(self, window_ms: int, cap: int) -> None:
         self.window_ms = window_ms
@@ -55,19 +56,28 @@ class Merging:
         self.merges: dict[SystemStreamPartition, _Merge] = {}
         self.pending: dict[SystemStreamPartition, FetchedColumns] = {}
         """New partition → its fetched records not processed yet, in offset order."""
+        self.fetched_by: dict[SystemStreamPartition, list[int]] = {}
+        """New partition → the fetch (`ticket`) that brought each record in ``pending``."""
         self.paused: set[SystemStreamPartition] = set()
         """New partitions not fetched meanwhile: ``cap`` records of theirs wait."""
         self.read_ts: dict[SystemStreamPartition, int] = {}
         """Old partition → the timestamp of the last record processed from it."""
-        self.empty_at: dict[SystemStreamPartition, int] = {}
-        """Old partition → the latest wall time (ms) at which a fetch found nothing in it."""
+        self.empty: dict[SystemStreamPartition, tuple[int, int]] = {}
+        """Old partition → (fetch number, wall ms when issued) of the latest fetch that found
+        it read to its end."""
+        self.fetches = 0
         self.sources: frozenset[SystemStreamPartition] = frozenset()
         self.reroute = False
         """Whether a partition was paused or resumed: the consumers need assigning again."""
 
+    def ticket(self, now_ms: int) -> tuple[int, int]:
+        """A fetch about to be issued: its number (issue order) and wall time."""
+        self.fetches += 1
+        return self.fetches, now_ms
+
     def start(self, task: str, stage: BarrierStage, now_ms: int) -> None:
         """``task`` passed ``stage``: merge its new partitions with the old ones of their
-        stream, from now on for ``window_ms`` of record time."""
+        stream, from now on for ``window_ms``."""
         if self.window_ms <= 0:
             return
         until = now_ms + self.window_ms
@@ -78,7 +88,7 @@ class Merging:
                 self.merges[ssp] = _Merge(task, sources, until)
         self._sources_changed()
         log.info("task %s reads its %s in record-time order with the older ones for the "
-                 "next %d s of record time (expansion_merge_ms)", task,
+                 "next %d s (expansion_merge_ms)", task,
                  counted(len(stage.held), "new partition"), self.window_ms // 1000)
 
     def forget(self, ssps: frozenset[SystemStreamPartition] | set[SystemStreamPartition]
@@ -87,9 +97,8 @@ class Merging:
         for ssp in ssps:
             self.merges.pop(ssp, None)
             self.pending.pop(ssp, None)
+            self.fetched_by.pop(ssp, None)
             self.paused.discard(ssp)
-            self.read_ts.pop(ssp, None)
-            self.empty_at.pop(ssp, None)
         self._sources_changed()
 
     def fetch_from(self, ssp: SystemStreamPartition, position: int) -> int:
@@ -99,16 +108,16 @@ class Merging:
 
     def observed(self, assigned: Sequence[SystemStreamPartition],
                  batch: Mapping[SystemStreamPartition, Sequence[FetchedRecord]],
-                 full: bool, issued_ms: int) -> None:
-        """A fetch issued at ``issued_ms`` (wall time) brought ``batch``: an assigned old
-        partition it did not fill (and that nothing waits in) had no record produced
-        before then left unread. A full fetch (``max_records``) tells nothing of that."""
+                 full: bool, ticket: tuple[int, int]) -> None:
+        """The fetch of ``ticket`` brought ``batch``: an assigned old partition it did not
+        fill (and that nothing waits in) was read to its end when it was issued. A full
+        fetch (``max_records``) tells nothing of that."""
         if full:
             return
         for ssp in assigned:
             if ssp in self.sources and ssp not in batch and not self.pending.get(ssp) and (
-                    issued_ms > self.empty_at.get(ssp, NEVER)):
-                self.empty_at[ssp] = issued_ms
+                    ticket > self.empty.get(ssp, (0, 0))):
+                self.empty[ssp] = ticket
 
     def processed(self, ssp: SystemStreamPartition, records: Sequence[FetchedRecord]) -> None:
         """``records`` of the old partition ``ssp`` were processed."""
@@ -118,9 +127,10 @@ class Merging:
             self.read_ts[ssp] = last
 
     def hold(self, ssp: SystemStreamPartition, records: Sequence[FetchedRecord],
-             position: int) -> None:
-        """Keep the fetched ``records`` of the new partition ``ssp`` (those not yet kept
-        nor processed: a consumer assigned again reads some twice) until `ready`."""
+             position: int, fetch: int) -> None:
+        """Keep the ``records`` of the new partition ``ssp`` that the fetch numbered
+        ``fetch`` brought (those not yet kept nor processed: a consumer assigned again
+        reads some twice) until `ready`."""
         if ssp in self.paused:
             return  # fetched before the pause took effect: read again once resumed
         waiting = self.pending.get(ssp)
@@ -129,56 +139,66 @@ class Merging:
         if not columns:
             return
         if waiting is None:
-            self.pending[ssp] = columns
+            waiting = self.pending[ssp] = columns
+            self.fetched_by[ssp] = [fetch] * len(columns)
         else:
             waiting.extend(columns.offsets, columns.keys, columns.values,
                            columns.timestamps, columns.headers)
-        if len(self.pending[ssp]) >= self.cap:
+            self.fetched_by[ssp] += [fetch] * len(columns)
+        if len(waiting) >= self.cap:
             self.paused.add(ssp)
             self.reroute = True
 
-    def bound(self, ssp: SystemStreamPartition) -> int:
-        """The record time up to which ``ssp`` (an old partition) is known to be read."""
-        read = self.read_ts.get(ssp, NEVER)
-        if self.pending.get(ssp) or ssp in self.paused:
-            return read  # a new partition itself, with records still waiting
-        return max(read, self.empty_at.get(ssp, NEVER))
-
     def ready(self) -> Iterator[tuple[SystemStreamPartition, FetchedColumns]]:
-        """The waiting records each old partition was read far enough for, taken out (the
-        caller processes each before asking for more: an old partition may itself be a new
-        one of an earlier expansion); merges past their window end once drained."""
+        """The waiting records their old partitions were read far enough for, taken out
+        (the caller processes each before asking for more: an old partition may itself be
+        a new one of an earlier expansion); merges past their window end once drained."""
         progressed = True
         while progressed:
             progressed = False
             for ssp in list(self.pending):
-                merge = self.merges.get(ssp)
                 waiting = self.pending[ssp]
-                bound = (min(self.bound(s) for s in merge.sources) if merge is not None
-                         else None)
-                cut = len(waiting) if bound is None else _first_after(waiting.timestamps,
-                                                                      bound)
+                cut = self._releasable(ssp, waiting)
                 if not cut:
                     continue
                 progressed = True
+                del self.fetched_by[ssp][:cut]
                 yield ssp, _take(waiting, cut)
                 if not waiting:
-                    del self.pending[ssp]
+                    del self.pending[ssp], self.fetched_by[ssp]
                     if ssp in self.paused:
                         self.paused.discard(ssp)
                         self.reroute = True
         self._end_merges()
 
+    def _releasable(self, ssp: SystemStreamPartition, waiting: FetchedColumns) -> int:
+        """How many of the first records of ``waiting`` every old partition allows: one
+        read past the record's time, or found read to its end by a later fetch."""
+        merge = self.merges.get(ssp)
+        if merge is None:
+            return len(waiting)
+        limits = [(self.empty.get(s, (0, 0))[0], self.read_ts.get(s, NEVER))
+                  for s in merge.sources]
+        count = 0
+        for fetch, timestamp in zip(self.fetched_by[ssp], waiting.timestamps, strict=True):
+            for emptied_by, read_to in limits:
+                if fetch >= emptied_by and timestamp > read_to:
+                    return count
+            count += 1
+        return count
+
     def _end_merges(self) -> None:
-        """Drop the merges whose old partitions were read past their window's end."""
+        """Drop the merges whose old partitions were found read to their end after their
+        window's end (nothing of theirs waits)."""
         ended = [ssp for ssp, merge in self.merges.items()
                  if not self.pending.get(ssp) and ssp not in self.paused
-                 and min(self.bound(s) for s in merge.sources) >= merge.until_ms]
+                 and all(self.empty.get(s, (0, 0))[1] >= merge.until_ms
+                         for s in merge.sources)]
         if not ended:
             return
         for task in sorted({self.merges[s].task for s in ended}):
             log.info("task %s reads its new partitions as they come again (the older ones "
-                     "were read past expansion_merge_ms)", task)
+                     "were read to their end after expansion_merge_ms)", task)
         for ssp in ended:
             del self.merges[ssp]
         self._sources_changed()
@@ -187,16 +207,8 @@ class Merging:
         self.sources = frozenset(s for m in self.merges.values() for s in m.sources)
         for ssp in [s for s in self.read_ts if s not in self.sources]:
             del self.read_ts[ssp]
-        for ssp in [s for s in self.empty_at if s not in self.sources]:
-            del self.empty_at[ssp]
-
-
-def _first_after(timestamps: list[int], bound: int) -> int:
-    """The index of the first timestamp past ``bound`` (their count when none is)."""
-    for index, timestamp in enumerate(timestamps):
-        if timestamp > bound:
-            return index
-    return len(timestamps)
+        for ssp in [s for s in self.empty if s not in self.sources]:
+            del self.empty[ssp]
 
 
 def _take(columns: FetchedColumns, count: int) -> FetchedColumns:

@@ -40,7 +40,7 @@ def merging_after_barrier(cap: int = 100) -> Merging:
 def test_a_new_partition_waits_for_its_streams_old_partitions_only() -> None:
     merging = merging_after_barrier()
     assert merging.sources == {OLD}  # not the other stream's partition
-    merging.hold(NEW, columns((0, 500), (1, 700)), position=0)
+    merging.hold(NEW, columns((0, 500), (1, 700)), position=0, fetch=1)
     assert released(merging) == []  # nothing of the old partition read yet
     merging.processed(OLD, columns((10, 600)))
     assert released(merging) == [(NEW, [0])]  # up to the old partition's record time
@@ -49,23 +49,30 @@ def test_a_new_partition_waits_for_its_streams_old_partitions_only() -> None:
     assert not merging.pending
 
 
-def test_an_old_partition_read_to_its_end_lets_what_came_before_the_fetch_through() -> None:
+def test_an_old_partition_read_to_its_end_lets_what_earlier_fetches_brought_through(
+        ) -> None:
+    """Whatever its timestamps (a producer's clock may run ahead of the worker's)."""
     merging = merging_after_barrier()
-    merging.hold(NEW, columns((0, 500), (1, 2_000)), position=0)
-    merging.observed([OLD, NEW], {NEW: columns()}, full=False, issued_ms=1_500)
-    assert released(merging) == [(NEW, [0])]
-    merging.observed([OLD], {}, full=True, issued_ms=3_000)  # a full fetch tells nothing
+    first = merging.ticket(1_000)
+    merging.hold(NEW, columns((0, 500), (1, 9_000_000)), position=0, fetch=first[0])
+    merging.observed([OLD, NEW], {NEW: columns()}, full=False, ticket=first)
+    assert released(merging) == []  # the same fetch: the old partition's record may lag
+    second = merging.ticket(1_100)
+    merging.hold(NEW, columns((2, 600)), position=0, fetch=second[0])
+    merging.observed([OLD], {}, full=True, ticket=second)  # a full fetch tells nothing
     assert released(merging) == []
-    merging.observed([OLD], {OLD: columns((10, 2_500))}, full=False, issued_ms=3_000)
+    third = merging.ticket(1_200)
+    merging.observed([OLD], {OLD: columns((10, 2_500))}, full=False, ticket=third)
     assert released(merging) == []  # the old partition had records: not read to its end
-    merging.observed([OLD], {}, full=False, issued_ms=3_000)
-    assert released(merging) == [(NEW, [1])]
+    fourth = merging.ticket(1_300)
+    merging.observed([OLD], {}, full=False, ticket=fourth)
+    assert released(merging) == [(NEW, [0, 1, 2])]
 
 
 def test_records_fetched_twice_are_kept_once_and_the_consumer_reads_on_past_them() -> None:
     merging = merging_after_barrier()
-    merging.hold(NEW, columns((3, 500), (4, 600)), position=4)  # 3 was processed
-    merging.hold(NEW, columns((4, 600), (5, 700)), position=4)  # a reassigned consumer
+    merging.hold(NEW, columns((3, 500), (4, 600)), position=4, fetch=1)  # 3 was processed
+    merging.hold(NEW, columns((4, 600), (5, 700)), position=4, fetch=1)  # a reassigned consumer
     assert list(merging.pending[NEW].offsets) == [4, 5]
     assert merging.fetch_from(NEW, 4) == 6
     merging.processed(OLD, columns((10, 1_000)))
@@ -75,10 +82,10 @@ def test_records_fetched_twice_are_kept_once_and_the_consumer_reads_on_past_them
 
 def test_a_full_wait_pauses_the_new_partition_until_it_drains() -> None:
     merging = merging_after_barrier(cap=3)
-    merging.hold(NEW, columns((0, 500), (1, 600), (2, 700)), position=0)
+    merging.hold(NEW, columns((0, 500), (1, 600), (2, 700)), position=0, fetch=1)
     assert NEW in merging.paused and merging.reroute
     merging.reroute = False
-    merging.hold(NEW, columns((3, 800)), position=0)  # in flight when paused: dropped
+    merging.hold(NEW, columns((3, 800)), position=0, fetch=1)  # in flight when paused: dropped
     assert list(merging.pending[NEW].offsets) == [0, 1, 2]
     merging.processed(OLD, columns((10, 650)))
     assert released(merging) == [(NEW, [0, 1])]
@@ -94,8 +101,8 @@ def test_a_partition_new_in_one_expansion_and_old_in_the_next_releases_in_chain(
     p0, p2, p6 = (SSP("local", "w", p) for p in (0, 2, 6))
     merging.start("Partition 0", BarrierStage({p0: 5}, frozenset({p2})), now_ms=0)
     merging.start("Partition 0", BarrierStage({p0: 9, p2: 4}, frozenset({p6})), now_ms=0)
-    merging.hold(p2, columns((0, 100), (1, 300)), position=0)
-    merging.hold(p6, columns((0, 200)), position=0)
+    merging.hold(p2, columns((0, 100), (1, 300)), position=0, fetch=1)
+    merging.hold(p6, columns((0, 200)), position=0, fetch=1)
     merging.processed(p0, columns((9, 250)))
     ready = []
     for ssp, records in merging.ready():  # as the worker does: what it processes counts
@@ -112,12 +119,14 @@ def test_a_partition_new_in_one_expansion_and_old_in_the_next_releases_in_chain(
     assert ready == [(p2, [1]), (p6, [0])]
 
 
-def test_a_merge_ends_once_the_old_partitions_are_read_past_its_window() -> None:
-    merging = merging_after_barrier()
-    merging.processed(OLD, columns((10, 60_999)))
+def test_a_merge_ends_once_the_old_partitions_are_found_read_to_their_end_past_its_window(
+        ) -> None:
+    merging = merging_after_barrier()  # passed at 1,000 ms: the window ends at 61,000
+    merging.processed(OLD, columns((10, 90_000)))  # record time is not wall time
+    merging.observed([OLD], {}, full=False, ticket=merging.ticket(60_999))
     list(merging.ready())
     assert NEW in merging.merges
-    merging.processed(OLD, columns((11, 61_000)))
+    merging.observed([OLD], {}, full=False, ticket=merging.ticket(61_000))
     list(merging.ready())
     assert merging.merges == {} and merging.sources == frozenset()
 
@@ -132,32 +141,44 @@ def test_records_of_a_client_are_kept_as_columns() -> None:
     merging = merging_after_barrier()
     records: Sequence[Record] = [Record(4, o, b"k", b"v", t, (("h", b"1"),))
                                  for o, t in ((0, 100), (1, 200))]
-    merging.hold(NEW, records, position=1)
+    merging.hold(NEW, records, position=1, fetch=1)
     merging.processed(OLD, columns((10, 1_000)))
     [(ssp, kept)] = merging.ready()
     assert (ssp, kept.offsets, kept.timestamps, kept.headers) == (NEW, [1], [200],
                                                                   [(("h", b"1"),)])
 
 
-@given(st.lists(st.tuples(st.booleans(), st.integers(0, 50)), max_size=60))
+@given(st.lists(st.tuples(st.sampled_from(["old", "new", "old empty"]),
+                          st.integers(0, 50)), max_size=60))
 def test_every_new_record_is_released_once_in_offset_order_and_never_ahead_of_the_old(
-        steps: list[tuple[bool, int]]) -> None:
-    """Any interleaving of old-partition progress and new-partition fetches: the new
-    partition's records come out once each, in offset order, each only once the old
-    partition was read to its timestamp."""
+        steps: list[tuple[str, int]]) -> None:
+    """Any interleaving of old-partition records, new-partition fetches and fetches that
+    find the old partition read to its end: the new partition's records come out once
+    each, in offset order, each only once the old partition was read to its timestamp or
+    found read to its end by a later fetch."""
     merging = merging_after_barrier(cap=1_000)
     new_offset = old_offset = old_ts = 0
+    brought: dict[int, int] = {}  # new record offset -> its fetch number
+    emptied = 0  # the latest fetch that found the old partition read to its end
     out: list[int] = []
-    for is_old, gap in steps:
-        if is_old:
+    for kind, gap in steps:
+        ticket = merging.ticket(0)
+        if kind == "old":
             old_ts += gap
             merging.processed(OLD, columns((old_offset, old_ts)))
             old_offset += 1
-        else:
-            merging.hold(NEW, columns((new_offset, old_ts + gap)), position=0)
+        elif kind == "new":
+            merging.hold(NEW, columns((new_offset, old_ts + gap - 25)), position=0,
+                         fetch=ticket[0])
+            brought[new_offset] = ticket[0]
             new_offset += 1
+        else:
+            merging.observed([OLD], {}, full=False, ticket=ticket)
+            emptied = ticket[0]
         for ssp, records in merging.ready():
-            assert ssp == NEW and max(records.timestamps) <= old_ts
+            assert ssp == NEW
+            for offset, timestamp in zip(records.offsets, records.timestamps, strict=True):
+                assert timestamp <= old_ts or brought[offset] < emptied
             out += records.offsets
     assert out == list(range(len(out)))
     waiting = merging.pending.get(NEW)
