@@ -54,6 +54,9 @@ FAMILIES: tuple[Family, ...] = (
            "Changelog records the store's commits wrote."),
     Family("sampan_barrier_held_ssps", "gauge", (*_W, "task"),
            "Input partitions held behind an expansion barrier."),
+    Family("sampan_expansion_merge_waiting_records", "gauge", (*_W, "task"),
+           "Records of new partitions waiting for the old ones after an expansion "
+           "(job.expansion_merge_ms)."),
     # worker: commits
     Family("sampan_commits", "counter", _W, "Commits of the worker's tasks."),
     Family("sampan_commit_duration_seconds", "histogram", _W, "Seconds one commit took."),

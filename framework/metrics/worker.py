@@ -89,6 +89,11 @@ class WorkerView(Protocol):
         ...
 
     @property
+    def merge_waiting(self) -> Mapping[str, int]:
+        """Task → records of its new partitions waiting for the old ones (expansions)."""
+        ...
+
+    @property
     def busy(self) -> Busy | None: ...
 
     @property
@@ -284,6 +289,8 @@ class WorkerMetrics:
         model = worker.model if worker is not None else None
         processed, skipped = family("sampan_records_processed"), family("sampan_records_skipped")
         lag, held = family("sampan_input_lag_records"), family("sampan_barrier_held_ssps")
+        merging = family("sampan_expansion_merge_waiting_records")
+        waiting = dict(worker.merge_waiting) if worker is not None else {}
         ends = dict(self._ends)
         for instance in instances:
             processed.add_metric([*labels, instance.name], instance.processed)
@@ -298,7 +305,8 @@ class WorkerMetrics:
             held.add_metric([*labels, instance.name],
                             len(task_model.held_behind_barrier(positions))
                             if task_model is not None else 0)
-        yield from (processed, skipped, lag, held)
+            merging.add_metric([*labels, instance.name], waiting.get(instance.name, 0))
+        yield from (processed, skipped, lag, held, merging)
         yield from self._per_task("sampan_task_records_per_second", self._rates)
         yield from self._per_task("sampan_outputs_produced", self._outputs)
         yield from self._per_task("sampan_records_dead_lettered", self._dead_letters)

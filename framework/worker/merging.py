@@ -101,6 +101,14 @@ class Merging:
             self.paused.discard(ssp)
         self._sources_changed()
 
+    def waiting_by_task(self) -> dict[str, int]:
+        """Task → its records waiting (metrics: read on the scrape thread, so copied)."""
+        waiting: dict[str, int] = {}
+        for ssp, merge in list(self.merges.items()):
+            records = self.pending.get(ssp)
+            waiting[merge.task] = waiting.get(merge.task, 0) + (len(records) if records else 0)
+        return waiting
+
     def fetch_from(self, ssp: SystemStreamPartition, position: int) -> int:
         """Where the consumer reads ``ssp`` from: past the records of it already waiting."""
         waiting = self.pending.get(ssp)

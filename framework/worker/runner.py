@@ -141,6 +141,12 @@ class Worker:
         return self.loop.routing
 
     @property
+    def merge_waiting(self) -> dict[str, int]:
+        """Task → records of its new partitions waiting for the old ones after an
+        expansion (`framework.worker.merging`)."""
+        return self.routing.merging.waiting_by_task()
+
+    @property
     def busy(self) -> Busy | None:
         """The call in progress, for the task watchdog (`framework.worker.watchdog`)."""
         return self.loop.processing.busy

@@ -42,6 +42,7 @@ def test_a_new_partition_waits_for_its_streams_old_partitions_only() -> None:
     assert merging.sources == {OLD}  # not the other stream's partition
     merging.hold(NEW, columns((0, 500), (1, 700)), position=0, fetch=1)
     assert released(merging) == []  # nothing of the old partition read yet
+    assert merging.waiting_by_task() == {"Partition 0": 2}  # the metric's figure
     merging.processed(OLD, columns((10, 600)))
     assert released(merging) == [(NEW, [0])]  # up to the old partition's record time
     merging.processed(OLD, columns((11, 900)))
