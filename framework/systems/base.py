@@ -223,6 +223,21 @@ class RawFetcher(Protocol):
 
 
 @runtime_checkable
+class EndsReader(Protocol):
+    """A consumer that can say which of its partitions it has handed out up to their end
+    now (Kafka: a ListOffsets of the last stable offsets), where a fetch that brings
+    nothing of a partition does not mean it was read to its end (a client fetching ahead
+    in the background). Expansion merges ask it (`framework.worker.merging`)."""
+
+    async def read_to_end(
+        self, ssps: Sequence[SystemStreamPartition]
+    ) -> set[SystemStreamPartition]:
+        """The partitions of ``ssps`` this consumer handed out everything of that a
+        read_committed reader sees at the time of the call."""
+        ...
+
+
+@runtime_checkable
 class RowProducer(Protocol):
     """A system that writes plain `ProducerRow`s and `OutputColumns` (the local log,
     Kafka): a worker's commit hands it those, here and in its `CommitRequest`, instead

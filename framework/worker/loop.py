@@ -14,7 +14,7 @@ from framework.inputs_check import start_positions
 from framework.lifecycle import Lifecycle
 from framework.metadata.jobmodel import JobModel, TaskModel
 from framework.metrics import WorkerMetrics
-from framework.systems.base import Checkpoint, System
+from framework.systems.base import Checkpoint, EndsReader, System
 from framework.worker.changes import ModelChanges
 from framework.worker.commit import Committer, begin_commits
 from framework.worker.dispatch import Batch, fetcher
@@ -135,16 +135,20 @@ class WorkerLoop:
                 else:
                     ticket = merging.ticket(now_ms())
                     batch = await fetch(max_records, 50 if not self.stop.is_set() else 0)
+                ends = consumer if isinstance(consumer, EndsReader) else None
+                probes = ends is not None
                 if batch and not routing.stages and not routing.approaching and (
-                        not merging.paused and not tasks.adding and not self.stop.is_set()):
+                        not merging.paused and not (probes and merging.pending)
+                        and not tasks.adding and not self.stop.is_set()):
                     # Read the next batch while this one is processed; never across a
                     # barrier release, a held input's limit, a paused new partition or a
-                    # task added in place, which reassign the consumer.
+                    # task added in place, which reassign the consumer; nor while new
+                    # partitions wait for a consumer's ends (`_probe_ends`).
                     prefetch_issued[name] = merging.ticket(now_ms())
                     prefetched[name] = asyncio.ensure_future(fetch(max_records, 50))
                 if track_idle:
                     routing.note_caught_up(name, batch)
-                if merging.merges:
+                if merging.merges and not probes:
                     merging.observed(routing.assigned.get(name, ()), batch,
                                      sum(map(len, batch.values())) >= max_records, ticket)
                 for ssp, records in batch.items():
@@ -161,6 +165,8 @@ class WorkerLoop:
                     if ssp in merging.sources:
                         merging.processed(ssp, records)
                     dirty = dirty or bool(records)
+                if ends is not None and merging.pending and name not in prefetched:
+                    await self._probe_ends(name, ends, batch)
             if merging.pending:
                 dirty = await self._merged() or dirty
             if merging.reroute:
@@ -223,6 +229,19 @@ class WorkerLoop:
                 merging.processed(ssp, records)
             any_processed = True
         return any_processed
+
+    async def _probe_ends(self, system: str, consumer: EndsReader, batch: Batch) -> None:
+        """While new partitions' records wait, ask ``consumer`` which of the old partitions
+        they wait for it has read to their end (none of theirs in ``batch``, nothing of the
+        system fetched ahead): a fetch of it cannot say (`framework.systems.base.EndsReader`)."""
+        merging = self.routing.merging
+        if not any(ssp.system == system for ssp in merging.pending):
+            return
+        idle = [s for s in self.routing.assigned.get(system, ())
+                if s in merging.sources and s not in batch and not merging.pending.get(s)]
+        if idle:
+            ticket = merging.ticket(now_ms())
+            merging.read_to_end(await consumer.read_to_end(idle), ticket)
 
     def _position(self, ssp: SystemStreamPartition) -> int:
         """The next offset of ``ssp`` its slowest reader processes."""

@@ -119,11 +119,16 @@ class Merging:
                  full: bool, ticket: tuple[int, int]) -> None:
         """The fetch of ``ticket`` brought ``batch``: an assigned old partition it did not
         fill (and that nothing waits in) was read to its end when it was issued. A full
-        fetch (``max_records``) tells nothing of that."""
-        if full:
-            return
-        for ssp in assigned:
-            if ssp in self.sources and ssp not in batch and not self.pending.get(ssp) and (
+        fetch (``max_records``) tells nothing of that; nor does any fetch of a consumer
+        that fetches ahead (Kafka: the caller asks `EndsReader.read_to_end` instead)."""
+        if not full:
+            self.read_to_end({s for s in assigned if s not in batch}, ticket)
+
+    def read_to_end(self, ssps: set[SystemStreamPartition], ticket: tuple[int, int]) -> None:
+        """The old partitions ``ssps`` were found read to their end when ``ticket`` was
+        issued (`framework.systems.base.EndsReader`: where a fetch cannot say it)."""
+        for ssp in ssps:
+            if ssp in self.sources and not self.pending.get(ssp) and (
                     ticket > self.empty.get(ssp, (0, 0))):
                 self.empty[ssp] = ticket
 
@@ -190,8 +195,8 @@ class Merging:
         count = 0
         for fetch, timestamp in zip(self.fetched_by[ssp], waiting.timestamps, strict=True):
             for emptied_by, read_to in limits:
-                if fetch >= emptied_by and timestamp > read_to:
-                    return count
+                if fetch >= emptied_by and timestamp >= read_to:
+                    return count  # equal: a record of that millisecond may be unread
             count += 1
         return count
 

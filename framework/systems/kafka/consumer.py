@@ -181,6 +181,22 @@ class KafkaConsumer:
         ssp = self._ssps.get(tp)
         return None if ssp is None else ssp.stream
 
+    async def read_to_end(
+        self, ssps: Sequence[SystemStreamPartition]
+    ) -> set[SystemStreamPartition]:
+        """The partitions of ``ssps`` handed out up to their last stable offset now (one
+        ListOffsets, read_committed): a fetch bringing nothing of a partition does not
+        say that, as aiokafka fetches ahead in the background."""
+        topic = self._admin.topic
+        wanted = {TopicPartition(topic(s.stream), s.partition): s for s in ssps}
+        wanted = {tp: s for tp, s in wanted.items() if tp in self._active}
+        if self._consumer is None or not wanted:
+            return set()
+        ends = await self._admin.bounded("ListOffsets",
+                                         self._consumer.end_offsets(list(wanted)))
+        return {ssp for tp, ssp in wanted.items()
+                if tp in ends and self._positions.get(tp, 0) >= ends[tp]}
+
     async def caught_up(self, ssp: SystemStreamPartition) -> bool:
         """Whether everything up to the high watermark of the last fetch was read: what
         is still held then belongs to transactions that are open."""
