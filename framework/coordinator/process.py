@@ -180,12 +180,12 @@ class Coordinator:
                                                 self.partition_counts())
             # Expansions carry over; a refusal, error or edit is re-detected by this run.
             self.status.expansions = state.status.expansions
+            self.metrics.serve(self)
             await _side_by_side(self._check_inputs(),  # before any worker starts reading
                                 self.create_declared_streams(), self._start_producers())
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)
-            self.metrics.serve(self)  # after the workers' go: not on their way
             self.lifecycle.to(CoordinatorPhase.RUNNING)
             if self.config.coordinator.compaction_interval_ms:
                 compactor = asyncio.create_task(self._compact_forever())
