@@ -149,17 +149,19 @@ class Coordinator:
             ttl = self.config.coordinator.lease_timeout_ms
             if self.start_workers:  # unless `sampan run` started them: they start up
                 await self.supervisor.prepare(self.config.workers)  # while the lease is taken
+            hosts_timeout = self.config.coordinator.session_timeout_ms
             if isinstance(self.meta, LeaseStore):
                 self.lease = CoordinatorLease(self.meta, self.config.name, ttl)
+                await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
             else:  # Kafka: the lease is membership of the job's coordinators' group
                 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 
-                await ensure_coordinator_stream(self.meta, self.config)
+                await _side_by_side(  # a topic made, a group looked up: independent
+                    ensure_coordinator_stream(self.meta, self.config),
+                    refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout))
                 self.lease = KafkaCoordinatorLease(
                     self.meta, self.config.name,
                     self.config.coordinator_ref.stream, ttl)
-            hosts_timeout = self.config.coordinator.session_timeout_ms
-            await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
             if self.lease is not None:
                 asked = time.monotonic()
                 await self.lease.acquire()  # before anything is written: one coordinator
