@@ -23,10 +23,10 @@ from framework.systems.base import OffsetRange
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_prepared_worker_of_a_job_on_the_local_log_never_loads_aiokafka(
+def test_a_prepared_worker_of_a_job_on_the_local_log_loads_no_kafka_client_or_assignor(
         tmp_path: Path) -> None:
     """Started ahead, it imports, connects and waits; told it is not needed, it exits 0 —
-    without aiokafka among its imports (90 ms of a start on this VM)."""
+    without aiokafka among its imports (80 ms of a start on this VM), nor the assignors."""
     (tmp_path / "count_task.py").write_text(COUNT_TASK.read_text())
     job = tmp_path / "job.toml"
     job.write_text(count_job_text("no-kafka", {"words": 2}))
@@ -39,6 +39,7 @@ def test_a_prepared_worker_of_a_job_on_the_local_log_never_loads_aiokafka(
                 if line.startswith("import time:") and "|" in line}
     assert "framework.worker.runner" in imported  # it did get as far as its go
     assert not {m for m in imported if m.split(".")[0] == "aiokafka"}
+    assert not {m for m in imported if m.startswith("groupers.assignors")}
 
 
 async def test_offsets_of_a_topic_just_created_need_no_stale_metadata_retry(
