@@ -61,7 +61,7 @@ def _command(args: argparse.Namespace) -> int:
 
 
 async def _run(config: Any, log_dir: Path | None) -> int:
-    from framework.coordinator.early import prepare_workers
+    from framework.coordinator.early import prepare_workers, workers_first
     from framework.hosts.lock import HostLock
 
     lock = HostLock(config.state_dir, config.name)  # one run per state folder, as hosts
@@ -72,9 +72,10 @@ async def _run(config: Any, log_dir: Path | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     workers = None
     try:
-        # The workers first: their start overlaps the coordinator's imports and
-        # connections; they wait for go, given once a model is published under the lease.
-        workers = await prepare_workers(config, log_dir, stop)
+        # The workers first (a core each): their start overlaps the coordinator's imports
+        # and connections; they wait for go, given once a model is published under the lease.
+        if workers_first(config.workers):
+            workers = await prepare_workers(config, log_dir, stop)
         from framework.coordinator.process import Coordinator
 
         await Coordinator(config, log_dir=log_dir, stop=stop, supervisor=workers).run()

@@ -1,7 +1,7 @@
-"""`sampan run` starts its workers first (`framework.coordinator.early`): before its own
-imports and connections, so their start overlaps the coordinator's. They wait for go and
-write nothing before it; a run that stops before its go ends them unused; one that ended
-before its go is reported, then started again."""
+"""`sampan run` starts its workers first (`framework.coordinator.early`) where there is a
+core for each process: before its own imports and connections, so their start overlaps
+the coordinator's. They wait for go and write nothing before it; a run that stops before
+its go ends them unused; one that ended before its go is reported, then started again."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from jobs.harness import CLI, REPO
 from jobs.outputs import keys
 from jobs.runs import CountJob
+
+from framework.coordinator.early import WORKERS_FIRST_ENV, workers_first
 
 WORKER_ONLY_CRASH = '''\
 import sys
@@ -24,6 +27,20 @@ from count_task import CountTask  # noqa: F401
 if "worker" in sys.argv:  # the coordinator (`sampan run`) loads it fine
     raise RuntimeError("crash_in_workers does not load in a worker process")
 '''
+
+
+def test_workers_go_first_where_each_process_has_a_core(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With fewer cores their imports would slow the coordinator's; the variable decides
+    instead when set."""
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv(WORKERS_FIRST_ENV, raising=False)
+    assert workers_first(cores - 1)
+    assert not workers_first(cores)
+    monkeypatch.setenv(WORKERS_FIRST_ENV, "1")
+    assert workers_first(cores)
+    monkeypatch.setenv(WORKERS_FIRST_ENV, "0")
+    assert not workers_first(cores - 1)
 
 
 def _holding(path: Path) -> bool:
@@ -70,7 +87,8 @@ partitions = 2
     logs = tmp_path / "logs"
     done = subprocess.run([*CLI, "run", str(job), "--worker-logs", str(logs)],
                           capture_output=True, text=True, timeout=300, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+                          env={**os.environ, "PYTHONPATH": str(REPO),
+                               WORKERS_FIRST_ENV: "1"})  # whatever this machine's cores
     assert done.returncode == 2, done.stderr
     assert "connection refused" in done.stderr, done.stderr
     for worker in (0, 1):
