@@ -14,7 +14,8 @@ and the workers' log lines split it into: process start → lease held (interpre
 imports, connecting, the lease, whose own time the coordinator logs), lease → job model
 published, model → workers spawned (told to go), → worker's first log line (its
 interpreter, imports and connecting when not done by then), → the worker resumed
-(restore, assignment), → the first output. Runs use
+(restore, assignment), → the first output; and the CPU time the coordinator and its
+workers had used by then (Linux). Runs use
 compiled bytecode (the package is byte-compiled first and PYTHONDONTWRITEBYTECODE is not
 passed on), as an installed sampan would. ``--other CHECKOUT`` interleaves runs of another
 checkout of sampan (e.g. a `git worktree` of an older commit) on the same broker: run n of
@@ -155,6 +156,7 @@ def run_once(system: str, bootstrap: str, folder: Path, number: int, workers: in
             cwd=folder / name)
         try:
             first = asyncio.run(_first_output_ms(config, 120)) / 1000
+            cpu = _cpu_seconds(process.pid)
         finally:
             process.terminate()
             process.wait(60)
@@ -183,7 +185,31 @@ def run_once(system: str, bootstrap: str, folder: Path, number: int, workers: in
     for label, since, until in marks:
         if since is not None and until is not None:
             figures[label] = until - since
+    figures.update(cpu)
     return figures
+
+
+def _cpu_seconds(coordinator: int) -> dict[str, float]:
+    """CPU time (user + system) so far of `sampan run` and of all its worker processes
+    together (Linux /proc; nothing elsewhere): on a machine with fewer cores than
+    processes, their sum bounds the start from below."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(pid: str) -> list[str]:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+    try:
+        own = stat(str(coordinator))
+    except OSError:
+        return {}
+    workers = 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError):
+            fields = stat(pid)
+            if int(fields[1]) == coordinator:
+                workers += (int(fields[11]) + int(fields[12])) / tick
+    return {"CPU: coordinator": (int(own[11]) + int(own[12])) / tick,
+            "CPU: workers together": workers}
 
 
 def _summary(label: str, runs: list[dict[str, float]]) -> None:

@@ -61,17 +61,26 @@ def _command(args: argparse.Namespace) -> int:
 
 
 async def _run(config: Any, log_dir: Path | None) -> int:
-    from framework.coordinator.process import Coordinator
+    from framework.coordinator.early import prepare_workers, workers_first
     from framework.hosts.lock import HostLock
 
     lock = HostLock(config.state_dir, config.name)  # one run per state folder, as hosts
     lock.acquire()  # a second run on this machine stops here, before the lease or a store
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    workers = None
     try:
-        coordinator = Coordinator(config, log_dir=log_dir)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, coordinator.stop.set)
-        await coordinator.run()
+        # The workers first (a core each): their start overlaps the coordinator's imports
+        # and connections; they wait for go, given once a model is published under the lease.
+        if workers_first(config.workers):
+            workers = await prepare_workers(config, log_dir, stop)
+        from framework.coordinator.process import Coordinator
+
+        await Coordinator(config, log_dir=log_dir, stop=stop, supervisor=workers).run()
     finally:
+        if workers is not None:  # the coordinator did not start: they end unused
+            await workers.discard_prepared()
         lock.release()
     return 0

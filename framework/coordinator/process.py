@@ -16,13 +16,15 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from framework.cancel import cancel_and_wait
 from framework.config import JobConfig
 from framework.config.snapshot import job_file_change, snapshot_config
 from framework.coordinator.decision import PartitionDecision
+from framework.coordinator.early import worker_supervisor
 from framework.coordinator.expansion_book import ExpansionBook
 from framework.coordinator.lease import CoordinatorLease, LeaseLostError, LeaseStore
 from framework.coordinator.model_service import ModelChange, ModelService
@@ -68,6 +70,18 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+async def _side_by_side(*calls: Awaitable[Any]) -> list[Any]:
+    """The results of ``calls``, awaited concurrently; the first error cancels the others
+    and is raised, as awaiting them one after another would."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            if not task.done():
+                await cancel_and_wait(task, "a start-up step beside one that failed")
+
+
 def _stat(path: Path) -> tuple[int, int] | None:
     try:
         found = path.stat()
@@ -82,18 +96,16 @@ class Coordinator:
     def __init__(
         self, config: JobConfig, *, stop: asyncio.Event | None = None,
         log_dir: Path | None = None, start_workers: bool = True,
+        supervisor: Supervisor | None = None,
     ) -> None:
+        """``supervisor``: one whose workers `sampan run` started already, waiting for go
+        (`framework.coordinator.early`), built with ``stop``."""
         self.config = config
         self.stop = stop or asyncio.Event()
         self.lifecycle = Lifecycle(f"coordinator of job {config.name!r}",
                                    CoordinatorPhase.CREATED, COORDINATOR_TRANSITIONS)
-        self.supervisor = Supervisor(
-            config.path, log_dir=log_dir or config.state_dir / "logs", tee=log_dir is None,
-            stop_timeout_s=config.coordinator.worker_stop_timeout_ms / 1000,
-            restart_backoff_s=config.coordinator.worker_restart_backoff_ms / 1000,
-            max_restarts=config.coordinator.max_worker_restarts,
-            crash_window_s=config.coordinator.crash_window_ms / 1000,
-            on_exit=self._worker_down, stop=self.stop)
+        self.supervisor = supervisor or worker_supervisor(config, log_dir, self.stop)
+        self.supervisor.on_exit = self._worker_down
         self.start_workers = start_workers
         self._job_file_stat: tuple[int, int] | None = None  # (mtime_ns, size) last looked at
         self.lease: CoordinatorLease | KafkaCoordinatorLease | None = None
@@ -132,21 +144,24 @@ class Coordinator:
             self.lifecycle.to(CoordinatorPhase.STARTING)
             await self.open_systems()
             await check_guarantee(self.config, self.meta)  # exactly-once needs transactions
-            self.supervisor.config_snapshot = snapshot_config(self.config)
+            if self.supervisor.config_snapshot is None:  # else written with the early workers
+                self.supervisor.config_snapshot = snapshot_config(self.config)
             ttl = self.config.coordinator.lease_timeout_ms
-            if self.start_workers:  # workers start up while the lease and the model are made
-                await self.supervisor.prepare(self.config.workers)
+            if self.start_workers:  # unless `sampan run` started them: they start up
+                await self.supervisor.prepare(self.config.workers)  # while the lease is taken
+            hosts_timeout = self.config.coordinator.session_timeout_ms
             if isinstance(self.meta, LeaseStore):
                 self.lease = CoordinatorLease(self.meta, self.config.name, ttl)
+                await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
             else:  # Kafka: the lease is membership of the job's coordinators' group
                 from framework.coordinator.kafka_lease import KafkaCoordinatorLease
 
-                await ensure_coordinator_stream(self.meta, self.config)
+                await _side_by_side(  # a topic made, a group looked up: independent
+                    ensure_coordinator_stream(self.meta, self.config),
+                    refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout))
                 self.lease = KafkaCoordinatorLease(
                     self.meta, self.config.name,
                     self.config.coordinator_ref.stream, ttl)
-            hosts_timeout = self.config.coordinator.session_timeout_ms
-            await refuse_other_mode(self.meta, self.config.name, "one-host", hosts_timeout)
             if self.lease is not None:
                 asked = time.monotonic()
                 await self.lease.acquire()  # before anything is written: one coordinator
@@ -162,14 +177,14 @@ class Coordinator:
                 log.warning("%s", shared)
             self._write_run_file()
             self._job_file_stat = _stat(self.config.path)
-            state = await read_state(self.meta, self.config)
+            # Independent round trips side by side: each is a wait for a broker.
+            state, counts = await _side_by_side(read_state(self.meta, self.config),
+                                                self.partition_counts())
             # Expansions carry over; a refusal, error or edit is re-detected by this run.
             self.status.expansions = state.status.expansions
             self.metrics.serve(self)
-            counts = await self.partition_counts()
-            await self._check_inputs()  # before any worker starts reading
-            await self.create_declared_streams()
-            await self._start_producers()
+            await _side_by_side(self._check_inputs(),  # before any worker starts reading
+                                self.create_declared_streams(), self._start_producers())
             self.model = await self._start_model(counts, state.model)
             if self.start_workers:
                 await self.supervisor.start(self.model.workers)

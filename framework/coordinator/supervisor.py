@@ -197,14 +197,8 @@ class Supervisor:
 
     async def _spawn(self, worker_id: int) -> None:
         worker = self.prepared.pop(worker_id, None)
-        if worker is not None and worker.process.returncode is None and worker.process.stdin:
-            try:
-                worker.process.stdin.write(b"go\n")
-                await worker.process.stdin.drain()
-                worker.process.stdin.close()
-            except (BrokenPipeError, ConnectionResetError):  # it died meanwhile
-                worker = None
-        else:
+        if worker is not None and not await self._tell_go(worker):
+            await self._prepared_ended(worker)
             worker = None
         if worker is None:
             worker = await self._launch(worker_id, prepared=False)
@@ -212,6 +206,35 @@ class Supervisor:
         self.workers[worker_id] = worker
         log.info("started worker %d (pid %d%s)", worker_id, worker.process.pid,
                  ", prepared" if worker.prepared else "")
+
+    @staticmethod
+    async def _tell_go(worker: _Worker) -> bool:
+        """Send a prepared worker its go; False when it is no longer there to take it."""
+        stdin = worker.process.stdin
+        if worker.process.returncode is not None or stdin is None:
+            return False
+        try:
+            stdin.write(b"go\n")
+            await stdin.drain()
+            stdin.close()
+        except (BrokenPipeError, ConnectionResetError):  # it died meanwhile
+            return False
+        return True
+
+    async def _prepared_ended(self, worker: _Worker) -> None:
+        """Say that a prepared worker ended before its go, how and why (its log's error
+        line): the worker started in its place may fail the same way."""
+        assert worker.waiter is not None
+        try:
+            code = await asyncio.wait_for(asyncio.shield(worker.waiter), self.stop_timeout_s)
+        except TimeoutError:  # its stdin is closed: it is on its way out
+            worker.process.kill()
+            code = await worker.waiter
+        self._close_log(worker)
+        cause = last_error_line(self.log_path(worker.worker_id))
+        log.warning("worker %d (started ahead) %s before it was told to go%s (log: %s); "
+                    "starting it again", worker.worker_id, describe_exit(code),
+                    f": {cause}" if cause else "", self.log_path(worker.worker_id))
 
     async def _launch(self, worker_id: int, *, prepared: bool) -> _Worker:
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -105,11 +106,11 @@ def quiet_client_futures(loop: asyncio.AbstractEventLoop) -> None:
     removing a batch twice: KeyError in ``message_accumulator``) as one WARNING line, not as
     an asyncio ERROR with a traceback; everything else the loop reports is handled as
     before."""
-    from aiokafka.errors import KafkaError
-
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         error = context.get("exception")
-        if isinstance(error, KafkaError):
+        # looked up, not imported: a job without Kafka never loads aiokafka (90 ms)
+        client_errors = sys.modules.get("aiokafka.errors")
+        if client_errors is not None and isinstance(error, client_errors.KafkaError):
             log.debug("%s: %r", context.get("message"), error)
             return
         if isinstance(error, Exception) and raised_in_client(error):

@@ -38,7 +38,7 @@ from framework.errors import (
     UnsupportedOperation,
 )
 from framework.systems.base import OffsetRange
-from framework.systems.kafka.aiokafka_private import close_client, fetch_error
+from framework.systems.kafka.aiokafka_private import close_client, fetch_error, know_leaders
 from framework.systems.kafka.denials import DENIALS, denial, denial_code, denied
 from framework.systems.kafka.diagnosis import diagnose
 from framework.systems.kafka.membership import consumer_group_members
@@ -343,6 +343,7 @@ class KafkaAdmin:
         while True:
             async with self._offsets_lock:
                 assert self._offsets is not None
+                await self.bounded("Metadata", know_leaders(self._offsets, tps))
                 try:
                     oldest = await self.bounded("ListOffsets",
                                                 self._offsets.beginning_offsets(tps))
@@ -362,6 +363,7 @@ class KafkaAdmin:
         wanted = {TopicPartition(self.topic(stream), p): timestamp_ms for p in range(count)}
         async with self._offsets_lock:
             assert self._offsets is not None
+            await self.bounded("Metadata", know_leaders(self._offsets, wanted))
             found = await self.bounded("ListOffsets", self._offsets.offsets_for_times(wanted))
         ends = await self.offsets(stream)
         return {tp.partition: ends[tp.partition].end if found.get(tp) is None

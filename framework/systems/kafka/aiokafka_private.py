@@ -9,10 +9,10 @@ naming what is missing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.consumer.fetcher import FetchResult
 from aiokafka.producer.message_accumulator import BatchBuilder
 
@@ -25,6 +25,7 @@ __all__ = [
     "fetcher_isolation_level",
     "group_coordinator_of",
     "hand_out_takes",
+    "know_leaders",
     "missing_coordinator_hooks",
     "replace_leave_group",
     "sender_task",
@@ -158,3 +159,19 @@ def hand_out_takes(columnar: Callable[[object], bool]) -> None:
         return taken
 
     FetchResult.getall = getall
+
+
+async def know_leaders(consumer: AIOKafkaConsumer, partitions: Collection[TopicPartition]
+                       ) -> None:
+    """Refresh ``consumer``'s metadata when it names no leader for one of ``partitions``.
+
+    Asked for the offsets of a partition it does not know (a topic created since its last
+    metadata), aiokafka requests metadata and sleeps its retry backoff (100 ms) before it
+    asks again; a start reads several just-created topics, one after another."""
+    client = consumer._client
+    unknown = {tp.topic for tp in partitions
+               if client.cluster.leader_for_partition(tp) in (None, -1)}
+    if unknown:
+        for topic in unknown:
+            client.add_topic(topic)
+        await client.force_metadata_update()
