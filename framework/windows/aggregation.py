@@ -417,16 +417,17 @@ class Windows:
             # order, then one stable sort by end (closing time - `Layout.lag`), which
             # costs one pass where a close has one closing time, the common case.
             taken.sort(key=_second)
+            cuts: list[int] = []  # the kept states' closed panes, dropped once sent
             results, kept, gone = self.layout.close_all(
                 taken, keyed.load if keyed.hot is None else keyed.hot.get, keyed.closed,
-                bound, self.reducer.result, WindowResult)
+                bound, self.reducer.result, WindowResult, cuts)
             results.sort(key=_end)
             if self.output is not None:
                 self._send(collector, results)
         except BaseException:
             keyed.index.restore(taken)  # nothing was written: everything stays open
             raise
-        keyed.finish_close(bound, kept, gone)
+        keyed.finish_close(bound, kept, gone, cuts)
         self._next_close = keyed.index.next()
         self._closed_to = watermark
         return results
