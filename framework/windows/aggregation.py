@@ -198,6 +198,7 @@ class Windows:
         fold, first_close, index = layout.fold, layout.first_close, keyed.index
         dirty_add, emptied, updates = keyed.dirty.add, keyed.emptied, self.emit_updates
         shape, gap, advance, width, start, add = _shape(layout)
+        counting = _counts(self.reducer)  # a lone count(): 1 and + 1, with no call
         due_at, buckets, times, granule = index.at, index.buckets, index.times, index.granule
         max_time = MAX_TIME
         results: list[WindowResult] = []
@@ -209,6 +210,8 @@ class Windows:
         late_before = -1 if watermark is None else watermark - grace
         next_close = self._next_close
         hot = keyed.hot
+        filed_at: int | None = None  # the due bucket a first state was last filed in
+        filed: list[str] = []
         quiet_ssp: Any = None
         quiet: int | None = None
         offset = None
@@ -221,7 +224,7 @@ class Windows:
                     watermark = event_time.watermark
                     late_before = -1 if watermark is None else watermark - grace
                     next_close = self._next_close
-                    hot, quiet_ssp = keyed.hot, None
+                    hot, quiet_ssp, filed_at = keyed.hot, None, None
                     continue
                 if not by_envelope:
                     ts = timestamp(envelope)
@@ -236,7 +239,7 @@ class Windows:
                                   late_before + grace, collector)
                     results += self._close_due(collector)
                     next_close = self._next_close
-                    hot = keyed.hot
+                    hot, filed_at = keyed.hot, None
                     continue
                 text = "s" + key if type(key) is str else key_text(key)
                 # The record folded into its key's windows: the reducer (user code) runs
@@ -249,12 +252,29 @@ class Windows:
                         state, sooner = fold(old, value, ts)
                     elif not old:  # the key's first state (its windows all closed since)
                         if shape == _SESSIONS:
-                            state = [ts, ts, start(value)]
-                        elif shape == _PANES:
-                            state = [ts - ts % advance, start(value)]
+                            state = [ts, ts, 1 if counting else start(value)]
+                            closes = ts + gap + 1
                         else:
-                            state = [ts - ts % advance, *start(value)]
-                        sooner = True
+                            if shape == _PANES:
+                                state = [ts - ts % advance, 1 if counting else start(value)]
+                            else:
+                                state = [ts - ts % advance, *start(value)]
+                            closes = first_close(state, keyed.closed)
+                        if granule > 1:
+                            closes += -closes % granule
+                        # `DueIndex.note`, inline: a key without state has no due time,
+                        # and the first states of a batch mostly fall due together
+                        due_at[text] = closes
+                        if closes != filed_at:
+                            bucket = buckets.get(closes)
+                            if bucket is None:
+                                bucket = buckets[closes] = []
+                                heappush(times, closes)
+                            filed, filed_at = bucket, closes
+                        filed.append(text)
+                        if next_close is None or closes < next_close:
+                            next_close = closes
+                        sooner = False
                     elif shape == _SESSIONS:
                         n = len(old)
                         first, last = old[n - 3], old[n - 2]
@@ -262,7 +282,8 @@ class Windows:
                             old += (ts, ts, start(value))
                             state, sooner = old, False
                         elif ts >= first - gap and (n == 3 or ts > old[n - 5] + gap):
-                            old[n - 1] = add(old[n - 1], value)  # into the newest one
+                            # into the newest one
+                            old[n - 1] = old[n - 1] + 1 if counting else add(old[n - 1], value)
                             state, sooner = old, False
                             if ts < first:
                                 old[n - 3] = ts
@@ -287,13 +308,14 @@ class Windows:
                         newest = old[i]
                         if newest == pane:
                             if shape == _PANES:
-                                old[i + 1] = add(old[i + 1], value)
+                                old[i + 1] = old[i + 1] + 1 if counting else add(old[i + 1],
+                                                                                  value)
                             else:
                                 add(old, i, value)
                             state, sooner = old, False
                         elif newest < pane:
                             if shape == _PANES:
-                                old += (pane, start(value))
+                                old += (pane, 1 if counting else start(value))
                             else:
                                 old += (pane, *start(value))
                             state, sooner = old, False
@@ -329,7 +351,7 @@ class Windows:
                             heappush(times, closes)
                         else:
                             bucket.append(text)
-                    elif sooner != LATER:
+                    elif sooner != LATER and was is not None:  # (it is: was <= closes)
                         closes = was
                     if next_close is None or closes < next_close:
                         next_close = closes
@@ -346,7 +368,7 @@ class Windows:
                 self._next_close = next_close
                 results += self._close_due(collector)
                 next_close = self._next_close
-                hot, quiet_ssp = keyed.hot, None
+                hot, quiet_ssp, filed_at = keyed.hot, None, None
         except BaseException:
             if batch is not None and offset is not None:
                 batch.failed_at(offset)
@@ -417,16 +439,17 @@ class Windows:
             # order, then one stable sort by end (closing time - `Layout.lag`), which
             # costs one pass where a close has one closing time, the common case.
             taken.sort(key=_second)
+            cuts: list[int] = []  # the kept states' closed panes, dropped once sent
             results, kept, gone = self.layout.close_all(
                 taken, keyed.load if keyed.hot is None else keyed.hot.get, keyed.closed,
-                bound, self.reducer.result, WindowResult)
+                bound, self.reducer.result, WindowResult, cuts)
             results.sort(key=_end)
             if self.output is not None:
                 self._send(collector, results)
         except BaseException:
             keyed.index.restore(taken)  # nothing was written: everything stays open
             raise
-        keyed.finish_close(bound, kept, gone)
+        keyed.finish_close(bound, kept, gone, cuts)
         self._next_close = keyed.index.next()
         self._closed_to = watermark
         return results
@@ -460,6 +483,12 @@ def _same(aggregate: Any) -> Any:
 
 _second, _end = operator.itemgetter(1), operator.itemgetter(2)
 _PANES, _COLUMNS, _SESSIONS = 1, 2, 3
+
+
+def _counts(reducer: Reducer) -> bool:
+    """Whether ``reducer`` is a lone `count` (start 1, add 1: `Windows._fold` inlines
+    them)."""
+    return reducer.inline is not None and reducer.inline.kind == "count" and not reducer.parts
 
 
 def _shape(layout: Layout) -> tuple[int, int, int, int, Any, Any]:

@@ -30,7 +30,7 @@ than a `TaskStore` (no drain to hook) is written at once too.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -215,12 +215,18 @@ class KeyedStates:
         return self.index.due(bound)
 
     def finish_close(self, bound: int, kept: list[tuple[str, State, int]],
-                     gone: Iterable[str] = ()) -> None:
+                     gone: Iterable[str] = (), cuts: Sequence[int] = ()) -> None:
         """Record a close at ``bound`` after its results were sent: ``kept`` is what each
         key taken by `start_close` keeps open and when it is next due (``(key, remaining,
-        due)``; remaining empty: nothing), ``gone`` the keys taken that keep nothing."""
+        due)``; remaining empty: nothing), ``gone`` the keys taken that keep nothing;
+        ``cuts`` (empty, or one per kept row): how many leading items each kept state
+        drops now, in place (`framework.windows.layouts.Cuts`)."""
         self.store.put(CLOSED_KEY, bound)
         self.closed = bound
+        if cuts:
+            for row, cut in zip(kept, cuts, strict=True):
+                if cut:
+                    del row[1][:cut]
         cache = self.cached()
         emptied = self.emptied
         # What remains goes into the cache (the store keeps the closed part until a

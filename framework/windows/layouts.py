@@ -55,6 +55,11 @@ Finish = Callable[[Any], Any] | None
 """`Reducer.result` (None: the aggregate is the result)."""
 Kept = list[tuple[str, list[Any], int]]
 """What keys keep after a close: ``(key text, remaining state, next due time)``."""
+Cuts = list[int] | None
+"""Given to a close as a list: the close may keep a state uncut — the key's own list —
+and say here, per kept row, how many leading items it drops once the close is done
+(`KeyedStates.finish_close`), instead of copying what remains; it leaves the list empty
+when its kept states are new lists. None: kept states are always new lists."""
 
 
 class Panes:
@@ -188,15 +193,17 @@ class Panes:
         return emitted, state[i:], end
 
     def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
-                  result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
+                  result: type[tuple[Any, ...]], cuts: Cuts = None
+                  ) -> tuple[list[Any], Kept, list[str]]:
         """`close` of every key ``taken``, in one call: the results — ``result((key,
         start, end, finish(aggregate), True))`` per window emitted, key by key in the
-        order of ``taken`` —, what the keys keep (`Kept`: a kept state is a new list)
-        and the keys that keep nothing."""
+        order of ``taken`` —, what the keys keep (`Kept`: a kept state is a new list, or
+        with ``cuts`` the key's own, uncut) and the keys that keep nothing. No state is
+        changed: a close that fails can run again."""
         size, advance, windows = self.size, self.advance, self.windows
         if self.merge_result is not None and finish is self.finish:
             return _close_grid(taken, load, closed, bound, result, size, advance, 2,
-                               self._value)
+                               self._value, cuts)
         new = tuple.__new__  # a NamedTuple without its Python __new__
         results: list[Any] = []
         kept: Kept = []
@@ -321,8 +328,9 @@ class PerWindow:
         return emitted, remaining, remaining[0] + self.size if remaining else 0
 
     def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
-                  result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
-        """`Panes.close_all`: `close` per key."""
+                  result: type[tuple[Any, ...]], cuts: Cuts = None
+                  ) -> tuple[list[Any], Kept, list[str]]:
+        """`Panes.close_all`: `close` per key (kept states are new lists)."""
         return _close_each(self, taken, load, closed, bound, finish, result)
 
 
@@ -416,9 +424,11 @@ class Sessions:
         return emitted, state[i:], state[i + 1] + self.gap + 1 if i < n else 0
 
     def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
-                  result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
+                  result: type[tuple[Any, ...]], cuts: Cuts = None
+                  ) -> tuple[list[Any], Kept, list[str]]:
         """`Panes.close_all` for sessions: a key's one session closing inline, `close`
-        for the others."""
+        for the others; with ``cuts``, a key whose sessions all stay open keeps its own
+        list (it drops nothing)."""
         gap = self.gap
         last = bound - gap - 1
         close = self.close
@@ -439,6 +449,10 @@ class Sessions:
                                   aggregate if finish is None else finish(aggregate), True)))
                 leave(text)
                 continue
+            if cuts is not None and state[1] > last:  # grown since it was filed: all open
+                kept.append((text, state, state[1] + gap + 1))
+                cuts.append(0)
+                continue
             emitted, remaining, due = close(state, closed, bound)
             if emitted:
                 key = text[1:] if text[0] == "s" else key_from_text(text)
@@ -448,6 +462,8 @@ class Sessions:
                                       True)))
             if remaining:
                 kept.append((text, remaining, due))
+                if cuts is not None:
+                    cuts.append(0)
             else:
                 leave(text)
         return results, kept, gone
@@ -539,13 +555,14 @@ class Columns:
         return emitted, self._tail(state, remaining), due
 
     def close_all(self, taken: Taken, load: Load, closed: int, bound: int, finish: Finish,
-                  result: type[tuple[Any, ...]]) -> tuple[list[Any], Kept, list[str]]:
+                  result: type[tuple[Any, ...]], cuts: Cuts = None
+                  ) -> tuple[list[Any], Kept, list[str]]:
         """`Panes.close_all` on columns: each window's result merged from the columns
         (`_column_merge`), or, for a ``finish`` of the caller's own, `Panes`' close of
-        the rebuilt aggregates."""
+        the rebuilt aggregates (kept states then new lists)."""
         if finish is self.finish:
             return _close_grid(taken, load, closed, bound, result, self.size, self.advance,
-                               self.width, self._merge)
+                               self.width, self._merge, cuts)
         states: dict[str, list[Any] | None] = {}
 
         def nested(text: str) -> list[Any] | None:
@@ -701,17 +718,21 @@ def _column_merge(reducer: Reducer, width: int) -> Callable[[list[Any], int, int
 
 def _close_grid(taken: Taken, load: Load, closed: int, bound: int,
                 result: type[tuple[Any, ...]], size: int, advance: int, width: int,
-                value: Callable[[list[Any], int, int], Any]) -> tuple[list[Any], Kept, list[str]]:
+                value: Callable[[list[Any], int, int], Any], cuts: Cuts = None
+                ) -> tuple[list[Any], Kept, list[str]]:
     """`Panes.close_all` of panes ``width`` apart (`Panes`, `Columns`) whose windows'
     results ``value(state, low, high)`` gives from the panes at ``state[low:high]``: per
     key, the windows ending in ``(closed, bound]`` that hold a pane (as `Panes.windows`
     finds them), then the panes still needed and when they are next due (as
-    `Panes.close`)."""
+    `Panes.close`). With ``cuts``, a kept state is the key's list, uncut, and ``cuts``
+    says how many closed items it drops: no copy of what remains (a close keeps most of
+    every key's panes) and none to free when the cache takes it."""
     new = tuple.__new__  # a NamedTuple without its Python __new__
     results: list[Any] = []
     kept: Kept = []
     gone: list[str] = []
     emit, keep, leave = results.append, kept.append, gone.append
+    cut = None if cuts is None else cuts.append
     after = closed - closed % advance + advance  # the first window end not emitted yet
     if after < size:
         after = size
@@ -753,7 +774,11 @@ def _close_grid(taken: Taken, load: Load, closed: int, bound: int,
         end = (end if end > 0 else 0) + size
         if end <= bound:
             end = bound - bound % advance + advance
-        keep((text, state[i:] if i else state, end))
+        if cut is None:
+            keep((text, state[i:] if i else state, end))
+        else:
+            keep((text, state, end))
+            cut(i)
     return results, kept, gone
 
 

@@ -288,3 +288,22 @@ def test_a_join_told_which_record_of_its_columns_failed() -> None:
     with pytest.raises(Exception, match=r"local\.left\[0\] offset 1: event time"):
         join.process_batch(batch, Sent())
     assert batch.failed == 1
+
+
+def test_a_first_state_after_a_close_is_filed_in_a_due_bucket_the_close_left() -> None:
+    """The keys' first states in a batch are filed in the last due bucket used while it
+    stands: a close that dropped it (every key in it had moved later) makes the next
+    first state due in that bucket file a new one, so its session still closes."""
+    views = SystemStreamPartition("local", "views", 0)
+    other = SystemStreamPartition("local", "views", 1)
+    # Granule 100: k0 is due at 900, k1 at 1,900 then 2,000 (still filed at 1,900); k0 at
+    # 1,900 closes k0's first session and drops the bucket of 1,900; k2 is due at 1,900.
+    data = [Envelope(views, n, key, {"x": 1}, ts) for n, (key, ts) in enumerate(
+        [("k0", 0), ("k1", 1_000), ("k1", 1_150), ("k0", 1_900), ("k2", 1_050)])]
+    data.append(Envelope(views, 5, "~wm", {"watermark": 10**6}, 10**6))
+    windows = Windows(Context(["views"]), "w", Session(gap_ms=800, grace_ms=1_000), count())
+    results = windows.process(Envelope(other, 0, "~wm", {"watermark": 10**6}, 10**6), Sent())
+    results += windows.process_batch(Columns(data), Sent())
+    assert [(r.key, r.start, r.end, r.value) for r in results] == [
+        ("k0", 0, 1, 1), ("k2", 1_050, 1_051, 1), ("k1", 1_000, 1_151, 2),
+        ("k0", 1_900, 1_901, 1)]

@@ -125,15 +125,20 @@ def test_close_emits_and_leaves_what_the_layout_defines_due_when_first_close_say
                        max_size=5),
        closed=st.integers(-1, 40), ahead=st.one_of(st.integers(-1, 1), st.integers(2, 40)),
        which=st.integers(0, 3),
-       finish=st.integers(0, 2), trim=st.booleans())
-@example(states=[[5]], closed=10, ahead=5, which=0, finish=0, trim=False)  # closed pane
-@example(states=[[50]], closed=-1, ahead=-1, which=3, finish=0, trim=True)  # not yet
+       finish=st.integers(0, 2), trim=st.booleans(), cut=st.booleans())
+@example(states=[[5]], closed=10, ahead=5, which=0, finish=0, trim=False, cut=False)
+@example(states=[[50]], closed=-1, ahead=-1, which=3, finish=0, trim=True, cut=True)
+@example(states=[[3, 15, 24, 33]], closed=-1, ahead=6, which=1, finish=2, trim=False,
+         cut=True)  # keeps panes after the windows it emits
 def test_close_all_equals_close_key_by_key(states: list[list[int]], closed: int, ahead: int,
-                                           which: int, finish: int, trim: bool) -> None:
+                                           which: int, finish: int, trim: bool,
+                                           cut: bool) -> None:
     """A layout's one-call `close_all` emits, keeps and drops what `close` says per key,
     also for states that still hold closed windows (read from the store before a trim);
     ``ahead`` -1, 0, 1: the close runs around the first key's first closing time;
-    ``finish`` 2: the reducer's own result (`Reducer.merge_result` for merged panes)."""
+    ``finish`` 2: the reducer's own result (`Reducer.merge_result` for merged panes);
+    ``cut``: told to keep states uncut (`layouts.Cuts`), it changes no state and says
+    what each kept one drops, or copies them all."""
     layout: Any = LAYOUTS[which]
     stored: dict[str, list[Any] | None] = {}
     for n, times in enumerate(states):
@@ -152,7 +157,14 @@ def test_close_all_equals_close_key_by_key(states: list[list[int]], closed: int,
         closed + 1, layout.first_close(first, closed) + ahead)
     before = copy.deepcopy(stored)  # the C close trims the states it keeps in place
     want = _close_each(layout, taken, before.get, closed, bound, result, tuple)
-    got = layout.close_all(taken, stored.get, closed, bound, result, tuple)
+    cuts: list[int] | None = [] if cut else None
+    got = layout.close_all(taken, stored.get, closed, bound, result, tuple, cuts)
+    if cuts:
+        assert stored == before
+        assert all(state is stored[text] for (text, state, _), n  # what drops is cut
+                   in zip(got[1], cuts, strict=True) if n)
+        got = (got[0], [(text, state[n:], due) for (text, state, due), n
+                        in zip(got[1], cuts, strict=True)], got[2])
     assert got == want
     results, kept, gone = want
     for text in before:

@@ -78,7 +78,7 @@ def test_columns_emit_and_keep_what_panes_do(kind: str, reducer: str,
     states: list[dict[str, Any]] = [{}, {}]
 
     def close(closed: int, bound: int) -> None:
-        seen = close_layouts(both, states, closed, bound, as_panes)
+        seen = close_layouts(both, states, closed, bound, as_panes, cut_first=True)
         assert same(seen[0], seen[1]), (closed, bound)
 
     def fold(n: int) -> None:

@@ -162,17 +162,25 @@ def replay(times: list[int], every: int, grace: int, step: int, fold: Callable[[
 
 
 def close_layouts(layouts: list[Any], states: list[dict[str, Any]], closed: int, bound: int,
-                  view: Callable[[Any, Any], Any] = lambda layout, state: state
-                  ) -> list[tuple[Any, ...]]:
+                  view: Callable[[Any, Any], Any] = lambda layout, state: state,
+                  cut_first: bool = False) -> list[tuple[Any, ...]]:
     """A close of every key each layout holds (its states then updated): per layout, its
-    results, kept keys (their states as ``view`` shows them) and gone keys."""
+    results, kept keys (their states as ``view`` shows them) and gone keys. With
+    ``cut_first`` the first layout keeps its states uncut and cuts them in place after
+    the close (`layouts.Cuts`, as `KeyedStates.finish_close` does), the others copy."""
     seen: list[tuple[Any, ...]] = []
-    for layout, held in zip(layouts, states, strict=True):
+    for n, (layout, held) in enumerate(zip(layouts, states, strict=True)):
         taken = sorted((0, text) for text in held)
+        cuts: list[int] | None = [] if cut_first and n == 0 else None
         results, kept, gone = layout.close_all(taken, held.get, closed, bound, layout.finish,
-                                               WindowResult)
+                                               WindowResult, cuts)
         for text, remaining, _ in kept:
+            if cuts:
+                assert remaining is held[text]  # the key's own list: no copy
             held[text] = remaining
+        if cuts:
+            for (_, remaining, _), cut in zip(kept, cuts, strict=True):
+                del remaining[:cut]
         for text in gone:
             del held[text]
         seen.append((results, [(text, view(layout, state), due) for text, state, due in kept],
