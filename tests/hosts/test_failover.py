@@ -210,20 +210,23 @@ def test_failover_without_standbys_restores_fully_then_sigterm_leaves_at_once(
                 ("full", True, False), ("delta", False, False), ("delta", True, False),
                 ("none", False, True))  # a delta from an empty copy restores it all
 
-        # A second "a" on this machine and a's state folder: refused by a's lock file
-        # before it opens a store or joins the group.
+        # Two more hosts named "a", started at once (each process's start is seconds).
+        # From a settled model without warmups: no follow-up or probing rebalance pending,
+        # so the next two models are those of the second one's join and of its LeaveGroup.
+        before = wait_for(lambda: (s := _settled(hosts, {"a", "c"})) and s.model and not (
+            s.model.warmups) and s, 60, "a and c settled, no warmup", hosts).model.epoch
         running = hosts.processes["a"].pid
-        assert hosts.start("a", label="a-same-folder", data="a").wait(60) == 2
+        same_folder = hosts.start("a", label="a-same-folder", data="a")
+        other_folder = hosts.start("a", label="a-elsewhere")
+        # One on this machine and a's state folder: refused by a's lock file before it
+        # opens a store or joins the group.
+        assert same_folder.wait(60) == 2
         local = hosts.log("a-same-folder")
         assert f"host 'a' of job {config.name!r} already runs on this machine (pid " \
             f"{running})" in local and "give this host another --host name" in local
         assert "joined group" not in local and "cannot read local copy" not in local
-        # A second "a" elsewhere (its own state folder): refused by the group's leader.
-        # From a settled model without warmups: no follow-up or probing rebalance pending,
-        # so the next two models are those of its join and of its LeaveGroup.
-        before = wait_for(lambda: (s := _settled(hosts, {"a", "c"})) and s.model and not (
-            s.model.warmups) and s, 60, "a and c settled, no warmup", hosts).model.epoch
-        assert hosts.start("a", label="a-elsewhere").wait(60) == 2
+        # One elsewhere (its own state folder): refused by the group's leader.
+        assert other_folder.wait(60) == 2
         elsewhere = hosts.log("a-elsewhere")
         assert f"already has a host named 'a' (pid {running} on machine" in elsewhere
         assert "give this host another --host name" in elsewhere
