@@ -104,6 +104,12 @@ def _guarantee_of_metadata_system(reading: Reading) -> str:
     return "at-least-once" if meta is not None and meta.type == "kafka" else "exactly-once"
 
 
+_ADDED_SINCE_DIGESTS_WERE_PINNED = ("expansion_merge_ms",)
+"""``[job]`` keys added after the digests of job files were pinned: at its declared default
+such a key is left out of `JobConfig.digest`, so an upgrade changes no running job's digest
+(workers compare them)."""
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """A whole job file, validated. Paths are absolute, resolved against the file's folder.
@@ -338,6 +344,10 @@ class JobConfig:
         document = without_secrets(self.to_dict())
         if self.queries == QueriesConfig():  # the digest a job had before [queries] existed:
             del document["queries"]  # its running workers are not restarted by an upgrade
+        defaults = {f.name: f.default for f in fields(self)}
+        for key in _ADDED_SINCE_DIGESTS_WERE_PINNED:  # likewise for keys added since
+            if document["job"].get(key) == defaults[key]:
+                del document["job"][key]
         canonical = json.dumps(document, sort_keys=True,
                                separators=(",", ":"),
                                ensure_ascii=False, default=str)

@@ -206,6 +206,16 @@ def test_a_job_file_setting_every_key_keeps_the_digest_main_computed(tmp_path: P
     assert load_config(tmp_path / "full.toml").digest == EVERY_KEY_DIGEST
 
 
+def test_a_key_added_since_the_digests_were_pinned_changes_the_digest_only_when_set(
+        tmp_path: Path) -> None:
+    """``job.expansion_merge_ms`` at its default keeps the pinned digest; set otherwise, it
+    is part of the configuration the workers compare."""
+    (tmp_path / "full.toml").write_text(EVERY_KEY)
+    config = load_config(tmp_path / "full.toml")
+    assert config.with_overrides(expansion_merge_ms=300000).digest == EVERY_KEY_DIGEST
+    assert config.with_overrides(expansion_merge_ms=0).digest != EVERY_KEY_DIGEST
+
+
 def test_to_dict_writes_every_declared_key_and_parses_back_to_the_same_config(
         tmp_path: Path) -> None:
     (tmp_path / "full.toml").write_text(EVERY_KEY)
