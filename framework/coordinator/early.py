@@ -28,16 +28,11 @@ WORKERS_FIRST_ENV = "SAMPAN_WORKERS_FIRST"
 
 
 def workers_first(workers: int) -> bool:
-    """Whether `sampan run` starts its ``workers`` before its own imports: when the
-    machine has a core for the coordinator and each worker (or the variable says so)."""
-    forced = os.environ.get(WORKERS_FIRST_ENV, "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS: no affinity, every core
-        cores = os.cpu_count() or 1
-    return cores > workers
+    """Whether `sampan run` starts its ``workers`` before its own imports: only when
+    ``SAMPAN_WORKERS_FIRST=1`` asks for it. Off by default: a worker started that early
+    also reports a job file's error the run itself reports (a second error line), and on
+    two cores its imports slowed the coordinator (docs/performance.md)."""
+    return os.environ.get(WORKERS_FIRST_ENV, "").strip() == "1"
 
 
 def worker_supervisor(config: JobConfig, log_dir: Path | None,
