@@ -3,7 +3,6 @@
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import kafka_broker as brokers
@@ -25,17 +24,6 @@ KAFKA_FIXTURES = {"kafka_broker", "kafka_cluster", "kafka_own_broker", "tansu_br
                   "secured_kafka"}
 MODULE_FIXTURES = {"_module_broker", "_module_cluster"}
 """Module-scoped fixtures: a module using one runs on one pytest process."""
-SLOWEST_S = {
-    "hosts/test_incremental.py": 231, "hosts/test_failover.py": 125,
-    "pipelines/test_exact_kafka.py": 88, "queries/test_queries_on_hosts.py": 76,
-    "faults/test_broker_outage.py": 67, "hosts/test_leader_departure.py": 54,
-    "spark/test_spark_jvm.py": 53, "hosts/test_hosts_holds.py": 47,
-    "pipelines/test_exact_hosts.py": 47, "coordinator/test_metrics.py": 35,
-    "coordinator/test_expansion.py": 33, "security/test_secured_cli.py": 32,
-    "eos/test_eos_crashes.py": 32, "coordinator/test_status_on_kafka.py": 31,
-    "faults/test_one_job_one_mode.py": 25}
-"""Seconds the slowest modules' tests took in a quiet run of the suite (`--durations`,
-summed per module): handed out first, the longest first, so that none starts late."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
@@ -51,11 +39,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     alone on a long module.
 
     The modules with a slow or Kafka test are collected first (each module's tests stay
-    together, in their order), those of `SLOWEST_S` before the others, longest first:
-    xdist hands out the largest groups first and every other test in collection order, so
-    the longest tests start early and the quick ones come last and fill both processes'
-    ends, instead of one process ending the run alone on an end-to-end test that started
-    late.
+    together, in their order): xdist hands out the largest groups first and every other
+    test in collection order, so the quick tests come last and fill both processes' ends
+    instead of one process ending the run alone on an end-to-end test that started late.
     """
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -70,15 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.kafka)
     long = {item.path for item in items
             if item.get_closest_marker("slow") or item.get_closest_marker("kafka")}
-    items.sort(key=lambda item: (item.path not in long, -_known_seconds(item.path)))
-    # (stable: the order within a module stays)
-
-
-def _known_seconds(path: Path) -> int:
-    """The module's figure in `SLOWEST_S` (0 when not listed)."""
-    parts = path.parts
-    inside = "/".join(parts[parts.index("tests") + 1:]) if "tests" in parts else ""
-    return SLOWEST_S.get(inside, 0)
+    items.sort(key=lambda item: item.path not in long)  # stable: the order within stays
 
 
 def require_kafka() -> None:
