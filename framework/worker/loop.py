@@ -120,6 +120,8 @@ class WorkerLoop:
         merging = routing.merging
         prefetch_issued: dict[str, tuple[int, int]] = {}
         """System → the `Merging.ticket` of its batch in ``prefetched``."""
+        ends_readers: dict[str, EndsReader | None] = {}
+        """System → its consumer when that is an `EndsReader`, else None."""
         routing.release_barriers(instances, self.model)
         while True:
             if not routing.consumers:  # a worker without tasks: idle, but hear SIGTERM
@@ -135,7 +137,9 @@ class WorkerLoop:
                 else:
                     ticket = merging.ticket(now_ms())
                     batch = await fetch(max_records, 50 if not self.stop.is_set() else 0)
-                ends = consumer if isinstance(consumer, EndsReader) else None
+                if name not in ends_readers:  # a Protocol check per consumer, not per fetch
+                    ends_readers[name] = consumer if isinstance(consumer, EndsReader) else None
+                ends = ends_readers[name]
                 probes = ends is not None
                 if batch and not routing.stages and not routing.approaching and (
                         not merging.paused and not (probes and merging.pending)
