@@ -53,10 +53,17 @@ __all__ = [
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("sampan")`` available on ``spark`` (idempotent)."""
+    """Make ``format("sampan")`` available on ``spark`` (idempotent) and make ``spark`` the
+    calling thread's active session: Spark finds a Python data source for a *write* in the
+    thread's active session, not the DataFrame's (a read uses the reader's session), so a
+    write from a thread where another session, or none, is active fails with
+    ``DATA_SOURCE_NOT_FOUND``. Call it in the thread that writes."""
     from framework.spark.source import SampanDataSource
 
     spark.dataSource.register(SampanDataSource)
+    jvm: Any = getattr(spark, "_jvm", None)
+    if jvm is not None:  # a classic session; Spark Connect keeps no thread-local session
+        jvm.SparkSession.setActiveSession(spark._jsparkSession)  # noqa: SLF001 - no public setter
 
 
 PYTHON_AUTH_TIMEOUT = "300s"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,36 @@ def test_writer_honours_a_partition_column(spark: Any, job: Path) -> None:
     assert [(r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in rows] == [
         (1, 0, b"k", b"v")]
 
+
+
+def test_a_write_from_another_thread_finds_the_source_once_registered_there(
+        spark: Any, job: Path) -> None:
+    """Spark looks a Python data source up for a write in the calling thread's active
+    session, not the DataFrame's: a thread of the user's with no session active fails with
+    DATA_SOURCE_NOT_FOUND (the mechanism of a re-key's write failing after `register`)
+    unless `register(spark)` runs in that thread, which makes ``spark`` active there."""
+    from framework.spark import register
+
+    frame = spark.createDataFrame([(b"k", b"v", 0)], "key binary, value binary, partition int")
+    errors: list[BaseException] = []
+
+    def write(with_register: bool) -> None:
+        try:
+            if with_register:
+                register(spark)
+            frame.write.format("sampan").option("job", str(job)).option(
+                "stream", "local.word-counts").mode("append").save()
+        except BaseException as error:
+            errors.append(error)
+
+    for with_register in (False, True):
+        thread = threading.Thread(target=write, args=(with_register,))
+        thread.start()
+        thread.join(120)
+        assert not thread.is_alive()
+    assert len(errors) == 1 and "DATA_SOURCE_NOT_FOUND" in str(errors[0]), errors
+    rows = _read(spark, job, stream="local.word-counts", raw="true").collect()
+    assert [(r.partition, bytes(r.key), bytes(r.value)) for r in rows] == [(0, b"k", b"v")]
 
 def test_read_from_kafka(spark: Any, kafka_broker: Any, tmp_path: Path) -> None:
     path = tmp_path / "job.toml"
