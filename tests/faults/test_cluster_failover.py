@@ -67,7 +67,11 @@ def test_a_replicated_stream_keeps_every_record_when_its_leader_is_killed(
     topic = f"rf3-{uuid.uuid4().hex[:8]}"
 
     async def run() -> tuple[int, int, OffsetRange, list[bytes | None]]:
-        system = KafkaSystem("kafka", kafka_cluster.bootstrap, {"replication_factor": 3})
+        # A 60 s client timeout: the write right after the kill waits out the leader's
+        # move (the broker session timeout, 6 s, an election, a metadata refresh), which
+        # took over the default 10 s on a loaded machine (a fresh-clone run, 2026-11-30).
+        system = KafkaSystem("kafka", kafka_cluster.bootstrap,
+                             {"replication_factor": 3, "timeout_s": 60})
         try:
             await system.create_stream(topic, 1)
             await system.produce([ProducerRecord(topic, b"k", b"%d" % i, partition=0)
