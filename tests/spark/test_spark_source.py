@@ -147,7 +147,6 @@ def test_writer_honours_a_partition_column(spark: Any, job: Path) -> None:
         (1, 0, b"k", b"v")]
 
 
-
 def test_a_write_from_another_thread_finds_the_source_once_registered_there(
         spark: Any, job: Path) -> None:
     """Spark looks a Python data source up for a write in the calling thread's active
@@ -176,6 +175,7 @@ def test_a_write_from_another_thread_finds_the_source_once_registered_there(
     assert len(errors) == 1 and "DATA_SOURCE_NOT_FOUND" in str(errors[0]), errors
     rows = _read(spark, job, stream="local.word-counts", raw="true").collect()
     assert [(r.partition, bytes(r.key), bytes(r.value)) for r in rows] == [(0, b"k", b"v")]
+
 
 def test_read_from_kafka(spark: Any, kafka_broker: Any, tmp_path: Path) -> None:
     path = tmp_path / "job.toml"
