@@ -72,9 +72,9 @@ async def _run(config: Any, log_dir: Path | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     workers = None
     try:
-        # The workers first (a core each): their start overlaps the coordinator's imports
-        # and connections; they wait for go, given once a model is published under the lease.
-        if workers_first(config.workers):
+        # The workers first (SAMPAN_WORKERS_FIRST=1): their start overlaps the coordinator's
+        # imports and connections; they wait for go, given once a model is published.
+        if workers_first():
             workers = await prepare_workers(config, log_dir, stop)
         from framework.coordinator.process import Coordinator
 

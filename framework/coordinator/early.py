@@ -24,11 +24,12 @@ from framework.coordinator.supervisor import Supervisor
 __all__ = ["WORKERS_FIRST_ENV", "prepare_workers", "worker_supervisor", "workers_first"]
 
 WORKERS_FIRST_ENV = "SAMPAN_WORKERS_FIRST"
-"""``1``: start the workers first whatever the cores; ``0``: never; unset: `workers_first`."""
+"""``1``: start the workers before the coordinator's imports; unset or anything else (the
+default): once the coordinator has imported and connected."""
 
 
-def workers_first(workers: int) -> bool:
-    """Whether `sampan run` starts its ``workers`` before its own imports: only when
+def workers_first() -> bool:
+    """Whether `sampan run` starts its workers before its own imports: only when
     ``SAMPAN_WORKERS_FIRST=1`` asks for it. Off by default: a worker started that early
     also reports a job file's error the run itself reports (a second error line), and on
     two cores its imports slowed the coordinator (docs/performance.md)."""

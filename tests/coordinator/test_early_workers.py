@@ -34,11 +34,11 @@ def test_workers_go_first_only_when_the_variable_asks_for_it(
     """Off by default (a second error line from a worker started that early, and slower
     on two cores), whatever the machine's cores."""
     monkeypatch.delenv(WORKERS_FIRST_ENV, raising=False)
-    assert not workers_first(1)
+    assert not workers_first()
     monkeypatch.setenv(WORKERS_FIRST_ENV, "1")
-    assert workers_first(1)
+    assert workers_first()
     monkeypatch.setenv(WORKERS_FIRST_ENV, "0")
-    assert not workers_first(1)
+    assert not workers_first()
 
 
 def _holding(path: Path) -> bool:
