@@ -5,7 +5,8 @@ and the rebalance time when a host joins.
                              | --tansu]
 
 Per case: 3 hosts (1 worker each) run the per-key sum job on 6 partitions (6 tasks), the
-input holds ``keys-per-task`` keys per task, every key's sum reached; host b is SIGKILLed
+input (produced once every task is in its place: no warmup left) holds ``keys-per-task``
+keys per task, every key's sum reached; host b is SIGKILLed
 (its whole process group) and the figures come from the hosts' reports on the coordinator
 stream: kill → every task processing again (the survivors' ``resumed_ms`` at the failover
 epoch) and the records the moved tasks restored. Then an empty host d joins: start → every
@@ -39,10 +40,15 @@ from hostjobs import Hosts, final_state, job_file, produce, state, wait_for  # n
 from kafka_broker import start_kafka, start_tansu  # noqa: E402
 
 
-def _settled(hosts: Hosts, names: set[str], after: int) -> CoordinatorState | None:
+def _settled(hosts: Hosts, names: set[str], after: int, placed: bool = False
+             ) -> CoordinatorState | None:
+    """The job's state once its model is newer than ``after``, places tasks on exactly
+    ``names`` (``placed``: and warms no copy up, so no task is still to move), and every
+    host reports it resumed that model."""
     current = state(hosts.config)
     model = current.model
-    if model is None or model.epoch <= after or set(model.hosts) != names:
+    if model is None or model.epoch <= after or set(model.hosts) != names or (
+            placed and model.warmups):
         return None
     reports = [current.hosts.get(n) for n in names]
     ok = all(r is not None and r.epoch == model.epoch and r.resumed_ms for r in reports)
@@ -62,8 +68,11 @@ def run_case(bootstrap: str, folder: Path, standbys: int, keys_per_task: int,
         for host in "abc":
             hosts.start(host)
         config = hosts.config
-        first = wait_for(lambda: _settled(hosts, {"a", "b", "c"}, 0), settle_s, "3 hosts",
-                         hosts)
+        # Every task in its place before the input: a task moved after its records were
+        # processed would leave an up-to-date copy behind, and the failover would restore
+        # less than the killed host's tasks hold (or nothing), by chance.
+        first = wait_for(lambda: _settled(hosts, {"a", "b", "c"}, 0, placed=True), settle_s,
+                         "3 hosts, every task in its place", hosts)
         truth: Counter[str] = Counter()
         keys = keys_per_task * 6
         for start in range(0, keys, 50_000):

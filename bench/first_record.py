@@ -44,7 +44,7 @@ from kafka_broker import running_kafka  # noqa: E402
 
 from bench.sum_task import sum_task_source  # noqa: E402
 from framework.config.sections import SystemConfig  # noqa: E402
-from framework.coordinator.supervisor import _die_with_parent  # noqa: E402
+from framework.coordinator.supervisor import die_with_parent  # noqa: E402
 from framework.errors import SampanError  # noqa: E402
 from framework.systems import open_system  # noqa: E402
 from framework.systems.base import ProducerRecord  # noqa: E402
@@ -154,7 +154,7 @@ def run_once(system: str, bootstrap: str, folder: Path, number: int, workers: in
         process = subprocess.Popen(
             [sys.executable, "-m", "framework.cli", "run", str(path), "--worker-logs",
              str(folder / name / "logs")], stdout=out, stderr=subprocess.STDOUT, env=env,
-            cwd=folder / name, preexec_fn=_die_with_parent)  # SIGTERM if the bench dies
+            cwd=folder / name, preexec_fn=die_with_parent)  # SIGTERM if the bench dies
         try:
             first = asyncio.run(_first_output_ms(config, 120)) / 1000
             cpu = _cpu_seconds(process.pid)

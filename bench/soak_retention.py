@@ -36,6 +36,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from framework.config import JobConfig, load_config
+from framework.coordinator.supervisor import die_with_parent
 from framework.drill.verify import read_stream
 from framework.systems.base import ProducerRecord
 from framework.systems.local.system import LocalSystem
@@ -135,7 +136,8 @@ async def soak(folder: Path, args: argparse.Namespace) -> int:
         [sys.executable, "-m", "framework.cli", "run", str(config.path)], cwd=REPO,
         stdout=open(folder / "coordinator.log", "wb"),  # noqa: SIM115
         stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        preexec_fn=die_with_parent)  # SIGTERM if the bench dies
     system = LocalSystem("local", folder / "data")
     truth: Counter[str] = Counter()
     rng = random.Random(7)

@@ -32,6 +32,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from framework.coordinator.supervisor import die_with_parent
+
 STEPS: list[tuple[str, str]] = [
     ("commit: encode outputs", r"RecordCodec\.encode|encode_outputs|_encode_all"),
     ("commit: changelog records", r"changelog_records"),
@@ -122,13 +124,15 @@ def profile(system: str, records: int, keys: int, rate: int, raw: Path,
         [sys.executable, "-m", "bench.worker_profile", "--child", "--system", system,
          "--records", str(records), "--keys", str(keys), "--broker", broker],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        cwd=Path(__file__).resolve().parent.parent)
+        cwd=Path(__file__).resolve().parent.parent,
+        preexec_fn=die_with_parent)  # SIGTERM if the bench dies
     assert child.stdin is not None and child.stdout is not None
     while (line := child.stdout.readline()) and line.strip() != "READY":
         pass
     spy = subprocess.Popen([py_spy, "record", "--pid", str(child.pid), "--format", "raw",
                             "-r", str(rate), "-o", str(raw), "--nonblocking"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           preexec_fn=die_with_parent)
     time.sleep(1.0)  # py-spy attaches
     child.stdin.write("\n")
     child.stdin.flush()

@@ -22,6 +22,7 @@ from pathlib import Path
 from bench.sum_task import sum_task_source
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
+from framework.coordinator.supervisor import die_with_parent
 from framework.drill.timeline import committed_and_end
 from framework.metadata import publish_model, read_state
 from framework.systems import open_system
@@ -122,7 +123,8 @@ def start_worker(config: JobConfig, worker: int, log: Path) -> subprocess.Popen[
         return subprocess.Popen(
             [sys.executable, "-m", "framework.cli", "worker", str(config.path),
              "--worker", str(worker)], stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            start_new_session=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            preexec_fn=die_with_parent)  # SIGTERM if the bench dies
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

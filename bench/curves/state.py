@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from bench.curves.job import ROOT, open_meta, prepare, records, write_job
 from bench.curves.plot import Curve
+from framework.coordinator.supervisor import die_with_parent
 from framework.drill.timeline import committed_and_end
 from framework.metadata import read_state
 from framework.stores import RocksDBEngine, changelog_reader, restore_store
@@ -60,7 +61,8 @@ async def pause(folder: Path, keys: int) -> float:
         process = subprocess.Popen(
             [sys.executable, "-m", "framework.cli", "run", str(config.path)], stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)})
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            preexec_fn=die_with_parent)  # SIGTERM if the bench dies
     system = await open_meta(config)
     try:
         async def caught_up() -> bool | None:

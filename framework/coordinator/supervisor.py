@@ -36,7 +36,7 @@ from framework.metadata import StuckWorker, WorkerCrashes
 from framework.wording import counted
 
 __all__ = ["Supervisor", "WorkerCrashLoopError", "WorkerPermanentError", "describe_exit",
-           "last_error_line"]
+           "die_with_parent", "last_error_line"]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,9 @@ def last_error_line(path: Path, tail_bytes: int = 65536) -> str | None:
     return None
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the coordinator dies (Linux only)."""
+def die_with_parent() -> None:
+    """In a child before exec (``preexec_fn``): get SIGTERM when the process that started it
+    dies — the coordinator, or a benchmark (Linux only; elsewhere nothing)."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -252,7 +253,7 @@ class Supervisor:
             *extra,
             stdin=asyncio.subprocess.PIPE if prepared else None,
             stdout=log_file, stderr=log_file,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
             env={**os.environ, "PYTHONUNBUFFERED": "1", NOTICES_GIVEN_ENV: "1"},
         )
         worker = _Worker(worker_id, process, time.monotonic(), log_file, prepared=prepared)
