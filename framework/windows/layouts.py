@@ -84,6 +84,9 @@ class Panes:
             and inline is not None and not inline.columns else self._merged)
         """A window's result from its panes ``state[low:high]`` (`_close_grid`): a lone
         count, sum, min or max merged in place over the state, with no list per window."""
+        self._adds = (self._value is not self._merged and inline is not None
+                      and inline.merge == _ADD and inline.result is None)
+        """A lone count or sum: `_close_grid` adds the panes up as it walks them."""
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
         """``state`` (changed in place) with the record at ``ts`` folded in, and whether
@@ -203,7 +206,7 @@ class Panes:
         size, advance, windows = self.size, self.advance, self.windows
         if self.merge_result is not None and finish is self.finish:
             return _close_grid(taken, load, closed, bound, result, size, advance, 2,
-                               self._value, cuts)
+                               self._value, cuts, self._adds)
         new = tuple.__new__  # a NamedTuple without its Python __new__
         results: list[Any] = []
         kept: Kept = []
@@ -647,6 +650,8 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
 
 
 _CHOOSE = {"min": "<", "max": ">"}
+_ADD = "{a} + {b}"
+"""The inline merge of a count and a sum."""
 """The comparison `min(a, b)` and `max(a, b)` make: ``b`` replaces ``a`` only when it
 compares less (greater), so ties and NaN keep ``a``, as the builtins do."""
 
@@ -718,15 +723,18 @@ def _column_merge(reducer: Reducer, width: int) -> Callable[[list[Any], int, int
 
 def _close_grid(taken: Taken, load: Load, closed: int, bound: int,
                 result: type[tuple[Any, ...]], size: int, advance: int, width: int,
-                value: Callable[[list[Any], int, int], Any], cuts: Cuts = None
-                ) -> tuple[list[Any], Kept, list[str]]:
+                value: Callable[[list[Any], int, int], Any], cuts: Cuts = None,
+                adds: bool = False) -> tuple[list[Any], Kept, list[str]]:
     """`Panes.close_all` of panes ``width`` apart (`Panes`, `Columns`) whose windows'
     results ``value(state, low, high)`` gives from the panes at ``state[low:high]``: per
     key, the windows ending in ``(closed, bound]`` that hold a pane (as `Panes.windows`
     finds them), then the panes still needed and when they are next due (as
     `Panes.close`). With ``cuts``, a kept state is the key's list, uncut, and ``cuts``
     says how many closed items it drops: no copy of what remains (a close keeps most of
-    every key's panes) and none to free when the cache takes it."""
+    every key's panes) and none to free when the cache takes it. With ``adds`` (panes of
+    width 2 whose one aggregate merges by ``+``: a lone count or sum), a window's panes
+    are added up as they are found, left to right as ``value`` would: no call, no second
+    pass."""
     new = tuple.__new__  # a NamedTuple without its Python __new__
     results: list[Any] = []
     kept: Kept = []
@@ -757,12 +765,19 @@ def _close_grid(taken: Taken, load: Load, closed: int, bound: int,
                 end = state[low] + advance
                 continue
             high = low + width
-            while high < n and state[high] < end:
-                high += width
+            if adds:
+                total = state[low + 1]
+                while high < n and state[high] < end:
+                    total = total + state[high + 1]
+                    high += 2
+            else:
+                while high < n and state[high] < end:
+                    high += width
+                total = value(state, low, high)
             if not named:
                 key = text[1:] if text[0] == "s" else key_from_text(text)
                 named = True
-            emit(new(result, (key, start, end, value(state, low, high), True)))
+            emit(new(result, (key, start, end, total, True)))
             end += advance
         i = low  # the panes before it end before ``bound``: closed
         while i < n and state[i] + size <= bound:

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from framework.windows import Hopping, Session, Tumbling, count, max_of, mean_of, min_of, sum_of
-from framework.windows.layouts import Panes, PerWindow, Sessions, _close_each
+from framework.windows.layouts import Panes, PerWindow, Sessions, _close_each, _close_grid
 from framework.windows.reducers import Reducer, aggregate
 from framework.windows.state import key_from_text
 
@@ -61,6 +61,32 @@ def test_a_lone_built_in_in_panes_merges_a_window_over_the_state_as_merge_result
         assert repr(layout._value(state, low, high)) == repr(wanted), name
 
 
+@settings(max_examples=100, deadline=None)
+@given(groups=st.lists(st.lists(numbers, min_size=1, max_size=4), min_size=1, max_size=7),
+       skips=st.lists(st.integers(0, 3), min_size=7, max_size=7))
+def test_a_hopping_count_or_sum_adds_its_panes_as_it_walks_them_to_the_bit(
+        groups: list[list[Any]], skips: list[int]) -> None:
+    """`_close_grid` adds up the panes of a lone count or sum as it walks a window's panes
+    (``adds``): every window gets what the reducer's merge of those panes gives, floats
+    included (the same additions in the same order); other reducers keep the merge."""
+    for name, reducer in BUILT_INS.items():
+        layout = Panes(Hopping(size_ms=30, advance_ms=10), reducer)
+        assert layout._adds == (name in ("count", "sum")), name
+        if not layout._adds:
+            continue
+        starts = [10 * (n + sum(skips[:n + 1])) for n in range(len(groups))]  # some gaps
+        state = [x for at, aggregate in zip(starts, aggregates(reducer, groups), strict=True)
+                 for x in (at, aggregate)]
+        states = {"sk": state}.get
+        bound = starts[-1] + 40  # every window of every pane ends by then
+        walked = _close_grid([(0, "sk")], states, -1, bound, tuple, 30, 10, 2,
+                             layout._value, None, True)
+        merged = _close_grid([(0, "sk")], states, -1, bound, tuple, 30, 10, 2,
+                             layout._value, None, False)
+        assert repr(walked) == repr(merged), name
+        assert {r[1] for r in walked[0]} >= {at - 20 for at in starts if at >= 20}
+
+
 def test_merge_all_leaves_its_aggregates_as_they_were() -> None:
     panes = [[1, 2, 2, 2, [2, 1]], [1, 5, 5, 5, [5, 1]], [2, 7, 3, 4, [7, 2]]]
     assert EVERY.merge_all is not None
@@ -75,7 +101,9 @@ def test_an_aggregate_with_a_reducer_of_its_own_merges_one_by_one() -> None:
 
 LAYOUTS = [Panes(Tumbling(size_ms=10), count()), Panes(Hopping(size_ms=30, advance_ms=10),
            EVERY), PerWindow(Hopping(size_ms=25, advance_ms=10), count()),
-           Sessions(Session(gap_ms=7), count())]
+           Sessions(Session(gap_ms=7), count()),
+           Panes(Hopping(size_ms=30, advance_ms=10), count()),  # panes added up as walked
+           Panes(Hopping(size_ms=30, advance_ms=10), sum_of())]
 
 
 def expected_close(layout: Any, state: list[Any], closed: int, bound: int
@@ -124,7 +152,7 @@ def test_close_emits_and_leaves_what_the_layout_defines_due_when_first_close_say
 @given(states=st.lists(st.lists(st.integers(0, 60), min_size=0, max_size=8), min_size=1,
                        max_size=5),
        closed=st.integers(-1, 40), ahead=st.one_of(st.integers(-1, 1), st.integers(2, 40)),
-       which=st.integers(0, 3),
+       which=st.integers(0, len(LAYOUTS) - 1),
        finish=st.integers(0, 2), trim=st.booleans(), cut=st.booleans())
 @example(states=[[5]], closed=10, ahead=5, which=0, finish=0, trim=False, cut=False)
 @example(states=[[50]], closed=-1, ahead=-1, which=3, finish=0, trim=True, cut=True)
@@ -143,10 +171,11 @@ def test_close_all_equals_close_key_by_key(states: list[list[int]], closed: int,
     stored: dict[str, list[Any] | None] = {}
     for n, times in enumerate(states):
         state = None
-        for ts in sorted(times) if which < 3 else times:
+        sessions = isinstance(layout, Sessions)
+        for ts in times if sessions else sorted(times):
             state, _ = layout.fold(state, ts, ts)
         if state is not None and trim:  # what a close at ``closed`` left
-            width = 3 if which == 3 else 2
+            width = 3 if sessions else 2
             state = [x for i in range(0, len(state), width)
                      if layout.needed_until(state, i) > closed for x in state[i:i + width]]
         stored["s" + "abcde"[n] if n % 2 else "j" + str(n)] = state or None
