@@ -79,13 +79,14 @@ class Panes:
         self.finish = reducer.result
         self.merge_result = reducer.merge_result if self.pure else None
         inline = reducer.inline
+        alone = (self.merge_result is not None and not reducer.parts and inline is not None
+                 and not inline.columns)
         self._value: Callable[[list[Any], int, int], Any] = (
-            _column_merge(reducer, 2) if self.merge_result is not None and not reducer.parts
-            and inline is not None and not inline.columns else self._merged)
+            _column_merge(reducer, 2) if alone else self._merged)
         """A window's result from its panes ``state[low:high]`` (`_close_grid`): a lone
         count, sum, min or max merged in place over the state, with no list per window."""
-        self._adds = (self._value is not self._merged and inline is not None
-                      and inline.merge == _ADD and inline.result is None)
+        self._adds = (alone and inline is not None and inline.merge == _ADD
+                      and inline.result is None)
         """A lone count or sum: `_close_grid` adds the panes up as it walks them."""
 
     def fold(self, state: list[Any] | None, value: Any, ts: int) -> tuple[list[Any], bool]:
@@ -650,10 +651,10 @@ def _column_functions(reducer: Reducer) -> tuple[int, Any, Any, Any]:
 
 
 _CHOOSE = {"min": "<", "max": ">"}
-_ADD = "{a} + {b}"
-"""The inline merge of a count and a sum."""
 """The comparison `min(a, b)` and `max(a, b)` make: ``b`` replaces ``a`` only when it
 compares less (greater), so ties and NaN keep ``a``, as the builtins do."""
+_ADD = "{a} + {b}"
+"""The inline merge of a count and a sum."""
 
 
 def _inline_add(inline: Inline, a: str, x: str) -> str:

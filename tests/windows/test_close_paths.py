@@ -69,6 +69,8 @@ def test_a_hopping_count_or_sum_adds_its_panes_as_it_walks_them_to_the_bit(
     """`_close_grid` adds up the panes of a lone count or sum as it walks a window's panes
     (``adds``): every window gets what the reducer's merge of those panes gives, floats
     included (the same additions in the same order); other reducers keep the merge."""
+    for several in (EVERY, aggregate(n=count())):  # even of one count: a dict per window
+        assert not Panes(Hopping(size_ms=30, advance_ms=10), several)._adds
     for name, reducer in BUILT_INS.items():
         layout = Panes(Hopping(size_ms=30, advance_ms=10), reducer)
         assert layout._adds == (name in ("count", "sum")), name
