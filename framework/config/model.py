@@ -186,8 +186,10 @@ class JobConfig:
         "the stream's new partitions in record-time order with the old ones, so that "
         "records a producer still wrote to a key's old partition (one that learned of the "
         "new count late: Kafka clients re-read it every `metadata.max.age.ms`, 5 minutes "
-        "by default) come before that key's records in its new partition. `0`: new "
-        "partitions are read as they come once the barrier is passed. See "
+        "by default) come before that key's records in its new partition. A worker that "
+        "starts the task within this time of the expansion (a restart, a failover) reads "
+        "them so too. `0`: new partitions are read as they come once the barrier is "
+        "passed. See "
         "[coordinator.md](coordinator.md#per-key-order-after-a-barrier)."))
     data_dir: Path = field(default=Path("state"), metadata=setting(
         Folder(),

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 import groupers as G
 from framework.config import JobConfig, StreamRef
-from framework.coordinator.expansion import barrier_stages
+from framework.coordinator.expansion import barrier_stages, merging_stages
 from framework.coordinator.grouping import make_grouper
 from framework.metadata.jobmodel import BarrierStage, JobModel, StreamHold, TaskModel
 from framework.systems.base import Checkpoint
@@ -138,13 +138,17 @@ def build_job_model(
     tasks = list(grouping)
     changelogs = _changelog_partitions(tasks, previous)
     barriers = config.stateful and config.expansion == "fixed-tasks"
+    checkpoint = (checkpoints or {}).get
     stages = {name: barrier_stages(name, grouping[name], previous, end_offsets or {},
-                                   (checkpoints or {}).get(name)) if barriers else ()
+                                   checkpoint(name), now_ms) if barriers else ()
               for name in tasks}
+    merging = {name: merging_stages(name, previous, checkpoint(name), now_ms,
+                                    config.expansion_merge_ms) if barriers else ()
+               for name in tasks}
     return _model(config, partition_counts, previous, grouping, changelogs,
                   placement(changelogs) if placement else
                   _placement(config, changelogs, previous, local_state), stages,
-                  now_ms=now_ms, reason=reason,
+                  now_ms=now_ms, reason=reason, merging=merging,
                   holds=(previous.holds if previous else {}) if holds is None else holds)
 
 
@@ -183,12 +187,14 @@ def _model(
     now_ms: int,
     reason: str,
     holds: Mapping[str, StreamHold] | None = None,
+    merging: Mapping[str, tuple[BarrierStage, ...]] | None = None,
 ) -> JobModel:
     """Assemble the next model (epoch = previous + 1) from its decided parts."""
     broadcast = frozenset(_ssps(list(config.broadcast_inputs), partition_counts))
     models = {
         name: TaskModel(name=name, ssps=grouping[name], changelog_partition=changelogs[name],
-                        worker=placement[name], broadcast=broadcast, stages=stages[name])
+                        worker=placement[name], broadcast=broadcast, stages=stages[name],
+                        merging=(merging or {}).get(name, ()))
         for name in grouping
     }
     used = max(changelogs.values(), default=-1) + 1

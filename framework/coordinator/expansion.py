@@ -17,7 +17,7 @@ from framework.metadata.jobmodel import BarrierStage, JobModel
 from framework.systems.base import Checkpoint
 from groupers import SystemStreamPartition
 
-__all__ = ["barrier_stages", "describe_change"]
+__all__ = ["barrier_stages", "describe_change", "merging_stages"]
 
 
 def describe_change(before: Mapping[str, int], after: Mapping[str, int]) -> str:
@@ -36,6 +36,7 @@ def barrier_stages(
     previous: JobModel | None,
     end_offsets: Mapping[SystemStreamPartition, int],
     checkpoint: Checkpoint | None,
+    now_ms: int = 0,
 ) -> tuple[BarrierStage, ...]:
     """Barriers for a task that gained partitions, after any earlier stage not yet passed.
 
@@ -55,5 +56,27 @@ def barrier_stages(
         streams = {(s.system, s.stream) for s in gained}
         barrier = {s: end_offsets.get(s, 0) for s in sorted(before.ssps)
                    if (s.system, s.stream) in streams}
-        stages.append(BarrierStage(barrier=barrier, held=frozenset(gained)))
+        stages.append(BarrierStage(barrier=barrier, held=frozenset(gained), at_ms=now_ms))
     return tuple(stages)
+
+
+def merging_stages(
+    task: str,
+    previous: JobModel | None,
+    checkpoint: Checkpoint | None,
+    now_ms: int,
+    window_ms: int,
+) -> tuple[BarrierStage, ...]:
+    """The task's stages passed by its checkpoint (earlier ones first) whose merge window
+    (``window_ms`` from the stage's ``at_ms``) is still open at ``now_ms``: a worker that
+    starts the task merges their gained partitions (`TaskModel.merging`)."""
+    before = previous.tasks.get(task) if previous else None
+    if before is None or window_ms <= 0:
+        return ()
+    done = checkpoint.inputs if checkpoint else {}
+    passed = list(before.merging)
+    for stage in before.stages:
+        if not stage.passed(done):
+            break
+        passed.append(stage)
+    return tuple(s for s in passed if s.at_ms and now_ms < s.at_ms + window_ms)

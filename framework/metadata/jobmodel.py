@@ -45,6 +45,10 @@ class BarrierStage:
 
     barrier: Mapping[SystemStreamPartition, int]
     held: frozenset[SystemStreamPartition]
+    at_ms: int = 0
+    """When the model that added the stage was built (wall ms; 0 in models older than the
+    field): the expansion merge window (`framework.worker.merging`) counts from then for a
+    worker that finds the stage already passed."""
 
     def passed(self, positions: Mapping[SystemStreamPartition, int]) -> bool:
         """Whether ``positions`` (next offsets to read) reached every barrier offset: the one
@@ -61,6 +65,7 @@ class BarrierStage:
         return {
             "barrier": [[*ssp_to_json(s), o] for s, o in sorted(self.barrier.items())],
             "held": [ssp_to_json(s) for s in sorted(self.held)],
+            **({"at_ms": self.at_ms} if self.at_ms else {}),
         }
 
     @classmethod
@@ -68,6 +73,7 @@ class BarrierStage:
         return cls(
             barrier={ssp_from_json(b[:3]): int(b[3]) for b in data["barrier"]},
             held=frozenset(ssp_from_json(s) for s in data["held"]),
+            at_ms=int(data.get("at_ms", 0)),
         )
 
 
@@ -76,7 +82,11 @@ class TaskModel:
     """One task: its inputs, its changelog partition and the worker running it.
 
     ``stages`` are expansion barriers, released in order (a second expansion before the
-    first barrier was passed adds a second stage).
+    first barrier was passed adds a second stage). ``merging`` are the stages the task's
+    checkpoint had passed when the model was built, less than ``job.expansion_merge_ms``
+    after they were added: a worker that starts the task (a restart, a failover) reads
+    their gained partitions in record-time order with the older ones, as the worker that
+    passed them did (`framework.worker.merging`).
     """
 
     name: str
@@ -85,6 +95,7 @@ class TaskModel:
     worker: int
     broadcast: frozenset[SystemStreamPartition] = frozenset()
     stages: tuple[BarrierStage, ...] = ()
+    merging: tuple[BarrierStage, ...] = ()
 
     @property
     def held(self) -> frozenset[SystemStreamPartition]:
@@ -113,6 +124,8 @@ class TaskModel:
             "worker": self.worker,
             "broadcast": [ssp_to_json(s) for s in sorted(self.broadcast)],
             "stages": [stage.to_json() for stage in self.stages],
+            **({"merging": [stage.to_json() for stage in self.merging]}
+               if self.merging else {}),
         }
 
     @classmethod
@@ -124,6 +137,7 @@ class TaskModel:
             worker=int(data["worker"]),
             broadcast=frozenset(ssp_from_json(s) for s in data.get("broadcast", ())),
             stages=tuple(BarrierStage.from_json(st) for st in data.get("stages", ())),
+            merging=tuple(BarrierStage.from_json(st) for st in data.get("merging", ())),
         )
 
 

@@ -290,6 +290,7 @@ class WorkerLoop:
         await self.tasks.run_task(task_model, self.model.epoch, checkpoint, opened,
                                   task_class, start)
         self.routing.set_stages(task_model.name, task_model.stages)
+        self.routing.resume_merges(task_model)
 
     async def _admit_tasks(self, committer: Committer, task_class: type[StreamTask]) -> None:
         """Run the added tasks whose stores are restored; report once none is left."""

@@ -75,12 +75,16 @@ class Merging:
         self.fetches += 1
         return self.fetches, now_ms
 
-    def start(self, task: str, stage: BarrierStage, now_ms: int) -> None:
+    def start(self, task: str, stage: BarrierStage, now_ms: int, *,
+              resumed: bool = False) -> None:
         """``task`` passed ``stage``: merge its new partitions with the old ones of their
-        stream, from now on for ``window_ms``."""
+        stream, from now on for ``window_ms``; ``resumed``: the stage was passed before
+        this worker started the task (`TaskModel.merging`), the window counts from when
+        the stage was added (whatever is left of it; the merge ends once the old
+        partitions are found read to their end after it)."""
         if self.window_ms <= 0:
             return
-        until = now_ms + self.window_ms
+        until = (stage.at_ms if resumed else now_ms) + self.window_ms
         for ssp in sorted(stage.held):
             sources = frozenset(s for s in stage.barrier
                                 if (s.system, s.stream) == (ssp.system, ssp.stream))
@@ -88,8 +92,9 @@ class Merging:
                 self.merges[ssp] = _Merge(task, sources, until)
         self._sources_changed()
         log.info("task %s reads its %s in record-time order with the older ones for the "
-                 "next %d s (expansion_merge_ms)", task,
-                 counted(len(stage.held), "new partition"), self.window_ms // 1000)
+                 "next %d s (expansion_merge_ms%s)", task,
+                 counted(len(stage.held), "new partition"), max(0, until - now_ms) // 1000,
+                 "; its barrier was passed before this worker started it" if resumed else "")
 
     def forget(self, ssps: frozenset[SystemStreamPartition] | set[SystemStreamPartition]
                ) -> None:

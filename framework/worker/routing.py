@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from framework.config import StreamRef
-from framework.metadata.jobmodel import BarrierStage, JobModel
+from framework.metadata.jobmodel import BarrierStage, JobModel, TaskModel
 from framework.systems.base import Consumer, FetchedRecord, System
 from framework.systems.fetched import FetchedColumns
 from framework.wording import counted
@@ -64,6 +64,14 @@ class Routing:
             self.stages[task] = list(stages)
         else:
             self.stages.pop(task, None)
+
+    def resume_merges(self, task: TaskModel) -> None:
+        """``task`` starts here (a restart, a failover) within the merge window of stages
+        its checkpoint had passed: merge their new partitions as the worker that passed
+        them did (the caller routes)."""
+        now = int(time.time() * 1000)
+        for stage in task.merging:
+            self.merging.start(task.name, stage, now, resumed=True)
 
     def route(self, instances: Sequence[TaskInstance], model: JobModel | None) -> None:
         """Which instances read each SSP; held SSPs wait behind their barrier. Assigns each

@@ -55,3 +55,37 @@ async def test_a_stale_producers_records_in_the_old_partition_come_before_the_ne
     await job.wait_outputs(timeout=120)
     assert await job.stop() == 0
     await job.assert_exact()
+
+
+async def test_a_task_started_after_its_barrier_was_passed_still_merges_in_the_window(
+        make_job: Callable[..., CountJob]) -> None:
+    """The job passes its 4 → 8 barrier and stops; a stale producer then writes 6,000
+    records to the keys' old partitions, then some to the new ones; the job restarts on a
+    new model (one worker instead of two) whose tasks' checkpoints passed the barrier long
+    ago, but within ``expansion_merge_ms`` of it: the new model names the stage
+    (`TaskModel.merging`), the workers merge in record time as the ones that passed it
+    did, and every key's outputs are its inputs in the order produced (a failover within
+    the window is the same case)."""
+    job = make_job("order-restart", {"words": 4}, monitor_ms=300)
+    await job.create("words", 4)
+    words = keys(12)
+    await job.send(placed(job.truth.records("words", words, 2), 4))
+    job.start()
+    await job.wait_epoch(1)
+    await job.wait_outputs()
+    await job.expand("words", 8)
+    await job.wait_epoch(2)
+    await job.wait(lambda: barriers_passed(job, 4), "every task past its barrier", 60)
+    assert await job.stop() == 0
+    await job.send(placed(job.truth.records("words", words, 500), 4))  # the stale producer
+    await job.send(placed(job.truth.records("words", words, 10), 8))  # …once it switched
+    job.write("order-restart", {"words": 8}, workers=1)
+    job.start()
+    state = await job.wait_epoch(3)
+    assert state.model is not None
+    gained = {t.name: t for t in state.model.tasks.values() if len(t.ssps) == 2}
+    assert len(gained) == 4 and all(not t.stages and [s.held for s in t.merging] == [
+        t.ssps - {s for s in t.ssps if s.partition < 4}] for t in gained.values())
+    await job.wait_outputs(timeout=120)
+    assert await job.stop() == 0
+    await job.assert_exact()

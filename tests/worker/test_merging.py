@@ -142,6 +142,26 @@ def test_a_merge_ends_once_the_old_partitions_are_found_read_to_their_end_past_i
     assert merging.merges == {} and merging.sources == frozenset()
 
 
+def test_a_merge_resumed_by_a_worker_starting_the_task_counts_its_window_from_the_stage(
+        ) -> None:
+    """A stage passed before this worker started the task (`TaskModel.merging`): its
+    records wait the same way, and the window ends ``window_ms`` after the stage was
+    added, not after the worker started."""
+    merging = Merging(window_ms=60_000, cap=100)
+    stage = BarrierStage(STAGE.barrier, STAGE.held, at_ms=1_000)
+    merging.start("Partition 0", stage, now_ms=50_000, resumed=True)
+    merging.hold(NEW, columns((0, 500)), position=0, fetch=merging.ticket(50_000)[0])
+    assert released(merging) == []
+    merging.processed(OLD, columns((10, 501)))
+    assert released(merging) == [(NEW, [0])]
+    merging.observed([OLD], {}, full=False, ticket=merging.ticket(60_999))
+    list(merging.ready())
+    assert NEW in merging.merges
+    merging.observed([OLD], {}, full=False, ticket=merging.ticket(61_000))
+    list(merging.ready())
+    assert merging.merges == {}
+
+
 def test_no_window_means_no_merge() -> None:
     merging = Merging(window_ms=0, cap=100)
     merging.start("Partition 0", STAGE, now_ms=1_000)
