@@ -32,12 +32,9 @@ async def barriers_passed(job: CountJob, tasks: int) -> bool:
     return text.count("passed its expansion barrier") >= tasks
 
 
-async def test_a_stale_producers_records_in_the_old_partition_come_before_the_new_ones(
-        make_job: Callable[..., CountJob]) -> None:
-    """After 4 → 8 was taken, a producer still writes 6,000 records to the keys' old
-    partitions, then switches to the new ones: every key's outputs are its inputs in the
-    order produced (the old partition's backlog first), one each, and the store is exact."""
-    job = make_job("order", {"words": 4}, monitor_ms=300)
+async def past_the_barrier(job: CountJob) -> tuple[CountJob, list[str]]:
+    """``job`` over 4 partitions of words, started, grown to 8, every task past its
+    barrier; and its 12 keys."""
     await job.create("words", 4)
     words = keys(12)
     await job.send(placed(job.truth.records("words", words, 2), 4))
@@ -47,6 +44,15 @@ async def test_a_stale_producers_records_in_the_old_partition_come_before_the_ne
     await job.expand("words", 8)
     await job.wait_epoch(2)
     await job.wait(lambda: barriers_passed(job, 4), "every task past its barrier", 60)
+    return job, words
+
+
+async def test_a_stale_producers_records_in_the_old_partition_come_before_the_new_ones(
+        make_job: Callable[..., CountJob]) -> None:
+    """After 4 → 8 was taken, a producer still writes 6,000 records to the keys' old
+    partitions, then switches to the new ones: every key's outputs are its inputs in the
+    order produced (the old partition's backlog first), one each, and the store is exact."""
+    job, words = await past_the_barrier(make_job("order", {"words": 4}, monitor_ms=300))
     moved = [w for w in words if partition_for_key(w.encode(), 4) != partition_for_key(
         w.encode(), 8)]
     assert moved  # some keys have a new partition: their order is what is tested
@@ -66,16 +72,8 @@ async def test_a_task_started_after_its_barrier_was_passed_still_merges_in_the_w
     (`TaskModel.merging`), the workers merge in record time as the ones that passed it
     did, and every key's outputs are its inputs in the order produced (a failover within
     the window is the same case)."""
-    job = make_job("order-restart", {"words": 4}, monitor_ms=300)
-    await job.create("words", 4)
-    words = keys(12)
-    await job.send(placed(job.truth.records("words", words, 2), 4))
-    job.start()
-    await job.wait_epoch(1)
-    await job.wait_outputs()
-    await job.expand("words", 8)
-    await job.wait_epoch(2)
-    await job.wait(lambda: barriers_passed(job, 4), "every task past its barrier", 60)
+    job, words = await past_the_barrier(
+        make_job("order-restart", {"words": 4}, monitor_ms=300))
     assert await job.stop() == 0
     await job.send(placed(job.truth.records("words", words, 500), 4))  # the stale producer
     await job.send(placed(job.truth.records("words", words, 10), 8))  # …once it switched
