@@ -34,6 +34,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from framework.coordinator.supervisor import die_with_parent
 from framework.windows import Hopping, WindowResult, count
 from framework.windows.layouts import Panes, layout_for
 
@@ -68,7 +69,7 @@ def compiled(folder: Path) -> ModuleType:
     shutil.copy(SOURCE, folder / SOURCE.name)
     mypyc = Path(sys.executable).with_name("mypyc")
     subprocess.run([str(mypyc), SOURCE.name], cwd=folder, check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)  # dies with the bench
     built = next(folder.glob("typed_close.*.so"))
     return load(built, "typed_close")
 

@@ -48,9 +48,7 @@ def barrier_stages(
     if before is None:
         return ()
     done = checkpoint.inputs if checkpoint else {}
-    stages = list(before.stages)
-    while stages and stages[0].passed(done):
-        stages.pop(0)
+    stages = list(before.stages[len(before.stages) - before.pending_stages(done):])
     gained = ssps - before.ssps
     if gained:
         streams = {(s.system, s.stream) for s in gained}
@@ -74,9 +72,6 @@ def merging_stages(
     if before is None or window_ms <= 0:
         return ()
     done = checkpoint.inputs if checkpoint else {}
-    passed = list(before.merging)
-    for stage in before.stages:
-        if not stage.passed(done):
-            break
-        passed.append(stage)
-    return tuple(s for s in passed if s.at_ms and now_ms < s.at_ms + window_ms)
+    passed = before.stages[:len(before.stages) - before.pending_stages(done)]
+    return tuple(s for s in (*before.merging, *passed)
+                 if s.at_ms and now_ms < s.at_ms + window_ms)
