@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     The modules with a slow or Kafka test are collected first (each module's tests stay
     together, in their order): xdist hands out the largest groups first and every other
-    test in collection order, so the quick tests come last and fill both processes' ends
+    test in collection order, so the quick tests come last and fill the processes' ends
     instead of one process ending the run alone on an end-to-end test that started late.
     """
     for item in items:
