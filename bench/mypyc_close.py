@@ -4,7 +4,7 @@ three ways, on the same states.
 - **product**: `Panes.close_all` (`framework.windows.layouts._close_grid`), interpreted, as
   a worker runs it for ``Hopping(5 min, 1 min)`` and `count()`;
 - **typed**: `bench/typed_close.py` (the same walk, the state typed ``list[int]``, the merge
-  inline), interpreted;
+  inline, the same `WindowResult` per window), interpreted;
 - **typed, mypyc**: that module compiled by mypyc into a temporary folder.
 
 States: ``--keys`` keys (2,500: one task's share of `bench.windows`), each with a pane of
@@ -107,15 +107,15 @@ def main() -> None:
         ways: dict[str, Callable[[], int]] = {
             "product": product,
             "typed": lambda: len(interpreted.close_count(taken, made, closed, bound, SIZE,
-                                                         ADVANCE)[0]),
+                                                         ADVANCE, WindowResult)[0]),
             "typed, mypyc": lambda: len(native.close_count(taken, made, closed, bound, SIZE,
-                                                           ADVANCE)[0])}
+                                                           ADVANCE, WindowResult)[0])}
         same = {name: sorted(map(tuple, (r[:4] for r in close_results)))
                 for name, close_results in (
                     ("product", layout.close_all(taken, made.get, closed, bound,
                                                  layout.finish, WindowResult, [])[0]),
                     ("typed, mypyc", native.close_count(taken, made, closed, bound, SIZE,
-                                                        ADVANCE)[0]))}
+                                                        ADVANCE, WindowResult)[0]))}
         assert same["product"] == same["typed, mypyc"], "the closes differ"
         print(f"{args.keys:,} keys, hopping 5 min / 1 min, count(); least of {args.repeat} "
               f"runs of {args.passes} closes, CPU ns per window emitted")

@@ -1,23 +1,26 @@
 """A hopping count's close with typed states, for `bench.mypyc_close` to compile with mypyc.
 
 The same walk as `framework.windows.layouts._close_grid` for panes of ``[start, count]``
-pairs (width 2, a lone `count`), with the state typed ``list[int]`` and the merge
-inline: what a compiled build of typed states would run. An experiment, not product
-code: the product's close stays the generic one.
+pairs (width 2, a lone `count`), with the state typed ``list[int]``, the merge inline
+and each result made as the product makes it (``tuple.__new__`` of the result type):
+what a compiled build of typed states would run. An experiment, not product code: the
+product's close stays the generic one.
 """
 
 from __future__ import annotations
 
-Result = tuple[str, int, int, int, bool]
+from typing import Any
+
 Kept = tuple[str, list[int], int]
 
 
 def close_count(taken: list[tuple[int, str]], states: dict[str, list[int]], closed: int,
-                bound: int, size: int, advance: int
-                ) -> tuple[list[Result], list[Kept], list[str], list[int]]:
+                bound: int, size: int, advance: int, result: type[tuple[Any, ...]]
+                ) -> tuple[list[Any], list[Kept], list[str], list[int]]:
     """(results, kept rows, gone keys, cuts) of a close at ``bound`` after one at
-    ``closed``, as `_close_grid` returns them (a result is a plain tuple here)."""
-    results: list[Result] = []
+    ``closed``, as `_close_grid` returns them."""
+    new = tuple.__new__
+    results: list[Any] = []
     kept: list[Kept] = []
     gone: list[str] = []
     cuts: list[int] = []
@@ -52,7 +55,7 @@ def close_count(taken: list[tuple[int, str]], states: dict[str, list[int]], clos
                 high += 2
             if not key:
                 key = text[1:]
-            results.append((key, start, end, total, True))
+            results.append(new(result, (key, start, end, total, True)))
             end += advance
         i = low
         while i < n and state[i] + size <= bound:
