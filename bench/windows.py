@@ -26,10 +26,13 @@ measured twice: records per second of wall-clock time, and records per CPU secon
 the benchmark's process (all its threads: what other processes on the machine take does
 not count). ``--mode rounds`` runs each job once per round instead (the round's order
 reversed each time) against the round's one sum run — a job can then run half a minute
-away from its sum, and the drift in between shows in its ratio.
+away from its sum, and the drift in between shows in its ratio. ``--worker process`` runs
+each worker in a process of its own, started once its records are written, as a worker
+runs in production (the CPU counted is that process's): this process holds the 1M
+records it produced, which the worker's process does not.
 
 Run: ``.venv/bin/python -m bench.windows`` (``--records N --keys K --rounds R --jobs
-sum,tumbling,… --mode pairs|rounds`` for another run).
+sum,tumbling,… --mode pairs|rounds --worker inline|process`` for another run).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import json
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +55,7 @@ if __package__ in (None, ""):
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
 from framework.metadata import publish_model
+from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord
 from framework.worker.runner import Worker
@@ -177,10 +182,11 @@ def _split(records: list[ProducerRecord]) -> list[ProducerRecord]:
             for n, record in enumerate(records)]
 
 
-async def _rate(config: JobConfig,
-                records: list[ProducerRecord]) -> tuple[float, float, int]:
-    """(records per second, records per CPU second of this process, outputs) of one
-    worker running ``config`` over ``records``."""
+async def _rate(config: JobConfig, records: list[ProducerRecord],
+                apart: bool = False) -> tuple[float, float, int]:
+    """(records per second, records per CPU second, outputs) of one worker running
+    ``config`` over ``records``: in this process, or (``apart``) in a process of its own
+    started once the records are written (`_child`; CPU: that process's)."""
     system = open_system(config.system("local"))
     await system.start()
     try:
@@ -195,21 +201,50 @@ async def _rate(config: JobConfig,
         await publish_model(system, config, model)
         for at in range(0, len(records), 10_000):
             await system.produce(records[at:at + 10_000])
-        worker = Worker(config, 0, model=model)
-        started, cpu = time.perf_counter(), time.process_time()
-        running = asyncio.create_task(worker.run())
-        while sum(i.processed for i in worker.instances) < len(records):
-            if running.done():
-                await running
-                raise RuntimeError("the worker stopped early")
-            await asyncio.sleep(0.005)
-        worker.stop.set()
-        await running  # includes the final commit
-        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        if apart:
+            elapsed, cpu = _apart(config, len(records))
+        else:
+            elapsed, cpu = await _work(config, model, len(records))
         outputs = sum(r.end for r in (await system.offsets("out")).values())
     finally:
         await system.close()
     return len(records) / elapsed, len(records) / cpu, outputs
+
+
+async def _work(config: JobConfig, model: JobModel, records: int) -> tuple[float, float]:
+    """(seconds, CPU seconds of this process) for one worker of ``model`` to process and
+    commit ``records`` records."""
+    worker = Worker(config, 0, model=model)
+    started, cpu = time.perf_counter(), time.process_time()
+    running = asyncio.create_task(worker.run())
+    while sum(i.processed for i in worker.instances) < records:
+        if running.done():
+            await running
+            raise RuntimeError("the worker stopped early")
+        await asyncio.sleep(0.005)
+    worker.stop.set()
+    await running  # includes the final commit
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def _apart(config: JobConfig, records: int) -> tuple[float, float]:
+    """`_work` in a process of its own (`_child`), importing this tree's code: as a
+    worker runs in production, without the records this process produced."""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "bench.windows", "--child",
+                           str(config.path), str(records)], cwd=root, check=True,
+                          capture_output=True, text=True)
+    elapsed, cpu = done.stdout.split()[-2:]
+    return float(elapsed), float(cpu)
+
+
+def _child(job: Path, records: int) -> None:
+    """The worker of `_apart`: the model `_rate` published, read back; prints its
+    seconds and CPU seconds."""
+    config = load_config(job)
+    model = build_job_model(config, dict.fromkeys(config.inputs, PARTITIONS), None)
+    elapsed, cpu = asyncio.run(_work(config, model, records))
+    print(f"{elapsed:.6f} {cpu:.6f}")
 
 
 def _order(names: list[str], number: int, mode: str) -> list[list[str]]:
@@ -228,16 +263,18 @@ def _order(names: list[str], number: int, mode: str) -> list[list[str]]:
 
 
 def run(records: int = RECORDS, keys: int = KEYS, rounds: int = ROUNDS,
-        jobs: list[str] | None = None, mode: str = "pairs") -> dict[str, float]:
+        jobs: list[str] | None = None, mode: str = "pairs",
+        worker: str = "inline") -> dict[str, float]:
     """Run the jobs interleaved with the sum (see the module); print and return each
     job's median share of the sum in records per CPU second (the sum's own entry: its
-    median of those)."""
+    median of those). ``worker="process"``: each worker in a process of its own."""
     names = ["sum", *[name for name in (jobs or list(JOBS)) if name != "sum"]]
     data = _records(records, keys)
     print(f"{records:,} JSON records, {keys:,} keys, {PARTITIONS} partitions, 1 worker, "
           f"logged RocksDB store; event time spans {records * STEP_MS / 60_000:,.0f} min; "
           f"{rounds} rounds, "
-          f"{'each job next to a sum run' if mode == 'pairs' else 'order alternating'}",
+          f"{'each job next to a sum run' if mode == 'pairs' else 'order alternating'}"
+          f"{'; each worker in a process of its own' if worker == 'process' else ''}",
           flush=True)
     rates: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
@@ -253,7 +290,8 @@ def run(records: int = RECORDS, keys: int = KEYS, rounds: int = ROUNDS,
                     config = _job(work / f"{name}-{number}-{len(rates[name])}", name,
                                   JOBS[name][1])
                     rate, cpu, outputs[name] = asyncio.run(_rate(
-                        config, _split(data) if name == "join" else data))
+                        config, _split(data) if name == "join" else data,
+                        worker == "process"))
                     measured[name] = rate, cpu
                     rates[name].append(rate)
                     cpus[name].append(cpu)
@@ -289,8 +327,17 @@ def main() -> None:
     parser.add_argument("--mode", choices=("pairs", "rounds"), default="pairs",
                         help="each job next to its own sum run (pairs), or once per round "
                              "against the round's sum (rounds)")
+    parser.add_argument("--worker", choices=("inline", "process"), default="inline",
+                        help="run each worker in this process (inline), or in a process "
+                             "of its own once its records are written, as in production "
+                             "(process: the CPU counted is that process's)")
+    parser.add_argument("--child", nargs=2, metavar=("JOB_FILE", "RECORDS"),
+                        help=argparse.SUPPRESS)  # the process of --worker process
     args = parser.parse_args()
-    run(args.records, args.keys, args.rounds, args.jobs.split(","), args.mode)
+    if args.child:
+        _child(Path(args.child[0]), int(args.child[1]))
+        return
+    run(args.records, args.keys, args.rounds, args.jobs.split(","), args.mode, args.worker)
 
 
 if __name__ == "__main__":
