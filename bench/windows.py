@@ -52,13 +52,13 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.worker import _run_worker
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
 from framework.metadata import publish_model
 from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
 from framework.systems.base import ProducerRecord
-from framework.worker.runner import Worker
 
 RECORDS = 1_000_000
 KEYS = 10_000
@@ -213,18 +213,10 @@ async def _rate(config: JobConfig, records: list[ProducerRecord],
 
 async def _work(config: JobConfig, model: JobModel, records: int) -> tuple[float, float]:
     """(seconds, CPU seconds of this process) for one worker of ``model`` to process and
-    commit ``records`` records."""
-    worker = Worker(config, 0, model=model)
-    started, cpu = time.perf_counter(), time.process_time()
-    running = asyncio.create_task(worker.run())
-    while sum(i.processed for i in worker.instances) < records:
-        if running.done():
-            await running
-            raise RuntimeError("the worker stopped early")
-        await asyncio.sleep(0.005)
-    worker.stop.set()
-    await running  # includes the final commit
-    return time.perf_counter() - started, time.process_time() - cpu
+    commit ``records`` records (`bench.worker._run_worker`)."""
+    cpu = time.process_time()
+    _, elapsed = await _run_worker(config, model, records)
+    return elapsed, time.process_time() - cpu
 
 
 def _apart(config: JobConfig, records: int) -> tuple[float, float]:
