@@ -1,8 +1,9 @@
 """Windowing benchmark: tumbling, hopping and session window counts, several results per
 window, and an interval join, each against the plain per-key sum, in interleaved rounds.
 
-Every job runs one in-process `Worker` on the local log over the same records: 4 input
-partitions, 4 tasks, one logged RocksDB store, 10k keys, JSON values. The records carry
+Every job runs one `Worker` (in this process; with ``--worker process``, in its own) on
+the local log over the same records: 4 input partitions, 4 tasks, one logged RocksDB
+store, 10k keys, JSON values. The records carry
 an event time (the record timestamp) advancing 3.6 ms per record — 1M records span an
 hour of event time, so every key sees about 100 records — with a random delay of up to
 5 s (the grace is 10 s, so nothing is late). Timed from the worker's start until every
@@ -55,6 +56,7 @@ if __package__ in (None, ""):
 from bench.worker import _run_worker
 from framework.config import JobConfig, load_config
 from framework.coordinator.builder import build_job_model
+from framework.coordinator.supervisor import die_with_parent
 from framework.metadata import publish_model
 from framework.metadata.jobmodel import JobModel
 from framework.systems import open_system
@@ -224,8 +226,12 @@ def _apart(config: JobConfig, records: int) -> tuple[float, float]:
     worker runs in production, without the records this process produced."""
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-m", "bench.windows", "--child",
-                           str(config.path), str(records)], cwd=root, check=True,
-                          capture_output=True, text=True)
+                           str(config.path), str(records)], cwd=root, capture_output=True,
+                          text=True, preexec_fn=die_with_parent)  # SIGTERM if we die
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-10:])
+        raise RuntimeError(f"the worker's process for {config.name} failed (exit "
+                           f"{done.returncode}):\n{tail}")
     elapsed, cpu = done.stdout.split()[-2:]
     return float(elapsed), float(cpu)
 
