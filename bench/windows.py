@@ -237,8 +237,8 @@ def _apart(config: JobConfig, records: int) -> tuple[float, float]:
 
 
 def _child(job: Path, records: int) -> None:
-    """The worker of `_apart`: the model `_rate` published, read back; prints its
-    seconds and CPU seconds."""
+    """The worker of `_apart`, on the model `_rate` published (built again from the same
+    partition counts); prints its seconds and CPU seconds."""
     config = load_config(job)
     model = build_job_model(config, dict.fromkeys(config.inputs, PARTITIONS), None)
     elapsed, cpu = asyncio.run(_work(config, model, records))
